@@ -8,6 +8,7 @@ plotly mime type and render it natively; Colab gets plotly's Colab renderer.
 
 from __future__ import annotations
 
+import json
 import sys
 
 import plotly.graph_objects as go
@@ -17,7 +18,7 @@ from IPython.display import display
 def figure_bundle(fig: go.Figure) -> dict[str, object]:
     """The mime bundle: plotly JSON for live front-ends, an HTML div for the static book."""
     html = fig.to_html(include_plotlyjs=False, include_mathjax=False, full_html=False)
-    return {"application/vnd.plotly.v1+json": fig.to_plotly_json(), "text/html": html}
+    return {"application/vnd.plotly.v1+json": json.loads(fig.to_json()), "text/html": html}
 
 
 def show(fig: go.Figure) -> None:
