@@ -36,7 +36,7 @@ class RunningBatch:
         prompt_len, max_new_tokens, output_len, generated, kv_len, req_pool_idx, last_loc:
             int64 ``[len(reqs)]``; ``last_loc`` is the slot of each request's last KV token.
         batch_is_full: SGLang's flag: admission found no room; prefill is not tried again
-            until the batch shrinks (a request finishes or is retracted).
+            until ``update_running_batch`` sees the batch shrink (the scheduler clears it).
     """
 
     def __init__(self) -> None:
@@ -76,7 +76,6 @@ class RunningBatch:
         self.reqs = [r for r, k in zip(self.reqs, keep.tolist(), strict=True) if k]
         for name in (*_FIELDS, "last_loc"):
             setattr(self, name, getattr(self, name)[keep])
-        self.batch_is_full = False
         return out
 
     def new_tokens_required_next_decode(self, page_size: int,

@@ -12,12 +12,15 @@ Follows ``python/sglang/srt/managers/scheduler.py`` (``event_loop_normal``,
    step's new pages do not fit, ``retract_decode`` sends victims back to the END of the
    waiting queue and resets ``new_token_ratio``; if they fit, the ratio decays by
    ``(init - min) / 600`` (floor ``min``).
+   ``batch_is_full`` is cleared here when the batch has shrunk since the last check
+   (finished requests leave the batch at this point in SGLang, or retracted ones).
 4. With nothing to run the server is idle: the ratio goes back to its initial value and the
-   clock jumps to the next arrival.
+   clock jumps to the next arrival. This also happens for one step when the last running
+   requests finish while ``batch_is_full`` is set: SGLang's ``update_running_batch`` finds
+   the batch empty, clears the flag and the loop runs ``self_check_during_idle``.
 
 Where we simplify: no radix cache (nothing is cached or evictable); no overlap scheduling;
-``batch_is_full`` is cleared as soon as a request leaves the batch (SGLang clears it at the
-next ``update_running_batch``, one step later); requests must fit the pool on their own
+requests must fit the pool on their own
 (``ceil_to_page(prompt_len + max_new_tokens) < max_total_num_tokens``), where SGLang would
 reject or truncate them at the tokenizer.
 """
@@ -97,6 +100,7 @@ class Scheduler:
         self.num_steps = 0
         self.num_decode_steps = 0
         self.num_finished = 0
+        self.shrunk = False  # requests left the batch since update_running_batch last ran
         self._log_clock, self._log_tokens, self._decoded = 0.0, 0, 0
 
     # ----- queries ------------------------------------------------------------------------
@@ -136,6 +140,10 @@ class Scheduler:
         elif len(self.running):
             kind = "decode"
             self._run_decode()
+        elif self.shrunk:  # update_running_batch finds the batch empty: idle, clock unchanged
+            kind = "idle"
+            self.shrunk = self.running.batch_is_full = False
+            self.new_token_ratio = self.config.init_ratio
         else:
             kind = "idle"
             self._idle()
@@ -238,7 +246,8 @@ class Scheduler:
         """``update_running_batch`` (memory check, retract or decay) and one decode step."""
         p, batch = self.page_size, self.running
         available = self.allocator.available_size()
-        if batch.new_tokens_required_next_decode(p) > available:
+        must_retract = batch.new_tokens_required_next_decode(p) > available
+        if must_retract:
             victims, ratio = batch.retract_decode(available, p, self.config.retract_decode_steps)
             retracted = batch.remove(victims)
             freed = [r.kv_len for r in retracted]
@@ -256,21 +265,25 @@ class Scheduler:
         else:
             self.new_token_ratio = max(self.new_token_ratio - self.config.ratio_decay,
                                        self.config.min_ratio)
+        if self.shrunk or must_retract:
+            batch.batch_is_full = self.shrunk = False
         self.clock += self.step_time.decode_s(len(batch), int(batch.kv_len.sum()))
         batch.decode(self.allocator, self.req_to_token_pool)
         self._decoded += len(batch)
         self.num_decode_steps += 1
-        self._finish(batch.generated >= batch.output_len)
+        self.shrunk = self._finish(batch.generated >= batch.output_len) > 0
         if self.num_decode_steps % self.config.decode_log_interval == 0:
             self._log_decode()
 
-    def _finish(self, mask: np.ndarray) -> None:
+    def _finish(self, mask: np.ndarray) -> int:
+        """Release the requests where ``mask`` is True, which have finished; return how many."""
         finished = self.running.remove(mask)
         self._release(finished)
         for req in finished:
             req.finish_s = self.clock
             self.trace.event(self.num_steps, "finish", req.rid, {"output_len": req.generated})
         self.num_finished += len(finished)
+        return len(finished)
 
     def _release(self, reqs: list[Req]) -> None:
         """Free the KV slots and ``req_to_token`` rows of requests leaving the batch."""
