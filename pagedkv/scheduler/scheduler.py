@@ -209,29 +209,34 @@ class Scheduler:
             if adm.truncated or req.kv_len > 0:
                 self.trace.event(step, "chunk", req.rid, {"prefix": req.kv_len,
                                                           "tokens": adm.extend_len})
-        prefix = [a.req.kv_len for a in admitted]
-        seq = [a.req.kv_len + a.extend_len for a in admitted]
-        last = [int(table[a.req.req_pool_idx, a.req.kv_len - 1]) if a.req.kv_len else -1
-                for a in admitted]
-        total = sum(a.extend_len for a in admitted)
-        slots = self.allocator.alloc_extend(prefix, seq, last, total)
+        prefix = np.fromiter((a.req.kv_len for a in admitted), np.int64, len(admitted))
+        ext = np.fromiter((a.extend_len for a in admitted), np.int64, len(admitted))
+        rows = np.fromiter((a.req.req_pool_idx for a in admitted), np.int64, len(admitted))
+        last = np.full(len(admitted), -1, dtype=np.int64)
+        chunked = prefix > 0  # a chunk continues a request whose earlier chunks hold slots
+        if chunked.any():
+            last[chunked] = table[rows[chunked], prefix[chunked] - 1].numpy()
+        total = int(ext.sum())
+        slots = self.allocator.alloc_extend(prefix, prefix + ext, last, total)
         if slots is None:
             raise OutOfMemoryError(f"prefill of {total} tokens does not fit "
                                    f"{self.allocator.available_size()} free slots")
+        # req_to_token[row, prefix .. prefix + ext - 1] = the new slots, for every request
+        ends = np.cumsum(ext)
+        positions = np.arange(total) - np.repeat(ends - ext - prefix, ext)
+        table[torch.from_numpy(np.repeat(rows, ext)), torch.from_numpy(positions)] = (
+            slots.to(torch.int32))
         self.clock += self.step_time.prefill_s(total, self.tokens_used)
-        offset, done, done_last = 0, [], []
-        for adm, lo, hi in zip(admitted, prefix, seq, strict=True):
+        done, done_last = [], []
+        for adm, end in zip(admitted, ends.tolist(), strict=True):
             req = adm.req
-            self.req_to_token_pool.write(req.req_pool_idx, torch.arange(lo, hi),
-                                         slots[offset:offset + hi - lo])
-            offset += hi - lo
-            req.kv_len = hi
+            req.kv_len += adm.extend_len
             if not adm.truncated:
                 req.generated += 1
                 if req.first_token_s is None:
                     req.first_token_s = self.clock
                 done.append(req)
-                done_last.append(int(slots[offset - 1]))
+                done_last.append(int(slots[end - 1]))
         self._decoded += len(done)
         self.running.add(done, done_last)
         self._finish(self.running.generated >= self.running.output_len)
