@@ -186,3 +186,34 @@ def compare(specs: list[RequestSpec], pool_tokens: int,
     """:func:`measure` for ``max``, ``pow2`` and each page size, in that order."""
     schemes = ["max", "pow2", *(f"page={p}" for p in page_sizes)]
     return [measure(specs, pool_tokens, s) for s in schemes]
+
+
+@dataclass(frozen=True)
+class PageSizeCost:
+    """Requests held at their final lengths under one page size."""
+
+    page_size: int
+    tokens: int  # token states stored
+    held_slots: int  # slots taken from the free list (whole pages)
+    pages: int  # page-table entries a page-granular table needs (FA3/FlashInfer style)
+
+    @property
+    def wasted_pct(self) -> float:
+        """Empty slots in last pages, as % of held slots (internal fragmentation)."""
+        return 100.0 * (self.held_slots - self.tokens) / self.held_slots
+
+
+def page_size_costs(specs: list[RequestSpec], page_sizes: tuple[int, ...]) -> list[PageSizeCost]:
+    """Allocate every request at ``prompt_len + output_len`` through the real allocator
+    (one ``alloc_extend`` batch per page size) and read back what was taken."""
+    lens = torch.tensor([s.prompt_len + s.output_len for s in specs])
+    costs = []
+    for p in page_sizes:
+        size = int(((lens + p - 1) // p).sum()) * check_positive_int("page_size", p)
+        mem = (TokenToKVPoolAllocator(size) if p == 1
+               else PagedTokenToKVPoolAllocator(size, p))
+        mem.alloc_extend(torch.zeros_like(lens), lens, torch.full_like(lens, -1),
+                         int(lens.sum()), strict=True)
+        held = mem.size - mem.available_size()
+        costs.append(PageSizeCost(p, mem.used_slots(), held, held // p))
+    return costs
