@@ -15,6 +15,8 @@ from pagedkv.allocator import BaseTokenToKVPoolAllocator, PagedTokenToKVPoolAllo
 from pagedkv.contiguous import ContiguousAllocator
 from pagedkv.pools import ReqToTokenPool
 
+RESERVED = "×"  # label of page 0's slots: never handed out, padded tokens write there
+
 
 def contiguous_story() -> tuple[ContiguousAllocator, list[tuple[str, list[str]]]]:
     """The seed's external-fragmentation picture over 16 slots, step by step.
@@ -36,10 +38,10 @@ def contiguous_story() -> tuple[ContiguousAllocator, list[tuple[str, list[str]]]
 def paged_slot_labels(alloc: BaseTokenToKVPoolAllocator,
                       owned: dict[str, torch.Tensor]) -> list[str]:
     """Per slot of ``alloc``'s pool: ``"A3"`` (A's token 3 lives here), ``"A·"`` (an empty
-    slot in a page A holds) or ``""`` (free, or the reserved page 0). Names are one letter.
+    slot in a page A holds), ``RESERVED`` (page 0) or ``""`` (free). Names are one letter.
     """
     p = alloc.page_size
-    labels = [""] * len(alloc.slot_state)
+    labels = [RESERVED] * p + [""] * (len(alloc.slot_state) - p)
     for name, slots in owned.items():
         for page in torch.unique(slots // p).tolist():
             labels[page * p:(page + 1) * p] = [f"{name}·"] * p

@@ -9,6 +9,7 @@ from pagedkv.contiguous import Fit
 from pagedkv.errors import OutOfMemoryError
 from pagedkv.fragmentation import page_size_costs
 from pagedkv.scenarios import (
+    RESERVED,
     contiguous_story,
     decode_oom_case,
     paged_slot_labels,
@@ -31,7 +32,8 @@ def test_seed_page_table() -> None:
     assert table[3].tolist() == [0] * 8 and st.pool.free_slots == [3, 0]
     check_pool_agreement(st.pool, st.alloc, st.lens)
     labels = paged_slot_labels(st.alloc, {"A": table[2, :4].long(), "B": table[1, :4].long()})
-    assert labels[4:8] == ["A0", "A1", "A2", "A3"] and labels[8:12] == [""] * 4
+    assert labels[:4] == [RESERVED] * 4 and labels[8:12] == [""] * 4
+    assert labels[4:8] == ["A0", "A1", "A2", "A3"]
 
 
 def test_decode_oom_case_numbers() -> None:

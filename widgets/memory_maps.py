@@ -2,7 +2,8 @@
 
 Inputs are pagedkv state rendered as labels (``pagedkv.contiguous.ContiguousAllocator.
 slot_labels``, ``pagedkv.scenarios.paged_slot_labels``): ``"A3"`` = request A's token 3,
-``"A·"`` = a slot A holds but has not filled, ``""`` = free. Sliders switch trace
+``"A·"`` = a slot A holds but has not filled, ``"×"`` = page 0 (reserved), ``""`` = free.
+Sliders switch trace
 visibility, so they work in the static HTML book as well as in Jupyter.
 """
 
@@ -11,19 +12,20 @@ from __future__ import annotations
 import plotly.graph_objects as go
 from plotly.colors import qualitative
 
-FREE_COLOR = "#eeeeee"
+FREE_COLOR, RESERVED_COLOR, RESERVED = "#eeeeee", "#9e9e9e", "×"
 
 
 def _colors(frames: list[list[str]]) -> dict[str, tuple[str, str]]:
     """Owner letter -> (filled colour, light colour for held-but-empty slots)."""
-    owners = sorted({lab[0] for labels in frames for lab in labels if lab})
+    owners = sorted({lab[0] for labels in frames for lab in labels if lab and lab != RESERVED})
     palette = qualitative.Plotly
     light = qualitative.Pastel1 + qualitative.Pastel2
     return {o: (palette[i % len(palette)], light[i % len(light)]) for i, o in enumerate(owners)}
 
 
 def _strip(labels: list[str], colors: dict[str, tuple[str, str]], visible: bool) -> go.Bar:
-    fill = [FREE_COLOR if not lab else colors[lab[0]][lab.endswith("·")] for lab in labels]
+    fill = [FREE_COLOR if not lab else RESERVED_COLOR if lab == RESERVED
+            else colors[lab[0]][lab.endswith("·")] for lab in labels]
     return go.Bar(x=list(range(len(labels))), y=[1] * len(labels), marker_color=fill,
                   marker_line={"color": "white", "width": 2}, text=labels,
                   textposition="inside", insidetextanchor="middle", width=1.0,
@@ -54,7 +56,8 @@ def slot_strip_slider(frames: list[tuple[str, list[str]]], title: str,
     fig.update_layout(
         title=f"{title}: {frames[-1][0]}", height=230, bargap=0, yaxis_visible=False,
         xaxis={"title": "physical slot", "dtick": 1 if len(frames[-1][1]) <= 40 else None},
-        sliders=[{"active": len(frames) - 1, "steps": steps, "pad": {"t": 40}}],
+        sliders=[{"active": len(frames) - 1, "steps": steps, "pad": {"t": 40}, "x": 0.08,
+                  "len": 0.84}],
         margin={"l": 20, "r": 20, "t": 50, "b": 20}, shapes=steps[-1]["args"][1]["shapes"],
     )
     return fig

@@ -16,7 +16,7 @@ def shares_bar(shares: Sequence[object], title: str,
     """Stacked horizontal bars, one per scheme, of ``pagedkv.fragmentation.MemoryShare``.
 
     ``reference`` adds dashed vertical lines (percent of memory holding token states,
-    e.g. the vLLM paper's figures), labelled by key.
+    e.g. the vLLM paper's figures), labelled above the plot by key (keep keys short).
     """
     names = [s.scheme for s in shares]
     fig = go.Figure([go.Bar(y=names, x=[100 * getattr(s, c) for s in shares], name=c,
@@ -25,7 +25,7 @@ def shares_bar(shares: Sequence[object], title: str,
                      for c, color in CATEGORY_COLORS.items()])
     for label, pct in (reference or {}).items():
         fig.add_vline(x=pct, line_dash="dash", annotation_text=label,
-                      annotation_textangle=-90, annotation_position="top right")
+                      annotation_position="top")
     fig.update_layout(barmode="stack", title=title, xaxis_title="% of the KV pool",
                       yaxis={"autorange": "reversed"}, height=380,
                       legend={"orientation": "h", "y": -0.25})
