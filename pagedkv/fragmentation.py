@@ -13,15 +13,15 @@ for memory (the pool is the bottleneck), split the pool into
 
 The five shares are averaged over those steps and sum to 1.
 
-Replay rules (a simplification of SGLang's scheduler, chapter 5 has the real one): all
-requests queue at t=0 in order; each step admits from the head while the next one fits,
-stores its prompt, then every running request gains one token; a request whose length
-reaches ``prompt_len + output_len`` finishes and frees its memory. Contiguous schemes
-reserve a run at admission (``prompt_len + max_new_tokens``, or ``pow2_reservation`` of
-the true length as in the paper's "Orca (Pow2)"). Paged schemes allocate pages as tokens
-arrive; when a decode step runs out of pages, SGLang's ``retract_decode`` order (fewest
-output tokens first, then longest prompt) frees requests and requeues them at the head.
-The replay stops when the queue empties.
+Replay rules (a simplification of SGLang's scheduler, which ``pagedkv.scheduler`` models):
+all requests queue at t=0 in order (``arrival_s`` is ignored); each step admits from the
+head while the next one fits, stores its prompt, then every running request gains one token;
+a request whose length reaches ``prompt_len + output_len`` finishes and frees its memory.
+Contiguous schemes reserve a run at admission (``prompt_len + max_new_tokens``, or
+``pow2_reservation`` of the true length as in the paper's "Orca (Pow2)"). Paged schemes
+allocate pages as tokens arrive; when a decode step runs out of pages, SGLang's
+``retract_decode`` order (fewest output tokens first, then longest prompt) frees requests
+and requeues them at the head. The replay stops when the queue empties.
 """
 
 from __future__ import annotations

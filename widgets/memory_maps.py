@@ -10,7 +10,7 @@ visibility, so they work in the static HTML book as well as in Jupyter.
 from __future__ import annotations
 
 import plotly.graph_objects as go
-from plotly.colors import qualitative
+from plotly.colors import hex_to_rgb, qualitative
 
 FREE_COLOR, RESERVED_COLOR, RESERVED = "#eeeeee", "#9e9e9e", "×"
 
@@ -18,9 +18,9 @@ FREE_COLOR, RESERVED_COLOR, RESERVED = "#eeeeee", "#9e9e9e", "×"
 def _colors(frames: list[list[str]]) -> dict[str, tuple[str, str]]:
     """Owner letter -> (filled colour, light colour for held-but-empty slots)."""
     owners = sorted({lab[0] for labels in frames for lab in labels if lab and lab != RESERVED})
-    palette = qualitative.Plotly
-    light = qualitative.Pastel1 + qualitative.Pastel2
-    return {o: (palette[i % len(palette)], light[i % len(light)]) for i, o in enumerate(owners)}
+    palette = [hex_to_rgb(c) for c in qualitative.Plotly]
+    rgb = [palette[i % len(palette)] for i in range(len(owners))]
+    return {o: (f"rgb{c}", f"rgba{(*c, 0.35)}") for o, c in zip(owners, rgb, strict=True)}
 
 
 def _strip(labels: list[str], colors: dict[str, tuple[str, str]], visible: bool) -> go.Bar:
@@ -35,7 +35,7 @@ def _strip(labels: list[str], colors: dict[str, tuple[str, str]], visible: bool)
 
 def slot_strip_slider(frames: list[tuple[str, list[str]]], title: str,
                       page_sizes: list[int] | None = None) -> go.Figure:
-    """One strip of slots per frame, a slider to step through them.
+    """One strip of slots per frame, a slider to step through them (none for one frame).
 
     ``frames`` are ``(caption, labels)``; with ``page_sizes`` (one per frame) dotted
     lines mark the page boundaries of each frame.
@@ -57,7 +57,7 @@ def slot_strip_slider(frames: list[tuple[str, list[str]]], title: str,
         title=f"{title}: {frames[-1][0]}", height=230, bargap=0, yaxis_visible=False,
         xaxis={"title": "physical slot", "dtick": 1 if len(frames[-1][1]) <= 40 else None},
         sliders=[{"active": len(frames) - 1, "steps": steps, "pad": {"t": 40}, "x": 0.08,
-                  "len": 0.84}],
+                  "len": 0.84}] if len(frames) > 1 else [],
         margin={"l": 20, "r": 20, "t": 50, "b": 20}, shapes=steps[-1]["args"][1]["shapes"],
     )
     return fig
