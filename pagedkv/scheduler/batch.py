@@ -72,8 +72,9 @@ class RunningBatch:
         for i in idx:
             self.reqs[i].generated = int(self.generated[i])
             self.reqs[i].kv_len = int(self.kv_len[i])
+        for i in reversed(idx):
+            del self.reqs[i]
         keep = ~mask
-        self.reqs = [r for r, k in zip(self.reqs, keep.tolist(), strict=True) if k]
         for name in (*_FIELDS, "last_loc"):
             setattr(self, name, getattr(self, name)[keep])
         return out
