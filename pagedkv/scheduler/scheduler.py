@@ -52,7 +52,9 @@ class Scheduler:
             ``arrival_s``); request ``i`` gets ``rid = i``.
         max_total_num_tokens: KV slots in the pool, a multiple of ``page_size``.
         page_size: tokens per page.
-        config: constants and policy (default: SGLang's, see :class:`SchedulerConfig`).
+        config: constants and policy (default: SGLang's, see :class:`SchedulerConfig`); its
+            ``max_running_requests`` defaults to ``min(max_total_num_tokens // 2, 4096)``
+            (SGLang: ``min(tokens // 2, req_to_token pool size)``, the pool at most 4096 rows).
         step_time: seconds per step (default: 10 ms fixed; ``simulate`` uses the roofline).
         meta: the trace's ``meta`` block (default: built from the pool size).
         record_page_tables: keep every step's page tables in the trace (small pools only).
@@ -81,7 +83,7 @@ class Scheduler:
                                 f"< max_total_num_tokens={max_total_num_tokens} after rounding "
                                 f"up to pages of {p}")
         self.max_running_requests = (self.config.max_running_requests
-                                     or max(1, max_total_num_tokens // 2))
+                                     or min(max(1, max_total_num_tokens // 2), 4096))
         self.allocator = (TokenToKVPoolAllocator(max_total_num_tokens) if p == 1
                           else PagedTokenToKVPoolAllocator(max_total_num_tokens, p))
         longest = max((r.prompt_len + r.max_new_tokens for r in self.reqs), default=1)
