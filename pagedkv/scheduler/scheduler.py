@@ -39,6 +39,7 @@ from pagedkv.pools import ReqToTokenPool
 from pagedkv.scheduler.adder import AddReqResult, PrefillAdder, ceil_to_page, running_reservation
 from pagedkv.scheduler.batch import RunningBatch
 from pagedkv.scheduler.config import SchedulerConfig
+from pagedkv.scheduler.fastforward import fast_forward, window_length
 from pagedkv.scheduler.request import Req, RequestLike
 from pagedkv.scheduler.timing import FixedStepTime, StepTime
 from pagedkv.scheduler.trace import Trace, TraceMeta
@@ -58,6 +59,8 @@ class Scheduler:
         step_time: seconds per step (default: 10 ms fixed; ``simulate`` uses the roofline).
         meta: the trace's ``meta`` block (default: built from the pool size).
         record_page_tables: keep every step's page tables in the trace (small pools only).
+        fast_forward: take decode steps between events together (see
+            :mod:`pagedkv.scheduler.fastforward`); the trace is the same either way.
 
     Raises:
         ConfigError: a pool size, page size or request outside its range; a request that
@@ -67,7 +70,7 @@ class Scheduler:
     def __init__(self, requests: Sequence[RequestLike], *, max_total_num_tokens: int,
                  page_size: int = 1, config: SchedulerConfig | None = None,
                  step_time: StepTime | None = None, meta: TraceMeta | None = None,
-                 record_page_tables: bool = False) -> None:
+                 record_page_tables: bool = False, fast_forward: bool = True) -> None:
         self.page_size = p = check_positive_int("page_size", page_size)
         self.config = config or SchedulerConfig()
         self.max_total_num_tokens = check_positive_int("max_total_num_tokens",
@@ -89,6 +92,7 @@ class Scheduler:
         longest = max((r.prompt_len + r.max_new_tokens for r in self.reqs), default=1)
         self.req_to_token_pool = ReqToTokenPool(self.max_running_requests + 1, longest)
         self.step_time = step_time or FixedStepTime()
+        self.fast_forward = fast_forward
         self.trace = Trace(meta or TraceMeta(max_total_num_tokens, p,
                                              policy=self.config.policy.value),
                            record_page_tables)
@@ -103,7 +107,7 @@ class Scheduler:
         self.num_decode_steps = 0
         self.num_finished = 0
         self.shrunk = False  # requests left the batch since update_running_batch last ran
-        self._log_clock, self._log_tokens, self._decoded = 0.0, 0, 0
+        self._log_clock, self._log_tokens, self.decoded = 0.0, 0, 0  # decode log state
 
     # ----- queries ------------------------------------------------------------------------
     @property
@@ -134,7 +138,7 @@ class Scheduler:
         """Run one step (prefill, decode or idle) and record it; False once all are done."""
         if self.done():
             return False
-        self._enqueue_arrivals()
+        self.enqueue_arrivals()
         adder = self._get_new_batch_prefill()
         if adder is not None:
             kind = "prefill"
@@ -153,7 +157,8 @@ class Scheduler:
         self.num_steps += 1
         return True
 
-    def _enqueue_arrivals(self) -> None:
+    def enqueue_arrivals(self) -> None:
+        """Move requests whose arrival time has passed into the waiting queue."""
         while (self.next_arrival < len(self.arrivals)
                and self.arrivals[self.next_arrival].arrival_s <= self.clock):
             self.waiting.append(self.arrivals[self.next_arrival])
@@ -239,7 +244,7 @@ class Scheduler:
                     req.first_token_s = self.clock
                 done.append(req)
                 done_last.append(int(slots[end - 1]))
-        self._decoded += len(done)
+        self.decoded += len(done)
         self.running.add(done, done_last)
         self._finish(self.running.generated >= self.running.output_len)
         usage = (self.max_total_num_tokens - self.allocator.available_size()) / (
@@ -274,13 +279,17 @@ class Scheduler:
                                        self.config.min_ratio)
         if self.shrunk or must_retract:
             batch.batch_is_full = self.shrunk = False
-        self.clock += self.step_time.decode_s(len(batch), int(batch.kv_len.sum()))
-        batch.decode(self.allocator, self.req_to_token_pool)
-        self._decoded += len(batch)
-        self.num_decode_steps += 1
+        steps, cum = window_length(self) if self.fast_forward and not must_retract else (1, None)
+        if steps > 1:
+            fast_forward(self, steps, cum)
+        else:
+            self.clock += self.step_time.decode_s(len(batch), int(batch.kv_len.sum()))
+            batch.decode(self.allocator, self.req_to_token_pool)
+            self.decoded += len(batch)
+            self.num_decode_steps += 1
         self.shrunk = self._finish(batch.generated >= batch.output_len) > 0
         if self.num_decode_steps % self.config.decode_log_interval == 0:
-            self._log_decode()
+            self.log_decode(self.max_total_num_tokens - self.allocator.available_size())
 
     def _finish(self, mask: np.ndarray) -> int:
         """Release the requests where ``mask`` is True, which have finished; return how many."""
@@ -305,11 +314,11 @@ class Scheduler:
                 r.recomputed_tokens += r.kv_len
             r.req_pool_idx, r.kv_len = -1, 0
 
-    def _log_decode(self) -> None:
-        used = self.max_total_num_tokens - self.allocator.available_size()
+    def log_decode(self, used: int) -> None:
+        """Add SGLang's "Decode batch." line; ``used`` = pool slots not free (whole pages)."""
         elapsed = self.clock - self._log_clock
-        rate = (self._decoded - self._log_tokens) / elapsed if elapsed > 0 else 0.0
-        self._log_clock, self._log_tokens = self.clock, self._decoded
+        rate = (self.decoded - self._log_tokens) / elapsed if elapsed > 0 else 0.0
+        self._log_clock, self._log_tokens = self.clock, self.decoded
         self.trace.add_log(self.num_steps, f"Decode batch. #running-req: {len(self.running)}, "
                                            f"#token: {used}, token usage: "
                                            f"{used / self.max_total_num_tokens:.2f}, gen "
