@@ -15,7 +15,7 @@ from pagedkv.errors import bad_value, check_positive_int
 from pagedkv.gpus import GPU_PRESETS
 from pagedkv.model import MODEL_PRESETS
 from pagedkv.scheduler.config import Policy
-from pagedkv.scheduler.simulate import simulate
+from pagedkv.scheduler.simulation import simulate
 from pagedkv.workload import RequestSpec, fixed, sharegpt_like, uniform
 
 WORKLOADS: dict[str, Callable[[int, float | None, int], list[RequestSpec]]] = {
