@@ -2,7 +2,8 @@
 
 Modules, bottom-up: ``config`` (constants and policies), ``request`` (one request),
 ``adder`` (``PrefillAdder``), ``batch`` (the running batch, ``retract_decode``), ``timing``
-(the roofline step-time model), ``trace``, ``scheduler`` (the step loop), ``metrics``,
+(the roofline step-time model), ``trace``, ``fastforward`` (decode steps between events
+taken together), ``scheduler`` (the step loop), ``metrics``,
 ``simulation`` (``simulate``: pool sizing plus a run) and ``cli``.
 """
 
