@@ -15,8 +15,10 @@ import os
 from dataclasses import dataclass
 
 import torch
+import triton.language as tl
+from triton.runtime.interpreter import InterpretedFunction
 
-from pagedkv.errors import bad_value
+from pagedkv.errors import PagedKVError, bad_value
 
 FLOAT_DTYPES = (torch.float32, torch.float16, torch.bfloat16)
 INDEX_DTYPES = (torch.int32, torch.int64)
@@ -60,7 +62,18 @@ def _device(name: str, value: torch.Tensor, expected: torch.device) -> None:
 
 
 def check_launch_device(q: torch.Tensor) -> None:
-    """Triton compiles for CUDA, or interprets on the CPU: q must live where it runs."""
+    """Triton compiles for CUDA, or interprets on the CPU: q must live where it runs.
+
+    Raises:
+        ConfigError: q on the wrong device.
+        PagedKVError: triton was imported before ``TRITON_INTERPRET=1`` was set, so its own
+            helpers (``tl.zeros``, ``tl.max``) were built for a GPU and cannot be interpreted.
+    """
+    if interpreted() and not isinstance(tl.zeros, InterpretedFunction):
+        raise PagedKVError(
+            "triton was imported before TRITON_INTERPRET=1 was set: import pagedkv.kernels "
+            "before anything that imports triton (transformers does), or export "
+            "TRITON_INTERPRET=1 before starting Python")
     want = "cpu" if interpreted() else "cuda"
     if q.device.type != want:
         why = "TRITON_INTERPRET=1 runs kernels on the CPU" if want == "cpu" else "a CUDA device"

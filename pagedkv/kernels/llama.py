@@ -29,7 +29,7 @@ from dataclasses import dataclass
 
 import torch
 from torch import nn
-from torch.nn import functional as F  # noqa: N812 (torch's own convention)
+from torch.nn import functional as F
 from transformers.models.llama.modeling_llama import apply_rotary_pos_emb
 
 from pagedkv.allocator import PagedTokenToKVPoolAllocator, TokenToKVPoolAllocator
