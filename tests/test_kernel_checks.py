@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
 from collections.abc import Callable
 
 import pytest
@@ -138,3 +141,22 @@ def test_page_table_checks(change: dict[str, object], message: str) -> None:
 def test_page_size_of_the_table_helpers() -> None:
     with pytest.raises(ConfigError, match=r"page_size=0 is invalid"):
         pages_to_slots(torch.zeros(2, 2, dtype=torch.int32), 0)
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="the interpreter is used only without CUDA")
+def test_triton_imported_too_early_is_a_clear_error() -> None:
+    code = (
+        "import triton.language\n"
+        "from pagedkv.errors import PagedKVError\n"
+        "from pagedkv.kernels import paged_decode_attention, random_decode_case\n"
+        "case = random_decode_case([3], num_q_heads=2, num_kv_heads=1, head_dim=8, page_size=1)\n"
+        "try:\n"
+        "    paged_decode_attention(*case.slot_args())\n"
+        "except PagedKVError as e:\n"
+        "    print(e)\n"
+    )
+    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
+    env["PYTHONPATH"] = os.pathsep.join(sys.path)
+    run = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True,
+                         timeout=120, check=True)
+    assert "triton was imported before TRITON_INTERPRET=1 was set" in run.stdout

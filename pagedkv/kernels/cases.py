@@ -86,8 +86,10 @@ def random_decode_case(
     page_table = torch.zeros(num_rows, max_pages, dtype=torch.int32)
     page_table[rows] = pages
 
+    values = torch.Generator(device=device).manual_seed(seed)  # drawn where they live
+
     def randn(*shape: int) -> torch.Tensor:
-        return torch.randn(*shape, generator=gen).to(dtype=dtype, device=device)
+        return torch.randn(*shape, generator=values, dtype=dtype, device=device)
 
     num_slots = num_pages * page_size
     return DecodeCase(
