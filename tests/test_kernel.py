@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import os
 
 import pytest
@@ -16,6 +17,7 @@ from pagedkv.kernels import (
     pages_to_slots,
     random_decode_case,
     slots_to_pages,
+    split_ranges,
 )
 
 # Max |kernel - reference| allowed. Both accumulate in fp32 and round the output to the input
@@ -57,6 +59,14 @@ def test_split_count_does_not_change_the_result() -> None:
     outs = [paged_decode_attention(*case.slot_args(), num_kv_splits=s) for s in (1, 2, 8)]
     for out in outs[1:]:
         assert (out - outs[0]).abs().max().item() <= 1e-6
+
+
+@pytest.mark.parametrize(("seq_len", "splits"), [(1, 8), (97, 2), (100, 3), (4096, 8)])
+def test_split_ranges_tile_the_sequence(seq_len: int, splits: int) -> None:
+    ranges = [r for r in split_ranges(seq_len, splits) if r[0] < r[1]]
+    assert ranges[0][0] == 0 and ranges[-1][1] == seq_len
+    assert all(a[1] == b[0] for a, b in itertools.pairwise(ranges))
+    assert all(start % 32 == 0 for start, _ in ranges)
 
 
 def test_every_request_of_length_one_returns_its_value_row() -> None:

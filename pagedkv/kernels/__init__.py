@@ -11,6 +11,7 @@ Public API:
   Triton backend).
 - :func:`paged_decode_attention_by_page`: one page id per page (FlashInfer / FA3 style).
 - :func:`paged_decode_attention_ref`: the same maths in plain torch.
+- :func:`split_ranges`: the token range of each split-KV chunk.
 - :func:`random_decode_case`: seeded inputs on a shuffled pool (tests, book, benchmark).
 - :func:`pages_to_slots`, :func:`slots_to_pages`: convert between the two table layouts.
 """
@@ -30,6 +31,7 @@ from pagedkv.kernels.decode_attention import (
     decode_bytes,
     paged_decode_attention,
     paged_decode_attention_by_page,
+    split_ranges,
 )
 from pagedkv.kernels.reference import (
     paged_decode_attention_ref,
@@ -46,4 +48,5 @@ __all__ = [
     "pages_to_slots",
     "random_decode_case",
     "slots_to_pages",
+    "split_ranges",
 ]

@@ -199,6 +199,19 @@ def _decode_stage2(
              (acc / weight_sum).to(Out.dtype.element_ty), mask=mask_d)
 
 
+def split_ranges(seq_len: int, num_kv_splits: int) -> list[tuple[int, int]]:
+    """Token ranges ``[start, end)`` of each split of a sequence, as stage 1 computes them.
+
+    Equal chunks rounded up to whole ``BLOCK_N``-token tiles; trailing splits of a short
+    sequence are empty (``start >= end``) and are skipped by both stages. For teaching and
+    tests; the kernels compute the same in ``_split_bounds``.
+    """
+    check_positive_int("seq_len", seq_len)
+    check_positive_int("num_kv_splits", num_kv_splits)
+    per_split = triton.cdiv(triton.cdiv(seq_len, num_kv_splits), BLOCK_N) * BLOCK_N
+    return [(s * per_split, min((s + 1) * per_split, seq_len)) for s in range(num_kv_splits)]
+
+
 def default_num_kv_splits(batch: int, num_kv_heads: int, group: int, max_seq_len: int) -> int:
     """Split count: enough stage-1 programs to fill the device, at most 8, >= 1 tile each.
 
