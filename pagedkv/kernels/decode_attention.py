@@ -41,9 +41,9 @@ kernel for MHA too (G = 1 fills one row of the 16-row tile).
 Where we simplify (and why)
 ---------------------------
 - Loads are cast to float32 at once and both ``tl.dot`` run in IEEE fp32. SGLang feeds the
-  tensor cores in the input dtype. Decode is bandwidth-bound, so this costs little on a GPU,
-  and Triton's CPU interpreter computes bfloat16 products wrongly, so it keeps one code path
-  exact everywhere.
+  tensor cores in the input dtype (and uses a dot-free kernel for MHA). One fp32 path is
+  exact everywhere, including Triton's CPU interpreter, which computes bfloat16 products
+  wrongly; what it costs on a GPU is for ``bench/bench_decode.py`` to measure.
 - Inputs are validated in Python before every launch (``checks.py``); SGLang trusts its
   scheduler.
 - The default split count is a simple occupancy rule (:func:`default_num_kv_splits`),
@@ -252,7 +252,7 @@ def _launch(
                         device=q.device)
     mid_lse = torch.empty((batch, num_q_heads, splits), dtype=torch.float32, device=q.device)
     o = torch.empty_like(q)
-    block_d = triton.next_power_of_2(head_dim)
+    block_d = max(16, triton.next_power_of_2(head_dim))  # tl.dot needs K >= 16 on GPUs
     gpu = {} if interpreted() else {"num_warps": 4, "num_stages": 2}
     grid1 = (batch, shape.num_kv_heads * triton.cdiv(shape.group, BLOCK_H), splits)
     _decode_stage1[grid1](

@@ -18,7 +18,7 @@ Where we simplify: no radix cache, no scheduler, no chunked prefill, no CUDA gra
 Qwen2.5, Mistral without a sliding window). On a GPU, for example on Colab::
 
     model = AutoModelForCausalLM.from_pretrained("Qwen/Qwen2.5-0.5B",
-                                                 torch_dtype=torch.bfloat16).cuda()
+                                                 dtype=torch.bfloat16).cuda()
     runner = PagedLlamaRunner(model, page_size=16)
     tokens, logits = runner.generate([tokenizer("Paged attention is").input_ids], 32)
 """
@@ -115,10 +115,11 @@ class PagedLlamaRunner:
     def _write_rows(self, rows: list[int], starts: list[int], loc: torch.Tensor) -> None:
         """``req_to_token[row, start:start + n] = loc[segment]`` for each request."""
         offset = 0
+        table_device = self.req_to_token_pool.req_to_token.device
         for row, start in zip(rows, starts, strict=True):
             n = self.seq_lens[row] - start
             self.req_to_token_pool.write(row, torch.arange(start, start + n, dtype=_I64),
-                                         loc[offset:offset + n].cpu())
+                                         loc[offset:offset + n].to(table_device))
             offset += n
 
     def prefill(self, prompts: list[list[int]]) -> tuple[list[int], torch.Tensor]:
