@@ -52,13 +52,31 @@ def test_greedy_decode_matches_transformers(
     runner = PagedLlamaRunner(model, page_size=page_size, max_total_tokens=256, max_num_reqs=4,
                               max_context_len=64)
     free_before = runner.allocator.available_size()
-    tokens, logits = runner.generate([p for p, _, _ in expected], MAX_NEW_TOKENS)
+    with torch.no_grad():
+        rows, logits = runner.prefill([prompt for prompt, _, _ in expected])
+        runner.check_invariants()
+        steps = [logits]
+        for _ in range(MAX_NEW_TOKENS - 1):  # 16 decode steps through the Triton kernel
+            steps.append(runner.decode(rows, steps[-1].argmax(dim=-1)))
+            runner.check_invariants()
+    all_logits = torch.stack(steps, dim=1)
     for i, (_, want_tokens, want_logits) in enumerate(expected):
-        assert tokens[i] == want_tokens
-        assert (logits[i] - want_logits).abs().max().item() <= LOGIT_TOL
+        assert all_logits[i].argmax(dim=-1).tolist() == want_tokens
+        assert (all_logits[i] - want_logits).abs().max().item() <= LOGIT_TOL
+    runner.release(rows)
+    runner.check_invariants()
     assert runner.allocator.available_size() == free_before  # everything freed
-    runner.allocator.check_invariants()
-    runner.req_to_token_pool.check_invariants()
+
+
+def test_generate_frees_everything(
+    model: transformers.LlamaForCausalLM, expected: list[Expected]
+) -> None:
+    runner = PagedLlamaRunner(model, page_size=4, max_total_tokens=64, max_num_reqs=2,
+                              max_context_len=32)
+    tokens, logits = runner.generate([expected[0][0]], 3)
+    assert tokens == [expected[0][1][:3]] and logits.shape == (1, 3, 256)
+    assert runner.allocator.available_size() == 64 and not runner.seq_lens
+    runner.check_invariants()
 
 
 def test_runner_errors(model: transformers.LlamaForCausalLM) -> None:

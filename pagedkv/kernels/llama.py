@@ -33,7 +33,7 @@ from torch.nn import functional as F
 from transformers.models.llama.modeling_llama import apply_rotary_pos_emb
 
 from pagedkv.allocator import PagedTokenToKVPoolAllocator, TokenToKVPoolAllocator
-from pagedkv.errors import OutOfMemoryError, bad_value, check_positive_int
+from pagedkv.errors import AllocatorError, OutOfMemoryError, bad_value, check_positive_int
 from pagedkv.kernels.decode_attention import paged_decode_attention
 from pagedkv.pools import MHATokenToKVPool, ReqToTokenPool
 
@@ -191,6 +191,26 @@ class PagedLlamaRunner:
         for row in rows:
             self.allocator.free(table[row, : self.seq_lens.pop(row)].to(_I64).cpu())
         self.req_to_token_pool.free(list(rows))
+
+    def check_invariants(self) -> None:
+        """Raise :class:`AllocatorError` unless the pools, the allocator and the runner agree.
+
+        Checks the allocator's and the request pool's own invariants; every live request's
+        row is allocated; its slots are distinct from every other live token's; and the
+        allocator holds exactly the live tokens.
+        """
+        self.allocator.check_invariants()
+        self.req_to_token_pool.check_invariants()
+        if set(self.seq_lens) & set(self.req_to_token_pool.free_slots):
+            raise AllocatorError("a live request's row is on the free list")
+        table = self.req_to_token_pool.req_to_token
+        slots = [table[row, :n] for row, n in self.seq_lens.items()]
+        total = sum(self.seq_lens.values())
+        if slots and len(torch.unique(torch.cat(slots))) != total:
+            raise AllocatorError("two live tokens share a KV slot")
+        if self.allocator.used_slots() != total:
+            raise AllocatorError(f"the allocator holds {self.allocator.used_slots()} slots, "
+                                 f"the live requests {total} tokens")
 
     @torch.no_grad()
     def generate(self, prompts: list[list[int]], max_new_tokens: int
