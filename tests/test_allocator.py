@@ -158,6 +158,7 @@ def test_extend_fills_partial_page_then_whole_pages_then_a_partial_page() -> Non
 
 def test_page_size_one_appends_freed_slots_at_the_back() -> None:
     a = TokenToKVPoolAllocator(6)
+    assert a.alloc(0).tolist() == [] and a.alloc_decode([], []).tolist() == []
     out = a.alloc(3)
     assert out.tolist() == [1, 2, 3]
     a.free(torch.tensor([2, 1]))
