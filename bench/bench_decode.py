@@ -40,6 +40,7 @@ from pathlib import Path
 import torch
 
 import pagedkv
+from pagedkv.gpus import get_gpu
 from pagedkv.kernels import (
     paged_decode_attention,
     paged_decode_attention_by_page,
@@ -50,33 +51,30 @@ from pagedkv.kernels.decode_attention import _launch, decode_bytes
 
 RESULTS = Path(__file__).resolve().parent / "results"
 
-# Peak HBM bandwidth (bytes/s, vendor datasheets), used only when pagedkv.gpus is absent.
-PEAK_HBM = {
-    "H200": 4.8e12,
-    "H100 SXM": 3.35e12,
-    "H100 80GB HBM3": 3.35e12,
-    "H100 PCIe": 2.0e12,
-    "A100-SXM4-80GB": 2.039e12,
-    "A100-SXM4-40GB": 1.555e12,
-    "A100 80GB PCIe": 1.935e12,
-    "L4": 300e9,
-    "A10G": 600e9,
-    "Tesla T4": 320e9,
-}
+# Which pagedkv.gpus preset a CUDA device name is (first match wins). A device that matches
+# none (H100 PCIe or NVL, A100 PCIe, ...) gets no peak unless --gpu-preset names one.
+DEVICE_PRESETS = [
+    (r"H200", "h200-141gb"),
+    (r"H100 80GB HBM3|H100 SXM", "h100-sxm-80gb"),
+    (r"A100-SXM4-80GB", "a100-80gb"),
+    (r"A100-SXM4-40GB", "a100-40gb"),
+    (r"\bL4\b", "l4"),
+    (r"RTX 4090", "rtx-4090"),
+    (r"MI300X", "mi300x"),
+]
 
 
-def peak_bandwidth(gpu_name: str) -> tuple[float | None, str | None]:
-    """Peak HBM bytes/s for ``gpu_name`` and where it came from (pagedkv.gpus or the table)."""
-    try:
-        from pagedkv.gpus import get_gpu
+def peak_bandwidth(gpu_name: str, preset: str | None = None) -> tuple[float | None, str | None]:
+    """Peak HBM bytes/s of ``gpu_name`` from ``pagedkv.gpus``, and which preset gave it.
 
-        return float(get_gpu(gpu_name).hbm_bandwidth), "pagedkv.gpus"
-    except (ImportError, LookupError, ValueError, AttributeError, pagedkv.PagedKVError):
-        pass
-    for key, value in PEAK_HBM.items():
-        if key.lower() in gpu_name.lower():
-            return value, f"bench_decode.PEAK_HBM[{key!r}]"
-    return None, None
+    Raises:
+        ConfigError: ``preset`` is not a ``pagedkv.gpus`` preset name.
+    """
+    if preset is None:
+        preset = next((p for pattern, p in DEVICE_PRESETS if re.search(pattern, gpu_name)), None)
+    if preset is None:
+        return None, None
+    return float(get_gpu(preset).hbm_bandwidth), f"pagedkv.gpus[{preset!r}]"
 
 
 def time_call(fn: Callable[[], object], cuda: bool) -> float:
@@ -217,6 +215,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--max-tokens", type=int, default=1 << 22,
                    help="skip points with batch * context above this (pool memory)")
     p.add_argument("--no-flashinfer", dest="flashinfer", action="store_false")
+    p.add_argument("--gpu-preset", help="pagedkv.gpus preset for the peak bandwidth, if the "
+                   "device name does not identify one (e.g. h100-sxm-80gb)")
     p.add_argument("--out", type=Path, help="results file (default: bench/results/...)")
     p.add_argument("--cpu-smoke", action="store_true",
                    help="tiny shapes on the CPU interpreter, to check the script itself")
@@ -238,7 +238,7 @@ def main(argv: list[str] | None = None) -> int:
               "pass --cpu-smoke to check the script on tiny shapes.", file=sys.stderr)
         return 2
     env = environment(cuda)
-    peak, peak_source = peak_bandwidth(env["gpu"]) if cuda else (None, None)
+    peak, peak_source = peak_bandwidth(env["gpu"], args.gpu_preset) if cuda else (None, None)
     results: list[dict[str, object]] = []
     skipped = []
     for batch in args.batch:

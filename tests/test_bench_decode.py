@@ -11,6 +11,7 @@ import pytest
 import torch
 
 import pagedkv.kernels  # noqa: F401  (sets TRITON_INTERPRET before the script imports triton)
+from pagedkv.errors import ConfigError
 
 SCRIPT = Path(__file__).resolve().parents[1] / "bench" / "bench_decode.py"
 
@@ -40,7 +41,11 @@ def test_cpu_smoke_writes_a_report_without_gpu_numbers(tmp_path: Path) -> None:
     assert all(row["gb_per_s"] is None for row in report["results"])
 
 
-def test_peak_table_lookup() -> None:
-    peak, source = _load().peak_bandwidth("NVIDIA H100 80GB HBM3")
-    assert peak == 3.35e12 and source is not None
-    assert _load().peak_bandwidth("Some Unknown GPU") == (None, None)
+def test_peak_bandwidth_comes_from_pagedkv_gpus() -> None:
+    bench = _load()
+    assert bench.peak_bandwidth("NVIDIA H100 80GB HBM3") == (3.35e12,
+                                                             "pagedkv.gpus['h100-sxm-80gb']")
+    assert bench.peak_bandwidth("NVIDIA H100 PCIe") == (None, None)  # not the SXM part
+    assert bench.peak_bandwidth("NVIDIA H100 PCIe", "h100-sxm-80gb")[0] == 3.35e12
+    with pytest.raises(ConfigError, match=r"gpu='nope' is invalid"):
+        bench.peak_bandwidth("NVIDIA H100 PCIe", "nope")
