@@ -69,6 +69,11 @@ BAD_INPUTS = [
      r"k_cache\.stride\(2\)=\d+ is invalid; valid: 1"),
     (_with(k_cache=lambda c: c.k_cache.to("meta")),
      r"k_cache\.device='meta' is invalid; valid: cpu \(the device of q\)"),
+    (_with(q=lambda c: torch.zeros(2, 4, 512), k_cache=lambda c: torch.zeros(9, 2, 512),
+           v_cache=lambda c: torch.zeros(9, 2, 512)),
+     r"q\.shape\[2\]=512 is invalid; valid: a head dim in \[1, 256\]"),
+    (_with(req_to_token=lambda c: c.req_to_token.t().contiguous().t()),
+     r"req_to_token\.stride\(1\)=4 is invalid; valid: 1 \(contiguous rows\)"),
     (_with(req_to_token=lambda c: c.req_to_token.long()),
      r"req_to_token\.dtype=torch\.int64 is invalid; valid: torch\.int32"),
     (_with(req_pool_indices=lambda c: c.req_pool_indices[:1]),
@@ -102,6 +107,17 @@ def test_bad_input_names_parameter_value_and_range(
         return  # the reference has no splits
     with pytest.raises(ConfigError, match=message):
         paged_decode_attention_ref(**kwargs)
+
+
+def test_strided_index_vectors_are_read_correctly() -> None:
+    case = _case()
+    rows = torch.stack([case.req_pool_indices, case.req_pool_indices], dim=1)[:, 0]
+    lens = torch.stack([case.seq_lens, case.seq_lens], dim=1)[:, 0]
+    assert rows.stride(0) == 2 and lens.stride(0) == 2
+    args = (case.q.transpose(0, 1).contiguous().transpose(0, 1), case.k_cache, case.v_cache,
+            case.req_to_token, rows, lens)
+    assert torch.allclose(paged_decode_attention(*args), paged_decode_attention_ref(*args),
+                          atol=1e-5)
 
 
 def test_slot_beyond_the_length_is_not_read() -> None:

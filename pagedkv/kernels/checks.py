@@ -23,6 +23,7 @@ from pagedkv.errors import PagedKVError, bad_value
 FLOAT_DTYPES = (torch.float32, torch.float16, torch.bfloat16)
 INDEX_DTYPES = (torch.int32, torch.int64)
 MAX_KV_SPLITS = 64
+MAX_HEAD_DIM = 256  # one [32, D] fp32 K and V tile per program must fit on chip
 
 
 def interpreted() -> bool:
@@ -111,9 +112,9 @@ def check_decode_inputs(
     """Check shapes, dtypes, devices, lengths and every slot (or page) a decode will read.
 
     Args:
-        q: ``[B, H_q, D]`` float32/float16/bfloat16.
+        q: ``[B, H_q, D]`` float32/float16/bfloat16, ``1 <= D <= 256``.
         k_cache, v_cache: ``[num_slots, H_kv, D]``, q's dtype and device, last dim contiguous.
-        table: int32 ``[R, W]``: slot ids (``req_to_token``, ``page_size`` 1) or page ids
+        table: int32 ``[R, W]``, rows contiguous: slot ids (``req_to_token``, ``page_size`` 1) or page ids
             (``page_table``, a page holds ``page_size`` consecutive slots).
         req_pool_indices: int32/int64 ``[B]``, rows of ``table`` in ``[0, R)``.
         seq_lens: int32/int64 ``[B]``, tokens to attend over, in ``[1, W * page_size]``.
@@ -139,8 +140,8 @@ def check_decode_inputs(
     num_slots, num_kv_heads, _ = k_cache.shape
     if batch < 1:
         raise bad_value("q.shape[0]", batch, "a batch of >= 1 requests")
-    if head_dim < 1:
-        raise bad_value("q.shape[2]", head_dim, "a head dim >= 1")
+    if not 1 <= head_dim <= MAX_HEAD_DIM:
+        raise bad_value("q.shape[2]", head_dim, f"a head dim in [1, {MAX_HEAD_DIM}]")
     if num_kv_heads < 1 or num_q_heads % num_kv_heads:
         raise bad_value("k_cache.shape[1]", num_kv_heads,
                         f"a divisor of the {num_q_heads} query heads (MHA, GQA or MQA)")
@@ -158,6 +159,8 @@ def check_decode_inputs(
     for name, t in (("req_pool_indices", req_pool_indices), ("seq_lens", seq_lens)):
         if t.shape[0] != batch:
             raise bad_value(f"{name}.shape", tuple(t.shape), f"({batch},) (one per request in q)")
+    if table.stride(1) != 1:
+        raise bad_value(f"{table_name}.stride(1)", table.stride(1), "1 (contiguous rows)")
     num_rows, width = table.shape
     bad = (req_pool_indices < 0) | (req_pool_indices >= num_rows)
     if bool(bad.any()):

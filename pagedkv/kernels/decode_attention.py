@@ -246,7 +246,8 @@ def _launch(
     scale = 1.0 / math.sqrt(shape.head_dim) if sm_scale is None else float(sm_scale)
     splits = num_kv_splits or default_num_kv_splits(
         shape.batch, shape.num_kv_heads, shape.group, shape.max_seq_len)
-    q = q.contiguous()
+    # The kernels index these with unit strides: make them so (a no-op when they already are).
+    q, req_pool_indices, seq_lens = (t.contiguous() for t in (q, req_pool_indices, seq_lens))
     batch, num_q_heads, head_dim = shape.batch, shape.num_q_heads, shape.head_dim
     mid_o = torch.empty((batch, num_q_heads, splits, head_dim), dtype=torch.float32,
                         device=q.device)
