@@ -71,7 +71,7 @@ from pagedkv.kernels.checks import (
 from pagedkv.kernels.reference import paged_decode_attention_ref
 
 BLOCK_N = 32  # tokens per K/V tile, and the granularity of a split (SGLang: 32)
-BLOCK_H = 16  # query heads per program; tl.dot needs >= 16 rows on NVIDIA GPUs
+BLOCK_H = 16  # query heads per program (SGLang: 16); older Triton needs tl.dot dims >= 16
 MAX_DEFAULT_SPLITS = 8  # SGLang's default cap
 
 
@@ -253,7 +253,7 @@ def _launch(
                         device=q.device)
     mid_lse = torch.empty((batch, num_q_heads, splits), dtype=torch.float32, device=q.device)
     o = torch.empty_like(q)
-    block_d = max(16, triton.next_power_of_2(head_dim))  # tl.dot needs K >= 16 on GPUs
+    block_d = max(16, triton.next_power_of_2(head_dim))  # tl.dot dims >= 16, as BLOCK_H
     gpu = {} if interpreted() else {"num_warps": 4, "num_stages": 2}
     grid1 = (batch, shape.num_kv_heads * triton.cdiv(shape.group, BLOCK_H), splits)
     _decode_stage1[grid1](
