@@ -20,6 +20,8 @@ from pagedkv.kernels import (
     split_ranges,
 )
 
+DEVICE = "cuda" if torch.cuda.is_available() else "cpu"  # CPU: Triton's interpreter
+
 # Max |kernel - reference| allowed. Both accumulate in fp32 and round the output to the input
 # dtype once, so 16-bit outputs may differ by one unit in the last place (|o| < 4 here).
 TOL = {torch.float32: 1e-5, torch.float16: 2e-3, torch.bfloat16: 1.6e-2}
@@ -43,7 +45,8 @@ def test_kernel_matches_reference(
     page_size: int, h_q: int, h_kv: int, head_dim: int, dtype: torch.dtype, splits: int | None
 ) -> None:
     case = random_decode_case(LENS, num_q_heads=h_q, num_kv_heads=h_kv, head_dim=head_dim,
-                              page_size=page_size, dtype=dtype, seed=page_size + h_q)
+                              page_size=page_size, dtype=dtype, seed=page_size + h_q,
+                              device=DEVICE)
     ref = paged_decode_attention_ref(*case.slot_args())
     by_slot = paged_decode_attention(*case.slot_args(), num_kv_splits=splits)
     by_page = paged_decode_attention_by_page(*case.page_args(), num_kv_splits=splits)
@@ -55,7 +58,7 @@ def test_kernel_matches_reference(
 
 def test_split_count_does_not_change_the_result() -> None:
     case = random_decode_case([3, 64, 97], num_q_heads=4, num_kv_heads=2, head_dim=64,
-                              page_size=16, seed=3)
+                              page_size=16, seed=3, device=DEVICE)
     outs = [paged_decode_attention(*case.slot_args(), num_kv_splits=s) for s in (1, 2, 8)]
     for out in outs[1:]:
         assert (out - outs[0]).abs().max().item() <= 1e-6
@@ -71,7 +74,7 @@ def test_split_ranges_tile_the_sequence(seq_len: int, splits: int) -> None:
 
 def test_every_request_of_length_one_returns_its_value_row() -> None:
     case = random_decode_case([1, 1, 1], num_q_heads=4, num_kv_heads=1, head_dim=64,
-                              page_size=4, seed=4)
+                              page_size=4, seed=4, device=DEVICE)
     out = paged_decode_attention(*case.slot_args())
     slots = case.req_to_token[case.req_pool_indices.long(), 0].long()
     expected = case.v_cache[slots].expand(-1, 4, -1)  # softmax over one key is 1
@@ -80,7 +83,7 @@ def test_every_request_of_length_one_returns_its_value_row() -> None:
 
 def test_sequence_filling_the_whole_row() -> None:
     case = random_decode_case([48, 20], num_q_heads=4, num_kv_heads=2, head_dim=64,
-                              page_size=16, seed=5)
+                              page_size=16, seed=5, device=DEVICE)
     assert case.req_to_token.shape[1] == 48
     ref = paged_decode_attention_ref(*case.slot_args())
     out = paged_decode_attention(*case.slot_args(), num_kv_splits=2)
@@ -89,7 +92,7 @@ def test_sequence_filling_the_whole_row() -> None:
 
 def test_custom_sm_scale() -> None:
     case = random_decode_case([9, 40], num_q_heads=4, num_kv_heads=2, head_dim=64,
-                              page_size=1, seed=6)
+                              page_size=1, seed=6, device=DEVICE)
     ref = paged_decode_attention_ref(*case.slot_args(), sm_scale=0.3)
     out = paged_decode_attention(*case.slot_args(), sm_scale=0.3)
     assert (out - ref).abs().max().item() <= TOL[torch.float32]
@@ -104,7 +107,7 @@ def test_custom_sm_scale() -> None:
 )
 def test_random_layouts(lens: list[int], page_size: int, group: int, seed: int) -> None:
     case = random_decode_case(lens, num_q_heads=group, num_kv_heads=1, head_dim=64,
-                              page_size=page_size, seed=seed)
+                              page_size=page_size, seed=seed, device=DEVICE)
     ref = paged_decode_attention_ref(*case.slot_args())
     out = paged_decode_attention(*case.slot_args())
     assert (out - ref).abs().max().item() <= TOL[torch.float32]

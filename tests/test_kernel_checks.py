@@ -20,9 +20,12 @@ from pagedkv.kernels import (
     random_decode_case,
 )
 
+DEVICE = "cuda" if torch.cuda.is_available() else "cpu"  # CPU: Triton's interpreter
+
 
 def _case() -> DecodeCase:
-    return random_decode_case([3, 9], num_q_heads=4, num_kv_heads=2, head_dim=16, page_size=4)
+    return random_decode_case([3, 9], num_q_heads=4, num_kv_heads=2, head_dim=16, page_size=4,
+                              device=DEVICE)
 
 
 def _with(**changes: object) -> Callable[[DecodeCase], dict[str, object]]:
@@ -68,9 +71,9 @@ BAD_INPUTS = [
     (_with(k_cache=lambda c: c.k_cache.transpose(0, 2).contiguous().transpose(0, 2)),
      r"k_cache\.stride\(2\)=\d+ is invalid; valid: 1"),
     (_with(k_cache=lambda c: c.k_cache.to("meta")),
-     r"k_cache\.device='meta' is invalid; valid: cpu \(the device of q\)"),
-    (_with(q=lambda c: torch.zeros(2, 4, 512), k_cache=lambda c: torch.zeros(9, 2, 512),
-           v_cache=lambda c: torch.zeros(9, 2, 512)),
+     r"k_cache\.device='meta' is invalid; valid: \w+(:\d)? \(the device of q\)"),
+    (_with(q=lambda c: c.q.new_zeros(2, 4, 512), k_cache=lambda c: c.q.new_zeros(9, 2, 512),
+           v_cache=lambda c: c.q.new_zeros(9, 2, 512)),
      r"q\.shape\[2\]=512 is invalid; valid: a head dim in \[1, 256\]"),
     (_with(req_to_token=lambda c: c.req_to_token.t().contiguous().t()),
      r"req_to_token\.stride\(1\)=4 is invalid; valid: 1 \(contiguous rows\)"),
@@ -82,9 +85,9 @@ BAD_INPUTS = [
      r"req_pool_indices\[0\]=4 is invalid; valid: a row of req_to_token in \[0, 4\)"),
     (_with(req_pool_indices=lambda c: c.req_pool_indices.float()),
      r"req_pool_indices\.dtype=torch\.float32 is invalid"),
-    (_with(seq_lens=torch.tensor([3, 0])),
+    (_with(seq_lens=lambda c: torch.tensor([3, 0], device=DEVICE)),
      r"seq_lens\[1\]=0 is invalid; valid: a length in \[1, 12\]"),
-    (_with(seq_lens=torch.tensor([13, 3])),
+    (_with(seq_lens=lambda c: torch.tensor([13, 3], device=DEVICE)),
      r"seq_lens\[0\]=13 is invalid; valid: a length in \[1, 12\]"),
     (_with(req_to_token=_bad_slot),
      r"req_to_token\[\d+, 8\]=\d+ is invalid; valid: a slot in \[0, \d+\) for a pool of \d+ slots"),
@@ -118,6 +121,14 @@ def test_strided_index_vectors_are_read_correctly() -> None:
             case.req_to_token, rows, lens)
     assert torch.allclose(paged_decode_attention(*args), paged_decode_attention_ref(*args),
                           atol=1e-5)
+
+
+def test_inputs_on_a_device_triton_cannot_run_on() -> None:
+    case = _case()
+    args = [t.to("meta") for t in case.slot_args()]
+    where = "cpu" if DEVICE == "cpu" else "cuda"
+    with pytest.raises(ConfigError, match=rf"q\.device='meta' is invalid; valid: a {where} tensor"):
+        paged_decode_attention(*args)
 
 
 def test_slot_beyond_the_length_is_not_read() -> None:

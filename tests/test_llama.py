@@ -22,7 +22,8 @@ def model() -> transformers.LlamaForCausalLM:
     config = transformers.LlamaConfig(vocab_size=256, hidden_size=128, intermediate_size=256,
                          num_hidden_layers=3, num_attention_heads=4, num_key_value_heads=2,
                          head_dim=32, max_position_embeddings=128, initializer_range=0.2)
-    return transformers.LlamaForCausalLM(config).eval()
+    device = "cuda" if torch.cuda.is_available() else "cpu"  # CPU: Triton's interpreter
+    return transformers.LlamaForCausalLM(config).eval().to(device)
 
 
 @pytest.fixture(scope="module")
@@ -31,13 +32,13 @@ def expected(model: transformers.LlamaForCausalLM) -> list[Expected]:
     gen = torch.Generator().manual_seed(1)
     out = []
     for n in PROMPT_LENS:
-        prompt = torch.randint(0, 256, (1, n), generator=gen)
+        prompt = torch.randint(0, 256, (1, n), generator=gen).to(model.device)
         res = model.generate(prompt, attention_mask=torch.ones_like(prompt), do_sample=False,
                              max_new_tokens=MAX_NEW_TOKENS, min_new_tokens=MAX_NEW_TOKENS,
                              return_dict_in_generate=True, output_logits=True,
                              pad_token_id=0, eos_token_id=None)
         tokens = res.sequences[0, n:].tolist()
-        logits = torch.cat(res.logits).float()
+        logits = torch.cat(res.logits).float().cpu()
         top2 = logits.topk(2, dim=-1).values
         # Greedy tokens are a fair check only if no step is a near tie.
         assert (top2[:, 0] - top2[:, 1]).min().item() > 10 * LOGIT_TOL
@@ -59,7 +60,7 @@ def test_greedy_decode_matches_transformers(
         for _ in range(MAX_NEW_TOKENS - 1):  # 16 decode steps through the Triton kernel
             steps.append(runner.decode(rows, steps[-1].argmax(dim=-1)))
             runner.check_invariants()
-    all_logits = torch.stack(steps, dim=1)
+    all_logits = torch.stack(steps, dim=1).cpu()
     for i, (_, want_tokens, want_logits) in enumerate(expected):
         assert all_logits[i].argmax(dim=-1).tolist() == want_tokens
         assert (all_logits[i] - want_logits).abs().max().item() <= LOGIT_TOL

@@ -75,6 +75,8 @@ def check_launch_device(q: torch.Tensor) -> None:
             "triton was imported before TRITON_INTERPRET=1 was set: import pagedkv.kernels "
             "before anything that imports triton (transformers does), or export "
             "TRITON_INTERPRET=1 before starting Python")
+    if not isinstance(q, torch.Tensor):
+        raise bad_value("q", type(q).__name__, "a 3-D torch.Tensor")
     want = "cpu" if interpreted() else "cuda"
     if q.device.type != want:
         why = "TRITON_INTERPRET=1 runs kernels on the CPU" if want == "cpu" else "a CUDA device"

@@ -313,9 +313,9 @@ def paged_decode_attention(
     Source: SGLang ``layers/attention/triton_ops/decode_attention.py``
     (``_fwd_grouped_kernel_stage1``, ``_fwd_kernel_stage2``).
     """
+    check_launch_device(q)
     check_scale_and_splits(sm_scale, num_kv_splits)
     shape = check_decode_inputs(q, k_cache, v_cache, req_to_token, req_pool_indices, seq_lens)
-    check_launch_device(q)
     return _launch(q, k_cache, v_cache, req_to_token, req_pool_indices, seq_lens, shape,
                    page_size=1, per_page=False, sm_scale=sm_scale, num_kv_splits=num_kv_splits)
 
@@ -354,11 +354,11 @@ def paged_decode_attention_by_page(
     Source: SGLang ``layers/attention/flashattention_backend.py`` (page table built as
     ``req_to_token[:, ::page_size] // page_size``); FlashInfer's paged KV layout.
     """
+    check_launch_device(q)
     check_positive_int("page_size", page_size)
     check_scale_and_splits(sm_scale, num_kv_splits)
     shape = check_decode_inputs(q, k_cache, v_cache, page_table, req_pool_indices, seq_lens,
                                 table_name="page_table", page_size=page_size)
-    check_launch_device(q)
     return _launch(q, k_cache, v_cache, page_table, req_pool_indices, seq_lens, shape,
                    page_size=page_size, per_page=True, sm_scale=sm_scale,
                    num_kv_splits=num_kv_splits)
