@@ -85,6 +85,8 @@ def test_runner_errors(model: transformers.LlamaForCausalLM) -> None:
                               max_context_len=40)
     with pytest.raises(ConfigError, match=r"max_total_tokens=40 is invalid; valid: a multiple"):
         PagedLlamaRunner(model, page_size=16, max_total_tokens=40)
+    with pytest.raises(ConfigError, match=r"prompts=\[\] is invalid; valid: a non-empty list"):
+        runner.prefill([])
     with pytest.raises(ConfigError, match=r"len\(prompts\[0\]\)=41 is invalid"):
         runner.prefill([[1] * 41])
     with pytest.raises(OutOfMemoryError):

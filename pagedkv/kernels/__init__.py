@@ -3,7 +3,9 @@
 On a machine without CUDA this package sets ``TRITON_INTERPRET=1`` *before* importing
 triton, so the same kernels run on the CPU through Triton's interpreter (slow, but exact
 enough to check against the reference). The variable must be set before triton is first
-imported: import ``pagedkv.kernels`` before anything else that imports triton.
+imported: import ``pagedkv.kernels`` before anything else that imports triton
+(transformers does), or export ``TRITON_INTERPRET=1``; otherwise a launch raises
+:class:`pagedkv.errors.PagedKVError` saying so.
 
 Public API:
 
@@ -14,6 +16,9 @@ Public API:
 - :func:`split_ranges`: the token range of each split-KV chunk.
 - :func:`random_decode_case`: seeded inputs on a shuffled pool (tests, book, benchmark).
 - :func:`pages_to_slots`, :func:`slots_to_pages`: convert between the two table layouts.
+
+``pagedkv.kernels.llama.PagedLlamaRunner`` (imported on its own: it needs transformers)
+runs a Hugging Face Llama with pagedkv's pools, allocator and this kernel.
 """
 
 from __future__ import annotations

@@ -130,9 +130,11 @@ class PagedLlamaRunner:
             prompt's last token.
 
         Raises:
-            ConfigError: an empty prompt or one longer than ``max_context_len``.
+            ConfigError: no prompts, an empty prompt or one longer than ``max_context_len``.
             OutOfMemoryError: no free request row or not enough KV slots.
         """
+        if not prompts:
+            raise bad_value("prompts", prompts, "a non-empty list of token-id lists")
         width = self.req_to_token_pool.max_context_len
         for i, prompt in enumerate(prompts):
             if not 1 <= len(prompt) <= width:
