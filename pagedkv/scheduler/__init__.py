@@ -3,7 +3,7 @@
 Modules, bottom-up: ``config`` (constants and policies), ``request`` (one request),
 ``adder`` (``PrefillAdder``), ``batch`` (the running batch, ``retract_decode``), ``timing``
 (the roofline step-time model), ``trace``, ``fastforward`` (decode steps between events
-taken together), ``scheduler`` (the step loop), ``metrics``,
+taken together), ``prefill`` (a prefill pass), ``scheduler`` (the step loop), ``metrics``,
 ``simulation`` (``simulate``: pool sizing plus a run) and ``cli``.
 """
 

@@ -34,12 +34,13 @@ import numpy as np
 import torch
 
 from pagedkv.allocator import PagedTokenToKVPoolAllocator, TokenToKVPoolAllocator
-from pagedkv.errors import OutOfMemoryError, bad_value, check_positive_int
+from pagedkv.errors import bad_value, check_positive_int
 from pagedkv.pools import ReqToTokenPool
-from pagedkv.scheduler.adder import AddReqResult, PrefillAdder, ceil_to_page, running_reservation
+from pagedkv.scheduler.adder import ceil_to_page, running_reservation
 from pagedkv.scheduler.batch import RunningBatch
 from pagedkv.scheduler.config import SchedulerConfig
 from pagedkv.scheduler.fastforward import fast_forward, window_length
+from pagedkv.scheduler.prefill import get_new_batch_prefill, run_prefill
 from pagedkv.scheduler.request import Req, RequestLike
 from pagedkv.scheduler.timing import FixedStepTime, StepTime
 from pagedkv.scheduler.trace import Trace, TraceMeta
@@ -139,10 +140,10 @@ class Scheduler:
         if self.done():
             return False
         self.enqueue_arrivals()
-        adder = self._get_new_batch_prefill()
+        adder = get_new_batch_prefill(self)
         if adder is not None:
             kind = "prefill"
-            self._run_prefill(adder)
+            run_prefill(self, adder)
         elif len(self.running):
             kind = "decode"
             self._run_decode()
@@ -170,89 +171,6 @@ class Scheduler:
         self.running.batch_is_full = False
         if not self.waiting and self.next_arrival < len(self.arrivals):
             self.clock = max(self.clock, self.arrivals[self.next_arrival].arrival_s)
-
-    def _get_new_batch_prefill(self) -> PrefillAdder | None:
-        """``Scheduler.get_new_batch_prefill``: the pass's adder, or None if nobody is admitted."""
-        if (self.running.batch_is_full or not self.waiting) and self.chunked_req is None:
-            return None
-        allocatable = self.max_running_requests - len(self.running)
-        if allocatable <= 0 and self.chunked_req is None:
-            self.running.batch_is_full = True
-            return None
-        adder = PrefillAdder(self.config, self.page_size, self.allocator.available_size(),
-                             self.tokens_reserved)
-        if self.chunked_req is not None:
-            self.chunked_req = adder.add_chunked_req(self.chunked_req)
-        for req in self.waiting:
-            if len(adder.can_run_list) >= allocatable:
-                self.running.batch_is_full = True
-                break
-            result = adder.add_one_req(req)
-            if result is not AddReqResult.CONTINUE:
-                if result is AddReqResult.NO_TOKEN:
-                    self.running.batch_is_full = True
-                break
-        if adder.new_chunked_req is not None:
-            self.chunked_req = adder.new_chunked_req
-        return adder if adder.can_run_list else None
-
-    def _run_prefill(self, adder: PrefillAdder) -> None:
-        """Allocate and write the admitted requests' KV; their first token is sampled."""
-        step, start, p = self.num_steps, self.clock, self.page_size
-        admitted = adder.can_run_list
-        table = self.req_to_token_pool.req_to_token
-        for adm in admitted:
-            req = adm.req
-            if req.req_pool_idx < 0:  # new or retracted: leaves the queue, gets a row
-                if self.waiting.popleft() is not req:
-                    raise AssertionError("admitted requests must be a prefix of the queue")
-                req.req_pool_idx = self.req_to_token_pool.alloc(1)[0]
-                req.queue_s += start - req.enqueued_s
-                if req.first_admit_s is None:
-                    req.first_admit_s = start
-                kind = "admit" if req.generated == 0 else "reprefill"
-                self.trace.event(step, kind, req.rid, {"extend": adm.extend_len,
-                                                       "charge": adm.charge})
-            if adm.truncated or req.kv_len > 0:
-                self.trace.event(step, "chunk", req.rid, {"prefix": req.kv_len,
-                                                          "tokens": adm.extend_len})
-        prefix = np.fromiter((a.req.kv_len for a in admitted), np.int64, len(admitted))
-        ext = np.fromiter((a.extend_len for a in admitted), np.int64, len(admitted))
-        rows = np.fromiter((a.req.req_pool_idx for a in admitted), np.int64, len(admitted))
-        last = np.full(len(admitted), -1, dtype=np.int64)
-        chunked = prefix > 0  # a chunk continues a request whose earlier chunks hold slots
-        if chunked.any():
-            last[chunked] = table[rows[chunked], prefix[chunked] - 1].numpy()
-        total = int(ext.sum())
-        slots = self.allocator.alloc_extend(prefix, prefix + ext, last, total)
-        if slots is None:
-            raise OutOfMemoryError(f"prefill of {total} tokens does not fit "
-                                   f"{self.allocator.available_size()} free slots")
-        # req_to_token[row, prefix .. prefix + ext - 1] = the new slots, for every request
-        ends = np.cumsum(ext)
-        positions = np.arange(total) - np.repeat(ends - ext - prefix, ext)
-        table[torch.from_numpy(np.repeat(rows, ext)), torch.from_numpy(positions)] = (
-            slots.to(torch.int32))
-        self.clock += self.step_time.prefill_s(total, self.tokens_used)
-        done, done_last = [], []
-        for adm, end in zip(admitted, ends.tolist(), strict=True):
-            req = adm.req
-            req.kv_len += adm.extend_len
-            if not adm.truncated:
-                req.generated += 1
-                if req.first_token_s is None:
-                    req.first_token_s = self.clock
-                done.append(req)
-                done_last.append(int(slots[end - 1]))
-        self.decoded += len(done)
-        self.running.add(done, done_last)
-        self._finish(self.running.generated >= self.running.output_len)
-        usage = (self.max_total_num_tokens - self.allocator.available_size()) / (
-            self.max_total_num_tokens)
-        self.trace.add_log(step, f"Prefill batch. #new-seq: {len(admitted)}, #new-token: "
-                                 f"{sum(ceil_to_page(a.extend_len, p) for a in admitted)}, "
-                                 f"#cached-token: 0, token usage: {usage:.2f}, #running-req: "
-                                 f"{len(self.running)}, #queue-req: {len(self.waiting)}")
 
     def _run_decode(self) -> None:
         """``update_running_batch`` (memory check, retract or decay) and one decode step."""
@@ -287,11 +205,11 @@ class Scheduler:
             batch.decode(self.allocator, self.req_to_token_pool)
             self.decoded += len(batch)
             self.num_decode_steps += 1
-        self.shrunk = self._finish(batch.generated >= batch.output_len) > 0
+        self.shrunk = self.finish(batch.generated >= batch.output_len) > 0
         if self.num_decode_steps % self.config.decode_log_interval == 0:
             self.log_decode(self.max_total_num_tokens - self.allocator.available_size())
 
-    def _finish(self, mask: np.ndarray) -> int:
+    def finish(self, mask: np.ndarray) -> int:
         """Release the requests where ``mask`` is True, which have finished; return how many."""
         finished = self.running.remove(mask)
         self._release(finished)
