@@ -1,0 +1,91 @@
+"""pagedkv_widgets.tables and .run_figures: the book's table and figure builders."""
+
+from __future__ import annotations
+
+from types import SimpleNamespace
+
+from pagedkv.fragmentation import MemoryShare
+from pagedkv.scheduler import SchedulerConfig
+from pagedkv.scheduler.analysis import (
+    UniformBatch,
+    admission_state,
+    first_retraction,
+    retraction_episodes,
+)
+from pagedkv.scheduler.examples import ObservationColumn, ObservationStudy, tiny_retraction_run
+from pagedkv.scheduler.trace import Trace, TraceMeta
+from pagedkv_widgets.run_figures import policy_bars_figure, ratio_decay_figure, run_timeline_figure
+from pagedkv_widgets.tables import (
+    admission_state_md,
+    batch_table,
+    episodes_table,
+    first_retraction_md,
+    markdown_table,
+    observation_table,
+    shares_table,
+)
+
+
+def test_markdown_table() -> None:
+    assert markdown_table(("a", "b"), [(1, "x"), (2, "")]).data == (
+        "| a | b |\n|---|---|\n| 1 | x |\n| 2 |  |")
+
+
+def test_shares_table() -> None:
+    share = MemoryShare("page=16", 0.9, 0.05, 0.03, 0.0, 0.02, steps=10)
+    assert shares_table([share]).data.splitlines()[2] == (
+        "| page=16 | 90.0% | 5.0% | 3.0% | 0.0% | 2.0% |")
+
+
+def test_admission_state_md() -> None:
+    b = UniformBatch(120, 600, 2048, 400)
+    text = admission_state_md(b, admission_state(b, 200_000, SchedulerConfig(), 0.7), 0.7,
+                              4096).data
+    assert "120 x 999 = **119,880** (60%)" in text
+    assert "**1,153.6** tokens; all 120: **138,432**" in text
+    assert "= **-58,312**" in text
+
+
+def test_tiny_run_tables() -> None:
+    first = first_retraction(tiny_retraction_run())
+    assert batch_table(first.rows).data.splitlines()[2] == (
+        "| 2 | 56 | 57 | 112 | 4, 5, 7, 9, 13, 10, 14 | yes |")
+    text = first_retraction_md(first).data
+    assert "request **3**, with 37 outputs" in text and "(5 pages)" in text
+    assert "(94 + 20 x 2) / (100 + 1)) = **1.0000**" in text
+
+
+def test_episodes_and_observation_tables() -> None:
+    tr = Trace(TraceMeta(max_total_num_tokens=10))
+    for i in range(1000):
+        tr.record_step(i, 0.0, "decode", 0, 0.0, 0, 0, 1, 0, 0.098)
+    for step in (10, 620, 900):
+        tr.event(step, "retract", 0, {"output_len": 1, "freed": 1})
+    row = episodes_table({"run": retraction_episodes(tr, 0.098)}, 0.098).data.splitlines()[2]
+    assert row == "| run | 3 | 3 | 445 | 1 of 2 |"  # gaps 610 and 280
+    col = ObservationColumn(1.0, ["0.35", "0.40"], {"0.0980"}, 649.6, [19, 12], 0)
+    study = ObservationStudy([col], SimpleNamespace(), SimpleNamespace())
+    lines = observation_table(study).data.splitlines()
+    assert lines[0] == "|  | observed | simulated, 100% of peak |"
+    assert lines[2].endswith("| ~0.35 | 0.35 / 0.40 |")
+    assert lines[3].endswith("| ~650 | 650 |")
+    assert study.start_ratios == ["0.0980"]
+
+
+def test_run_figures() -> None:
+    fig = ratio_decay_figure((0.5, 1.0), steps=10)
+    assert len(fig.data) == 2 and fig.data[1].y[0] == 0.7
+    tr = Trace(TraceMeta(max_total_num_tokens=10))
+    for i in range(4):
+        tr.record_step(i, 0.1 * i, "decode", i, 1.0, 10 - i, i, 1, 0, 0.5)
+    tr.event(2, "retract", 0, {"output_len": 1, "freed": 1})
+    run = SimpleNamespace(trace=tr)
+    fig = run_timeline_figure({"a": run, "b": run}, 10, visible="b")
+    assert len(fig.data) == 8 and [t.visible for t in fig.data] == [False] * 4 + [True] * 4
+    assert list(fig.data[3].x) == [0.2]  # the retraction marker
+    assert len(run_timeline_figure({"a": run}, 10, show_reserved=False).data) == 3
+    m = SimpleNamespace(output_tokens_per_s=1.0, num_retractions=2, recomputed_tokens=3,
+                        mean_queue_s=4.0)
+    fig = policy_bars_figure({("w", "sglang"): m, ("w", "no_reserve"): m, ("v", "sglang"): m,
+                              ("v", "no_reserve"): m})
+    assert len(fig.data) == 8 and list(fig.data[1].y) == [2, 2]
