@@ -11,9 +11,14 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from pagedkv.allocator import BaseTokenToKVPoolAllocator, PagedTokenToKVPoolAllocator
+from pagedkv.allocator import (
+    BaseTokenToKVPoolAllocator,
+    PagedTokenToKVPoolAllocator,
+    TokenToKVPoolAllocator,
+)
 from pagedkv.contiguous import ContiguousAllocator
-from pagedkv.pools import ReqToTokenPool
+from pagedkv.errors import check_positive_int
+from pagedkv.pools import MHATokenToKVPool, ReqToTokenPool
 
 RESERVED = "×"  # label of page 0's slots: never handed out, padded tokens write there
 
@@ -112,3 +117,130 @@ def decode_oom_case(num_requests: int = 148, free_pages: int = 32, page_size: in
     last = out[torch.cumsum(seq, 0) - 1]
     tails = int((torch.ceil(seq / page_size) * page_size - seq).sum())
     return DecodeOOMCase(alloc, seq + 1, last, crossing, tails)
+
+
+def free_slot_ids(mem: ContiguousAllocator) -> list[int]:
+    """Every free slot of a contiguous allocator, in slot order (the runs expanded)."""
+    return [s for start, n in mem.free_runs() for s in range(start, start + n)]
+
+
+def div_ceil(a: int, b: int) -> int:
+    """``ceil(a / b)`` for ints, as mini-sglang's ``div_ceil``: pages needed for ``a`` tokens
+    at page size ``b``. Raises ConfigError unless ``b >= 1``."""
+    check_positive_int("b", b)
+    return -(-a // b)
+
+
+@dataclass(frozen=True)
+class Lookup:
+    """One page-table read: ``req_to_token[row, pos] == slot`` is ``name``'s token ``word``."""
+
+    row: int
+    pos: int
+    name: str
+    word: str
+    slot: int
+
+
+def page_table_lookups(st: PageTableState, positions: int = 3) -> list[Lookup]:
+    """The first ``positions`` entries of each live row of ``st``, highest row first."""
+    out = []
+    for row in sorted(st.lens, reverse=True):
+        name, text = st.labels[row].split(": ")
+        for pos, word in enumerate(text.strip('"').split()[:positions]):
+            out.append(Lookup(row, pos, name, word, int(st.pool.req_to_token[row, pos])))
+    return out
+
+
+@dataclass(frozen=True)
+class LayoutCheck:
+    """SGLang's per-layer K/V tensors against mini-sglang's single buffer, same bytes.
+
+    Shapes are tuples; ``same``: the token written at ``slot`` reads back identically at
+    ``[0, layer, slot // p, slot % p]`` of the mini-sglang view; bytes include page 0.
+    """
+
+    sglang_k_shape: tuple[int, ...]
+    mini_shape: tuple[int, ...]
+    slot: int
+    same: bool
+    k_bytes: int
+    v_bytes: int
+
+
+def layout_check(slot: int = 13, size: int = 12, page_size: int = 4, layer: int = 1,
+                 seed: int = 0) -> LayoutCheck:
+    """Write one random fp16 token at ``slot`` of ``layer`` in an ``MHATokenToKVPool``
+    (2 KV heads of 8, 3 layers) and find it in the mini-sglang view
+    ``(2, layers, pages, page_size, heads, head_dim)`` of the same memory."""
+    heads, dim, layers = 2, 8, 3
+    kv = MHATokenToKVPool(size=size, page_size=page_size, dtype=torch.float16, head_num=heads,
+                          head_dim=dim, layer_num=layers)
+    k_new = torch.randn(1, heads, dim, generator=torch.Generator().manual_seed(seed))
+    kv.set_kv_buffer(layer, torch.tensor([slot]), k_new, -k_new)
+    stacked = torch.stack([torch.stack(kv.k_buffer), torch.stack(kv.v_buffer)])
+    mini = stacked.view(2, layers, (size + page_size) // page_size, page_size, heads, dim)
+    same = torch.equal(mini[0, layer, slot // page_size, slot % page_size],
+                       kv.get_key_buffer(layer)[slot])
+    k_bytes, v_bytes = kv.kv_size_bytes()
+    return LayoutCheck(tuple(kv.get_key_buffer(layer).shape), tuple(mini.shape), slot, same,
+                       k_bytes, v_bytes)
+
+
+@dataclass
+class ReuseStory:
+    """Chapter 3's reuse replay on the seed pool (see :func:`page_reuse_story`)."""
+
+    frames: list[tuple[str, list[str]]]
+    free_pages: list[int]  # page ids after A and B finish, in hand-out order
+    d: torch.Tensor  # D's 8 slots
+    e: torch.Tensor  # E's 6 slots, still held
+
+
+def page_reuse_story(st: PageTableState) -> ReuseStory:
+    """On :func:`seed_page_table`'s state: A and B finish, D takes 8 slots and finishes, E
+    takes 6 tokens through ``alloc_extend``. Mutates ``st`` (E keeps its pages)."""
+    alloc, table = st.alloc, st.pool.req_to_token
+    owned = {"A": table[2, :4].long(), "B": table[1, :4].long()}
+    frames = [("A and B hold pages 1 and 3", paged_slot_labels(alloc, owned))]
+    alloc.free(owned.pop("B"))
+    alloc.free(owned.pop("A"))
+    st.pool.free([1, 2])
+    free_pages = alloc.free_pages.tolist()
+    frames.append(("A and B finish", paged_slot_labels(alloc, owned)))
+    d = alloc.alloc(8)
+    frames.append(("D takes 2 pages", paged_slot_labels(alloc, {"D": d})))
+    alloc.free(d)
+    e = alloc.alloc_extend([0], [6], [-1], 6)
+    frames.append(("E: 6 tokens in 2 pages", paged_slot_labels(alloc, {"E": e})))
+    return ReuseStory(frames, free_pages, d, e)
+
+
+def decode_walk(alloc: PagedTokenToKVPoolAllocator, seq_len: int, last_loc: int,
+                steps: int) -> list[tuple[int, int, str]]:
+    """Decode ``steps`` tokens for one request holding ``seq_len`` tokens whose last is at
+    ``last_loc``: ``(token index, slot, "new page" | "last_loc + 1")`` per token."""
+    out = []
+    for _ in range(steps):
+        seq_len += 1
+        last_loc = int(alloc.alloc_decode([seq_len], [last_loc]))
+        why = "new page" if (seq_len - 1) % alloc.page_size == 0 else "last_loc + 1"
+        out.append((seq_len - 1, last_loc, why))
+    return out
+
+
+def page_size_frames(lens: list[int], page_sizes: list[int]) -> list[tuple[str, list[str]]]:
+    """The same requests (named A, B, ...) allocated on a fresh, exactly full pool at each page
+    size: ``(caption with the empty slots, slot labels)`` per page size."""
+    seq = torch.tensor(lens)
+    names = [chr(ord("A") + i) for i in range(len(lens))]
+    frames = []
+    for p in page_sizes:
+        size = int(((seq + p - 1) // p).sum()) * p
+        mem = TokenToKVPoolAllocator(size) if p == 1 else PagedTokenToKVPoolAllocator(size, p)
+        out = mem.alloc_extend(torch.zeros(len(lens), dtype=torch.int64), seq,
+                               torch.full((len(lens),), -1), sum(lens))
+        parts = dict(zip(names, torch.split(out, lens), strict=True))
+        waste = mem.size - mem.available_size() - sum(lens)
+        frames.append((f"p = {p}: {waste} empty slots", paged_slot_labels(mem, parts)))
+    return frames

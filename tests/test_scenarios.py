@@ -6,12 +6,19 @@ import pytest
 
 from pagedkv.consistency import check_pool_agreement
 from pagedkv.contiguous import Fit
-from pagedkv.errors import OutOfMemoryError
+from pagedkv.errors import ConfigError, OutOfMemoryError
 from pagedkv.fragmentation import page_size_costs
 from pagedkv.scenarios import (
     RESERVED,
     contiguous_story,
     decode_oom_case,
+    decode_walk,
+    div_ceil,
+    free_slot_ids,
+    layout_check,
+    page_reuse_story,
+    page_size_frames,
+    page_table_lookups,
     paged_slot_labels,
     seed_page_table,
 )
@@ -50,3 +57,53 @@ def test_page_size_costs_for_six_tokens() -> None:
     assert (one.held_slots, one.pages, one.wasted_pct) == (6, 6, 0.0)
     assert (four.held_slots, four.pages, four.held_slots - four.tokens) == (8, 2, 2)
     assert four.wasted_pct == 25.0
+
+
+def test_free_slot_ids_and_div_ceil() -> None:
+    mem, _ = contiguous_story()
+    assert free_slot_ids(mem) == [4, 5, 10, 11]
+    assert [div_ceil(a, 4) for a in (0, 1, 4, 5, 6, 11)] == [0, 1, 1, 2, 2, 3]
+    with pytest.raises(ConfigError):
+        div_ceil(3, 0)
+
+
+def test_page_table_lookups() -> None:
+    got = page_table_lookups(seed_page_table(), positions=2)
+    assert [(x.row, x.pos, x.name, x.word, x.slot) for x in got] == [
+        (2, 0, "request A", "The", 4), (2, 1, "request A", "cat", 5),
+        (1, 0, "request B", "A", 12), (1, 1, "request B", "dog", 13)]
+
+
+def test_layout_check() -> None:
+    lay = layout_check(slot=13, size=12, page_size=4)
+    assert lay.sglang_k_shape == (16, 2, 8) and lay.mini_shape == (2, 3, 4, 4, 2, 8)
+    assert lay.same
+    # 3 layers x 16 rows (12 slots + page 0) x 2 heads x 8 x 2 bytes (fp16)
+    assert lay.k_bytes == lay.v_bytes == 3 * 16 * 2 * 8 * 2
+
+
+def test_page_reuse_story() -> None:
+    st = seed_page_table()
+    story = page_reuse_story(st)
+    assert story.free_pages[:3] == [1, 3, 2]  # A's and B's pages go to the front
+    assert story.d.tolist() == [4, 5, 6, 7, 12, 13, 14, 15]
+    assert story.e.tolist() == [4, 5, 6, 7, 12, 13]
+    assert [c for c, _ in story.frames][-1] == "E: 6 tokens in 2 pages"
+    assert story.frames[-1][1][14:16] == ["E·", "E·"]
+    st.alloc.check_invariants()
+
+
+def test_decode_walk() -> None:
+    from pagedkv.allocator import PagedTokenToKVPoolAllocator
+
+    alloc = PagedTokenToKVPoolAllocator(64, 4)
+    first = alloc.alloc_extend([0], [6], [-1], 6)  # slots 4-7, 8, 9
+    walk = decode_walk(alloc, seq_len=6, last_loc=int(first[-1]), steps=3)
+    assert walk == [(6, 10, "last_loc + 1"), (7, 11, "last_loc + 1"), (8, 12, "new page")]
+
+
+def test_page_size_frames() -> None:
+    frames = page_size_frames([6, 3, 9, 5], [1, 2, 4, 8])
+    # slots held minus the 23 tokens: p = 2: 6+4+10+6; p = 4: 8+4+12+8; p = 8: 8+8+16+8
+    assert [c for c, _ in frames] == ["p = 1: 0 empty slots", "p = 2: 3 empty slots",
+                                      "p = 4: 9 empty slots", "p = 8: 17 empty slots"]

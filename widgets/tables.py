@@ -143,3 +143,16 @@ def first_retraction_md(first: object) -> Markdown:
         f"{tie}; its {f.freed} KV tokens ({pages} pages) go back to the pool\n"
         f"- ratio over the {stay} that stay: min(1, ({f.decoded} + 20 x {stay}) / "
         f"({f.budget} + 1)) = **{f.ratio:.4f}**")
+
+
+def strip_text(frames: Sequence[tuple[str, Sequence[str]]], width: int = 22) -> str:
+    """Slot strips as text, one line per ``(caption, slot labels)``: each slot shows its
+    label's first character, ``.`` when free (chapter 2's contiguous replay)."""
+    return "\n".join(f"{caption:{width}s} " + " ".join(f"{lab[:1] or '.':>2s}" for lab in labels)
+                     for caption, labels in frames)
+
+
+def lookups_text(lookups: Sequence[object]) -> str:
+    """Chapter 3: one line per ``scenarios.Lookup`` read of the page table."""
+    return "\n".join(f"page_table[{x.row}, {x.pos}] = {x.slot:2d} -> {x.name} token {x.word!r} "
+                     f"has its K/V at physical slot {x.slot}" for x in lookups)
