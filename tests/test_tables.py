@@ -89,3 +89,43 @@ def test_run_figures() -> None:
     fig = policy_bars_figure({("w", "sglang"): m, ("w", "no_reserve"): m, ("v", "sglang"): m,
                               ("v", "no_reserve"): m})
     assert len(fig.data) == 8 and list(fig.data[1].y) == [2, 2]
+
+
+def test_strip_and_lookup_text() -> None:
+    from pagedkv.scenarios import contiguous_story, page_table_lookups, seed_page_table
+    from pagedkv_widgets.tables import lookups_text, strip_text
+
+    _, frames = contiguous_story()
+    last = strip_text(frames[-1:], width=4).splitlines()
+    assert last == ["y finishes  A  A  A  A  .  .  B  B  B  B  .  .  C  C  C  C"]
+    text = lookups_text(page_table_lookups(seed_page_table(), positions=1))
+    assert text.splitlines()[0] == (
+        "page_table[2, 0] =  4 -> request A token 'The' has its K/V at physical slot 4")
+
+
+def test_page_cost_and_admission_tables() -> None:
+    from pagedkv.fragmentation import page_size_costs
+    from pagedkv.scheduler import AddReqResult
+    from pagedkv.scheduler.analysis import AdmissionState, SweepRow, admission_pass, same_requests
+    from pagedkv.workload import fixed
+    from pagedkv_widgets.tables import admissions_table, page_cost_table, ratio_sweep_table
+
+    (four,) = page_size_costs(fixed(1, 5, 1), (4,))  # 6 tokens in 2 pages of 4
+    assert page_cost_table([four]).data.splitlines()[2] == "| 4 | 6 | 8 | 25.0 % | 2 |"
+    adder, _ = admission_pass(SchedulerConfig(), AdmissionState(10_000, 10_000, 0.0, 0.0),
+                              same_requests(1, 3000, 2000))
+    assert admissions_table(adder).data.splitlines()[2] == "| 0 | 3,000 | 5,000 |  |"
+    row = SweepRow(0.5, AdmissionState(100, 80, 2.5, 30.0), 2, AddReqResult.NO_TOKEN)
+    assert ratio_sweep_table([row]).data.splitlines()[2] == "| 0.500 | 80 | 30 | 50 | 2 | NO_TOKEN |"
+
+
+def test_run_metric_tables() -> None:
+    from pagedkv_widgets.tables import conservativeness_table, policy_table
+
+    m = SimpleNamespace(output_tokens_per_s=1234.4, num_retractions=3, recomputed_tokens=4567,
+                        mean_queue_s=1.25, mean_latency_s=2.0, mean_usage=0.5)
+    run = SimpleNamespace(metrics=m, config=SchedulerConfig())
+    assert conservativeness_table({1.0: run}).data.splitlines()[2] == (
+        "| 1.0 | 0.70 -> 0.098 | 1,234 | 3 | 4,567 | 1.2 | 50% |")
+    assert policy_table({("w", "sglang"): m}).data.splitlines()[2] == (
+        "| w | `sglang` | 1,234 | 3 | 4,567 | 1.2 | 2.0 | 50% |")

@@ -4,7 +4,9 @@ Modules, bottom-up: ``config`` (constants and policies), ``request`` (one reques
 ``adder`` (``PrefillAdder``), ``batch`` (the running batch, ``retract_decode``), ``timing``
 (the roofline step-time model), ``trace``, ``fastforward`` (decode steps between events
 taken together), ``prefill`` (a prefill pass), ``scheduler`` (the step loop), ``metrics``,
-``simulation`` (``simulate``: pool sizing plus a run) and ``cli``.
+``simulation`` (``simulate``: pool sizing plus a run), ``analysis`` (reading a finished run:
+admission passes, retraction episodes, snapshots), ``examples`` (the book's seeded runs) and
+``cli``.
 """
 
 from pagedkv.scheduler.adder import AddReqResult, PrefillAdder, ceil_to_page
