@@ -141,7 +141,7 @@ def first_retraction_md(first: object) -> Markdown:
     return Markdown(
         f"- victim: request **{f.victim}**, with {f.output_len} outputs, the fewest in the batch"
         f"{tie}; its {f.freed} KV tokens ({pages} pages) go back to the pool\n"
-        f"- ratio over the {stay} that stay: min(1, ({f.decoded} + 20 x {stay}) / "
+        f"- ratio over the {stay} that stay: min(1, ({f.decoded} + {f.retract_steps} x {stay}) / "
         f"({f.budget} + 1)) = **{f.ratio:.4f}**")
 
 

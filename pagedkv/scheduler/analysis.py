@@ -250,7 +250,8 @@ class FirstRetraction:
     ``rows``: the batch before the step; ``free`` / ``need``: slots free and needed by the
     step; ``victim``, its prompt, its ``output_len`` (kept) and ``freed`` KV tokens;
     ``tied_with`` / ``tied_prompt``: a surviving request with as many outputs (None if none);
-    ``decoded`` / ``budget``: sums over the survivors that set ``ratio``; ``log``: the SGLang
+    ``decoded`` / ``budget``: sums over the survivors that set ``ratio``
+    (with ``retract_steps``, ``SGLANG_RETRACT_DECODE_STEPS``); ``log``: the SGLang
     log line; ``reprefill_step`` and ``reprefill_extend``: when the victim was prefilled
     again, over how many tokens.
     """
@@ -268,6 +269,7 @@ class FirstRetraction:
     tied_prompt: int | None
     decoded: int
     budget: int
+    retract_steps: int
     ratio: float
     log: str
     reprefill_step: int
@@ -298,7 +300,7 @@ def first_retraction(sched: Scheduler) -> FirstRetraction:
         decode_step_need([r.kv_len for r in rows], p), p, victim, sched.reqs[victim].prompt_len,
         info["output_len"], info["freed"], tied[0] if tied else None,
         sched.reqs[tied[0]].prompt_len if tied else None, sum(r.outputs for r in stay),
-        sum(budget),
+        sum(budget), sched.config.retract_decode_steps,
         retract_ratio([r.outputs for r in stay], budget,
                       sched.config.retract_decode_steps),
         trace.log[trace.log_steps.index(step)], re[0], re[3]["extend"])
