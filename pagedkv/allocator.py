@@ -154,24 +154,28 @@ class BaseTokenToKVPoolAllocator:
         offsets = np.arange(self.page_size, dtype=np.int64)
         return self._hand_out((pages[:, None] * self.page_size + offsets).reshape(-1), pages)
 
-    def _check_last_loc(self, lens: np.ndarray, last_loc: np.ndarray) -> None:
-        """For each request whose last page is partial, ``last_loc`` must be its last slot."""
+    def _check_last_loc(self, lens: np.ndarray, last_loc: np.ndarray) -> np.ndarray:
+        """For each request whose last page is partial, ``last_loc`` must be its last slot.
+
+        Returns the bool mask of those requests (``lens % p != 0``)."""
         p = self.page_size
         if p == 1:  # no page is ever partial
-            return
+            return np.zeros(len(lens), dtype=bool)
         partial = lens % p != 0
         if not partial.any():
-            return
+            return partial
         loc, lens = last_loc[partial], lens[partial]
         if loc.min() < p or loc.max() >= len(self._state):
             raise bad_value("last_loc", loc.tolist(), f"slots in [{p}, "
                             f"{len(self._state)}) for requests with a partial last page")
-        wrong = (self._state[loc] != IN_USE) | (loc % p != (lens - 1) % p)
+        # the last token (position lens - 1) must sit at offset (lens - 1) % p of its page
+        wrong = (self._state[loc] != IN_USE) | ((loc - lens + 1) % p != 0)
         if wrong.any():
             raise AllocatorError(
                 f"last_loc {loc[wrong].tolist()} is not the in-use last slot of its request "
                 f"(page_size={p}, lens {lens[wrong].tolist()})"
             )
+        return partial
 
     def alloc_extend(
         self,
@@ -259,8 +263,7 @@ class BaseTokenToKVPoolAllocator:
                             "two equal lengths")
         if len(seq) and seq.min() < 1:
             raise bad_value("seq_lens", seq.tolist(), "integers >= 1 (they include the new token)")
-        self._check_last_loc(seq - 1, last)
-        boundary = (seq - 1) % self.page_size == 0
+        boundary = ~self._check_last_loc(seq - 1, last)  # these start a new page
         pages = self._take_pages(int(np.count_nonzero(boundary)),
                                  f"alloc_decode({len(seq)} requests)", strict)
         if pages is None:
