@@ -7,29 +7,40 @@ consecutive slots, page ``k`` holding slots ``k*p .. k*p + p - 1``. Page 0 (slot
 ``0 .. p-1``) is never handed out: padded and dummy tokens write there.
 
 Where we simplify: SGLang fills pages with the Triton kernels ``alloc_extend_kernel`` and
-``alloc_decode_kernel`` on the GPU; we do the same arithmetic with torch on the CPU. We do
-not model free groups (``free_group_begin/end``) or the ``release_pages`` delay. We add
-a per-slot ownership record so that misuse (double free, freeing slot 0, freeing slots
-never handed out, a ``last_loc`` that points at somebody else's slot) raises
+``alloc_decode_kernel`` on the GPU; we do the same arithmetic with vectorised numpy on the
+CPU. We do not model free groups (``free_group_begin/end``) or the ``release_pages`` delay.
+We add a per-slot ownership record so that misuse (double free, freeing slot 0, freeing
+slots never handed out, a ``last_loc`` that points at somebody else's slot) raises
 :class:`~pagedkv.errors.AllocatorError` instead of silently corrupting the cache.
+
+Design for speed (a simulator calls these thousands of times on small inputs): the free
+list and the ownership record are numpy arrays, and every check is a few whole-array numpy
+operations; the exact error message is worked out only once a check has failed. The free
+list lives in a buffer with room on both sides, so taking pages from the front and putting
+them back at either end costs the pages moved, not the length of the list. Inputs may be
+lists, numpy arrays or torch tensors; results are torch int64 tensors (sharing memory with
+a numpy array, so ``.numpy()`` on them is free).
 """
 
 from __future__ import annotations
 
+import numpy as np
 import torch
 
 from pagedkv.errors import AllocatorError, OutOfMemoryError, bad_value, check_positive_int
 
 NEVER, IN_USE, FREED = 0, 1, 2  # per-slot ownership states
-_I64 = torch.int64
+IntsLike = torch.Tensor | np.ndarray | list[int]
 
 
-def _as_i64(name: str, values: torch.Tensor | list[int]) -> torch.Tensor:
-    """``values`` as a 1-D int64 CPU tensor; raise ``ConfigError`` on any other shape."""
-    t = torch.as_tensor(values, dtype=_I64)
-    if t.dim() != 1:
-        raise bad_value(f"{name}.shape", tuple(t.shape), "a 1-D tensor")
-    return t
+def _as_i64(name: str, values: IntsLike) -> np.ndarray:
+    """``values`` as a 1-D int64 numpy array; raise ``ConfigError`` on any other shape."""
+    if isinstance(values, torch.Tensor):
+        values = values.detach().cpu().numpy()
+    a = np.asarray(values, dtype=np.int64)
+    if a.ndim != 1:
+        raise bad_value(f"{name}.shape", tuple(a.shape), "a 1-D tensor")
+    return a
 
 
 class BaseTokenToKVPoolAllocator:
@@ -41,8 +52,10 @@ class BaseTokenToKVPoolAllocator:
         page_size: slots per page ``p`` (SGLang ``--page-size``).
 
     Attributes:
-        free_pages: int64 ``[num_free]``, page ids in the order they will be handed out.
-        slot_state: int8 ``[size + page_size]``: ``NEVER``, ``IN_USE`` or ``FREED``.
+        free_pages: int64 ``[num_free]``, page ids in the order they will be handed out (a
+            copy; assigning a tensor replaces the free list).
+        slot_state: int8 ``[size + page_size]``: ``NEVER``, ``IN_USE`` or ``FREED`` (a
+            tensor view of the numpy record ``_state``: writes through it are seen).
     """
 
     def __init__(self, size: int, page_size: int) -> None:
@@ -55,39 +68,75 @@ class BaseTokenToKVPoolAllocator:
 
     def clear(self) -> None:
         """Return every page to the free list, pages ``1 .. num_pages`` in order."""
-        self.free_pages = torch.arange(1, self.num_pages + 1, dtype=_I64)
-        self.slot_state = torch.zeros(self.size + self.page_size, dtype=torch.int8)
+        self._set_free(np.arange(1, self.num_pages + 1, dtype=np.int64))
+        self._state = np.zeros(self.size + self.page_size, dtype=np.int8)
+
+    # ----- the free list: _buf[_lo:_hi] -------------------------------------------------
+    def _set_free(self, pages: np.ndarray, room: int = 0) -> None:
+        """Make ``pages`` the free list, with at least ``max(room, num_pages)`` spare
+        entries on each side of it."""
+        room = max(room, self.num_pages)
+        self._buf = np.empty(2 * room + len(pages), dtype=np.int64)
+        self._lo, self._hi = room, room + len(pages)
+        self._buf[self._lo:self._hi] = pages
+
+    def _push(self, pages: np.ndarray, front: bool) -> None:
+        """Put ``pages`` (in order) at the front or the back of the free list."""
+        n = len(pages)
+        if (self._lo if front else len(self._buf) - self._hi) < n:
+            self._set_free(self._buf[self._lo:self._hi], room=n)
+        if front:
+            self._lo -= n
+            self._buf[self._lo:self._lo + n] = pages
+        else:
+            self._buf[self._hi:self._hi + n] = pages
+            self._hi += n
+
+    @property
+    def free_pages(self) -> torch.Tensor:
+        return torch.from_numpy(self._buf[self._lo:self._hi].copy())
+
+    @free_pages.setter
+    def free_pages(self, pages: IntsLike) -> None:
+        self._set_free(_as_i64("free_pages", pages))
+
+    @property
+    def slot_state(self) -> torch.Tensor:
+        return torch.from_numpy(self._state)
 
     def available_size(self) -> int:
         """Free slots, counted in whole pages: ``len(free_pages) * page_size``."""
-        return len(self.free_pages) * self.page_size
+        return (self._hi - self._lo) * self.page_size
 
     def used_slots(self) -> int:
         """Slots that hold a request's token (IN_USE), partial-page tails excluded."""
-        return int((self.slot_state == IN_USE).sum())
+        return int(np.count_nonzero(self._state == IN_USE))
 
     # ----- allocation -------------------------------------------------------------------
-    def _take_pages(self, num: int, what: str, strict: bool) -> torch.Tensor | None:
+    def _take_pages(self, num: int, what: str, strict: bool) -> np.ndarray | None:
         """Pop ``num`` pages from the front of the free list, or None/raise if short."""
-        if num > len(self.free_pages):
+        free = self._hi - self._lo
+        if num > free:
             if strict:
                 p = self.page_size
                 raise OutOfMemoryError(
                     f"{what} needs {num} new pages ({num * p} slots at page_size={p}); "
-                    f"only {len(self.free_pages)} pages ({self.available_size()} slots) are free"
+                    f"only {free} pages ({self.available_size()} slots) are free"
                 )
             return None
-        pages, self.free_pages = self.free_pages[:num], self.free_pages[num:]
+        pages = self._buf[self._lo:self._lo + num].copy()
+        self._lo += num
         return pages
 
-    def _hand_out(self, slots: torch.Tensor, pages: torch.Tensor) -> torch.Tensor:
+    def _hand_out(self, slots: np.ndarray, pages: np.ndarray) -> torch.Tensor:
         """Mark ``slots`` IN_USE and return them; on a clash put ``pages`` back and raise."""
-        if bool((self.slot_state[slots] == IN_USE).any()):
-            self.free_pages = torch.cat((pages, self.free_pages))
-            taken = slots[self.slot_state[slots] == IN_USE].tolist()
-            raise AllocatorError(f"slots {taken} are already in use (a stale last_loc?)")
-        self.slot_state[slots] = IN_USE
-        return slots
+        clash = self._state[slots] == IN_USE
+        if clash.any():
+            self._push(pages, front=True)
+            raise AllocatorError(f"slots {slots[clash].tolist()} are already in use "
+                                 "(a stale last_loc?)")
+        self._state[slots] = IN_USE
+        return torch.from_numpy(slots)
 
     def alloc(self, need_size: int, strict: bool = False) -> torch.Tensor | None:
         """Take ``need_size`` slots as whole pages from the front of the free list.
@@ -102,31 +151,37 @@ class BaseTokenToKVPoolAllocator:
         pages = self._take_pages(need_size // self.page_size, f"alloc({need_size})", strict)
         if pages is None:
             return None
-        offsets = torch.arange(self.page_size, dtype=_I64)
+        offsets = np.arange(self.page_size, dtype=np.int64)
         return self._hand_out((pages[:, None] * self.page_size + offsets).reshape(-1), pages)
 
-    def _check_last_loc(self, lens: torch.Tensor, last_loc: torch.Tensor) -> None:
-        """For each request whose last page is partial, ``last_loc`` must be its last slot."""
-        partial = lens % self.page_size != 0
-        loc = last_loc[partial]
-        if not bool(partial.any()):
-            return
-        if bool(((loc < self.page_size) | (loc >= len(self.slot_state))).any()):
-            raise bad_value("last_loc", loc.tolist(), f"slots in [{self.page_size}, "
-                            f"{len(self.slot_state)}) for requests with a partial last page")
-        wrong = (self.slot_state[loc] != IN_USE) | (loc % self.page_size
-                                                    != (lens[partial] - 1) % self.page_size)
-        if bool(wrong.any()):
+    def _check_last_loc(self, lens: np.ndarray, last_loc: np.ndarray) -> np.ndarray:
+        """For each request whose last page is partial, ``last_loc`` must be its last slot.
+
+        Returns the bool mask of those requests (``lens % p != 0``)."""
+        p = self.page_size
+        if p == 1:  # no page is ever partial
+            return np.zeros(len(lens), dtype=bool)
+        partial = lens % p != 0
+        if not partial.any():
+            return partial
+        loc, lens = last_loc[partial], lens[partial]
+        if loc.min() < p or loc.max() >= len(self._state):
+            raise bad_value("last_loc", loc.tolist(), f"slots in [{p}, "
+                            f"{len(self._state)}) for requests with a partial last page")
+        # the last token (position lens - 1) must sit at offset (lens - 1) % p of its page
+        wrong = (self._state[loc] != IN_USE) | ((loc - lens + 1) % p != 0)
+        if wrong.any():
             raise AllocatorError(
                 f"last_loc {loc[wrong].tolist()} is not the in-use last slot of its request "
-                f"(page_size={self.page_size}, lens {lens[partial][wrong].tolist()})"
+                f"(page_size={p}, lens {lens[wrong].tolist()})"
             )
+        return partial
 
     def alloc_extend(
         self,
-        prefix_lens: torch.Tensor | list[int],
-        seq_lens: torch.Tensor | list[int],
-        last_loc: torch.Tensor | list[int],
+        prefix_lens: IntsLike,
+        seq_lens: IntsLike,
+        last_loc: IntsLike,
         extend_num_tokens: int,
         strict: bool = False,
     ) -> torch.Tensor | None:
@@ -151,36 +206,42 @@ class BaseTokenToKVPoolAllocator:
         if not len(pre) == len(seq) == len(last):
             raise bad_value("len(prefix_lens), len(seq_lens), len(last_loc)",
                             (len(pre), len(seq), len(last)), "three equal lengths")
-        if bool((pre < 0).any()) or bool((seq < pre).any()):
+        ext = seq - pre
+        if len(pre) and (pre.min() < 0 or ext.min() < 0):
             raise bad_value("(prefix_lens, seq_lens)", (pre.tolist(), seq.tolist()),
                             "0 <= prefix_len <= seq_len per request")
-        if extend_num_tokens != int((seq - pre).sum()):
+        total = int(ext.sum())
+        if extend_num_tokens != total:
             raise bad_value("extend_num_tokens", extend_num_tokens,
-                            f"sum(seq_lens - prefix_lens) = {int((seq - pre).sum())}")
+                            f"sum(seq_lens - prefix_lens) = {total}")
         self._check_last_loc(pre, last)
         p = self.page_size
-        new_pages = (seq + p - 1) // p - (pre + p - 1) // p
+        pre_pages = (pre + p - 1) // p
+        new_pages = (seq + p - 1) // p - pre_pages
         pages = self._take_pages(int(new_pages.sum()), f"alloc_extend({len(seq)} requests)",
                                  strict)
         if pages is None:
             return None
-        parts, first = [], 0
-        for i in range(len(seq)):
-            n_pre, n_seq, n_new = int(pre[i]), int(seq[i]), int(new_pages[i])
-            room = min(n_seq, (n_pre + p - 1) // p * p) - n_pre  # (1) rest of partial page
-            if room > 0:
-                parts.append(torch.arange(int(last[i]) + 1, int(last[i]) + 1 + room, dtype=_I64))
-            mine = pages[first:first + n_new]  # (2) whole pages and (3) a partial page
-            first += n_new
-            fresh = (mine[:, None] * p + torch.arange(p, dtype=_I64)).reshape(-1)
-            parts.append(fresh[: n_seq - n_pre - room])
-        out = torch.cat(parts) if parts else torch.empty(0, dtype=_I64)
+        # token j of request i (0 <= j < ext[i]): the first room[i] tokens fill the rest of
+        # its partial page (last_loc + 1 + j); token room[i] + k goes to offset k % p of
+        # its (k // p)-th new page, the request's new pages following those of requests < i
+        room = np.minimum(seq, pre_pages * p) - pre
+        req = np.repeat(np.arange(len(seq)), ext)
+        j = np.arange(total) - np.repeat(np.cumsum(ext) - ext, ext)
+        k = j - room[req]
+        out = np.empty(total, dtype=np.int64)
+        rest = k < 0
+        out[rest] = last[req[rest]] + 1 + j[rest]
+        fresh = ~rest
+        first_page = np.cumsum(new_pages) - new_pages
+        k = k[fresh]
+        out[fresh] = pages[first_page[req[fresh]] + k // p] * p + k % p
         return self._hand_out(out, pages)
 
     def alloc_decode(
         self,
-        seq_lens: torch.Tensor | list[int],
-        last_loc: torch.Tensor | list[int],
+        seq_lens: IntsLike,
+        last_loc: IntsLike,
         strict: bool = False,
     ) -> torch.Tensor | None:
         """One slot per request for the token being decoded.
@@ -200,12 +261,11 @@ class BaseTokenToKVPoolAllocator:
         if len(seq) != len(last):
             raise bad_value("len(seq_lens), len(last_loc)", (len(seq), len(last)),
                             "two equal lengths")
-        if bool((seq < 1).any()):
+        if len(seq) and seq.min() < 1:
             raise bad_value("seq_lens", seq.tolist(), "integers >= 1 (they include the new token)")
-        self._check_last_loc(seq - 1, last)
-        boundary = (seq - 1) % self.page_size == 0
-        pages = self._take_pages(int(boundary.sum()), f"alloc_decode({len(seq)} requests)",
-                                 strict)
+        boundary = ~self._check_last_loc(seq - 1, last)  # these start a new page
+        pages = self._take_pages(int(np.count_nonzero(boundary)),
+                                 f"alloc_decode({len(seq)} requests)", strict)
         if pages is None:
             return None
         out = last + 1
@@ -213,12 +273,12 @@ class BaseTokenToKVPoolAllocator:
         return self._hand_out(out, pages)
 
     # ----- free -------------------------------------------------------------------------
-    def _release(self, pages: torch.Tensor) -> None:
+    def _release(self, pages: np.ndarray) -> None:
         """Put freed page ids back on the free list (order differs by subclass)."""
         raise NotImplementedError
 
-    def free(self, free_index: torch.Tensor | list[int]) -> None:
-        """Free the pages that hold ``free_index`` (a request's slots).
+    def free(self, free_index: IntsLike) -> None:
+        """Free the pages that hold ``free_index`` (the slots of one or more requests).
 
         Raises :class:`AllocatorError` for slots out of range, in page 0, listed twice,
         freed already, never allocated, or when a page would be released while some of its
@@ -226,29 +286,40 @@ class BaseTokenToKVPoolAllocator:
         Source: ``TokenToKVPoolAllocator.free`` / ``PagedTokenToKVPoolAllocator.free``.
         """
         idx = _as_i64("free_index", free_index)
-        if idx.numel() == 0:
+        if len(idx) == 0:
             return
-        p, end = self.page_size, len(self.slot_state)
-        if bool(((idx < 0) | (idx >= end)).any()):
-            raise AllocatorError(f"cannot free slots {idx[(idx < 0) | (idx >= end)].tolist()}: "
-                                 f"outside the pool [0, {end})")
-        if bool((idx < p).any()):
+        p, end = self.page_size, len(self._state)
+        srt = np.sort(idx)
+        if srt[0] < p or srt[-1] >= end:
+            bad = (idx < 0) | (idx >= end)
+            if bad.any():
+                raise AllocatorError(f"cannot free slots {idx[bad].tolist()}: "
+                                     f"outside the pool [0, {end})")
             raise AllocatorError(f"cannot free slots {idx[idx < p].tolist()}: page 0 "
                                  f"(slots 0..{p - 1}) is reserved for padded tokens")
-        if len(torch.unique(idx)) != len(idx):
+        if (srt[1:] == srt[:-1]).any():
             raise AllocatorError("free_index lists a slot twice")
-        state = self.slot_state[idx]
-        for code, why in ((FREED, "double free"), (NEVER, "never allocated")):
-            if bool((state == code).any()):
-                raise AllocatorError(f"cannot free slots {idx[state == code].tolist()}: {why}")
-        pages = idx if p == 1 else torch.unique(idx // p)
-        held = int((self.slot_state.view(-1, p)[pages] == IN_USE).sum())
-        if held != len(idx):
-            raise AllocatorError(
-                f"freeing slots of pages {pages.tolist()} would also free {held - len(idx)} "
-                "in-use slots not listed in free_index (pages are freed whole)"
-            )
-        self.slot_state.view(-1, p)[pages] = FREED
+        state = self._state[idx]
+        if (state != IN_USE).any():
+            for code, why in ((FREED, "double free"), (NEVER, "never allocated")):
+                if (state == code).any():
+                    raise AllocatorError(f"cannot free slots {idx[state == code].tolist()}: "
+                                         f"{why}")
+        if p == 1:
+            pages = idx
+            self._state[idx] = FREED
+        else:
+            q = srt // p
+            pages = q[np.concatenate(([True], q[1:] != q[:-1]))]
+            by_page = self._state.reshape(-1, p)
+            held = int(np.count_nonzero(by_page[pages] == IN_USE))
+            if held != len(idx):
+                raise AllocatorError(
+                    f"freeing slots of pages {pages.tolist()} would also free "
+                    f"{held - len(idx)} in-use slots not listed in free_index "
+                    "(pages are freed whole)"
+                )
+            by_page[pages] = FREED
         self._release(pages)
 
     # ----- checks -----------------------------------------------------------------------
@@ -258,18 +329,19 @@ class BaseTokenToKVPoolAllocator:
         Checks: free page ids unique and in ``1 .. num_pages``; page 0 never in use; no free
         page holds an in-use slot; free pages + pages holding a token == ``num_pages``.
         """
-        p, free = self.page_size, self.free_pages
-        if len(torch.unique(free)) != len(free):
+        p, free = self.page_size, self._buf[self._lo:self._hi]
+        if len(np.unique(free)) != len(free):
             raise AllocatorError("a page is on the free list twice")
-        if len(free) and (int(free.min()) < 1 or int(free.max()) > self.num_pages):
+        if len(free) and (free.min() < 1 or free.max() > self.num_pages):
             raise AllocatorError(f"free list holds page ids outside 1..{self.num_pages}")
-        in_use = (self.slot_state.view(-1, p) == IN_USE).any(dim=1)
-        if bool(in_use[0]):
+        in_use = (self._state.reshape(-1, p) == IN_USE).any(axis=1)
+        if in_use[0]:
             raise AllocatorError("page 0 is reserved but holds a token")
-        if bool(in_use[free].any()):
+        if in_use[free].any():
             raise AllocatorError("a page on the free list holds an in-use slot")
-        if len(free) + int(in_use.sum()) != self.num_pages:
-            raise AllocatorError(f"free pages {len(free)} + used pages {int(in_use.sum())} "
+        used = int(np.count_nonzero(in_use))
+        if len(free) + used != self.num_pages:
+            raise AllocatorError(f"free pages {len(free)} + used pages {used} "
                                  f"!= {self.num_pages}")
 
 
@@ -285,8 +357,8 @@ class TokenToKVPoolAllocator(BaseTokenToKVPoolAllocator):
     def __init__(self, size: int) -> None:
         super().__init__(size, 1)
 
-    def _release(self, pages: torch.Tensor) -> None:
-        self.free_pages = torch.cat((self.free_pages, pages))
+    def _release(self, pages: np.ndarray) -> None:
+        self._push(pages, front=False)
 
 
 class PagedTokenToKVPoolAllocator(BaseTokenToKVPoolAllocator):
@@ -298,5 +370,5 @@ class PagedTokenToKVPoolAllocator(BaseTokenToKVPoolAllocator):
     Source: ``mem_cache/allocator.py: PagedTokenToKVPoolAllocator``.
     """
 
-    def _release(self, pages: torch.Tensor) -> None:
-        self.free_pages = torch.cat((pages, self.free_pages))
+    def _release(self, pages: np.ndarray) -> None:
+        self._push(pages, front=True)

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-import torch
+import numpy as np
 
 from pagedkv.allocator import IN_USE, BaseTokenToKVPoolAllocator
 from pagedkv.errors import AllocatorError
@@ -28,17 +28,19 @@ def check_pool_agreement(req_pool: ReqToTokenPool, allocator: BaseTokenToKVPoolA
     req_pool.check_invariants()
     allocator.check_invariants()
     free_rows = set(req_pool.free_slots)
+    table = req_pool.req_to_token.cpu().numpy()
     owned = []
     for row, n in seq_lens.items():
         if row in free_rows:
             raise AllocatorError(f"request row {row} holds {n} tokens but is on the free list")
-        owned.append(req_pool.req_to_token[row, :n].to(torch.int64))
-    slots = torch.cat(owned) if owned else torch.empty(0, dtype=torch.int64)
-    if len(torch.unique(slots)) != len(slots):
+        owned.append(table[row, :n])
+    slots = np.concatenate(owned, dtype=np.int64) if owned else np.empty(0, dtype=np.int64)
+    if len(np.unique(slots)) != len(slots):
         raise AllocatorError("a KV slot appears in two page-table entries")
-    if bool((allocator.slot_state[slots] != IN_USE).any()):
+    stray = allocator.slot_state.numpy()[slots] != IN_USE
+    if stray.any():
         raise AllocatorError("the page table points at slots the allocator does not hold: "
-                             f"{slots[allocator.slot_state[slots] != IN_USE].tolist()}")
+                             f"{slots[stray].tolist()}")
     if allocator.used_slots() != len(slots):
         raise AllocatorError(f"the allocator holds {allocator.used_slots()} slots but the page "
                              f"table maps {len(slots)}: a leak")

@@ -7,7 +7,9 @@ a decode step costs a handful of vector operations whatever the batch size; the 
 objects are brought up to date whenever a request leaves the batch.
 
 All KV memory goes through the real allocator (:mod:`pagedkv.allocator`) and the real page
-table (:class:`pagedkv.pools.ReqToTokenPool`), so page rounding is what SGLang's is.
+table (:class:`pagedkv.pools.ReqToTokenPool`), so page rounding is what SGLang's is. The
+batch hands the allocator numpy arrays and writes the page table through its numpy view
+(``req_to_token.numpy()``, the same memory): torch indexing on small tensors costs more.
 
 Where we simplify: one decode token per step (no speculative decoding); no radix cache to
 evict before retracting; every request samples until ``output_len`` (no stop strings).
@@ -18,7 +20,6 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 import numpy as np
-import torch
 
 from pagedkv.allocator import BaseTokenToKVPoolAllocator
 from pagedkv.errors import OutOfMemoryError
@@ -99,15 +100,13 @@ class RunningBatch:
             OutOfMemoryError: the allocator is short (call :meth:`retract_decode` first).
         Source: ``ScheduleBatch.prepare_for_decode`` (``alloc_for_decode``).
         """
-        seq_lens = torch.from_numpy(self.kv_len + 1)
-        out = allocator.alloc_decode(seq_lens, torch.from_numpy(self.last_loc))
+        out = allocator.alloc_decode(self.kv_len + 1, self.last_loc)
         if out is None:
             raise OutOfMemoryError(
                 f"decode needs {self.new_tokens_required_next_decode(allocator.page_size)} slots, "
                 f"{allocator.available_size()} free: the memory check was skipped")
-        pool.req_to_token[torch.from_numpy(self.req_pool_idx), torch.from_numpy(self.kv_len)] = (
-            out.to(torch.int32))
         self.last_loc = out.numpy()
+        pool.req_to_token.numpy()[self.req_pool_idx, self.kv_len] = self.last_loc
         self.kv_len += 1
         self.generated += 1
 
@@ -124,15 +123,14 @@ class RunningBatch:
         Raises:
             OutOfMemoryError: the allocator is short.
         """
-        prefix = torch.from_numpy(self.kv_len)
-        out = allocator.alloc_extend(prefix, prefix + steps, torch.from_numpy(self.last_loc),
+        out = allocator.alloc_extend(self.kv_len, self.kv_len + steps, self.last_loc,
                                      len(self.reqs) * steps)
         if out is None:
             raise OutOfMemoryError(f"{steps} decode steps do not fit "
                                    f"{allocator.available_size()} free slots")
         rows = np.repeat(self.req_pool_idx, steps)
         positions = (self.kv_len[:, None] + np.arange(steps)).ravel()
-        pool.req_to_token[torch.from_numpy(rows), torch.from_numpy(positions)] = out.to(torch.int32)
+        pool.req_to_token.numpy()[rows, positions] = out.numpy()
         self.last_loc = out.numpy()[steps - 1::steps].copy()
         self.kv_len += steps
         self.generated += steps

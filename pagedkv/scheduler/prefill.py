@@ -13,7 +13,6 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 import numpy as np
-import torch
 
 from pagedkv.errors import OutOfMemoryError
 from pagedkv.scheduler.adder import AddReqResult, PrefillAdder, ceil_to_page
@@ -55,7 +54,7 @@ def run_prefill(s: Scheduler, adder: PrefillAdder) -> None:
     """Allocate and write the admitted requests' KV; their first token is sampled."""
     step, start, p = s.num_steps, s.clock, s.page_size
     admitted = adder.can_run_list
-    table = s.req_to_token_pool.req_to_token
+    table = s.req_to_token_pool.req_to_token.numpy()  # a view: writes reach the pool
     for adm in admitted:
         req = adm.req
         if req.req_pool_idx < 0:  # new or retracted: leaves the queue, gets a row
@@ -77,17 +76,17 @@ def run_prefill(s: Scheduler, adder: PrefillAdder) -> None:
     last = np.full(len(admitted), -1, dtype=np.int64)
     chunked = prefix > 0  # a chunk continues a request whose earlier chunks hold slots
     if chunked.any():
-        last[chunked] = table[rows[chunked], prefix[chunked] - 1].numpy()
+        last[chunked] = table[rows[chunked], prefix[chunked] - 1]
     total = int(ext.sum())
-    slots = s.allocator.alloc_extend(prefix, prefix + ext, last, total)
-    if slots is None:
+    out = s.allocator.alloc_extend(prefix, prefix + ext, last, total)
+    if out is None:
         raise OutOfMemoryError(f"prefill of {total} tokens does not fit "
                                f"{s.allocator.available_size()} free slots")
     # req_to_token[row, prefix .. prefix + ext - 1] = the new slots, for every request
     ends = np.cumsum(ext)
     positions = np.arange(total) - np.repeat(ends - ext - prefix, ext)
-    table[torch.from_numpy(np.repeat(rows, ext)), torch.from_numpy(positions)] = (
-        slots.to(torch.int32))
+    slots = out.numpy()
+    table[np.repeat(rows, ext), positions] = slots
     s.clock += s.step_time.prefill_s(total, s.tokens_used)
     done, done_last = [], []
     for adm, end in zip(admitted, ends.tolist(), strict=True):

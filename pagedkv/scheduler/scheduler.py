@@ -31,7 +31,6 @@ from collections import deque
 from collections.abc import Sequence
 
 import numpy as np
-import torch
 
 from pagedkv.allocator import PagedTokenToKVPoolAllocator, TokenToKVPoolAllocator
 from pagedkv.errors import bad_value, check_positive_int
@@ -223,8 +222,8 @@ class Scheduler:
         """Free the KV slots and ``req_to_token`` rows of requests leaving the batch."""
         if not reqs:
             return
-        table = self.req_to_token_pool.req_to_token
-        self.allocator.free(torch.cat([table[r.req_pool_idx, :r.kv_len] for r in reqs]).long())
+        table = self.req_to_token_pool.req_to_token.numpy()
+        self.allocator.free(np.concatenate([table[r.req_pool_idx, :r.kv_len] for r in reqs]))
         self.req_to_token_pool.free([r.req_pool_idx for r in reqs])
         for r in reqs:
             if not r.finished:
