@@ -25,8 +25,11 @@ def toy_trace(
     requests: list[tuple[int, int, int]],
     mem_fraction_static: float = 0.83,
     record_page_tables: bool = True,
+    max_steps: int = 20_000,
 ) -> dict[str, Any]:
-    """Run ``requests`` = ``[(arrival step, prompt tokens, output tokens)]`` on a toy pool."""
+    """Run ``requests`` = ``[(arrival step, prompt tokens, output tokens)]`` on a toy pool.
+
+    Stops after ``max_steps`` (a request larger than the pool would wait forever)."""
     p = page_size
     free = deque(range(1, num_pages + 1))
     waiting: list[dict] = []
@@ -38,7 +41,7 @@ def toy_trace(
     tables: list[list] = []
     ratio, step = 0.7, 0
     pending = sorted(((a, i, pr, out) for i, (a, pr, out) in enumerate(requests)))
-    while pending or waiting or running:
+    while (pending or waiting or running) and step < max_steps:
         while pending and pending[0][0] <= step:
             _, rid, prompt, out = pending.pop(0)
             waiting.append({"rid": f"r{rid}", "prompt": prompt, "out": out, "gen": 0, "pages": []})

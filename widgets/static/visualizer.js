@@ -92,7 +92,7 @@ function colourOf(rid) {
 }
 
 function svg(width, height, body, label) {
-  return `<svg xmlns="${SVG}" viewBox="0 0 ${width} ${height}" width="100%" role="img" aria-label="${esc(label)}">` +
+  return `<svg xmlns="${SVG}" viewBox="0 0 ${width} ${height}" width="${width}" height="${height}" role="img" aria-label="${esc(label)}">` +
     `<defs><pattern id="pkv-hatch" width="6" height="6" patternUnits="userSpaceOnUse" patternTransform="rotate(45)">` +
     `<rect width="6" height="6" fill="#e4e4e4"/><line x1="0" y1="0" x2="0" y2="6" stroke="#a8a8a8" stroke-width="2"/></pattern>` +
     `<pattern id="pkv-tail" width="4" height="4" patternUnits="userSpaceOnUse" patternTransform="rotate(45)">` +
@@ -100,7 +100,15 @@ function svg(width, height, body, label) {
     `${body}</svg>`;
 }
 
-// ---------- the four views (pure: data in, SVG text out) ----------
+const HATCH_CSS = "repeating-linear-gradient(45deg,#e4e4e4 0 3px,#a8a8a8 3px 5px)";
+
+// An HTML legend: [[label, css background, dashed?], ...].
+function legendHtml(items) {
+  return `<div class="pkv-legend-row">${items.map(([label, background, dashed]) =>
+    `<span class="pkv-key"><i class="${dashed ? "pkv-dash" : ""}" style="background:${background};color:${background}"></i>${esc(label)}</span>`).join("")}</div>`;
+}
+
+// ---------- the four views (pure: data in, SVG/HTML text out) ----------
 
 // HBM bar at step i of the card-scale run; segments sum to the card (widgets/hbm.py).
 function hbmView(card, i) {
@@ -110,12 +118,11 @@ function hbmView(card, i) {
   const bytes = { weights: hbm.weights, other: hbm.other, kv_used: used, kv_reserved: reserved,
     kv_free: hbm.pool - used - reserved };
   const W = 720, x0 = 10, barW = 700, scale = barW / hbm.card;
-  let x = x0, body = "", legend = "";
-  HBM_SEGMENTS.forEach(([key, label, fill], k) => {
+  let x = x0, body = "";
+  HBM_SEGMENTS.forEach(([key, label, fill]) => {
     const w = bytes[key] * scale;
     body += `<rect data-segment="${key}" data-bytes="${bytes[key]}" x="${x}" y="22" width="${w}" height="34" fill="${fill}" stroke="#333" stroke-width="0.5"><title>${esc(label)}: ${gib(bytes[key])}</title></rect>`;
     if (w > 44) body += `<text x="${x + w / 2}" y="44" class="pkv-barlabel ${key === "kv_used" || key === "weights" ? "pkv-onDark" : ""}">${gib(bytes[key])}</text>`;
-    legend += `<g transform="translate(${x0 + (k % 3) * 240},${78 + Math.floor(k / 3) * 16})"><rect width="11" height="11" fill="${fill}" stroke="#333" stroke-width="0.5"/><text x="16" y="10" class="pkv-legend">${esc(label)} · ${gib(bytes[key])}</text></g>`;
     x += w;
   });
   const poolStart = x0 + (hbm.weights + hbm.other) * scale;
@@ -124,7 +131,9 @@ function hbmView(card, i) {
   for (let g = 0; g * GIB <= hbm.card; g += hbm.card > 64 * GIB ? 20 : 10) {
     body += `<text x="${x0 + g * GIB * scale}" y="70" class="pkv-tick">${g}</text>`;
   }
-  return svg(W, 112, body + legend, "HBM bar");
+  const legend = legendHtml(HBM_SEGMENTS.map(([key, label, fill]) =>
+    [`${label} · ${gib(bytes[key])}`, fill.startsWith("url") ? HATCH_CSS : fill]));
+  return svg(W, 74, body, "HBM bar") + legend;
 }
 
 // Page table: rows = requests, columns = logical pages, cell text = physical page id.
@@ -177,7 +186,7 @@ function poolView(rows, numPages, pageSize) {
 
 // Timeline of the card-scale run: counts on the left axis, fractions on the right.
 function timelineView(card, i) {
-  const W = 720, H = 200, L = 40, R = 680, T = 10, B = 140;
+  const W = 720, H = 178, L = 40, R = 680, T = 10, B = 140;
   const xs = card.t, xmax = Math.max(1, xs[xs.length - 1]);
   const X = (s) => L + ((R - L) * s) / xmax;
   const cmax = Math.max(1, ...card.running, ...card.waiting);
@@ -199,13 +208,11 @@ function timelineView(card, i) {
       body += `<rect x="${X(xs[k]) - 1}" y="${y - 2}" width="2" height="${Math.min(6, 2 + count)}" fill="${colour}"><title>${label} × ${count}</title></rect>`;
     }
   });
-  body += `<line data-role="cursor" x1="${X(xs[i])}" x2="${X(xs[i])}" y1="${T}" y2="${B + 50}" stroke="#000" stroke-width="1.5"/>`;
-  const keys = [["running", "#0072B2", ""], ["waiting", "#D55E00", "5 3"], ["tokens used / pool", "#0072B2", ""],
-    ["used + reserved / pool", "#E69F00", ""], ["new_token_ratio", "#CC79A7", "2 2"]];
-  const legend = keys.map(([label, colour, dash], k) =>
-    `<g transform="translate(${L + k * 130},${H - 6})"><line x1="0" x2="14" y1="-4" y2="-4" stroke="${colour}" stroke-width="2" stroke-dasharray="${dash}"/><text x="18" y="0" class="pkv-legend">${label}</text></g>`).join("") +
-    EVENT_MARKS.map(([, label, colour], r) => `<text x="${R + 4}" y="${B + 28 + r * 7}" class="pkv-tiny" fill="${colour}">${label}</text>`).join("");
-  return svg(W, H + 4, body + legend, "timeline");
+  body += `<line data-role="cursor" x1="${X(xs[i])}" x2="${X(xs[i])}" y1="${T}" y2="${B + 34}" stroke="#000" stroke-width="1.5"/>`;
+  const legend = legendHtml([["running (left axis)", "#0072B2"], ["waiting (left axis, dashed)", "#D55E00", true],
+    ["tokens in use / pool (shaded)", "#9fc3de"], ["in use + reserved / pool", "#E69F00"],
+    ["new_token_ratio (dotted)", "#CC79A7", true], ...EVENT_MARKS.map(([, label, colour]) => [`${label} events`, colour])]);
+  return svg(W, H, body, "timeline") + legend;
 }
 
 // ---------- the viewer: controls, playback, linking ----------
@@ -389,7 +396,7 @@ export function mountStatic(el) {
   createViewer(el.querySelector(".pkv-mount"), config, {
     request: (s) => {
       const k = sceneKeys(s);
-      return { card: grid.card[k.card] || null, pool: grid.pool[k.pool] || null };
+      return { card: grid.card?.[k.card] || null, pool: grid.pool?.[k.pool] || null };
     },
   });
 }
