@@ -1,0 +1,81 @@
+"""``pagedkv size``: plain and JSON output, and bad input exiting 2 without a traceback."""
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+from pagedkv.cli import main
+
+L1 = ["size", "--model", "llama-3.1-8b", "--free-before-gib", "78.81", "--free-after-gib", "63.72",
+      "--mem-fraction-static", "0.88"]
+
+
+def test_json_reproduces_log_l1(capsys):
+    assert main([*L1, "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["bytes_per_token"] == 131_072
+    assert abs(out["max_total_num_tokens"] - 444_500) <= 50
+    assert round(out["k_size_gib"], 2) == round(out["v_size_gib"], 2) == 27.13
+    assert out["max_running_requests"] == 2049
+    assert out["mem_fraction_static"] == 0.88
+
+
+def test_plain_output_reads_like_sglang(capsys):
+    assert main(["size", "--model", "llama-3-8b", "--gpu", "h100-sxm-80gb"]) == 0
+    out = capsys.readouterr().out
+    assert "KV Cache is allocated. #tokens: 422282, K size: 25.77 GB, V size: 25.77 GB" in out
+    assert "B_max at 8,192 tokens of context: 51" in out
+
+
+def test_mla_json_has_kv_size(capsys):
+    assert main(["size", "--model", "deepseek-v3", "--gpu", "h200-141gb", "--tp", "8",
+                 "--weights-gib", "80", "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["bytes_per_token"] == 70_272 and "kv_size_gib" in out
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--model", "nope", "--gpu", "h100-sxm-80gb"], "model='nope' is invalid; valid: a preset"),
+        (["--model", "llama-3-8b", "--gpu", "b300"], "gpu='b300' is invalid; valid: h100-sxm-80gb"),
+        (["--model", "llama-3-8b", "--gpu", "h100-sxm-80gb", "--mem-fraction-static", "1.5"],
+         r"mem_fraction_static=1.5 is invalid; valid: a fraction in (0, 1]"),
+        (["--model", "llama-3-8b", "--gpu", "h100-sxm-80gb", "--page-size", "0"],
+         "page_size=0 is invalid; valid: an integer >= 1"),
+        (["--model", "llama-3-8b", "--gpu", "h100-sxm-80gb", "--tp", "3"],
+         "tp=3 is invalid; valid: a divisor or a multiple of num_key_value_heads=8"),
+        (["--model", "llama-3.1-70b", "--gpu", "h100-sxm-80gb"],
+         "Not enough memory: weights take 131.42 GiB of 79.65 GiB free"),
+        (["--model", "llama-3-8b", "--free-before-gib", "20", "--free-after-gib", "30",
+          "--mem-fraction-static", "0.9"], "post_free_bytes=32212254720 is invalid; valid: at most"),
+        (["--model", "llama-3-8b", "--free-before-gib", "20"], "go together"),
+        (["--model", "llama-3-8b"], "give --gpu"),
+    ],
+)
+def test_bad_input_exits_2_with_clear_message(args, message):
+    proc = subprocess.run([sys.executable, "-m", "pagedkv", "size", *args],
+                          capture_output=True, text=True, check=False)
+    assert proc.returncode == 2
+    assert message in proc.stderr
+    assert "Traceback" not in proc.stderr
+
+
+def test_config_missing_fields_via_cli(tmp_path):
+    (tmp_path / "config.json").write_text('{"hidden_size": 64}')
+    proc = subprocess.run([sys.executable, "-m", "pagedkv", "size", "--model", str(tmp_path),
+                           "--gpu", "l4"], capture_output=True, text=True, check=False)
+    assert proc.returncode == 2
+    assert "lacks required field" in proc.stderr and "Traceback" not in proc.stderr
+
+
+def test_help_documents_units():
+    proc = subprocess.run([sys.executable, "-m", "pagedkv", "size", "--help"],
+                          capture_output=True, text=True, check=True)
+    for flag in ("--free-before-gib", "--free-after-gib", "--mem-fraction-static", "--tp",
+                 "--page-size", "--kv-cache-dtype", "--context-len", "--max-total-tokens",
+                 "--weights-gib", "--json"):
+        assert flag in proc.stdout
+    assert "GiB" in proc.stdout and "tokens" in proc.stdout

@@ -1,0 +1,118 @@
+"""KV geometry and parameter counts read from the shipped config.json presets."""
+
+import json
+
+import pytest
+
+from pagedkv.errors import ConfigError
+from pagedkv.model import MODEL_PRESETS, ModelSpec, count_params, load_model
+
+
+def test_llama3_8b_bytes_per_token_is_128_kib():
+    # 2 (K and V) * 32 layers * 8 KV heads * 128 head_dim * 2 bytes (bf16)
+    assert load_model("llama-3-8b").cell_size() == 2 * 32 * 8 * 128 * 2 == 131_072
+
+
+def test_llama3_8b_parameter_count_and_weight_bytes():
+    m = load_model("llama-3-8b")
+    # embed 128256*4096, lm_head the same, 32 layers of 218,112,000, final norm 4096
+    assert m.num_params == 2 * 128_256 * 4096 + 32 * 218_112_000 + 4096 == 8_030_261_248
+    assert m.weight_bytes() == 16_060_522_496  # 16.06 GB, 14.96 GiB
+
+
+@pytest.mark.parametrize(
+    ("name", "params"),
+    [
+        ("llama-3.1-70b", 70_553_706_496),
+        ("qwen2.5-7b", 7_615_616_512),
+        ("qwen3-4b", 4_022_468_096),
+        ("mistral-7b-v0.3", 7_248_023_552),
+        ("gemma-2-9b", 9_241_705_984),
+        ("deepseek-v3", 671_026_419_200),  # the 671B of the model card, without the MTP layer
+    ],
+)
+def test_parameter_counts_match_model_cards(name, params):
+    assert load_model(name).num_params == params
+
+
+def test_qwen3_uses_explicit_head_dim_not_hidden_over_heads():
+    m = load_model("qwen3-4b")
+    assert m.hidden_size // m.num_attention_heads == 80
+    assert m.head_dim == 128
+    assert m.cell_size() == 2 * 36 * 8 * 128 * 2 == 147_456
+
+
+def test_gemma2_head_dim_256():
+    assert load_model("gemma-2-9b").cell_size() == 2 * 42 * 8 * 256 * 2
+
+
+def test_deepseek_v3_mla_latent_never_split_by_tp():
+    m = load_model("deepseek-v3")
+    assert m.attention_kind == "MLA"
+    assert m.cell_size() == (512 + 64) * 61 * 2 == 70_272
+    assert m.cell_size(tp=8) == 70_272
+    assert m.cell_size("fp8_e4m3") == 35_136
+
+
+def test_kv_dtypes():
+    m = load_model("llama-3-8b")
+    assert [m.cell_size(d) for d in ("fp32", "bf16", "fp16", "fp8_e4m3", "fp8_e5m2")] == [
+        262_144, 131_072, 131_072, 65_536, 65_536]
+    with pytest.raises(ConfigError, match="kv_cache_dtype='int3' is invalid; valid: "):
+        m.cell_size("int3")
+
+
+def test_tp_splits_kv_heads_and_replicates_beyond_them():
+    m = load_model("llama-3-8b")  # 8 KV heads
+    assert m.kv_heads_per_rank(2) == 4
+    assert m.kv_heads_per_rank(8) == 1
+    assert m.kv_heads_per_rank(16) == 1  # replicated: each rank keeps one head
+    assert m.cell_size(tp=16) == m.cell_size(tp=8)
+    with pytest.raises(ConfigError, match="tp=3 is invalid; valid: a divisor or a multiple of"):
+        m.kv_heads_per_rank(3)
+    with pytest.raises(ConfigError, match="tp=0 is invalid; valid: an integer >= 1"):
+        m.cell_size(tp=0)
+
+
+def test_missing_num_key_value_heads_means_mha():
+    m = ModelSpec.from_config({"num_hidden_layers": 2, "num_attention_heads": 4, "hidden_size": 64})
+    assert m.num_key_value_heads == 4 and m.attention_kind == "MHA"
+    assert m.cell_size("fp32") == 2 * 2 * 4 * 16 * 4
+
+
+def test_mqa_kind():
+    cfg = {"num_hidden_layers": 2, "num_attention_heads": 4, "num_key_value_heads": 1, "hidden_size": 64}
+    assert ModelSpec.from_config(cfg).attention_kind == "MQA"
+
+
+def test_config_missing_fields_is_a_clear_error():
+    with pytest.raises(ConfigError, match=r"lacks required field.*num_hidden_layers"):
+        ModelSpec.from_config({"num_attention_heads": 4, "hidden_size": 64}, name="broken")
+
+
+def test_load_from_file_and_folder(tmp_path):
+    cfg = {"num_hidden_layers": 3, "num_attention_heads": 8, "num_key_value_heads": 2,
+           "hidden_size": 256, "intermediate_size": 512, "vocab_size": 1000}
+    (tmp_path / "config.json").write_text(json.dumps(cfg))
+    assert load_model(tmp_path).cell_size() == load_model(tmp_path / "config.json").cell_size()
+    per_layer = 256 * 256 * 2 + 256 * 64 * 2 + 2 * 256 + 3 * 256 * 512  # q,o; k,v; norms; mlp
+    assert count_params(cfg) == 3 * per_layer + 2 * 1000 * 256 + 256
+
+
+def test_unknown_preset_and_bad_json(tmp_path):
+    with pytest.raises(ConfigError, match="model='llama-9' is invalid; valid: a preset"):
+        load_model("llama-9")
+    bad = tmp_path / "config.json"
+    bad.write_text("{not json")
+    with pytest.raises(ConfigError, match="not valid JSON"):
+        load_model(bad)
+
+
+def test_quantized_weights_need_override():
+    with pytest.raises(ConfigError, match=r"quantized.*--weights-gib"):
+        load_model("deepseek-v3").weight_bytes()
+
+
+def test_every_preset_loads():
+    for name in MODEL_PRESETS:
+        assert load_model(name).cell_size() > 0

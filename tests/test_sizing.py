@@ -1,0 +1,139 @@
+"""SGLang's pool arithmetic, checked by hand and against real start-up logs."""
+
+import pytest
+
+from pagedkv.errors import ConfigError, NotEnoughMemoryError
+from pagedkv.gpus import GPU_PRESETS, get_gpu
+from pagedkv.model import load_model
+from pagedkv.sizing import (
+    batch_cap,
+    default_mem_fraction_static,
+    plan_pool,
+    profile_max_num_token,
+    req_to_token_pool_size,
+)
+from pagedkv.units import GiB, gib
+
+H100 = get_gpu("h100-sxm-80gb")
+
+
+def rounding_bound(cell_size: int, f: float) -> int:
+    """Tokens the 2-decimal rounding of the logged GiB values can move the result by.
+
+    pre and post are each off by up to 0.005 GiB: rest = post - pre * (1 - f) by up to
+    0.005 * (1 + (1 - f)) GiB.
+    """
+    return int(0.005 * (2 - f) * GiB / cell_size) + 1
+
+
+def test_profile_max_num_token_by_hand():
+    # rest = 10 - 20 * (1 - 0.8) = 6 GiB; 6 GiB / 128 KiB = 49,152 tokens
+    assert profile_max_num_token(gib(20), gib(10), 131_072, 0.8) == 49_152
+
+
+def test_log_l1_llama31_8b_h100():
+    """L1: #tokens 444500; K 27.13 GB, V 27.13 GB; max_running_requests 2049."""
+    plan = plan_pool(load_model("llama-3.1-8b"), pre_free_bytes=gib(78.81),
+                     post_free_bytes=gib(63.72), mem_fraction_static=0.88)
+    # (63.72 - 78.81 * 0.12) GiB / 128 KiB = 444,520.9
+    assert plan.max_total_num_tokens == 444_520
+    assert abs(plan.max_total_num_tokens - 444_500) <= rounding_bound(131_072, 0.88)
+    assert round(plan.k_size_bytes / GiB, 2) == 27.13
+    assert round(plan.v_size_bytes / GiB, 2) == 27.13
+    assert plan.req_to_token_pool_size == 2049
+    assert plan.max_running_requests == 2049
+
+
+def test_log_l2_qwq32b_4x_l4_tp4():
+    """L2: #tokens 46611; K 1.42 GB, V 1.42 GB (per GPU, 2 of the 8 KV heads each)."""
+    plan = plan_pool(load_model("qwq-32b"), pre_free_bytes=gib(21.63), post_free_bytes=gib(6.09),
+                     mem_fraction_static=0.85, tp=4)
+    assert plan.cell_size == 2 * 64 * 2 * 128 * 2 == 65_536
+    assert abs(plan.max_total_num_tokens - 46_611) <= rounding_bound(65_536, 0.85)
+    assert round(plan.k_size_bytes / GiB, 2) == 1.42
+    assert round(plan.v_size_bytes / GiB, 2) == 1.42
+
+
+def test_log_l3_qwen3_4b_rtx4090():
+    """L3: pool 87,552 tokens = 12.0 GiB at 147,456 B per token."""
+    plan = plan_pool(load_model("qwen3-4b"), gpu=get_gpu("rtx-4090"), max_total_tokens=87_552)
+    assert plan.cell_size == 147_456
+    assert plan.max_total_num_tokens == 87_552
+    assert round(plan.pool_bytes / GiB, 1) == 12.0
+
+
+def test_default_mem_fraction_static_h100():
+    # reserved = 512 + 1.5 * 8192 + 2 * 256 + 1 * 1 / 8 * 1024 = 13,440 MiB
+    assert default_mem_fraction_static(81_559) == round((81_559 - 13_440) / 81_559, 3) == 0.835
+
+
+def test_default_mem_fraction_static_small_card_and_floor():
+    # RTX 4090: 512 + 1.5 * 2048 + 2 * 24 + 128 = 3,760 MiB
+    assert default_mem_fraction_static(24_564) == round((24_564 - 3_760) / 24_564, 3)
+    # H100 at tp 8 (cuda_graph_max_bs 512): 512 + 12288 + 1024 + 1024 = 14,848 MiB > 10 GiB floor
+    assert default_mem_fraction_static(81_559, tp=8) == round((81_559 - 14_848) / 81_559, 3)
+    for gpu in GPU_PRESETS.values():
+        assert 0.8 < default_mem_fraction_static(gpu.memory_mib) < 0.95
+
+
+def test_card_arithmetic_llama3_8b_h100():
+    """The seed card: pool = f * HBM - weights ~ 55 GB at f ~ 0.83 (decimal GB)."""
+    plan = plan_pool(load_model("llama-3-8b"), gpu=H100)
+    assert plan.mem_fraction_static == 0.835
+    expected = 0.835 * 81_559 * 2**20 - 16_060_522_496
+    assert plan.pool_bytes == pytest.approx(expected, abs=131_072)
+    assert round(plan.pool_bytes / 1e9) == 55
+    # B_max = floor(pool / (8192 tokens * 128 KiB)) = floor(51.55 GiB / 1 GiB)
+    assert plan.batch_cap == 51
+
+
+def test_batch_cap_by_hand():
+    assert batch_cap(64e9, 8192, 131_072) == 59  # the seed's (80 - 16) GB over 1 GiB per request
+    assert batch_cap(0.5 * GiB, 8192, 131_072) == 0
+
+
+def test_max_total_tokens_cap_and_page_rounding():
+    base = plan_pool(load_model("llama-3-8b"), gpu=H100)
+    capped = plan_pool(load_model("llama-3-8b"), gpu=H100, max_total_tokens=100_003, page_size=16)
+    assert capped.max_total_num_tokens == 100_000  # 100,003 floored to a multiple of 16
+    paged = plan_pool(load_model("llama-3-8b"), gpu=H100, page_size=64)
+    assert paged.max_total_num_tokens == base.max_total_num_tokens // 64 * 64
+    # the padding page: K rows = tokens + page_size
+    assert paged.k_size_bytes == (paged.max_total_num_tokens + 64) * 8 * 128 * 32 * 2
+
+
+def test_req_to_token_pool_size():
+    assert req_to_token_pool_size(444_520, 131_072) == 2049  # floor at 2048 (+1 padding row)
+    assert req_to_token_pool_size(10_000_000, 8192) == 4097  # cap at 4096
+    assert req_to_token_pool_size(5_000_000, 1_000_000) == 2561
+
+
+def test_mla_reports_one_kv_size():
+    plan = plan_pool(load_model("deepseek-v3"), gpu=get_gpu("h200-141gb"), tp=8,
+                     weights_bytes=gib(80.0))
+    d = plan.as_dict()
+    assert "kv_size_gib" in d and "k_size_gib" not in d
+    assert plan.v_size_bytes == 0
+    assert "KV size:" in plan.log_lines()[2]
+
+
+@pytest.mark.parametrize("f", [0, -0.1, 1.01, 2])
+def test_fraction_outside_range(f):
+    message = rf"mem_fraction_static={f!r} is invalid; valid: a fraction in \(0, 1\]"
+    with pytest.raises(ConfigError, match=message):
+        plan_pool(load_model("llama-3-8b"), gpu=H100, mem_fraction_static=f)
+
+
+def test_page_size_zero():
+    with pytest.raises(ConfigError, match="page_size=0 is invalid; valid: an integer >= 1"):
+        plan_pool(load_model("llama-3-8b"), gpu=H100, page_size=0)
+
+
+def test_weights_larger_than_the_card():
+    with pytest.raises(NotEnoughMemoryError, match=r"weights take 131.42 GiB of 79.65 GiB free"):
+        plan_pool(load_model("llama-3.1-70b"), gpu=H100)
+
+
+def test_fraction_too_small_for_weights_is_sglangs_startup_error():
+    with pytest.raises(NotEnoughMemoryError, match=r"increase --mem-fraction-static.*need f > 0.188"):
+        plan_pool(load_model("llama-3-8b"), gpu=H100, mem_fraction_static=0.15)
