@@ -7,13 +7,27 @@ import json
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from trace_fixture import toy_requests, toy_trace
+
+from pagedkv_widgets.catalog import CATALOG, make_runner
 from pagedkv_widgets.encoding import decode_trace, encode_trace, sample_steps
 from pagedkv_widgets.hbm import SEGMENTS, hbm_layout, hbm_segments
-from trace_fixture import fake_simulate, toy_requests, toy_trace
 
 requests_st = st.lists(
     st.tuples(st.integers(0, 20), st.integers(1, 40), st.integers(1, 30)), min_size=1, max_size=12
 )
+
+
+def _real(page_size: int, mem_fraction_static: float, record_page_tables: bool) -> dict:
+    """A teaching-pool run of the real simulator (llama-3-8b on an H100, capped pool)."""
+    runner = make_runner()
+    load = CATALOG.workloads["burst"]
+    requests = load.teaching_requests(page_size) if record_page_tables else load.card_requests()
+    cap = 40 * page_size if record_page_tables else None
+    return runner.simulate(requests, model="llama-3-8b", gpu="h100-sxm-80gb",
+                           mem_fraction_static=mem_fraction_static, page_size=page_size,
+                           max_total_tokens=cap,
+                           record_page_tables=record_page_tables).trace.to_dict()
 
 
 def _trace(page_size: int = 16, num_pages: int = 24, n: int = 10) -> dict:
@@ -47,8 +61,8 @@ def test_page_table_cells_are_the_traces_page_ids():
 
 
 def test_downsampling_keeps_ends_and_counts_every_event():
-    trace = fake_simulate(model="m", gpu="g", mem_fraction_static=0.6, page_size=16,
-                          workload="w").trace.to_dict()
+    trace = toy_trace(num_pages=400, page_size=16, record_page_tables=False,
+                      requests=toy_requests(60, 64, seed=5, spacing=3))
     n = len(trace["steps"]["step"])
     enc = encode_trace(trace, max_samples=50)
     dec = decode_trace(enc)
@@ -60,13 +74,22 @@ def test_downsampling_keeps_ends_and_counts_every_event():
     assert len(json.dumps(enc)) < 10_000
 
 
+def test_real_trace_round_trip():
+    trace = _real(page_size=16, mem_fraction_static=0.6, record_page_tables=True)
+    assert any(e[1] == "retract" for e in trace["events"])
+    dec = decode_trace(json.loads(json.dumps(encode_trace(trace, max_samples=10_000))))
+    assert dec["tokens_used"] == trace["steps"]["tokens_used"]
+    for step, rows in enumerate(trace["page_tables"]):
+        cells = {rid: (n, pages) for rid, n, pages in dec["page_tables"][step]}
+        assert cells == {rid: (n, list(pages)) for rid, n, pages in rows}
+
+
 def test_sample_steps_short_run_keeps_all():
     assert sample_steps(5, 10).tolist() == [0, 1, 2, 3, 4]
 
 
 def test_hbm_segments_sum_to_the_card_at_every_step():
-    trace = fake_simulate(model="m", gpu="g", mem_fraction_static=0.83, page_size=1,
-                          workload="w").trace.to_dict()
+    trace = _real(page_size=1, mem_fraction_static=0.83, record_page_tables=False)
     meta, steps = trace["meta"], trace["steps"]
     layout = hbm_layout(meta)
     assert layout["other"] > 0

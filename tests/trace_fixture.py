@@ -1,16 +1,14 @@
 """Hand-made traces in the exact ``Trace.to_dict()`` format, for the visualizer's tests.
 
 A toy FCFS loop, not the product simulator (that lives in ``pagedkv.scheduler``): enough to
-produce admissions, page growth, partial pages, finishes and retractions with known page ids.
-``fake_simulate`` has ``simulate``'s call shape so the visualizer can run on it in tests.
+produce admissions, page growth, partial pages, finishes and retractions with known page ids,
+quickly enough for property tests of the encoding.
 """
 
 from __future__ import annotations
 
 import random
-import zlib
 from collections import deque
-from dataclasses import dataclass
 from typing import Any
 
 CELL = 131_072  # Llama-3-8B, bf16: 128 KiB per token
@@ -102,35 +100,3 @@ def toy_requests(n: int, page_size: int, seed: int, spacing: int = 2) -> list[tu
     rng = random.Random(seed)
     return [(i * spacing, max(1, round(rng.uniform(0.5, 4) * page_size)),
              max(1, round(rng.uniform(1, 3) * page_size))) for i in range(n)]
-
-
-@dataclass
-class _Trace:
-    data: dict[str, Any]
-
-    def to_dict(self) -> dict[str, Any]:
-        return self.data
-
-
-@dataclass
-class _Result:
-    trace: _Trace
-
-
-def fake_simulate(*, model: str, gpu: str, mem_fraction_static: float, page_size: int,
-                  workload: Any, policy: str = "fcfs", record_page_tables: bool = False,
-                  max_total_tokens: int | None = None) -> _Result:
-    """``simulate``'s call shape over :func:`toy_trace` (pool from the card arithmetic)."""
-    pool_tokens = int((mem_fraction_static * CARD - WEIGHTS) // CELL)
-    if max_total_tokens is not None:
-        pool_tokens = min(pool_tokens, max_total_tokens)
-    num_pages = pool_tokens // page_size
-    n = 16 if record_page_tables else 40
-    scale = page_size if record_page_tables else 2048
-    seed = zlib.crc32(str(workload).encode())
-    data = toy_trace(num_pages=num_pages, page_size=page_size,
-                     requests=toy_requests(n, scale, seed=seed, spacing=1),
-                     mem_fraction_static=mem_fraction_static,
-                     record_page_tables=record_page_tables)
-    data["meta"].update(model=model, gpu=gpu, kv_pool_bytes=num_pages * page_size * CELL)
-    return _Result(_Trace(data))

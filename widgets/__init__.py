@@ -3,14 +3,14 @@
 from __future__ import annotations
 
 from IPython.display import HTML
+
+from pagedkv.errors import bad_value
 from pagedkv_widgets.catalog import CATALOG, make_runner
 from pagedkv_widgets.chapters import CHAPTERS, chapter_config, resolve_settings
 from pagedkv_widgets.mode import in_book_build
 from pagedkv_widgets.scenes import Simulate
 from pagedkv_widgets.static_page import build_grid, static_html
 from pagedkv_widgets.widget import Visualizer
-
-from pagedkv.errors import bad_value
 
 __all__ = ["CHAPTERS", "Visualizer", "visualizer"]
 

@@ -7,9 +7,8 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from typing import Any
 
-from pagedkv_widgets.scenes import Settings
-
 from pagedkv.errors import bad_value
+from pagedkv_widgets.scenes import Settings, Workload
 
 VIEWS = ("hbm", "timeline", "pagetable", "pool")
 MEM_FRACTIONS = tuple(round(0.50 + 0.05 * k, 2) for k in range(10))  # 0.50 ... 0.95
@@ -18,12 +17,11 @@ PAGE_SIZES = (1, 16, 64)
 
 @dataclass(frozen=True)
 class Catalog:
-    """Selectable values: ``{value: label}`` for models and GPUs; workloads map a name to
-    ``(label, workload at card scale, workload at teaching scale)``."""
+    """Selectable values: ``{preset name: label}`` for models and GPUs, named workloads."""
 
     models: dict[str, str]
     gpus: dict[str, str]
-    workloads: dict[str, tuple[str, Any, Any]]
+    workloads: dict[str, Workload]
     defaults: Settings
 
 
@@ -44,7 +42,7 @@ CHAPTERS = {
     "admission": Chapter("Admission: in use, reserved, free", ("hbm", "timeline"),
                          ("workload", "mem_fraction_static")),
     "retraction": Chapter("Retraction when the pool runs out", ("timeline", "pagetable", "pool"),
-                          ("workload", "mem_fraction_static", "page_size")),
+                          ("workload", "mem_fraction_static")),
     "full": Chapter("Play with the memory", VIEWS,
                     ("model", "gpu", "workload", "mem_fraction_static", "page_size")),
 }
@@ -60,7 +58,7 @@ def chapter_config(catalog: Catalog, chapter: str, settings: Settings) -> dict[s
     every = {
         "model": [[k, v] for k, v in catalog.models.items()],
         "gpu": [[k, v] for k, v in catalog.gpus.items()],
-        "workload": [[k, v[0]] for k, v in catalog.workloads.items()],
+        "workload": [[k, v.label] for k, v in catalog.workloads.items()],
         "mem_fraction_static": list(MEM_FRACTIONS),
         "page_size": list(PAGE_SIZES),
     }

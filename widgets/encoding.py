@@ -21,6 +21,7 @@ from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
+
 from pagedkv_widgets.hbm import hbm_layout
 
 INT_COLUMNS = {

@@ -4,7 +4,9 @@ Every setting of the controls (model, GPU, workload, ``mem_fraction_static``, pa
 runs ``pagedkv.scheduler.simulate`` twice:
 
 - the *card* run, at the real scale of the chosen model on the chosen GPU, feeds the HBM bar
-  and the timeline;
+  and the timeline. It always uses :data:`CARD_PAGE_SIZE`: at this scale the page size moves
+  the bar by well under a GiB, and leaving it out of the card key divides the static grid's
+  real-scale runs (the slow ones) by the number of page sizes;
 - the *pool* run, on a teaching pool small enough to read page by page, records page tables
   and feeds the page table and the pool map. The teaching pool applies the same
   ``mem_fraction_static`` to a toy card of :data:`TOY_CARD_PAGES` pages of which
@@ -22,19 +24,24 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from typing import Any
 
+from pagedkv.workload import RequestSpec, uniform
 from pagedkv_widgets.encoding import encode_trace
 
 TOY_CARD_PAGES = 100
 TOY_WEIGHT_PAGES = 30
+CARD_PAGE_SIZE = 16
 CARD_SAMPLES = 120  # timeline points kept from a real-scale run
 POOL_SAMPLES = 300  # steps kept from a teaching run (each one is a frame of the page table)
+CARD_REQUESTS = 160
+TEACH_REQUESTS = 16
 
 Simulate = Callable[..., Any]
 
 
 @dataclass(frozen=True)
 class Settings:
-    """One position of the controls. ``workload`` names an entry of ``WORKLOADS``."""
+    """One position of the controls; ``model``/``gpu`` are preset names, ``workload`` a
+    key of the catalogue's workloads."""
 
     model: str
     gpu: str
@@ -50,11 +57,12 @@ class Settings:
 def scene_keys(s: Settings) -> dict[str, str]:
     """Grid keys of the two runs (the JavaScript ``sceneKeys`` builds the same strings).
 
-    The teaching run does not depend on the model or GPU, so its key leaves them out.
+    The teaching run does not depend on the model or GPU, the card run not on the page size
+    (see :data:`CARD_PAGE_SIZE`), so their keys leave them out.
     """
     f = f"{s.mem_fraction_static:.2f}"
     return {
-        "card": f"{s.model}|{s.gpu}|{s.workload}|{f}|{s.page_size}",
+        "card": f"{s.model}|{s.gpu}|{s.workload}|{f}",
         "pool": f"{s.workload}|{f}|{s.page_size}",
     }
 
@@ -72,31 +80,65 @@ def default_simulate() -> Simulate:
 
 
 @dataclass(frozen=True)
+class Workload:
+    """A workload choice: Poisson arrivals at ``rate`` requests/s (None: all at t = 0).
+
+    Card scale: :data:`CARD_REQUESTS` requests, prompts 1000-6000 tokens, outputs 16-256
+    (enough to fill an 80 GB card's pool, short enough to simulate in a fraction of a
+    second). Teaching scale: :data:`TEACH_REQUESTS` requests measured in pages (prompt up to
+    one page, output 5-6 pages, ``max_new_tokens`` 6 pages), arriving at ``teaching_rate``;
+    the output estimate (``new_token_ratio`` x the rest of ``max_new_tokens``) falls short,
+    so the small pool runs out and ``retract_decode`` acts (with page size > 1).
+    """
+
+    label: str
+    rate: float | None
+    teaching_rate: float | None
+    seed: int = 0
+
+    def card_requests(self) -> list[RequestSpec]:
+        """The real-scale requests."""
+        return uniform(CARD_REQUESTS, (1000, 6000), (16, 256), 256, rate=self.rate,
+                       seed=self.seed)
+
+    def teaching_requests(self, page_size: int) -> list[RequestSpec]:
+        """The teaching-pool requests, sized in pages of ``page_size`` tokens."""
+        p = page_size
+        return uniform(TEACH_REQUESTS, (1, p), (5 * p, 6 * p), 6 * p,
+                       rate=self.teaching_rate, seed=self.seed)
+
+
+@dataclass(frozen=True)
 class SceneRunner:
-    """Runs and encodes scenes. ``workloads`` maps a workload name to ``simulate``'s
-    ``workload`` argument at card scale and at teaching scale."""
+    """Runs and encodes scenes with ``simulate`` (``pagedkv.scheduler.simulate``'s shape).
+
+    The teaching run always uses ``teaching_model`` on ``teaching_gpu``, capped by
+    ``max_total_tokens`` (SGLang's ``--max-total-tokens``) to :func:`teaching_pages` pages.
+    """
 
     simulate: Simulate
-    workloads: dict[str, tuple[Any, Any]]
+    workloads: dict[str, Workload]
     teaching_model: str
     teaching_gpu: str
 
     def card(self, s: Settings) -> dict[str, Any]:
         """The real-scale run, encoded (no page tables)."""
+        load = self.workloads[s.workload]
         result = self.simulate(
-            model=s.model, gpu=s.gpu, mem_fraction_static=s.mem_fraction_static,
-            page_size=s.page_size, workload=self.workloads[s.workload][0],
-            record_page_tables=False,
+            load.card_requests(), model=s.model, gpu=s.gpu,
+            mem_fraction_static=s.mem_fraction_static, page_size=CARD_PAGE_SIZE,
+            arrival_rate=load.rate,
         )
         return encode_trace(result.trace.to_dict(), CARD_SAMPLES)
 
     def pool(self, s: Settings) -> dict[str, Any]:
         """The teaching-pool run, encoded with its page tables."""
+        load = self.workloads[s.workload]
         result = self.simulate(
-            model=self.teaching_model, gpu=self.teaching_gpu,
-            mem_fraction_static=s.mem_fraction_static, page_size=s.page_size,
-            workload=self.workloads[s.workload][1], record_page_tables=True,
-            max_total_tokens=teaching_pages(s.mem_fraction_static) * s.page_size,
+            load.teaching_requests(s.page_size), model=self.teaching_model,
+            gpu=self.teaching_gpu, mem_fraction_static=s.mem_fraction_static,
+            page_size=s.page_size, max_total_tokens=teaching_pages(s.mem_fraction_static)
+            * s.page_size, arrival_rate=load.teaching_rate, record_page_tables=True,
         )
         return encode_trace(result.trace.to_dict(), POOL_SAMPLES)
 

@@ -13,6 +13,7 @@ from typing import Any
 
 import anywidget
 import traitlets
+
 from pagedkv_widgets.scenes import SceneRunner, Settings, runs_needed
 
 STATIC = Path(__file__).parent / "static"

@@ -5,9 +5,10 @@
 // (widgets/encoding.py) and hands them here as a "scene" {card, pool}:
 //   - live (Jupyter, anywidget): `render({model, el})`. The sliders write the `settings`
 //     trait; Python re-simulates and sets the `scene` trait, which redraws.
-//   - static (the built book): the page loads this file as a module; `mountAll` finds each
-//     <div class="pkv-static"> and its <script type="application/json"> holding a grid of
-//     scenes keyed by settings; the sliders pick a scene from the grid.
+//   - static (the built book): this file comes inline as a module right after the
+//     <div class="pkv-static"> (widgets/static_page.py); `mountAll` finds each such div and
+//     its <script type="application/json"> holding a grid of scenes keyed by settings; the
+//     sliders pick a scene from the grid.
 // Both paths share `createViewer`, which draws four linked views from a decoded scene:
 // the HBM bar (card scale), the page table and pool map (teaching pool), the timeline.
 
@@ -306,7 +307,7 @@ export function createViewer(el, config, source) {
     index = Math.min(m.samples - 1, Math.round(frac * (m.samples - 1)));
     if (card) {
       const name = q("[data-role=card-name]");
-      if (name) name.textContent = `${labelOf("model", card.meta.model)} on ${labelOf("gpu", card.meta.gpu)} · mem_fraction_static ${card.meta.mem_fraction_static} · page size ${card.meta.page_size}`;
+      if (name) name.textContent = `${labelOf("model", settings.model)} on ${labelOf("gpu", settings.gpu)} · mem_fraction_static ${card.meta.mem_fraction_static} · ${card.meta.max_total_num_tokens.toLocaleString("en")}-token pool in pages of ${card.meta.page_size}`;
       if (views.timeline) views.timeline.innerHTML = timelineView(card, 0);
     }
     if (pool) {
@@ -385,7 +386,7 @@ export function createViewer(el, config, source) {
 // ---------- entry points ----------
 
 const sceneKeys = (s) => ({
-  card: [s.model, s.gpu, s.workload, Number(s.mem_fraction_static).toFixed(2), s.page_size].join("|"),
+  card: [s.model, s.gpu, s.workload, Number(s.mem_fraction_static).toFixed(2)].join("|"),
   pool: [s.workload, Number(s.mem_fraction_static).toFixed(2), s.page_size].join("|"),
 });
 
