@@ -24,6 +24,7 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from typing import Any
 
+from pagedkv.errors import PagedKVError
 from pagedkv.workload import RequestSpec, uniform
 from pagedkv_widgets.encoding import encode_trace
 
@@ -143,8 +144,13 @@ class SceneRunner:
         return encode_trace(result.trace.to_dict(), POOL_SAMPLES)
 
     def run(self, part: str, s: Settings) -> dict[str, Any]:
-        """``part`` is ``"card"`` or ``"pool"``."""
-        return self.card(s) if part == "card" else self.pool(s)
+        """``part`` is ``"card"`` or ``"pool"``. A setting the simulator refuses (weights
+        that leave no pool, a request larger than the pool) gives ``{"error": message}``,
+        which the renderer shows instead of the views."""
+        try:
+            return self.card(s) if part == "card" else self.pool(s)
+        except PagedKVError as exc:
+            return {"error": f"{type(exc).__name__}: {exc}"}
 
     def scene(self, s: Settings, parts: set[str]) -> dict[str, Any]:
         """The runs in ``parts``: ``{"card": encoded trace or None, "pool": ... or None}``."""

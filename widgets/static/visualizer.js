@@ -145,7 +145,7 @@ function pageTableView(rows, pageSize) {
   for (let c = 0; c < cols; c += cols > 24 ? 5 : 1) body += `<text x="${left + c * cw + cw / 2}" y="10" class="pkv-tick">${c}</text>`;
   rows.forEach((row, r) => {
     const y = 14 + r * (ch + 2), fill = colourOf(row.rid);
-    body += `<text x="${left - 4}" y="${y + 13}" class="pkv-rowlabel">${esc(row.rid)}</text>`;
+    body += `<text x="${left - 4}" y="${y + 13}" class="pkv-rowlabel">req ${esc(row.rid)}</text>`;
     row.pages.forEach((page, c) => {
       const inPage = c < row.pages.length - 1 ? pageSize : row.seqLen - c * pageSize;
       const frac = Math.max(0, Math.min(1, inPage / pageSize));
@@ -295,16 +295,19 @@ export function createViewer(el, config, source) {
   }
 
   function show(scene) {
-    card = scene.card ? decodeTrace(scene.card) : null;
-    pool = scene.pool ? decodeTrace(scene.pool) : null;
-    const m = master();
-    if (!m) {
-      q("[data-role=status]").textContent = "this combination was not precomputed";
+    const errors = [scene.card, scene.pool].filter((run) => run?.error).map((run) => run.error);
+    const m = usesPool ? scene.pool : scene.card;
+    q("[data-role=status]").textContent = errors.join("; ");
+    if (!m || m.error) {
+      if (!m) q("[data-role=status]").textContent = "this combination was not precomputed";
       return;
     }
+    card = scene.card && !scene.card.error ? decodeTrace(scene.card) : null;
+    pool = scene.pool && !scene.pool.error ? decodeTrace(scene.pool) : null;
     const frac = q("[data-role=scrub]").max > 0 ? index / q("[data-role=scrub]").max : 0;
-    q("[data-role=scrub]").max = m.samples - 1;
-    index = Math.min(m.samples - 1, Math.round(frac * (m.samples - 1)));
+    const samples = master().samples;
+    q("[data-role=scrub]").max = samples - 1;
+    index = Math.min(samples - 1, Math.round(frac * (samples - 1)));
     if (card) {
       const name = q("[data-role=card-name]");
       if (name) name.textContent = `${labelOf("model", settings.model)} on ${labelOf("gpu", settings.gpu)} · mem_fraction_static ${card.meta.mem_fraction_static} · ${card.meta.max_total_num_tokens.toLocaleString("en")}-token pool in pages of ${card.meta.page_size}`;
@@ -313,7 +316,6 @@ export function createViewer(el, config, source) {
     if (pool) {
       q("[data-role=pool-size]").textContent = `${pool.meta.num_pages} pages × ${pool.meta.page_size} tokens = ${pool.meta.max_total_num_tokens} tokens`;
     }
-    q("[data-role=status]").textContent = "";
     drawStep();
   }
 
