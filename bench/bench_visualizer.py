@@ -37,6 +37,11 @@ MEASURE_JS = """async ([role, value]) => {
 }"""
 
 
+class _QuietHandler(http.server.SimpleHTTPRequestHandler):
+    def log_message(self, *args: object) -> None:
+        pass
+
+
 def report(name: str, ms: list[float], target: float) -> None:
     """Print median and worst against the target."""
     med, worst = statistics.median(ms), max(ms)
@@ -73,8 +78,7 @@ def bench_static(chromium: str) -> None:
           f"fragment {len(fragment.encode()) / 1024:.0f} KB")
     with tempfile.TemporaryDirectory() as tmp:
         Path(tmp, "index.html").write_text(f"<!doctype html><meta charset=utf-8>{fragment}")
-        handler = partial(http.server.SimpleHTTPRequestHandler, directory=tmp)
-        handler.log_message = lambda *args: None
+        handler = partial(_QuietHandler, directory=tmp)
         server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
         threading.Thread(target=server.serve_forever, daemon=True).start()
         with sync_playwright() as p:

@@ -9,6 +9,7 @@ anything not addressed to 127.0.0.1 is aborted and fails the test. Screenshots g
 from __future__ import annotations
 
 import http.server
+import json
 import os
 import re
 import shutil
@@ -154,3 +155,47 @@ def test_no_console_errors_and_no_outside_requests(page):
     assert [e for e in page.errors if not any(b in e for b in BENIGN)] == []
     assert page.outside == []
     assert [url for url in page.failed if not BENIGN_404.search(url)] == []
+
+
+def test_live_render_talks_to_the_kernel_through_the_model(browser, tmp_path):
+    """anywidget's side of live mode: ``render`` draws the ``scene`` trait, a slider writes
+    the ``settings`` trait, and a new ``scene`` redraws. A stand-in model replaces the
+    kernel; the scenes come from the Python widget."""
+    from pagedkv_widgets import visualizer
+    from pagedkv_widgets.widget import STATIC
+
+    widget = visualizer("paging", static=False)
+    first = {"config": widget.config, "scene": widget.scene}
+    widget.settings = {**widget.settings, "page_size": 64}
+    (tmp_path / "visualizer.js").write_text((STATIC / "visualizer.js").read_text())
+    (tmp_path / "index.html").write_text(
+        '<!doctype html><meta charset="utf-8"><div id="el"></div><script type="module">'
+        'import widget from "./visualizer.js";'
+        f"const traits = {json.dumps(first)}, handlers = {{}};"
+        "window.saved = [];"
+        "const model = {get: (k) => traits[k], set: (k, v) => { traits[k] = v; },"
+        " save_changes: () => window.saved.push(traits.settings),"
+        " on: (e, f) => { handlers[e] = f; }, off: () => {}};"
+        "window.push = (scene) => { traits.scene = scene; handlers['change:scene'](); };"
+        'widget.render({model, el: document.getElementById("el")});</script>')
+    handler = partial(_QuietHandler, directory=str(tmp_path))
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    pg = browser.new_page()
+    errors: list[str] = []
+    pg.on("pageerror", lambda e: errors.append(str(e)))
+    try:
+        pg.goto(f"http://127.0.0.1:{server.server_port}/index.html")
+        pg.wait_for_timeout(500)
+        assert errors == []
+        pg.locator("[data-view=pagetable] svg").wait_for()
+        assert "× 16 tokens" in pg.locator("[data-role=pool-size]").inner_text()
+        pg.locator("input[data-role=page_size]").fill("2")
+        assert pg.evaluate("window.saved.at(-1).page_size") == 64
+        assert "re-simulating" in pg.locator("[data-role=status]").inner_text()
+        pg.evaluate("(scene) => window.push(scene)", widget.scene)
+        assert "× 64 tokens" in pg.locator("[data-role=pool-size]").inner_text()
+        assert pg.locator("[data-role=status]").inner_text() == ""
+    finally:
+        pg.close()
+        server.shutdown()

@@ -419,7 +419,8 @@ function render({ model, el }) {
   });
   const onScene = () => viewer.show(model.get("scene"));
   model.on("change:scene", onScene);
-  if (model.get("scene")?.card) onScene();
+  const scene = model.get("scene");
+  if (scene && (scene.card || scene.pool)) onScene();
   return () => {
     model.off("change:scene", onScene);
     viewer.destroy();
