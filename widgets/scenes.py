@@ -152,10 +152,6 @@ class SceneRunner:
         except PagedKVError as exc:
             return {"error": f"{type(exc).__name__}: {exc}"}
 
-    def scene(self, s: Settings, parts: set[str]) -> dict[str, Any]:
-        """The runs in ``parts``: ``{"card": encoded trace or None, "pool": ... or None}``."""
-        return {part: self.run(part, s) if part in parts else None for part in ("card", "pool")}
-
 
 def runs_needed(views: list[str]) -> set[str]:
     """Which runs the given views draw from: the card run, the teaching-pool run, or both."""
