@@ -358,7 +358,7 @@ export function createViewer(el, config, source) {
   function play() {
     if (timer) return pause();
     if (master() && index >= master().samples - 1) setIndex(0);
-    q("[data-role=play]").textContent = "⏸ pause";
+    q("[data-role=play]").textContent = "‖ pause";
     timer = setInterval(() => (index >= master().samples - 1 ? pause() : setIndex(index + 1)), 120);
   }
 
