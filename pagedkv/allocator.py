@@ -96,7 +96,7 @@ class BaseTokenToKVPoolAllocator:
         with ``strict=True`` raises :class:`OutOfMemoryError` instead. ``need_size`` must
         be a multiple of ``page_size`` (SGLang asserts the same).
         """
-        check_positive_int("need_size", need_size)
+        check_positive_int("need_size", need_size, minimum=0)
         if need_size % self.page_size:
             raise bad_value("need_size", need_size, f"a multiple of page_size={self.page_size}")
         pages = self._take_pages(need_size // self.page_size, f"alloc({need_size})", strict)

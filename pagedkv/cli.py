@@ -1,4 +1,4 @@
-"""The ``pagedkv`` command line: ``pagedkv size`` (and ``python -m pagedkv size``).
+"""The ``pagedkv`` command line: ``pagedkv size`` and ``pagedkv simulate`` (also ``python -m pagedkv``).
 
 Bad input prints one ``error: ...`` line naming the parameter, its value and the valid
 range, and exits with status 2 (argparse's convention), never with a traceback.
@@ -14,6 +14,7 @@ from collections.abc import Sequence
 from pagedkv.errors import PagedKVError
 from pagedkv.gpus import GPU_PRESETS, get_gpu
 from pagedkv.model import KV_DTYPE_BYTES, MODEL_PRESETS, load_model
+from pagedkv.scheduler.cli import add_simulate_parser
 from pagedkv.sizing import KVPoolPlan, plan_pool
 from pagedkv.units import gib
 
@@ -98,6 +99,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="pagedkv", description="KV-cache memory, as SGLang manages it.")
     subparsers = parser.add_subparsers(dest="command", required=True)
     add_size_parser(subparsers)
+    add_simulate_parser(subparsers)
     return parser
 
 

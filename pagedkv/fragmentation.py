@@ -13,15 +13,15 @@ for memory (the pool is the bottleneck), split the pool into
 
 The five shares are averaged over those steps and sum to 1.
 
-Replay rules (a simplification of SGLang's scheduler, chapter 5 has the real one): all
-requests queue at t=0 in order; each step admits from the head while the next one fits,
-stores its prompt, then every running request gains one token; a request whose length
-reaches ``prompt_len + output_len`` finishes and frees its memory. Contiguous schemes
-reserve a run at admission (``prompt_len + max_new_tokens``, or ``pow2_reservation`` of
-the true length as in the paper's "Orca (Pow2)"). Paged schemes allocate pages as tokens
-arrive; when a decode step runs out of pages, SGLang's ``retract_decode`` order (fewest
-output tokens first, then longest prompt) frees requests and requeues them at the head.
-The replay stops when the queue empties.
+Replay rules (a simplification of SGLang's scheduler, which ``pagedkv.scheduler`` models):
+all requests queue at t=0 in order (``arrival_s`` is ignored); each step admits from the
+head while the next one fits, stores its prompt, then every running request gains one token;
+a request whose length reaches ``prompt_len + output_len`` finishes and frees its memory.
+Contiguous schemes reserve a run at admission (``prompt_len + max_new_tokens``, or
+``pow2_reservation`` of the true length as in the paper's "Orca (Pow2)"). Paged schemes
+allocate pages as tokens arrive; when a decode step runs out of pages, SGLang's
+``retract_decode`` order (fewest output tokens first, then longest prompt) frees requests
+and requeues them at the head. The replay stops when the queue empties.
 """
 
 from __future__ import annotations
@@ -186,3 +186,34 @@ def compare(specs: list[RequestSpec], pool_tokens: int,
     """:func:`measure` for ``max``, ``pow2`` and each page size, in that order."""
     schemes = ["max", "pow2", *(f"page={p}" for p in page_sizes)]
     return [measure(specs, pool_tokens, s) for s in schemes]
+
+
+@dataclass(frozen=True)
+class PageSizeCost:
+    """Requests held at their final lengths under one page size."""
+
+    page_size: int
+    tokens: int  # token states stored
+    held_slots: int  # slots taken from the free list (whole pages)
+    pages: int  # page-table entries a page-granular table needs (FA3/FlashInfer style)
+
+    @property
+    def wasted_pct(self) -> float:
+        """Empty slots in last pages, as % of held slots (internal fragmentation)."""
+        return 100.0 * (self.held_slots - self.tokens) / self.held_slots
+
+
+def page_size_costs(specs: list[RequestSpec], page_sizes: tuple[int, ...]) -> list[PageSizeCost]:
+    """Allocate every request at ``prompt_len + output_len`` through the real allocator
+    (one ``alloc_extend`` batch per page size) and read back what was taken."""
+    lens = torch.tensor([s.prompt_len + s.output_len for s in specs])
+    costs = []
+    for p in page_sizes:
+        size = int(((lens + p - 1) // p).sum()) * check_positive_int("page_size", p)
+        mem = (TokenToKVPoolAllocator(size) if p == 1
+               else PagedTokenToKVPoolAllocator(size, p))
+        mem.alloc_extend(torch.zeros_like(lens), lens, torch.full_like(lens, -1),
+                         int(lens.sum()), strict=True)
+        held = mem.size - mem.available_size()
+        costs.append(PageSizeCost(p, mem.used_slots(), held, held // p))
+    return costs

@@ -158,6 +158,7 @@ def test_extend_fills_partial_page_then_whole_pages_then_a_partial_page() -> Non
 
 def test_page_size_one_appends_freed_slots_at_the_back() -> None:
     a = TokenToKVPoolAllocator(6)
+    assert a.alloc(0).tolist() == [] and a.alloc_decode([], []).tolist() == []
     out = a.alloc(3)
     assert out.tolist() == [1, 2, 3]
     a.free(torch.tensor([2, 1]))
@@ -241,4 +242,21 @@ def test_check_invariants_catches_corruption() -> None:
     a.clear()
     a.free_pages = a.free_pages[1:]
     with pytest.raises(AllocatorError, match=r"free pages 3 \+ used pages 0 != 4"):
+        a.check_invariants()
+
+
+def test_more_argument_and_corruption_errors() -> None:
+    a = PagedTokenToKVPoolAllocator(16, 4)
+    with pytest.raises(ConfigError, match=r"seq_lens.shape=\(1, 1\) is invalid; valid: a 1-D"):
+        a.alloc_decode([[1]], [-1])
+    with pytest.raises(ConfigError, match=r"two equal lengths"):
+        a.alloc_decode([1, 1], [-1])
+    with pytest.raises(ConfigError, match=r"need_size=-4 is invalid; valid: an integer >= 0"):
+        a.alloc(-4)
+    a.free_pages = torch.tensor([1, 2, 3, 9])
+    with pytest.raises(AllocatorError, match=r"free list holds page ids outside 1..4"):
+        a.check_invariants()
+    a.clear()
+    a.slot_state[1] = 1
+    with pytest.raises(AllocatorError, match=r"page 0 is reserved but holds a token"):
         a.check_invariants()

@@ -79,3 +79,11 @@ def test_help_documents_units():
                  "--weights-gib", "--json"):
         assert flag in proc.stdout
     assert "GiB" in proc.stdout and "tokens" in proc.stdout
+
+
+def test_simulate_is_wired_into_the_main_command(capsys):
+    assert main(["simulate", "--model", "qwen3-4b", "--gpu", "rtx-4090", "--num-requests", "20",
+                 "--rate", "2", "--seed", "1", "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["meta"]["cell_size"] == 147_456
+    assert out["metrics"]["num_requests"] == 20 and out["metrics"]["output_tokens"] > 0

@@ -84,3 +84,16 @@ def test_random_alloc_free_keeps_invariants(ops) -> None:
             c.free(sorted(c.runs)[n % len(c.runs)])
         c.check_invariants()
         assert c.free_slots() + c.reserved_slots() == 32
+
+
+def test_check_invariants_catches_overlap_and_owner_drift() -> None:
+    c = ContiguousAllocator(8)
+    c.alloc("A", 4)
+    c.alloc("B", 2)
+    c.runs["B"].start = 2
+    with pytest.raises(AllocatorError, match=r"run of 'B' overlaps another or leaves the pool"):
+        c.check_invariants()
+    c.runs["B"].start = 4
+    c.owner[7] = 0
+    with pytest.raises(AllocatorError, match="the owner map disagrees with the runs"):
+        c.check_invariants()

@@ -98,3 +98,18 @@ def test_agreement_helper_catches_leaks_and_strays() -> None:
         check_all_freed(pool, alloc)
     pool.free(row)
     check_all_freed(pool, alloc)
+
+
+def test_agreement_helper_catches_free_rows_and_shared_slots() -> None:
+    pool, alloc = ReqToTokenPool(3, 8), PagedTokenToKVPoolAllocator(16, 4)
+    rows = pool.alloc(2)
+    out = alloc.alloc_extend([0], [2], [-1], 2)
+    for row in rows:
+        pool.write(row, [0, 1], out)
+    with pytest.raises(AllocatorError, match="a KV slot appears in two page-table entries"):
+        check_pool_agreement(pool, alloc, {rows[0]: 2, rows[1]: 2})
+    with pytest.raises(AllocatorError, match="request row 2 holds 1 tokens but is on the free"):
+        check_pool_agreement(pool, alloc, {2: 1})
+    pool.free_slots.append(7)
+    with pytest.raises(AllocatorError, match=r"free list holds rows outside \[0, 3\)"):
+        pool.check_invariants()

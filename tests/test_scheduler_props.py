@@ -65,3 +65,22 @@ def test_random_workloads_keep_invariants(case: tuple) -> None:
         ids = [pid for _, _, pages in table for pid in pages]
         assert len(ids) == len(set(ids)) and 0 not in ids
     json.dumps(s.trace.to_dict())
+
+
+@settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(scenarios())
+def test_fast_forward_gives_the_same_trace(case: tuple) -> None:
+    specs, pool, page, cfg = case
+    runs = []
+    for fast in (False, True):
+        s = Scheduler(specs, max_total_num_tokens=pool, page_size=page, config=cfg,
+                      fast_forward=fast)
+        while s.step():
+            s.check_invariants()
+        runs.append(s)
+    slow, fast = runs
+    assert fast.trace.to_dict() == slow.trace.to_dict()
+    keys = ("generated", "first_admit_s", "first_token_s", "finish_s", "num_retractions",
+            "recomputed_tokens", "queue_s")
+    assert [[getattr(r, k) for k in keys] for r in fast.reqs] == [
+        [getattr(r, k) for k in keys] for r in slow.reqs]

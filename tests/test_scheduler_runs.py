@@ -7,7 +7,7 @@ import json
 import pytest
 
 from pagedkv.errors import ConfigError
-from pagedkv.scheduler import Scheduler, SchedulerConfig, simulate
+from pagedkv.scheduler import Metrics, Scheduler, SchedulerConfig, simulate
 from pagedkv.workload import RequestSpec, fixed, sharegpt_like
 
 DECAY_03 = (0.21 - 0.21 * 0.14) / 600  # schedule_conservativeness 0.3: init 0.21, min 0.0294
@@ -41,6 +41,17 @@ def test_admission_waits_for_a_finish() -> None:
     assert ratio[0] == 0.7 and ratio[1] == pytest.approx(0.7 - 0.602 / 600)
     assert ratio[10] == 0.7  # reset when idle
     assert [r.generated for r in s.reqs] == [10, 20, 5]
+    # 10 ms per prefill or decode step, idle steps take no time: B is admitted at the start
+    # of step 11 (10 working steps done), C at the start of step 32 (30 working steps done)
+    assert [r.queue_s for r in s.reqs] == pytest.approx([0.0, 0.10, 0.30])
+    assert [r.first_token_s for r in s.reqs] == pytest.approx([0.01, 0.11, 0.31])
+    assert [r.finish_s for r in s.reqs] == pytest.approx([0.10, 0.30, 0.35])
+    m = Metrics.from_run(s.reqs, s.trace)
+    assert (m.num_prefill_steps, m.num_decode_steps, m.num_idle_steps) == (3, 32, 2)
+    assert m.output_tokens == 35 and m.tokens_per_step == pytest.approx(35 / 35)
+    assert m.duration_s == pytest.approx(0.35) and m.mean_queue_s == pytest.approx(0.4 / 3)
+    # B's peak: 30 + 19 - 1 = 48 after its 19th token; the 20th finishes it in the same step
+    assert m.peak_tokens_used == 48 and m.peak_usage == 0.48
 
 
 def test_retraction_by_hand() -> None:

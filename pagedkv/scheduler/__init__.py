@@ -2,8 +2,9 @@
 
 Modules, bottom-up: ``config`` (constants and policies), ``request`` (one request),
 ``adder`` (``PrefillAdder``), ``batch`` (the running batch, ``retract_decode``), ``timing``
-(the roofline step-time model), ``trace``, ``scheduler`` (the step loop), ``metrics``,
-``simulate`` (pool sizing plus a run) and ``cli``.
+(the roofline step-time model), ``trace``, ``fastforward`` (decode steps between events
+taken together), ``prefill`` (a prefill pass), ``scheduler`` (the step loop), ``metrics``,
+``simulation`` (``simulate``: pool sizing plus a run) and ``cli``.
 """
 
 from pagedkv.scheduler.adder import AddReqResult, PrefillAdder, ceil_to_page
@@ -12,7 +13,7 @@ from pagedkv.scheduler.config import ENV_VARS, Policy, SchedulerConfig
 from pagedkv.scheduler.metrics import Metrics
 from pagedkv.scheduler.request import Req
 from pagedkv.scheduler.scheduler import Scheduler
-from pagedkv.scheduler.simulate import SimResult, simulate
+from pagedkv.scheduler.simulation import SimResult, simulate
 from pagedkv.scheduler.timing import FixedStepTime, RooflineStepTime
 from pagedkv.scheduler.trace import Trace, TraceMeta
 

@@ -36,8 +36,9 @@ class AddReqResult(Enum):
     OTHER = "other"
 
 
-def ceil_to_page(tokens: int, page_size: int) -> int:
-    """``tokens`` rounded up to whole pages (``PrefillAdder.ceil_paged_tokens``)."""
+def ceil_to_page(tokens: int | np.ndarray, page_size: int) -> int | np.ndarray:
+    """``tokens`` rounded up to whole pages (``PrefillAdder.ceil_paged_tokens``); works on
+    ints and on int64 arrays."""
     return -(-tokens // page_size) * page_size
 
 
@@ -63,9 +64,8 @@ def running_reservation(config: SchedulerConfig, page_size: int, new_token_ratio
         left = np.minimum(max_new_tokens - generated, config.clip_max_new_tokens)
         return float(left.sum()) * new_token_ratio
     if config.policy is Policy.RESERVE_ALL:
-        p = page_size
-        final = -(-(prompt_len + max_new_tokens - 1) // p) * p
-        return float((final - -(-kv_len // p) * p).sum())
+        final = ceil_to_page(prompt_len + max_new_tokens - 1, page_size)
+        return float((final - ceil_to_page(kv_len, page_size)).sum())
     return 0.0
 
 

@@ -72,8 +72,9 @@ class RunningBatch:
         for i in idx:
             self.reqs[i].generated = int(self.generated[i])
             self.reqs[i].kv_len = int(self.kv_len[i])
+        for i in reversed(idx):
+            del self.reqs[i]
         keep = ~mask
-        self.reqs = [r for r, k in zip(self.reqs, keep.tolist(), strict=True) if k]
         for name in (*_FIELDS, "last_loc"):
             setattr(self, name, getattr(self, name)[keep])
         return out
@@ -109,6 +110,32 @@ class RunningBatch:
         self.last_loc = out.numpy()
         self.kv_len += 1
         self.generated += 1
+
+    def decode_many(self, allocator: BaseTokenToKVPoolAllocator, pool: ReqToTokenPool,
+                    steps: int) -> None:
+        """``steps`` decode steps at once, with one ``alloc_extend`` from ``kv_len`` to
+        ``kv_len + steps`` per request.
+
+        Takes the same number of pages per request as ``steps`` calls of :meth:`decode`; only
+        which page ids each request gets differs (the free list is walked request by request
+        instead of step by step). The caller must have checked that no request finishes
+        before the last step and that the pages fit.
+
+        Raises:
+            OutOfMemoryError: the allocator is short.
+        """
+        prefix = torch.from_numpy(self.kv_len)
+        out = allocator.alloc_extend(prefix, prefix + steps, torch.from_numpy(self.last_loc),
+                                     len(self.reqs) * steps)
+        if out is None:
+            raise OutOfMemoryError(f"{steps} decode steps do not fit "
+                                   f"{allocator.available_size()} free slots")
+        rows = np.repeat(self.req_pool_idx, steps)
+        positions = (self.kv_len[:, None] + np.arange(steps)).ravel()
+        pool.req_to_token[torch.from_numpy(rows), torch.from_numpy(positions)] = out.to(torch.int32)
+        self.last_loc = out.numpy()[steps - 1::steps].copy()
+        self.kv_len += steps
+        self.generated += steps
 
     def retraction_order(self) -> np.ndarray:
         """Batch indices in the order ``retract_decode`` picks victims.

@@ -34,11 +34,13 @@ import numpy as np
 import torch
 
 from pagedkv.allocator import PagedTokenToKVPoolAllocator, TokenToKVPoolAllocator
-from pagedkv.errors import OutOfMemoryError, bad_value, check_positive_int
+from pagedkv.errors import bad_value, check_positive_int
 from pagedkv.pools import ReqToTokenPool
-from pagedkv.scheduler.adder import AddReqResult, PrefillAdder, ceil_to_page, running_reservation
+from pagedkv.scheduler.adder import ceil_to_page, running_reservation
 from pagedkv.scheduler.batch import RunningBatch
 from pagedkv.scheduler.config import SchedulerConfig
+from pagedkv.scheduler.fastforward import fast_forward, window_length
+from pagedkv.scheduler.prefill import get_new_batch_prefill, run_prefill
 from pagedkv.scheduler.request import Req, RequestLike
 from pagedkv.scheduler.timing import FixedStepTime, StepTime
 from pagedkv.scheduler.trace import Trace, TraceMeta
@@ -52,10 +54,14 @@ class Scheduler:
             ``arrival_s``); request ``i`` gets ``rid = i``.
         max_total_num_tokens: KV slots in the pool, a multiple of ``page_size``.
         page_size: tokens per page.
-        config: constants and policy (default: SGLang's, see :class:`SchedulerConfig`).
+        config: constants and policy (default: SGLang's, see :class:`SchedulerConfig`); its
+            ``max_running_requests`` defaults to ``min(max_total_num_tokens // 2, 4096)``
+            (SGLang: ``min(tokens // 2, req_to_token pool size)``, the pool at most 4096 rows).
         step_time: seconds per step (default: 10 ms fixed; ``simulate`` uses the roofline).
         meta: the trace's ``meta`` block (default: built from the pool size).
         record_page_tables: keep every step's page tables in the trace (small pools only).
+        fast_forward: take decode steps between events together (see
+            :mod:`pagedkv.scheduler.fastforward`); the trace is the same either way.
 
     Raises:
         ConfigError: a pool size, page size or request outside its range; a request that
@@ -65,7 +71,7 @@ class Scheduler:
     def __init__(self, requests: Sequence[RequestLike], *, max_total_num_tokens: int,
                  page_size: int = 1, config: SchedulerConfig | None = None,
                  step_time: StepTime | None = None, meta: TraceMeta | None = None,
-                 record_page_tables: bool = False) -> None:
+                 record_page_tables: bool = False, fast_forward: bool = True) -> None:
         self.page_size = p = check_positive_int("page_size", page_size)
         self.config = config or SchedulerConfig()
         self.max_total_num_tokens = check_positive_int("max_total_num_tokens",
@@ -81,12 +87,13 @@ class Scheduler:
                                 f"< max_total_num_tokens={max_total_num_tokens} after rounding "
                                 f"up to pages of {p}")
         self.max_running_requests = (self.config.max_running_requests
-                                     or max(1, max_total_num_tokens // 2))
+                                     or min(max(1, max_total_num_tokens // 2), 4096))
         self.allocator = (TokenToKVPoolAllocator(max_total_num_tokens) if p == 1
                           else PagedTokenToKVPoolAllocator(max_total_num_tokens, p))
         longest = max((r.prompt_len + r.max_new_tokens for r in self.reqs), default=1)
         self.req_to_token_pool = ReqToTokenPool(self.max_running_requests + 1, longest)
         self.step_time = step_time or FixedStepTime()
+        self.fast_forward = fast_forward
         self.trace = Trace(meta or TraceMeta(max_total_num_tokens, p,
                                              policy=self.config.policy.value),
                            record_page_tables)
@@ -101,7 +108,7 @@ class Scheduler:
         self.num_decode_steps = 0
         self.num_finished = 0
         self.shrunk = False  # requests left the batch since update_running_batch last ran
-        self._log_clock, self._log_tokens, self._decoded = 0.0, 0, 0
+        self._log_clock, self._log_tokens, self.decoded = 0.0, 0, 0  # decode log state
 
     # ----- queries ------------------------------------------------------------------------
     @property
@@ -132,11 +139,11 @@ class Scheduler:
         """Run one step (prefill, decode or idle) and record it; False once all are done."""
         if self.done():
             return False
-        self._enqueue_arrivals()
-        adder = self._get_new_batch_prefill()
+        self.enqueue_arrivals()
+        adder = get_new_batch_prefill(self)
         if adder is not None:
             kind = "prefill"
-            self._run_prefill(adder)
+            run_prefill(self, adder)
         elif len(self.running):
             kind = "decode"
             self._run_decode()
@@ -151,7 +158,8 @@ class Scheduler:
         self.num_steps += 1
         return True
 
-    def _enqueue_arrivals(self) -> None:
+    def enqueue_arrivals(self) -> None:
+        """Move requests whose arrival time has passed into the waiting queue."""
         while (self.next_arrival < len(self.arrivals)
                and self.arrivals[self.next_arrival].arrival_s <= self.clock):
             self.waiting.append(self.arrivals[self.next_arrival])
@@ -163,89 +171,6 @@ class Scheduler:
         self.running.batch_is_full = False
         if not self.waiting and self.next_arrival < len(self.arrivals):
             self.clock = max(self.clock, self.arrivals[self.next_arrival].arrival_s)
-
-    def _get_new_batch_prefill(self) -> PrefillAdder | None:
-        """``Scheduler.get_new_batch_prefill``: the pass's adder, or None if nobody is admitted."""
-        if (self.running.batch_is_full or not self.waiting) and self.chunked_req is None:
-            return None
-        allocatable = self.max_running_requests - len(self.running)
-        if allocatable <= 0 and self.chunked_req is None:
-            self.running.batch_is_full = True
-            return None
-        adder = PrefillAdder(self.config, self.page_size, self.allocator.available_size(),
-                             self.tokens_reserved)
-        if self.chunked_req is not None:
-            self.chunked_req = adder.add_chunked_req(self.chunked_req)
-        for req in self.waiting:
-            if len(adder.can_run_list) >= allocatable:
-                self.running.batch_is_full = True
-                break
-            result = adder.add_one_req(req)
-            if result is not AddReqResult.CONTINUE:
-                if result is AddReqResult.NO_TOKEN:
-                    self.running.batch_is_full = True
-                break
-        if adder.new_chunked_req is not None:
-            self.chunked_req = adder.new_chunked_req
-        return adder if adder.can_run_list else None
-
-    def _run_prefill(self, adder: PrefillAdder) -> None:
-        """Allocate and write the admitted requests' KV; their first token is sampled."""
-        step, start, p = self.num_steps, self.clock, self.page_size
-        admitted = adder.can_run_list
-        table = self.req_to_token_pool.req_to_token
-        for adm in admitted:
-            req = adm.req
-            if req.req_pool_idx < 0:  # new or retracted: leaves the queue, gets a row
-                if self.waiting.popleft() is not req:
-                    raise AssertionError("admitted requests must be a prefix of the queue")
-                req.req_pool_idx = self.req_to_token_pool.alloc(1)[0]
-                req.queue_s += start - req.enqueued_s
-                if req.first_admit_s is None:
-                    req.first_admit_s = start
-                kind = "admit" if req.generated == 0 else "reprefill"
-                self.trace.event(step, kind, req.rid, {"extend": adm.extend_len,
-                                                       "charge": adm.charge})
-            if adm.truncated or req.kv_len > 0:
-                self.trace.event(step, "chunk", req.rid, {"prefix": req.kv_len,
-                                                          "tokens": adm.extend_len})
-        prefix = np.fromiter((a.req.kv_len for a in admitted), np.int64, len(admitted))
-        ext = np.fromiter((a.extend_len for a in admitted), np.int64, len(admitted))
-        rows = np.fromiter((a.req.req_pool_idx for a in admitted), np.int64, len(admitted))
-        last = np.full(len(admitted), -1, dtype=np.int64)
-        chunked = prefix > 0  # a chunk continues a request whose earlier chunks hold slots
-        if chunked.any():
-            last[chunked] = table[rows[chunked], prefix[chunked] - 1].numpy()
-        total = int(ext.sum())
-        slots = self.allocator.alloc_extend(prefix, prefix + ext, last, total)
-        if slots is None:
-            raise OutOfMemoryError(f"prefill of {total} tokens does not fit "
-                                   f"{self.allocator.available_size()} free slots")
-        # req_to_token[row, prefix .. prefix + ext - 1] = the new slots, for every request
-        ends = np.cumsum(ext)
-        positions = np.arange(total) - np.repeat(ends - ext - prefix, ext)
-        table[torch.from_numpy(np.repeat(rows, ext)), torch.from_numpy(positions)] = (
-            slots.to(torch.int32))
-        self.clock += self.step_time.prefill_s(total, self.tokens_used)
-        done, done_last = [], []
-        for adm, end in zip(admitted, ends.tolist(), strict=True):
-            req = adm.req
-            req.kv_len += adm.extend_len
-            if not adm.truncated:
-                req.generated += 1
-                if req.first_token_s is None:
-                    req.first_token_s = self.clock
-                done.append(req)
-                done_last.append(int(slots[end - 1]))
-        self._decoded += len(done)
-        self.running.add(done, done_last)
-        self._finish(self.running.generated >= self.running.output_len)
-        usage = (self.max_total_num_tokens - self.allocator.available_size()) / (
-            self.max_total_num_tokens)
-        self.trace.add_log(step, f"Prefill batch. #new-seq: {len(admitted)}, #new-token: "
-                                 f"{sum(ceil_to_page(a.extend_len, p) for a in admitted)}, "
-                                 f"#cached-token: 0, token usage: {usage:.2f}, #running-req: "
-                                 f"{len(self.running)}, #queue-req: {len(self.waiting)}")
 
     def _run_decode(self) -> None:
         """``update_running_batch`` (memory check, retract or decay) and one decode step."""
@@ -272,15 +197,19 @@ class Scheduler:
                                        self.config.min_ratio)
         if self.shrunk or must_retract:
             batch.batch_is_full = self.shrunk = False
-        self.clock += self.step_time.decode_s(len(batch), int(batch.kv_len.sum()))
-        batch.decode(self.allocator, self.req_to_token_pool)
-        self._decoded += len(batch)
-        self.num_decode_steps += 1
-        self.shrunk = self._finish(batch.generated >= batch.output_len) > 0
+        steps, cum = window_length(self) if self.fast_forward and not must_retract else (1, None)
+        if steps > 1:
+            fast_forward(self, steps, cum)
+        else:
+            self.clock += self.step_time.decode_s(len(batch), int(batch.kv_len.sum()))
+            batch.decode(self.allocator, self.req_to_token_pool)
+            self.decoded += len(batch)
+            self.num_decode_steps += 1
+        self.shrunk = self.finish(batch.generated >= batch.output_len) > 0
         if self.num_decode_steps % self.config.decode_log_interval == 0:
-            self._log_decode()
+            self.log_decode(self.max_total_num_tokens - self.allocator.available_size())
 
-    def _finish(self, mask: np.ndarray) -> int:
+    def finish(self, mask: np.ndarray) -> int:
         """Release the requests where ``mask`` is True, which have finished; return how many."""
         finished = self.running.remove(mask)
         self._release(finished)
@@ -303,11 +232,11 @@ class Scheduler:
                 r.recomputed_tokens += r.kv_len
             r.req_pool_idx, r.kv_len = -1, 0
 
-    def _log_decode(self) -> None:
-        used = self.max_total_num_tokens - self.allocator.available_size()
+    def log_decode(self, used: int) -> None:
+        """Add SGLang's "Decode batch." line; ``used`` = pool slots not free (whole pages)."""
         elapsed = self.clock - self._log_clock
-        rate = (self._decoded - self._log_tokens) / elapsed if elapsed > 0 else 0.0
-        self._log_clock, self._log_tokens = self.clock, self._decoded
+        rate = (self.decoded - self._log_tokens) / elapsed if elapsed > 0 else 0.0
+        self._log_clock, self._log_tokens = self.clock, self.decoded
         self.trace.add_log(self.num_steps, f"Decode batch. #running-req: {len(self.running)}, "
                                            f"#token: {used}, token usage: "
                                            f"{used / self.max_total_num_tokens:.2f}, gen "

@@ -25,6 +25,15 @@ Columns, one entry per step, all read at the end of the step:
 - ``num_running``: running requests (plus a request being chunk-prefilled);
   ``num_waiting``: arrived requests in the waiting queue.
 
+``page_tables[i]`` lists, after step ``i``, each request holding KV as ``[rid, seq_len,
+[page ids]]``: ``seq_len`` is the number of tokens whose KV is in the pool (the newest sampled
+token's KV is written by the next decode step), and page ``k`` of the list holds the request's
+tokens ``k * page_size .. (k + 1) * page_size - 1``. Page 0 is never listed (padding page).
+
+Events' ``extra``: ``admit`` / ``reprefill``: ``extend`` (tokens prefilled now) and ``charge``
+(tokens the admission budget was charged); ``chunk``: ``prefix`` and ``tokens``; ``retract``:
+``output_len`` (kept) and ``freed`` (KV tokens released); ``finish``: ``output_len``.
+
 ``log`` holds SGLang-format log lines; ``log_steps[i]`` is the step that printed ``log[i]``.
 """
 

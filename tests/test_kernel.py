@@ -1,0 +1,124 @@
+"""The Triton paged decode kernel against the torch reference (CPU interpreter, small shapes)."""
+
+from __future__ import annotations
+
+import itertools
+import os
+
+import pytest
+import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from pagedkv.kernels import (
+    paged_decode_attention,
+    paged_decode_attention_by_page,
+    paged_decode_attention_ref,
+    pages_to_slots,
+    random_decode_case,
+    slots_to_pages,
+    split_ranges,
+)
+
+DEVICE = "cuda" if torch.cuda.is_available() else "cpu"  # CPU: Triton's interpreter
+
+# Max |kernel - reference| allowed. Both accumulate in fp32 and round the output to the input
+# dtype once, so 16-bit outputs may differ by one unit in the last place (|o| < 4 here).
+TOL = {torch.float32: 1e-5, torch.float16: 2e-3, torch.bfloat16: 1.6e-2}
+
+# (page_size, H_q, H_kv, head_dim, dtype, num_kv_splits): each row is two launches.
+CASES = [
+    (1, 4, 4, 64, torch.float32, None),  # MHA, one slot per page
+    (4, 8, 2, 64, torch.float32, 3),  # GQA 4, three splits
+    (16, 8, 1, 128, torch.float32, 2),  # GQA 8 (MQA with 8 heads)
+    (16, 32, 1, 64, torch.float32, 1),  # group of 32: two 16-head blocks per KV head
+    (4, 8, 2, 256, torch.float16, 2),
+    (16, 8, 2, 64, torch.bfloat16, 8),
+    (4, 6, 2, 80, torch.float32, 2),  # head_dim not a power of 2 (masked)
+    (16, 4, 4, 128, torch.float16, None),
+]
+LENS = [1, 5, 33, 70]  # 1 token; lengths that are not multiples of the page size
+
+
+@pytest.mark.parametrize(("page_size", "h_q", "h_kv", "head_dim", "dtype", "splits"), CASES)
+def test_kernel_matches_reference(
+    page_size: int, h_q: int, h_kv: int, head_dim: int, dtype: torch.dtype, splits: int | None
+) -> None:
+    case = random_decode_case(LENS, num_q_heads=h_q, num_kv_heads=h_kv, head_dim=head_dim,
+                              page_size=page_size, dtype=dtype, seed=page_size + h_q,
+                              device=DEVICE)
+    ref = paged_decode_attention_ref(*case.slot_args())
+    by_slot = paged_decode_attention(*case.slot_args(), num_kv_splits=splits)
+    by_page = paged_decode_attention_by_page(*case.page_args(), num_kv_splits=splits)
+    for out in (by_slot, by_page):
+        assert out.dtype == dtype and out.shape == case.q.shape
+        assert (out.float() - ref.float()).abs().max().item() <= TOL[dtype]
+    assert torch.equal(by_slot, by_page)  # same tiles, same order: bit-identical
+
+
+def test_split_count_does_not_change_the_result() -> None:
+    case = random_decode_case([3, 64, 97], num_q_heads=4, num_kv_heads=2, head_dim=64,
+                              page_size=16, seed=3, device=DEVICE)
+    outs = [paged_decode_attention(*case.slot_args(), num_kv_splits=s) for s in (1, 2, 8)]
+    for out in outs[1:]:
+        assert (out - outs[0]).abs().max().item() <= 1e-6
+
+
+@pytest.mark.parametrize(("seq_len", "splits"), [(1, 8), (97, 2), (100, 3), (4096, 8)])
+def test_split_ranges_tile_the_sequence(seq_len: int, splits: int) -> None:
+    ranges = [r for r in split_ranges(seq_len, splits) if r[0] < r[1]]
+    assert ranges[0][0] == 0 and ranges[-1][1] == seq_len
+    assert all(a[1] == b[0] for a, b in itertools.pairwise(ranges))
+    assert all(start % 32 == 0 for start, _ in ranges)
+
+
+def test_every_request_of_length_one_returns_its_value_row() -> None:
+    case = random_decode_case([1, 1, 1], num_q_heads=4, num_kv_heads=1, head_dim=64,
+                              page_size=4, seed=4, device=DEVICE)
+    out = paged_decode_attention(*case.slot_args())
+    slots = case.req_to_token[case.req_pool_indices.long(), 0].long()
+    expected = case.v_cache[slots].expand(-1, 4, -1)  # softmax over one key is 1
+    assert (out - expected).abs().max().item() <= 1e-6
+
+
+def test_sequence_filling_the_whole_row() -> None:
+    case = random_decode_case([48, 20], num_q_heads=4, num_kv_heads=2, head_dim=64,
+                              page_size=16, seed=5, device=DEVICE)
+    assert case.req_to_token.shape[1] == 48
+    ref = paged_decode_attention_ref(*case.slot_args())
+    out = paged_decode_attention(*case.slot_args(), num_kv_splits=2)
+    assert (out - ref).abs().max().item() <= TOL[torch.float32]
+
+
+def test_custom_sm_scale() -> None:
+    case = random_decode_case([9, 40], num_q_heads=4, num_kv_heads=2, head_dim=64,
+                              page_size=1, seed=6, device=DEVICE)
+    ref = paged_decode_attention_ref(*case.slot_args(), sm_scale=0.3)
+    out = paged_decode_attention(*case.slot_args(), sm_scale=0.3)
+    assert (out - ref).abs().max().item() <= TOL[torch.float32]
+
+
+@settings(max_examples=6, deadline=None)
+@given(
+    lens=st.lists(st.integers(1, 50), min_size=1, max_size=3),
+    page_size=st.sampled_from([1, 4, 16]),
+    group=st.sampled_from([1, 4, 8]),
+    seed=st.integers(0, 2**16),
+)
+def test_random_layouts(lens: list[int], page_size: int, group: int, seed: int) -> None:
+    case = random_decode_case(lens, num_q_heads=group, num_kv_heads=1, head_dim=64,
+                              page_size=page_size, seed=seed, device=DEVICE)
+    ref = paged_decode_attention_ref(*case.slot_args())
+    out = paged_decode_attention(*case.slot_args())
+    assert (out - ref).abs().max().item() <= TOL[torch.float32]
+
+
+def test_table_layouts_round_trip() -> None:
+    case = random_decode_case([5, 17], num_q_heads=2, num_kv_heads=2, head_dim=8, page_size=4)
+    assert torch.equal(slots_to_pages(case.req_to_token, 4), case.page_table)
+    assert torch.equal(pages_to_slots(case.page_table, 4), case.req_to_token)
+
+
+def test_interpreter_is_on_without_cuda() -> None:
+    if not torch.cuda.is_available():
+        assert os.environ["TRITON_INTERPRET"] == "1"

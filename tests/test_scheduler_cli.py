@@ -1,0 +1,51 @@
+"""``pagedkv simulate``'s parser and runner (wired into ``pagedkv.cli`` on main)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+
+import pytest
+
+from pagedkv.errors import ConfigError
+from pagedkv.scheduler.cli import add_simulate_parser, run_simulate
+
+
+def parse(*argv: str) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(prog="pagedkv")
+    add_simulate_parser(parser.add_subparsers(dest="command", required=True))
+    return parser.parse_args(["simulate", *argv])
+
+
+def test_json_metrics(capsys: pytest.CaptureFixture[str]) -> None:
+    args = parse("--num-requests", "30", "--max-total-tokens", "4000", "--rate", "20",
+                 "--page-size", "16", "--json")
+    assert run_simulate(args) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["meta"]["max_total_num_tokens"] == 4000 and out["meta"]["page_size"] == 16
+    assert out["meta"]["arrival_rate"] == 20.0
+    assert out["metrics"]["num_requests"] == 30
+
+
+def test_log_lines_in_sglang_format(capsys: pytest.CaptureFixture[str]) -> None:
+    args = parse("--num-requests", "40", "--workload", "fixed", "--max-total-tokens", "3000",
+                 "--policy", "no_reserve", "--log")
+    assert run_simulate(args) == 0
+    out = capsys.readouterr().out
+    assert "Prefill batch. #new-seq: " in out and "Decode batch. #running-req: " in out
+    assert "KV cache pool is full. Retract requests. #retracted_reqs: " in out
+    assert "num_retractions: " in out
+
+
+@pytest.mark.parametrize(("argv", "message"), [
+    (("--workload", "chat"), "workload='chat' is invalid; valid: sharegpt, uniform, fixed"),
+    (("--num-requests", "0"), "num_requests=0"),
+    (("--rate", "-1"), "rate=-1.0"),
+    (("--policy", "lifo"), "policy='lifo'"),
+    (("--mem-fraction-static", "1.5"), "mem_fraction_static=1.5"),
+    (("--gpu", "tpu"), "gpu='tpu'"),
+])
+def test_bad_input_names_parameter_value_and_range(argv: tuple[str, ...], message: str) -> None:
+    with pytest.raises(ConfigError, match=message.replace("(", r"\(").replace(")", r"\)")):
+        run_simulate(parse("--num-requests", "5", *argv) if "--num-requests" not in argv
+                     else parse(*argv))
