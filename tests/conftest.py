@@ -1,0 +1,6 @@
+"""Test helpers live next to the tests: make ``import trace_fixture`` work."""
+
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).parent))

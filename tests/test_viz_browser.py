@@ -1,0 +1,201 @@
+"""The memory visualizer in the built book, driven in Chromium from 127.0.0.1.
+
+Input: the built HTML book, ``_build/html`` at the repository root (or ``$PAGEDKV_BOOK_HTML``);
+the tests skip when it is missing (CI builds the book first). Every request is intercepted:
+anything not addressed to 127.0.0.1 is aborted and fails the test. Screenshots go to
+``test-artifacts/``.
+"""
+
+from __future__ import annotations
+
+import http.server
+import json
+import os
+import re
+import shutil
+import threading
+from collections.abc import Iterator
+from functools import partial
+from pathlib import Path
+from urllib.parse import urlparse
+
+import pytest
+
+pytestmark = pytest.mark.browser
+
+ROOT = Path(__file__).resolve().parents[1]
+BOOK = Path(os.environ.get("PAGEDKV_BOOK_HTML", ROOT / "_build" / "html"))
+ARTIFACTS = ROOT / "test-artifacts"
+CHROMIUM = os.environ.get("PAGEDKV_CHROMIUM", "/usr/bin/chromium")
+FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+         "--disable-background-networking", "--disable-component-update", "--disable-sync"]
+# Console noise every Jupyter Book 1 page makes; failed loads are checked by URL instead.
+BENIGN = ("THEBE_JS_URL", "invalid theme mode", "Failed to load resource")
+BENIGN_404 = re.compile(r"favicon\.ico$|\.(woff2?|ttf|eot)(\?.*)?$")
+VIZ = ".pkv-static[data-chapter=full]"
+
+
+def _visualizer_page() -> Path | None:
+    """The first page of the built book that holds the full visualizer."""
+    if not BOOK.is_dir():
+        return None
+    for page in sorted(BOOK.rglob("*.html")):
+        if 'class="pkv-static" data-chapter="full"' in page.read_text(errors="ignore"):
+            return page
+    return None
+
+
+@pytest.fixture(scope="module")
+def page_url() -> Iterator[str]:
+    page = _visualizer_page()
+    if page is None:
+        pytest.skip(f"no built book with the full visualizer under {BOOK} (build the book first)")
+    if not Path(CHROMIUM).exists():
+        pytest.skip(f"no Chromium at {CHROMIUM} (apt-get install chromium)")
+    handler = partial(_QuietHandler, directory=str(BOOK))
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    yield f"http://127.0.0.1:{server.server_port}/{page.relative_to(BOOK).as_posix()}"
+    server.shutdown()
+
+
+class _QuietHandler(http.server.SimpleHTTPRequestHandler):
+    def log_message(self, *args: object) -> None:
+        pass
+
+
+@pytest.fixture(scope="module")
+def browser(tmp_path_factory: pytest.TempPathFactory):
+    sync_api = pytest.importorskip("playwright.sync_api")
+    profile = tmp_path_factory.mktemp("chromium-profile")
+    with sync_api.sync_playwright() as p:
+        context = p.chromium.launch_persistent_context(
+            str(profile), executable_path=CHROMIUM, headless=True, args=FLAGS,
+            viewport={"width": 1200, "height": 1400})
+        yield context
+        context.close()
+    shutil.rmtree(profile, ignore_errors=True)
+
+
+@pytest.fixture
+def page(browser, page_url, request):
+    """The visualizer page, loaded, with console errors and outside requests recorded."""
+    pg = browser.new_page()
+    errors: list[str] = []
+    outside: list[str] = []
+    failed: list[str] = []
+    pg.on("response", lambda r: failed.append(r.url) if r.status >= 400 else None)
+    pg.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
+    pg.on("pageerror", lambda e: errors.append(str(e)))
+
+    def route(r):
+        if urlparse(r.request.url).hostname == "127.0.0.1" or r.request.url.startswith("data:"):
+            r.continue_()
+        else:
+            outside.append(r.request.url)
+            r.abort()
+
+    pg.route("**/*", route)
+    pg.goto(page_url, wait_until="load")
+    pg.locator(f"{VIZ} [data-view=pool] svg").wait_for()
+    pg.errors, pg.outside, pg.failed = errors, outside, failed
+    yield pg
+    ARTIFACTS.mkdir(exist_ok=True)
+    pg.locator(VIZ).screenshot(path=str(ARTIFACTS / f"{request.node.name}.png"))
+    pg.close()
+
+
+def _text(pg, role: str) -> str:
+    return pg.locator(f"{VIZ} [data-role={role}]").first.inner_text()
+
+
+def test_visualizer_renders_four_views(page):
+    for view in ("hbm", "timeline", "pagetable", "pool"):
+        assert page.locator(f"{VIZ} [data-view={view}] svg").count() == 1, view
+    widths = page.locator(f"{VIZ} [data-view=hbm] rect[data-segment]").evaluate_all(
+        "rs => rs.map(r => Number(r.getAttribute('width')))")
+    assert len(widths) == 5 and sum(widths) == pytest.approx(700, abs=0.01)
+    assert "GiB = 2" in page.locator(VIZ).inner_text()
+
+
+def test_mem_fraction_slider_changes_pool_size(page):
+    slider = page.locator(f"{VIZ} input[data-role=mem_fraction_static]")
+    before = (_text(page, "pool-size"), page.locator(f"{VIZ} [data-view=hbm]").inner_html())
+    slider.fill("1")  # 0.55
+    after = (_text(page, "pool-size"), page.locator(f"{VIZ} [data-view=hbm]").inner_html())
+    assert after[0] != before[0] and after[1] != before[1]
+    assert int(re.match(r"(\d+) pages", after[0]).group(1)) < int(
+        re.match(r"(\d+) pages", before[0]).group(1))
+
+
+def test_page_size_changes_page_table(page):
+    page.locator(f"{VIZ} [data-role=scrub]").fill("20")
+    table = page.locator(f"{VIZ} [data-view=pagetable]")
+    before = table.inner_html()
+    page.locator(f"{VIZ} input[data-role=page_size]").fill("2")  # 64 tokens
+    assert table.inner_html() != before
+    assert "× 64 tokens" in _text(page, "pool-size")
+
+
+def test_play_advances_the_step(page):
+    before = _text(page, "step-label")
+    page.locator(f"{VIZ} [data-role=play]").click()
+    page.wait_for_timeout(600)
+    page.locator(f"{VIZ} [data-role=play]").click()  # pause
+    after = _text(page, "step-label")
+    assert int(after.split()[1]) > int(before.split()[1])
+    page.locator(f"{VIZ} [data-role=step]").click()
+    assert int(_text(page, "step-label").split()[1]) > int(after.split()[1])
+
+
+def test_no_console_errors_and_no_outside_requests(page):
+    page.locator(f"{VIZ} select[data-role=model]").select_option(index=1)
+    page.locator(f"{VIZ} [data-role=play]").click()
+    page.wait_for_timeout(300)
+    assert [e for e in page.errors if not any(b in e for b in BENIGN)] == []
+    assert page.outside == []
+    assert [url for url in page.failed if not BENIGN_404.search(url)] == []
+
+
+def test_live_render_talks_to_the_kernel_through_the_model(browser, tmp_path):
+    """anywidget's side of live mode: ``render`` draws the ``scene`` trait, a slider writes
+    the ``settings`` trait, and a new ``scene`` redraws. A stand-in model replaces the
+    kernel; the scenes come from the Python widget."""
+    from pagedkv_widgets import visualizer
+    from pagedkv_widgets.widget import STATIC
+
+    widget = visualizer("paging", static=False)
+    first = {"config": widget.config, "scene": widget.scene}
+    widget.settings = {**widget.settings, "page_size": 64}
+    (tmp_path / "visualizer.js").write_text((STATIC / "visualizer.js").read_text())
+    (tmp_path / "index.html").write_text(
+        '<!doctype html><meta charset="utf-8"><div id="el"></div><script type="module">'
+        'import widget from "./visualizer.js";'
+        f"const traits = {json.dumps(first)}, handlers = {{}};"
+        "window.saved = [];"
+        "const model = {get: (k) => traits[k], set: (k, v) => { traits[k] = v; },"
+        " save_changes: () => window.saved.push(traits.settings),"
+        " on: (e, f) => { handlers[e] = f; }, off: () => {}};"
+        "window.push = (scene) => { traits.scene = scene; handlers['change:scene'](); };"
+        'widget.render({model, el: document.getElementById("el")});</script>')
+    handler = partial(_QuietHandler, directory=str(tmp_path))
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    pg = browser.new_page()
+    errors: list[str] = []
+    pg.on("pageerror", lambda e: errors.append(str(e)))
+    try:
+        pg.goto(f"http://127.0.0.1:{server.server_port}/index.html")
+        pg.wait_for_timeout(500)
+        assert errors == []
+        pg.locator("[data-view=pagetable] svg").wait_for()
+        assert "× 16 tokens" in pg.locator("[data-role=pool-size]").inner_text()
+        pg.locator("input[data-role=page_size]").fill("2")
+        assert pg.evaluate("window.saved.at(-1).page_size") == 64
+        assert "re-simulating" in pg.locator("[data-role=status]").inner_text()
+        pg.evaluate("(scene) => window.push(scene)", widget.scene)
+        assert "× 64 tokens" in pg.locator("[data-role=pool-size]").inner_text()
+        assert pg.locator("[data-role=status]").inner_text() == ""
+    finally:
+        pg.close()
+        server.shutdown()
