@@ -418,7 +418,7 @@ export function mountAll(root = document) {
 // equal to the model's bring no `change:scene` (nothing changes in Python), so the current
 // scene is shown instead: the first render, and a view that another view has moved.
 function render({ model, el }) {
-  const same = (a, b) => Object.keys(a).every((k) => a[k] === b[k]);
+  const same = (a, b) => Boolean(b) && Object.keys(a).every((k) => a[k] === b[k]);
   const viewer = createViewer(el, model.get("config"), {
     request: (s) => {
       if (same(s, model.get("settings"))) queueMicrotask(() => onScene());
