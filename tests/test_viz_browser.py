@@ -165,7 +165,7 @@ def test_live_render_talks_to_the_kernel_through_the_model(browser, tmp_path):
     from pagedkv_widgets.widget import STATIC
 
     widget = visualizer("paging", static=False)
-    first = {"config": widget.config, "scene": widget.scene}
+    first = {"config": widget.config, "settings": widget.settings, "scene": widget.scene}
     widget.settings = {**widget.settings, "page_size": 64}
     (tmp_path / "visualizer.js").write_text((STATIC / "visualizer.js").read_text())
     (tmp_path / "index.html").write_text(

@@ -381,8 +381,14 @@ export function createViewer(el, config, source) {
       setIndex(usesPool ? Math.round((Math.max(0, ci) * (pool.samples - 1)) / Math.max(1, card.samples - 1)) : Math.max(0, ci));
     });
   }
+  // Settings changed elsewhere (another view of the same live widget): adopt them.
+  function setSettings(next) {
+    Object.assign(settings, next);
+    syncControls();
+  }
+
   request();
-  return { show, pause, destroy: pause };
+  return { show, setSettings, pause, destroy: pause };
 }
 
 // ---------- entry points ----------
@@ -408,21 +414,28 @@ export function mountAll(root = document) {
   root.querySelectorAll(".pkv-static").forEach(mountStatic);
 }
 
-// anywidget: traits `config` and `scene` come from Python; `settings` goes back.
+// anywidget: traits `config` and `scene` come from Python; `settings` goes back. Settings
+// equal to the model's bring no `change:scene` (nothing changes in Python), so the current
+// scene is shown instead: the first render, and a view that another view has moved.
 function render({ model, el }) {
+  const same = (a, b) => Boolean(b) && Object.keys(a).every((k) => a[k] === b[k]);
   const viewer = createViewer(el, model.get("config"), {
     request: (s) => {
-      model.set("settings", s);
-      model.save_changes();
+      if (same(s, model.get("settings"))) queueMicrotask(() => onScene());
+      else {
+        model.set("settings", s);
+        model.save_changes();
+      }
       return null;
     },
   });
   const onScene = () => viewer.show(model.get("scene"));
+  const onSettings = () => viewer.setSettings(model.get("settings"));
   model.on("change:scene", onScene);
-  const scene = model.get("scene");
-  if (scene && (scene.card || scene.pool)) onScene();
+  model.on("change:settings", onSettings);
   return () => {
     model.off("change:scene", onScene);
+    model.off("change:settings", onSettings);
     viewer.destroy();
   };
 }
