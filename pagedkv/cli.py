@@ -11,7 +11,7 @@ import json
 import sys
 from collections.abc import Sequence
 
-from pagedkv.errors import PagedKVError
+from pagedkv.errors import PagedKVError, bad_value
 from pagedkv.gpus import GPU_PRESETS, get_gpu
 from pagedkv.model import KV_DTYPE_BYTES, MODEL_PRESETS, load_model
 from pagedkv.scheduler.cli import add_simulate_parser
@@ -64,6 +64,11 @@ def plan_from_args(args: argparse.Namespace) -> KVPoolPlan:
         raise PagedKVError("--free-before-gib and --free-after-gib go together; give both or neither")
     if gpu is None and measured[0] is None:
         raise PagedKVError("give --gpu, or both --free-before-gib and --free-after-gib")
+    if measured[0] is not None and measured[1] > measured[0]:
+        raise bad_value("--free-after-gib", measured[1],
+                        f"at most --free-before-gib={measured[0]} (loading weights frees no memory)")
+    if args.weights_gib is not None and args.weights_gib < 0:
+        raise bad_value("--weights-gib", args.weights_gib, "GiB >= 0")
     return plan_pool(
         model,
         gpu=gpu,

@@ -109,7 +109,13 @@ class ModelSpec:
         h = self.num_key_value_heads
         if h % tp and tp % h:
             raise bad_value("tp", tp, f"a divisor or a multiple of num_key_value_heads={h}")
+        self.check_attention_tp(tp)
         return max(1, h // tp)
+
+    def check_attention_tp(self, tp: int) -> None:
+        """Raise ConfigError unless ``tp`` divides the query heads (SGLang asserts the same)."""
+        if self.num_attention_heads % tp:
+            raise bad_value("tp", tp, f"a divisor of num_attention_heads={self.num_attention_heads}")
 
     def cell_size(self, kv_cache_dtype: str = "bf16", tp: int = 1) -> int:
         """KV bytes one token costs on one GPU (SGLang's ``cell_size``).
@@ -124,6 +130,7 @@ class ModelSpec:
         elem = kv_dtype_bytes(kv_cache_dtype)
         if self.is_mla:
             check_positive_int("tp", tp)
+            self.check_attention_tp(tp)
             return (self.kv_lora_rank + self.qk_rope_head_dim) * self.num_hidden_layers * elem
         heads = self.kv_heads_per_rank(tp)
         return heads * (self.head_dim + self.v_head_dim) * self.num_hidden_layers * elem
@@ -264,9 +271,12 @@ def load_model(name_or_path: str | Path) -> ModelSpec:
         return ModelSpec.from_config(json.loads(text), name=key.lower())
     path = Path(key)
     if path.is_dir():
+        if not (path / "config.json").is_file():
+            raise bad_value("model", key, "a folder holding a config.json (this one has none)")
         path = path / "config.json"
     if not path.is_file():
-        raise bad_value("model", key, f"a preset ({', '.join(MODEL_PRESETS)}) or a config.json path")
+        raise bad_value("model", key, f"a preset ({', '.join(MODEL_PRESETS)}) or the path of an "
+                        "existing config.json file or folder")
     try:
         config = json.loads(path.read_text())
     except json.JSONDecodeError as exc:

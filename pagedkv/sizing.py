@@ -17,8 +17,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from pagedkv.errors import NotEnoughMemoryError, bad_value, check_fraction, check_positive_int
-from pagedkv.gpus import GPUSpec
-from pagedkv.model import ModelSpec, kv_dtype_bytes
+from pagedkv.gpus import GPUSpec, get_gpu
+from pagedkv.model import ModelSpec, kv_dtype_bytes, load_model
 from pagedkv.units import GiB, MiB, fmt_gib
 
 
@@ -173,9 +173,9 @@ class KVPoolPlan:
 
 
 def plan_pool(
-    model: ModelSpec,
+    model: ModelSpec | str,
     *,
-    gpu: GPUSpec | None = None,
+    gpu: GPUSpec | str | None = None,
     pre_free_bytes: int | None = None,
     post_free_bytes: int | None = None,
     mem_fraction_static: float | None = None,
@@ -196,8 +196,8 @@ def plan_pool(
     context and communication buffers).
 
     Args:
-        model: the model (see :func:`pagedkv.model.load_model`).
-        gpu: a GPU preset; required unless both free-memory readings are given.
+        model: a :class:`ModelSpec`, a preset name or a ``config.json`` path.
+        gpu: a GPU preset (or its name); required unless both free-memory readings are given.
         mem_fraction_static: ``f`` in (0, 1]; default: SGLang's for ``gpu``.
         tp: attention tensor-parallel size (memory is per GPU).
         page_size: tokens per page, >= 1; the token count is rounded down to a multiple.
@@ -210,6 +210,10 @@ def plan_pool(
         ConfigError: any parameter outside its range (named in the message).
         NotEnoughMemoryError: the weights leave no room for a pool.
     """
+    if not isinstance(model, ModelSpec):
+        model = load_model(model)
+    if isinstance(gpu, str):
+        gpu = get_gpu(gpu)
     check_positive_int("page_size", page_size)
     check_positive_int("tp", tp)
     elem = kv_dtype_bytes(kv_cache_dtype)

@@ -116,3 +116,14 @@ def test_quantized_weights_need_override():
 def test_every_preset_loads():
     for name in MODEL_PRESETS:
         assert load_model(name).cell_size() > 0
+
+
+def test_tp_must_divide_the_query_heads():
+    with pytest.raises(ConfigError, match="tp=8 is invalid; valid: a divisor of num_attention_heads=28"):
+        load_model("qwen2.5-7b").cell_size(tp=8)  # 4 KV heads replicate, but 28 q heads do not split
+    assert load_model("qwen2.5-7b").cell_size(tp=4) == 57_344 // 4
+
+
+def test_folder_without_config_is_named(tmp_path):
+    with pytest.raises(ConfigError, match=r"a folder holding a config\.json"):
+        load_model(tmp_path)

@@ -137,3 +137,8 @@ def test_weights_larger_than_the_card():
 def test_fraction_too_small_for_weights_is_sglangs_startup_error():
     with pytest.raises(NotEnoughMemoryError, match=r"increase --mem-fraction-static.*need f > 0.188"):
         plan_pool(load_model("llama-3-8b"), gpu=H100, mem_fraction_static=0.15)
+
+
+def test_plan_pool_takes_preset_names():
+    by_name = plan_pool("llama-3-8b", gpu="h100-sxm-80gb")
+    assert by_name == plan_pool(load_model("llama-3-8b"), gpu=H100)

@@ -15,7 +15,9 @@ from pagedkv.errors import bad_value, check_positive_int
 from pagedkv.gpus import GPU_PRESETS
 from pagedkv.model import MODEL_PRESETS
 from pagedkv.scheduler.config import Policy
+from pagedkv.scheduler.examples import observation_workload
 from pagedkv.scheduler.simulation import simulate
+from pagedkv.units import gib
 from pagedkv.workload import RequestSpec, fixed, sharegpt_like, uniform
 
 WORKLOADS: dict[str, Callable[[int, float | None, int], list[RequestSpec]]] = {
@@ -23,9 +25,12 @@ WORKLOADS: dict[str, Callable[[int, float | None, int], list[RequestSpec]]] = {
     "uniform": lambda n, rate, seed: uniform(n, (32, 1024), (32, 1024), 1024, rate=rate,
                                              seed=seed),
     "fixed": lambda n, rate, seed: fixed(n, 512, 256, rate=rate, seed=seed),
+    "long": lambda n, rate, seed: observation_workload(rate, seed, n),
 }
 """Workloads by name: ShareGPT-like (max_new_tokens 2048), uniform 32-1024 prompt and output
-tokens (max_new_tokens 1024), fixed 512-token prompts with 256-token outputs."""
+tokens (max_new_tokens 1024), fixed 512-token prompts with 256-token outputs, and long:
+~386-token prompts with log-normal outputs (median 2,340, at most 10,540 tokens,
+max_new_tokens = output), the shape of the Qwen3-4B report in chapter 5."""
 
 
 def add_simulate_parser(subparsers: argparse._SubParsersAction) -> None:
@@ -48,6 +53,9 @@ def add_simulate_parser(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--page-size", type=int, default=1, help="tokens per KV page (default 1)")
     p.add_argument("--max-total-tokens", type=int, metavar="TOKENS",
                    help="cap on the pool in tokens (SGLang's --max-total-tokens)")
+    p.add_argument("--tp", type=int, default=1, help="attention tensor-parallel size (default 1)")
+    p.add_argument("--weights-gib", type=float, metavar="GIB",
+                   help="weights per GPU in GiB, overriding the estimate (quantized models)")
     p.add_argument("--rate", type=float, metavar="REQ_PER_S",
                    help="Poisson arrival rate in requests/s (default: all arrive at t=0)")
     p.add_argument("--num-requests", type=int, default=1000, help="requests (default 1000)")
@@ -79,10 +87,13 @@ def run_simulate(args: argparse.Namespace) -> int:
         raise bad_value("rate", args.rate, "requests per second > 0 (omit for all at t=0)")
     if not args.schedule_conservativeness > 0:
         raise bad_value("schedule_conservativeness", args.schedule_conservativeness, "a number > 0")
+    if args.weights_gib is not None and args.weights_gib < 0:
+        raise bad_value("--weights-gib", args.weights_gib, "GiB >= 0")
     specs = WORKLOADS[args.workload](args.num_requests, args.rate, args.seed)
     res = simulate(specs, model=args.model, gpu=args.gpu,
                    mem_fraction_static=args.mem_fraction_static, page_size=args.page_size,
-                   policy=args.policy, max_total_tokens=args.max_total_tokens,
+                   policy=args.policy, max_total_tokens=args.max_total_tokens, tp=args.tp,
+                   weights_bytes=None if args.weights_gib is None else gib(args.weights_gib),
                    arrival_rate=args.rate,
                    schedule_conservativeness=args.schedule_conservativeness)
     meta = res.trace.meta.to_dict()

@@ -44,6 +44,8 @@ def simulate(
     page_size: int = 1,
     policy: str | Policy = Policy.SGLANG,
     max_total_tokens: int | None = None,
+    tp: int = 1,
+    weights_bytes: int | None = None,
     arrival_rate: float | None = None,
     record_page_tables: bool = False,
     **scheduler_options: object,
@@ -58,6 +60,8 @@ def simulate(
         page_size: tokens per page.
         policy: ``sglang``, ``reserve_all`` or ``no_reserve`` (see :class:`Policy`).
         max_total_tokens: cap on the pool in tokens (SGLang ``--max-total-tokens``).
+        tp: attention tensor-parallel size; the pool is one GPU's (see ``plan_pool``).
+        weights_bytes: weights per GPU, overriding the estimate (quantized models).
         arrival_rate: requests/s the workload was drawn at, recorded in the trace only.
         record_page_tables: keep every step's page tables (small pools only).
         scheduler_options: any :class:`SchedulerConfig` field, e.g.
@@ -72,8 +76,9 @@ def simulate(
     """
     spec = model if isinstance(model, ModelSpec) else load_model(model)
     card = gpu if isinstance(gpu, GPUSpec) else get_gpu(gpu)
-    plan = plan_pool(spec, gpu=card, mem_fraction_static=mem_fraction_static,
-                     page_size=page_size, max_total_tokens=max_total_tokens)
+    plan = plan_pool(spec, gpu=card, mem_fraction_static=mem_fraction_static, tp=tp,
+                     page_size=page_size, max_total_tokens=max_total_tokens,
+                     weights_bytes=weights_bytes)
     options: dict[str, object] = {
         "chunked_prefill_size": gpu_memory_defaults(card.memory_mib)[0],
         "max_running_requests": plan.max_running_requests,

@@ -1,0 +1,123 @@
+"""The ``pagedkv`` command line: ``pagedkv size`` and ``pagedkv simulate`` (also ``python -m pagedkv``).
+
+Bad input prints one ``error: ...`` line naming the parameter, its value and the valid
+range, and exits with status 2 (argparse's convention), never with a traceback.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Sequence
+
+from pagedkv.errors import PagedKVError, bad_value
+from pagedkv.gpus import GPU_PRESETS, get_gpu
+from pagedkv.model import KV_DTYPE_BYTES, MODEL_PRESETS, load_model
+from pagedkv.scheduler.cli import add_simulate_parser
+from pagedkv.sizing import KVPoolPlan, plan_pool
+from pagedkv.units import gib
+
+
+def add_size_parser(subparsers: argparse._SubParsersAction) -> None:
+    """Register ``pagedkv size``."""
+    p = subparsers.add_parser(
+        "size",
+        help="size a KV pool as SGLang does at start-up",
+        description="Size the KV-cache pool as SGLang does at start-up and print its log lines "
+        "plus B_max. Memory is in GiB (2^30 bytes), which SGLang prints as 'GB'.",
+    )
+    p.add_argument("--model", required=True,
+                   help=f"a preset ({', '.join(MODEL_PRESETS)}) or a config.json file or folder")
+    p.add_argument("--gpu", help=f"GPU preset ({', '.join(GPU_PRESETS)}); its total memory is "
+                   "taken as the free memory before loading")
+    p.add_argument("--free-before-gib", type=float, metavar="GIB",
+                   help="free GPU memory before loading weights, GiB (SGLang: 'Load weight begin. "
+                   "avail mem=')")
+    p.add_argument("--free-after-gib", type=float, metavar="GIB",
+                   help="free GPU memory after loading weights, GiB (SGLang: 'Load weight end. "
+                   "avail mem=')")
+    p.add_argument("--mem-fraction-static", type=float, metavar="F",
+                   help="fraction in (0, 1] of pre-load free memory kept for weights + KV pool; "
+                   "default: SGLang's for the GPU")
+    p.add_argument("--tp", type=int, default=1, help="attention tensor-parallel size (default 1)")
+    p.add_argument("--page-size", type=int, default=1, help="tokens per KV page, >= 1 (default 1)")
+    p.add_argument("--kv-cache-dtype", default="bf16", choices=sorted(KV_DTYPE_BYTES),
+                   help="KV element type (default bf16; fp8 types take 1 byte)")
+    p.add_argument("--context-len", type=int, metavar="TOKENS",
+                   help="context length in tokens (default: the model's max_position_embeddings)")
+    p.add_argument("--max-total-tokens", type=int, metavar="TOKENS",
+                   help="cap on the pool in tokens (SGLang's --max-total-tokens)")
+    p.add_argument("--weights-gib", type=float, metavar="GIB",
+                   help="weights per GPU in GiB, overriding the estimate from the config "
+                   "(required for quantized models)")
+    p.add_argument("--json", action="store_true", help="print one JSON object instead of log lines")
+    p.set_defaults(func=run_size)
+
+
+def plan_from_args(args: argparse.Namespace) -> KVPoolPlan:
+    """Turn parsed ``size`` arguments into a :class:`KVPoolPlan` (raises ConfigError)."""
+    model = load_model(args.model)
+    gpu = get_gpu(args.gpu) if args.gpu else None
+    measured = (args.free_before_gib, args.free_after_gib)
+    if (measured[0] is None) != (measured[1] is None):
+        raise PagedKVError("--free-before-gib and --free-after-gib go together; give both or neither")
+    if gpu is None and measured[0] is None:
+        raise PagedKVError("give --gpu, or both --free-before-gib and --free-after-gib")
+    if measured[0] is not None and measured[1] > measured[0]:
+        raise bad_value("--free-after-gib", measured[1],
+                        f"at most --free-before-gib={measured[0]} (loading weights frees no memory)")
+    if args.weights_gib is not None and args.weights_gib < 0:
+        raise bad_value("--weights-gib", args.weights_gib, "GiB >= 0")
+    return plan_pool(
+        model,
+        gpu=gpu,
+        pre_free_bytes=None if measured[0] is None else gib(measured[0]),
+        post_free_bytes=None if measured[1] is None else gib(measured[1]),
+        mem_fraction_static=args.mem_fraction_static,
+        tp=args.tp,
+        page_size=args.page_size,
+        kv_cache_dtype=args.kv_cache_dtype,
+        context_len=args.context_len,
+        max_total_tokens=args.max_total_tokens,
+        weights_bytes=None if args.weights_gib is None else gib(args.weights_gib),
+    )
+
+
+def run_size(args: argparse.Namespace) -> int:
+    """``pagedkv size``: print SGLang's start-up lines and B_max, or one JSON object."""
+    plan = plan_from_args(args)
+    if args.json:
+        print(json.dumps(plan.as_dict(), indent=2))
+        return 0
+    print("\n".join(plan.log_lines()))
+    print(
+        f"bytes per token: {plan.cell_size:,} B ({plan.cell_size / 1024:g} KiB); "
+        f"pool: {plan.pool_bytes / 2**30:.2f} GiB; "
+        f"B_max at {plan.context_len:,} tokens of context: {plan.batch_cap}"
+    )
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The top-level parser with every subcommand."""
+    parser = argparse.ArgumentParser(prog="pagedkv", description="KV-cache memory, as SGLang manages it.")
+    subparsers = parser.add_subparsers(dest="command", required=True)
+    add_size_parser(subparsers)
+    add_simulate_parser(subparsers)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point of the ``pagedkv`` console script."""
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    try:
+        return args.func(args)
+    except PagedKVError as exc:
+        print(f"pagedkv {args.command}: error: {exc}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,284 @@
+"""A model's KV-cache geometry and weight size, read from a Hugging Face ``config.json``.
+
+The fields that decide KV memory are few: layers ``L``, KV heads ``H_kv``, ``head_dim``
+(and ``v_head_dim``), or for MLA models the compressed latent ``kv_lora_rank +
+qk_rope_head_dim``. Everything else in a config only matters for the weight size.
+
+Follows SGLang ``python/sglang/srt/configs/model_config.py`` (``ModelConfig``:
+``get_num_kv_heads``, ``head_dim``, MLA detection) and
+``python/sglang/srt/model_executor/model_runner.py`` (``profile_max_num_token``: the cell size).
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+from pagedkv.errors import ConfigError, bad_value, check_positive_int
+
+#: Preset name -> the Hugging Face repository whose ``config.json`` is shipped verbatim.
+MODEL_PRESETS: dict[str, str] = {
+    "llama-3-8b": "meta-llama/Meta-Llama-3-8B",
+    "llama-3.1-8b": "meta-llama/Llama-3.1-8B",
+    "llama-3.1-70b": "meta-llama/Llama-3.1-70B",
+    "qwen2.5-7b": "Qwen/Qwen2.5-7B",
+    "qwen3-4b": "Qwen/Qwen3-4B",
+    "qwq-32b": "Qwen/QwQ-32B",
+    "mistral-7b-v0.3": "mistralai/Mistral-7B-v0.3",
+    "gemma-2-9b": "google/gemma-2-9b",
+    "deepseek-v3": "deepseek-ai/DeepSeek-V3",
+}
+
+#: Bytes per element of each KV-cache dtype SGLang accepts (``--kv-cache-dtype``).
+#: fp8 caches are stored as one byte per element.
+KV_DTYPE_BYTES: dict[str, int] = {
+    "bf16": 2, "bfloat16": 2, "fp16": 2, "float16": 2, "half": 2,
+    "fp32": 4, "float32": 4, "fp8_e4m3": 1, "fp8_e5m2": 1,
+}
+
+_REQUIRED = ("num_hidden_layers", "num_attention_heads", "hidden_size")
+
+
+def kv_dtype_bytes(kv_cache_dtype: str) -> int:
+    """Bytes per stored KV element for ``kv_cache_dtype`` (``"bf16"``, ``"fp8_e4m3"``, ...)."""
+    try:
+        return KV_DTYPE_BYTES[kv_cache_dtype]
+    except KeyError:
+        raise bad_value("kv_cache_dtype", kv_cache_dtype, ", ".join(KV_DTYPE_BYTES)) from None
+
+
+@dataclass(frozen=True)
+class ModelSpec:
+    """What pagedkv needs to know about a model, read from its ``config.json``.
+
+    Attributes:
+        name: preset name or the config's path.
+        num_hidden_layers: ``L``.
+        num_attention_heads: query heads ``H_q``.
+        num_key_value_heads: KV heads ``H_kv`` (``H_q`` when the config omits it: MHA).
+        head_dim: K head size; taken from ``head_dim`` when the config gives it, never
+            assumed to be ``hidden_size / H_q`` then (Qwen3-4B: 128, not 2560 / 32 = 80).
+        v_head_dim: V head size (equal to ``head_dim`` outside MLA; MLA: ``v_head_dim``).
+        kv_lora_rank, qk_rope_head_dim: MLA latent sizes (0 when not MLA).
+        context_len: ``max_position_embeddings``.
+        num_params: parameter count derived from the config (see :meth:`weight_bytes`).
+        weight_dtype_bytes: bytes per weight as served: ``torch_dtype``, with float32
+            checkpoints served in 16 bits as SGLang's ``--dtype auto`` does.
+        is_moe, is_quantized: whether the weight estimate can be trusted.
+    """
+
+    name: str
+    num_hidden_layers: int
+    num_attention_heads: int
+    num_key_value_heads: int
+    head_dim: int
+    v_head_dim: int
+    hidden_size: int
+    context_len: int
+    kv_lora_rank: int
+    qk_rope_head_dim: int
+    num_params: int
+    weight_dtype_bytes: int
+    is_moe: bool
+    is_quantized: bool
+
+    @property
+    def is_mla(self) -> bool:
+        """Multi-head latent attention (DeepSeek-V2/V3, Kimi-K2): one latent per token."""
+        return self.kv_lora_rank > 0
+
+    @property
+    def attention_kind(self) -> str:
+        """``"MLA"``, ``"MHA"`` (H_kv == H_q), ``"MQA"`` (H_kv == 1) or ``"GQA"``."""
+        if self.is_mla:
+            return "MLA"
+        if self.num_key_value_heads == self.num_attention_heads:
+            return "MHA"
+        return "MQA" if self.num_key_value_heads == 1 else "GQA"
+
+    def kv_heads_per_rank(self, tp: int = 1) -> int:
+        """KV heads each attention-TP rank stores (SGLang ``get_num_kv_heads``).
+
+        Heads are split across ranks; when ``tp > H_kv`` each rank keeps one replica.
+        Raises ConfigError unless ``tp`` divides ``H_kv`` or ``H_kv`` divides ``tp``.
+        """
+        check_positive_int("tp", tp)
+        h = self.num_key_value_heads
+        if h % tp and tp % h:
+            raise bad_value("tp", tp, f"a divisor or a multiple of num_key_value_heads={h}")
+        self.check_attention_tp(tp)
+        return max(1, h // tp)
+
+    def check_attention_tp(self, tp: int) -> None:
+        """Raise ConfigError unless ``tp`` divides the query heads (SGLang asserts the same)."""
+        if self.num_attention_heads % tp:
+            raise bad_value("tp", tp, f"a divisor of num_attention_heads={self.num_attention_heads}")
+
+    def cell_size(self, kv_cache_dtype: str = "bf16", tp: int = 1) -> int:
+        """KV bytes one token costs on one GPU (SGLang's ``cell_size``).
+
+        MHA/GQA/MQA: ``H_kv_per_rank * (head_dim + v_head_dim) * L * bytes``, i.e.
+        ``2 * L * H_kv * d_head * bytes`` when K and V heads are equal. MLA:
+        ``(kv_lora_rank + qk_rope_head_dim) * L * bytes``, never divided by TP.
+
+        Raises:
+            ConfigError: unknown ``kv_cache_dtype`` or a ``tp`` that does not fit ``H_kv``.
+        """
+        elem = kv_dtype_bytes(kv_cache_dtype)
+        if self.is_mla:
+            check_positive_int("tp", tp)
+            self.check_attention_tp(tp)
+            return (self.kv_lora_rank + self.qk_rope_head_dim) * self.num_hidden_layers * elem
+        heads = self.kv_heads_per_rank(tp)
+        return heads * (self.head_dim + self.v_head_dim) * self.num_hidden_layers * elem
+
+    def weight_bytes(self, tp: int = 1) -> int:
+        """Bytes of weights one GPU holds: ``num_params * weight_dtype_bytes / tp``.
+
+        Exact for dense unquantized checkpoints (Llama-3-8B: 8,030,261,248 params, 16.06 GB
+        in bf16). A simplification under TP: everything, embeddings included, is split evenly.
+
+        Raises:
+            ConfigError: for quantized checkpoints, whose byte count depends on the
+                quantization format; pass the real size (``weights_gib``) instead.
+        """
+        if self.is_quantized:
+            raise ConfigError(
+                f"model {self.name!r} is quantized; its weight size cannot be derived from the "
+                "config: pass the real size (weights_gib / --weights-gib)"
+            )
+        check_positive_int("tp", tp)
+        return self.num_params * self.weight_dtype_bytes // tp
+
+    @classmethod
+    def from_config(cls, config: dict[str, Any], name: str = "custom") -> ModelSpec:
+        """Build a ModelSpec from a parsed ``config.json`` dict.
+
+        Raises:
+            ConfigError: a required field is missing or not a positive integer.
+        """
+        missing = [k for k in _REQUIRED if k not in config]
+        if missing:
+            raise ConfigError(
+                f"config of {name!r} lacks required field(s) {', '.join(missing)}; "
+                f"valid: a Hugging Face config.json with {', '.join(_REQUIRED)}"
+            )
+        for key in _REQUIRED:
+            check_positive_int(f"config.{key}", config[key])
+        layers = config["num_hidden_layers"]
+        heads = config["num_attention_heads"]
+        hidden = config["hidden_size"]
+        kv_heads = config.get("num_key_value_heads") or heads
+        head_dim = config.get("head_dim") or hidden // heads
+        kv_lora = config.get("kv_lora_rank") or 0
+        if kv_lora:  # MLA: K heads are nope + rope wide; the cache holds only the latent
+            rope = config["qk_rope_head_dim"]
+            head_dim, v_head_dim = config["qk_nope_head_dim"] + rope, config["v_head_dim"]
+        else:
+            rope, v_head_dim = 0, config.get("v_head_dim") or head_dim
+        # SGLang's dtype "auto" serves a float32 checkpoint in 16 bits (model_config.py).
+        dtype = str(config.get("torch_dtype") or config.get("dtype") or "bfloat16")
+        weight_bytes = min(2, kv_dtype_bytes(dtype.replace("torch.", "")))
+        return cls(
+            name=name,
+            num_hidden_layers=layers,
+            num_attention_heads=heads,
+            num_key_value_heads=kv_heads,
+            head_dim=head_dim,
+            v_head_dim=v_head_dim,
+            hidden_size=hidden,
+            context_len=int(config.get("max_position_embeddings") or 0),
+            kv_lora_rank=kv_lora,
+            qk_rope_head_dim=rope,
+            num_params=count_params(config),
+            weight_dtype_bytes=weight_bytes,
+            is_moe=bool(config.get("n_routed_experts") or config.get("num_local_experts")),
+            is_quantized="quantization_config" in config,
+        )
+
+
+def count_params(config: dict[str, Any]) -> int:
+    """Parameter count of a decoder-only transformer described by ``config``.
+
+    Covers Llama, Mistral, Qwen2/2.5/3 (QKV bias, q/k norms), Gemma-2 (four norms per
+    layer, tied embeddings) and DeepSeek-V3 (MLA projections, MoE with shared experts and
+    ``first_k_dense_replace`` dense layers). Excludes DeepSeek's multi-token-prediction
+    layer, which SGLang loads only for speculative decoding.
+    """
+    h = config["hidden_size"]
+    layers = config["num_hidden_layers"]
+    heads = config["num_attention_heads"]
+    kv_heads = config.get("num_key_value_heads") or heads
+    d = config.get("head_dim") or h // heads
+    vocab = config.get("vocab_size", 0)
+    model_type = config.get("model_type", "")
+
+    if config.get("kv_lora_rank"):
+        attn = _mla_params(config)
+    else:
+        attn = h * heads * d * 2 + h * kv_heads * d * 2  # q, o; k, v
+        if model_type == "qwen2" or config.get("attention_bias"):
+            attn += heads * d + 2 * kv_heads * d  # q/k/v bias (Qwen2 always has it)
+        if model_type == "qwen3":
+            attn += 2 * d  # per-head RMSNorm on q and k
+    norms = (4 if model_type == "gemma2" else 2) * h
+
+    dense_mlp = 3 * h * config.get("intermediate_size", 0)
+    experts = config.get("n_routed_experts") or 0
+    if experts:
+        moe_i = config["moe_intermediate_size"]
+        shared = config.get("n_shared_experts") or 0
+        moe_mlp = 3 * h * moe_i * (experts + shared) + h * experts  # experts + router
+        if config.get("topk_method") == "noaux_tc":
+            moe_mlp += experts  # the router's score-correction bias
+        dense_layers = config.get("first_k_dense_replace", 0)
+        mlp_total = dense_layers * dense_mlp + (layers - dense_layers) * moe_mlp
+    else:
+        mlp_total = layers * dense_mlp
+
+    embed = vocab * h
+    lm_head = 0 if config.get("tie_word_embeddings", model_type == "gemma2") else vocab * h
+    return layers * (attn + norms) + mlp_total + embed + lm_head + h
+
+
+def _mla_params(config: dict[str, Any]) -> int:
+    """Attention parameters of one MLA layer (DeepSeek-V2/V3 ``DeepseekV3Attention``)."""
+    h = config["hidden_size"]
+    heads = config["num_attention_heads"]
+    q_rank = config.get("q_lora_rank") or 0
+    kv_rank = config["kv_lora_rank"]
+    nope, rope, v = config["qk_nope_head_dim"], config["qk_rope_head_dim"], config["v_head_dim"]
+    q_head = nope + rope
+    q = h * q_rank + q_rank + q_rank * heads * q_head if q_rank else h * heads * q_head
+    kv = h * (kv_rank + rope) + kv_rank + kv_rank * heads * (nope + v)
+    return q + kv + heads * v * h
+
+
+def load_model(name_or_path: str | Path) -> ModelSpec:
+    """A ModelSpec from a preset name (see :data:`MODEL_PRESETS`) or a ``config.json`` path.
+
+    ``name_or_path`` may name a preset, a ``config.json`` file, or a folder holding one.
+
+    Raises:
+        ConfigError: unknown preset, missing file, invalid JSON or missing fields.
+    """
+    key = str(name_or_path)
+    if key.lower() in MODEL_PRESETS:
+        text = resources.files("pagedkv.presets").joinpath(f"models/{key.lower()}.json").read_text()
+        return ModelSpec.from_config(json.loads(text), name=key.lower())
+    path = Path(key)
+    if path.is_dir():
+        if not (path / "config.json").is_file():
+            raise bad_value("model", key, "a folder holding a config.json (this one has none)")
+        path = path / "config.json"
+    if not path.is_file():
+        raise bad_value("model", key, f"a preset ({', '.join(MODEL_PRESETS)}) or the path of an "
+                        "existing config.json file or folder")
+    try:
+        config = json.loads(path.read_text())
+    except json.JSONDecodeError as exc:
+        raise ConfigError(f"model={key!r}: {path} is not valid JSON ({exc})") from None
+    return ModelSpec.from_config(config, name=key)

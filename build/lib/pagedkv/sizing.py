@@ -1,0 +1,296 @@
+"""SGLang's KV-pool arithmetic: how many tokens fit, how many requests may run.
+
+The pool is what is left of the GPU after the weights and a reserve for activations and
+CUDA graphs. SGLang measures free memory twice, before (``pre``) and after (``post``) loading
+the weights, and keeps ``mem_fraction_static`` (``f``) of ``pre`` for weights plus KV::
+
+    rest = post - pre * (1 - f)   ==   f * pre - (pre - post)
+    max_total_num_tokens = floor(rest / cell_size)       then capped, then page-rounded
+
+Follows SGLang ``python/sglang/srt/model_executor/model_runner.py`` (``profile_max_num_token``,
+``init_memory_pool``) and ``python/sglang/srt/server_args.py``
+(``_handle_gpu_memory_settings``: the default ``mem_fraction_static``). All memory is bytes.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from pagedkv.errors import NotEnoughMemoryError, bad_value, check_fraction, check_positive_int
+from pagedkv.gpus import GPUSpec, get_gpu
+from pagedkv.model import ModelSpec, kv_dtype_bytes, load_model
+from pagedkv.units import GiB, MiB, fmt_gib
+
+
+def gpu_memory_defaults(gpu_memory_mib: int, tp: int = 1) -> tuple[int, int]:
+    """SGLang's ``(chunked_prefill_size, cuda_graph_max_bs)`` for a card of this size.
+
+    The classes are SGLang's: under 20 GiB (T4), under 35 GiB (RTX 4090, L4), under 60 GiB
+    (A100-40GB, L40), under 90 GiB (H100, A100-80GB), under 160 GiB (H200), larger (MI300X).
+    """
+    gib = 1024
+    if gpu_memory_mib < 20 * gib:
+        return 2048, 8
+    if gpu_memory_mib < 35 * gib:
+        return 2048, 24 if tp < 4 else 80
+    if gpu_memory_mib < 60 * gib:
+        return 4096, 32 if tp < 4 else 160
+    if gpu_memory_mib < 160 * gib:
+        return 8192, 256 if tp < 4 else 512
+    return 16384, 512
+
+
+def default_mem_fraction_static(
+    gpu_memory_mib: int,
+    tp: int = 1,
+    pp: int = 1,
+    chunked_prefill_size: int | None = None,
+    cuda_graph_max_bs: int | None = None,
+) -> float:
+    """SGLang's default ``mem_fraction_static`` for one GPU of ``gpu_memory_mib`` MiB.
+
+    ``reserved = 512 + 1.5 * max(chunked_prefill_size, 2048) + 2 * cuda_graph_max_bs
+    + tp * pp / 8 * 1024`` MiB, at least 10 GiB on cards over 60 GiB, and
+    ``f = round((gpu_mem - reserved) / gpu_mem, 3)``. H100 80GB at tp 1: 0.835.
+    Older releases used fixed values by TP size instead (0.88 at tp 1, ..., 0.79 at tp 16).
+
+    Raises:
+        ConfigError: non-positive sizes.
+    """
+    check_positive_int("gpu_memory_mib", gpu_memory_mib)
+    check_positive_int("tp", tp)
+    chunk, graph_bs = gpu_memory_defaults(gpu_memory_mib, tp)
+    chunk = chunked_prefill_size or chunk
+    graph_bs = cuda_graph_max_bs or graph_bs
+    reserved = 512 + 1.5 * max(chunk, 2048) + 2 * graph_bs + tp * pp / 8 * 1024
+    if gpu_memory_mib > 60 * 1024:
+        reserved = max(reserved, 10 * 1024)
+    return round((gpu_memory_mib - reserved) / gpu_memory_mib, 3)
+
+
+def profile_max_num_token(
+    pre_free_bytes: int, post_free_bytes: int, cell_size: int, mem_fraction_static: float
+) -> int:
+    """Tokens the pool can hold before caps and page rounding (SGLang ``profile_max_num_token``).
+
+    ``floor((post - pre * (1 - f)) / cell_size)``, all in bytes. May be <= 0: the caller
+    decides whether that is an error.
+    """
+    rest = post_free_bytes - pre_free_bytes * (1.0 - mem_fraction_static)
+    return int(rest // cell_size)
+
+
+def req_to_token_pool_size(max_total_num_tokens: int, context_len: int) -> int:
+    """Rows of ``req_to_token``: ``min(max(tokens / context_len * 512, 2048), 4096) + 1``.
+
+    The ``+ 1`` is the padding row SGLang adds (``model_runner.init_memory_pool``).
+    """
+    max_num_reqs = min(max(int(max_total_num_tokens / context_len * 512), 2048), 4096)
+    return max_num_reqs + 1
+
+
+def batch_cap(pool_bytes: float, context_len: int, cell_size: int) -> int:
+    """``B_max = floor(pool / (context * bytes_per_token))``: requests that fit at full length."""
+    check_positive_int("context_len", context_len)
+    return max(0, int(pool_bytes // (context_len * cell_size)))
+
+
+@dataclass(frozen=True)
+class KVPoolPlan:
+    """The KV pool SGLang would build, with everything its start-up log prints.
+
+    Memory fields are bytes; ``*_gib`` properties give GiB as SGLang prints them ("GB").
+    """
+
+    model: str
+    mem_fraction_static: float
+    tp: int
+    page_size: int
+    kv_cache_dtype: str
+    context_len: int
+    pre_free_bytes: int
+    post_free_bytes: int
+    weights_bytes: int
+    cell_size: int
+    max_total_num_tokens: int
+    req_to_token_pool_size: int
+    max_running_requests: int
+    k_size_bytes: int
+    v_size_bytes: int
+    is_mla: bool
+
+    @property
+    def pool_bytes(self) -> int:
+        """Bytes of KV the pool holds (``max_total_num_tokens * cell_size``, no padding page)."""
+        return self.max_total_num_tokens * self.cell_size
+
+    @property
+    def batch_cap(self) -> int:
+        """``B_max``: requests that fit if each grows to ``context_len`` tokens."""
+        return batch_cap(self.pool_bytes, self.context_len, self.cell_size)
+
+    def log_lines(self) -> list[str]:
+        """The start-up lines SGLang prints for this pool, in its format ("GB" means GiB)."""
+        pre, post = self.pre_free_bytes / GiB, self.post_free_bytes / GiB
+        size = (
+            f"KV size: {self.k_size_bytes / GiB:.2f} GB"
+            if self.is_mla
+            else f"K size: {self.k_size_bytes / GiB:.2f} GB, V size: {self.v_size_bytes / GiB:.2f} GB"
+        )
+        return [
+            f"Load weight begin. avail mem={pre:.2f} GB",
+            f"Load weight end. mem usage={pre - post:.2f} GB, avail mem={post:.2f} GB",
+            f"KV Cache is allocated. #tokens: {self.max_total_num_tokens}, {size}",
+            f"max_total_num_tokens={self.max_total_num_tokens}, "
+            f"max_running_requests={self.max_running_requests}, context_len={self.context_len}",
+        ]
+
+    def as_dict(self) -> dict[str, object]:
+        """A flat JSON-able summary (what ``pagedkv size --json`` prints)."""
+        out: dict[str, object] = {
+            "model": self.model,
+            "bytes_per_token": self.cell_size,
+            "max_total_num_tokens": self.max_total_num_tokens,
+            "max_running_requests": self.max_running_requests,
+            "req_to_token_pool_size": self.req_to_token_pool_size,
+            "mem_fraction_static": self.mem_fraction_static,
+            "tp": self.tp,
+            "page_size": self.page_size,
+            "kv_cache_dtype": self.kv_cache_dtype,
+            "context_len": self.context_len,
+            "pre_free_gib": self.pre_free_bytes / GiB,
+            "post_free_gib": self.post_free_bytes / GiB,
+            "weights_gib": self.weights_bytes / GiB,
+            "pool_gib": self.pool_bytes / GiB,
+            "batch_cap": self.batch_cap,
+        }
+        if self.is_mla:
+            out["kv_size_gib"] = self.k_size_bytes / GiB
+        else:
+            out["k_size_gib"] = self.k_size_bytes / GiB
+            out["v_size_gib"] = self.v_size_bytes / GiB
+        return out
+
+
+def plan_pool(
+    model: ModelSpec | str,
+    *,
+    gpu: GPUSpec | str | None = None,
+    pre_free_bytes: int | None = None,
+    post_free_bytes: int | None = None,
+    mem_fraction_static: float | None = None,
+    tp: int = 1,
+    page_size: int = 1,
+    kv_cache_dtype: str = "bf16",
+    context_len: int | None = None,
+    max_total_tokens: int | None = None,
+    max_running_requests: int | None = None,
+    weights_bytes: int | None = None,
+) -> KVPoolPlan:
+    """Size the KV pool as SGLang does at start-up.
+
+    Either give measured ``pre_free_bytes`` and ``post_free_bytes`` (SGLang's "avail mem"
+    before and after loading weights), or a ``gpu`` preset: then ``pre`` is the card's total
+    memory and ``post = pre - weights``, which turns the formula into the card arithmetic
+    ``pool = f * HBM - weights`` (a real server sees ~0.5-2 GiB less, taken by the CUDA
+    context and communication buffers).
+
+    Args:
+        model: a :class:`ModelSpec`, a preset name or a ``config.json`` path.
+        gpu: a GPU preset (or its name); required unless both free-memory readings are given.
+        mem_fraction_static: ``f`` in (0, 1]; default: SGLang's for ``gpu``.
+        tp: attention tensor-parallel size (memory is per GPU).
+        page_size: tokens per page, >= 1; the token count is rounded down to a multiple.
+        kv_cache_dtype: ``bf16``, ``fp16``, ``fp32``, ``fp8_e4m3`` or ``fp8_e5m2``.
+        context_len: default the model's ``max_position_embeddings``.
+        max_total_tokens: SGLang's ``--max-total-tokens`` cap.
+        weights_bytes: override the weight size per GPU (needed for quantized models).
+
+    Raises:
+        ConfigError: any parameter outside its range (named in the message).
+        NotEnoughMemoryError: the weights leave no room for a pool.
+    """
+    if not isinstance(model, ModelSpec):
+        model = load_model(model)
+    if isinstance(gpu, str):
+        gpu = get_gpu(gpu)
+    check_positive_int("page_size", page_size)
+    check_positive_int("tp", tp)
+    elem = kv_dtype_bytes(kv_cache_dtype)
+    if weights_bytes is None:
+        weights_bytes = model.weight_bytes(tp)
+    elif weights_bytes < 0:
+        raise bad_value("weights_bytes", weights_bytes, "a byte count >= 0")
+    if pre_free_bytes is None or post_free_bytes is None:
+        if gpu is None:
+            raise bad_value("gpu", None, "a GPU preset, or both pre_free_bytes and post_free_bytes")
+        pre_free_bytes = gpu.memory_bytes if pre_free_bytes is None else pre_free_bytes
+        post_free_bytes = pre_free_bytes - weights_bytes
+    else:
+        weights_bytes = pre_free_bytes - post_free_bytes
+    if pre_free_bytes <= 0:
+        raise bad_value("pre_free_bytes", pre_free_bytes, "a positive byte count")
+    if post_free_bytes > pre_free_bytes:
+        raise bad_value("post_free_bytes", post_free_bytes,
+                        f"at most pre_free_bytes={pre_free_bytes} (loading weights frees nothing)")
+    if post_free_bytes <= 0:
+        raise NotEnoughMemoryError(
+            f"Not enough memory: weights take {fmt_gib(weights_bytes)} of "
+            f"{fmt_gib(pre_free_bytes)} free; use a larger GPU, more tensor parallelism "
+            "or a quantized checkpoint"
+        )
+    if mem_fraction_static is None:
+        if gpu is None:
+            raise bad_value("mem_fraction_static", None, "a fraction in (0, 1] (no GPU preset given)")
+        mem_fraction_static = default_mem_fraction_static(gpu.memory_mib, tp)
+    check_fraction("mem_fraction_static", mem_fraction_static)
+    context_len = model.context_len if context_len is None else context_len
+    check_positive_int("context_len", context_len)
+
+    cell = model.cell_size(kv_cache_dtype, tp)
+    tokens = profile_max_num_token(pre_free_bytes, post_free_bytes, cell, mem_fraction_static)
+    if max_total_tokens is not None:
+        check_positive_int("max_total_tokens", max_total_tokens)
+        tokens = min(tokens, max_total_tokens)
+    tokens = tokens // page_size * page_size
+    if tokens <= 0:
+        need = (pre_free_bytes - post_free_bytes) / pre_free_bytes
+        raise NotEnoughMemoryError(
+            f"Not enough memory. Please try to increase --mem-fraction-static: "
+            f"mem_fraction_static={mem_fraction_static} keeps "
+            f"{fmt_gib(mem_fraction_static * pre_free_bytes)} for weights + KV, but the weights "
+            f"alone take {fmt_gib(pre_free_bytes - post_free_bytes)} (need f > {need:.3f})"
+        )
+    slots = req_to_token_pool_size(tokens, context_len)
+    if max_running_requests is None:
+        max_running_requests = min(tokens // 2, slots)
+    rows = tokens + page_size  # each per-layer buffer has one padding page
+    layers = model.num_hidden_layers
+    if model.is_mla:
+        k_size = rows * (model.kv_lora_rank + model.qk_rope_head_dim) * layers * elem
+        v_size = 0
+    else:
+        heads = model.kv_heads_per_rank(tp)
+        k_size = rows * heads * model.head_dim * layers * elem
+        v_size = rows * heads * model.v_head_dim * layers * elem
+    return KVPoolPlan(
+        model=model.name, mem_fraction_static=mem_fraction_static, tp=tp, page_size=page_size,
+        kv_cache_dtype=kv_cache_dtype, context_len=context_len, pre_free_bytes=pre_free_bytes,
+        post_free_bytes=post_free_bytes, weights_bytes=weights_bytes, cell_size=cell,
+        max_total_num_tokens=tokens, req_to_token_pool_size=slots,
+        max_running_requests=max_running_requests, k_size_bytes=k_size, v_size_bytes=v_size,
+        is_mla=model.is_mla,
+    )
+
+
+__all__ = [
+    "GiB",
+    "KVPoolPlan",
+    "MiB",
+    "batch_cap",
+    "default_mem_fraction_static",
+    "gpu_memory_defaults",
+    "plan_pool",
+    "profile_max_num_token",
+    "req_to_token_pool_size",
+]

@@ -1,0 +1,85 @@
+"""The HBM budget explorer of chapter 1: a stacked bar of one GPU's memory with four controls.
+
+Python computes every combination of the controls with :func:`pagedkv.sizing.plan_pool`
+(models x GPUs x ``mem_fraction_static`` x context lengths) into a compact table; the page's
+JavaScript only looks the current combination up and redraws the bar with plotly. So the
+controls work in the static HTML book (no kernel) and in Jupyter alike, and no formula is
+written twice.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import os
+import uuid
+from collections.abc import Sequence
+from importlib import resources
+
+from IPython.display import HTML
+
+from pagedkv.errors import PagedKVError
+from pagedkv.gpus import get_gpu
+from pagedkv.model import load_model
+from pagedkv.sizing import plan_pool
+from pagedkv.units import GiB
+
+#: Set by the book's Sphinx extension; then plotly.js is on the page already.
+BOOK_BUILD_ENV = "PAGEDKV_BOOK_BUILD"
+
+
+def budget_table(
+    models: Sequence[str], gpus: Sequence[str], fractions: Sequence[float], contexts: Sequence[int]
+) -> dict[str, list[float] | None]:
+    """Every combination's bar, keyed ``"model|gpu|fraction|context"``.
+
+    Value: ``[weights, activation_reserve, pool, max_total_num_tokens, B_max]``, the first
+    three in GiB, or None where the weights do not fit. With a GPU preset the three sum to
+    the card (up to the pool's rounding to whole tokens): ``pool = f * HBM - weights``.
+    """
+    table: dict[str, list[float] | None] = {}
+    for m, g, f in itertools.product(models, gpus, fractions):
+        model, gpu = load_model(m), get_gpu(g)
+        for c in contexts:
+            key = f"{m}|{g}|{f:.2f}|{c}"
+            try:
+                plan = plan_pool(model, gpu=gpu, mem_fraction_static=f, context_len=c)
+            except PagedKVError:
+                table[key] = None
+                continue
+            reserve = (1 - f) * gpu.memory_bytes
+            table[key] = [round(x / GiB, 3) for x in (plan.weights_bytes, reserve, plan.pool_bytes)]
+            table[key] += [plan.max_total_num_tokens, plan.batch_cap]
+    return table
+
+
+def budget_explorer(
+    models: Sequence[str] = ("llama-3-8b", "llama-3.1-8b", "qwen3-4b", "mistral-7b-v0.3", "gemma-2-9b"),
+    gpus: Sequence[str] = ("h100-sxm-80gb", "h200-141gb", "a100-80gb", "a100-40gb", "l4", "rtx-4090"),
+    fractions: Sequence[float] = tuple(round(0.5 + 0.05 * i, 2) for i in range(10)),
+    contexts: Sequence[int] = (4096, 8192, 32768, 131072),
+    initial: tuple[str, str, float, int] = ("llama-3-8b", "h100-sxm-80gb", 0.85, 8192),
+) -> HTML:
+    """An HTML output: selectors for model and GPU, sliders for fraction and context.
+
+    Raises:
+        ConfigError: an unknown model or GPU name.
+    """
+    table = budget_table(models, gpus, fractions, contexts)
+    spec = {
+        "models": list(models), "gpus": list(gpus), "fractions": [f"{f:.2f}" for f in fractions],
+        "contexts": list(contexts), "initial": [initial[0], initial[1], f"{initial[2]:.2f}", initial[3]],
+        "table": table,
+    }
+    script = resources.files("pagedkv_widgets").joinpath("static/budget.js").read_text()
+    plotly = ""
+    if not os.environ.get(BOOK_BUILD_ENV):  # live Jupyter: bring plotly.js along
+        from plotly.offline import get_plotlyjs
+
+        plotly = f"<script>{get_plotlyjs()}</script>"
+    uid = f"budget-{uuid.uuid4().hex[:8]}"
+    return HTML(
+        f'{plotly}<div class="pagedkv-budget" id="{uid}"></div>'
+        f'<script type="application/json" id="{uid}-data">{json.dumps(spec, separators=(",", ":"))}</script>'
+        f"<script>{script}\npagedkvBudget('{uid}');</script>"
+    )

@@ -1,0 +1,92 @@
+"""What the visualizer shows in each chapter: views, controls, and the values each control
+offers. The same catalogue drives the live widget and the precomputed static grid.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from typing import Any
+
+from pagedkv.errors import bad_value
+from pagedkv_widgets.scenes import Settings, Workload
+
+VIEWS = ("hbm", "timeline", "pagetable", "pool")
+MEM_FRACTIONS = tuple(round(0.50 + 0.05 * k, 2) for k in range(10))  # 0.50 ... 0.95
+PAGE_SIZES = (1, 16, 64)
+
+
+@dataclass(frozen=True)
+class Catalog:
+    """Selectable values: ``{preset name: label}`` for models and GPUs, named workloads."""
+
+    models: dict[str, str]
+    gpus: dict[str, str]
+    workloads: dict[str, Workload]
+    defaults: Settings
+
+
+@dataclass(frozen=True)
+class Chapter:
+    """A chapter's view of the visualizer: which panels and which controls it shows."""
+
+    title: str
+    views: tuple[str, ...]
+    controls: tuple[str, ...]
+
+
+CHAPTERS = {
+    "memory": Chapter("Where the card's memory goes", ("hbm", "timeline"),
+                      ("model", "gpu", "mem_fraction_static")),
+    "paging": Chapter("Pages, page tables and the pool", ("pagetable", "pool"),
+                      ("page_size", "mem_fraction_static")),
+    "admission": Chapter("Admission: in use, reserved, free", ("hbm", "timeline"),
+                         ("workload", "mem_fraction_static")),
+    "retraction": Chapter("Retraction when the pool runs out", ("timeline", "pagetable", "pool"),
+                          ("workload", "mem_fraction_static")),
+    "full": Chapter("Play with the memory", VIEWS,
+                    ("model", "gpu", "workload", "mem_fraction_static", "page_size")),
+}
+
+
+def chapter_config(catalog: Catalog, chapter: str, settings: Settings) -> dict[str, Any]:
+    """The JSON config the renderer reads: title, views, controls, axes, initial settings.
+
+    Axes of controls the chapter does not show hold only the current value, so the static
+    grid (the product of all axes) stays small.
+    """
+    spec = CHAPTERS[chapter]
+    every = {
+        "model": [[k, v] for k, v in catalog.models.items()],
+        "gpu": [[k, v] for k, v in catalog.gpus.items()],
+        "workload": [[k, v.label] for k, v in catalog.workloads.items()],
+        "mem_fraction_static": list(MEM_FRACTIONS),
+        "page_size": list(PAGE_SIZES),
+    }
+    current = settings.as_dict()
+    axes = {}
+    for name, values in every.items():
+        keys = [v[0] if isinstance(v, list) else v for v in values]
+        if current[name] not in keys:
+            if isinstance(values[0], list):
+                raise bad_value(name, current[name], f"one of {keys}")
+            values = sorted([*values, current[name]])
+            keys = values
+        axes[name] = values if name in spec.controls else [values[keys.index(current[name])]]
+    return {"chapter": chapter, "title": spec.title, "views": list(spec.views),
+            "controls": list(spec.controls), "axes": axes, "settings": current}
+
+
+def grid_settings(config: dict[str, Any]) -> list[Settings]:
+    """Every combination of the config's axes (what the static page must hold)."""
+    axes = config["axes"]
+    values = {k: [v[0] if isinstance(v, list) else v for v in vals] for k, vals in axes.items()}
+    return [
+        Settings(model=m, gpu=g, workload=w, mem_fraction_static=f, page_size=p)
+        for m in values["model"] for g in values["gpu"] for w in values["workload"]
+        for f in values["mem_fraction_static"] for p in values["page_size"]
+    ]
+
+
+def resolve_settings(catalog: Catalog, **overrides: Any) -> Settings:
+    """The catalogue's defaults with ``overrides`` applied (None means keep the default)."""
+    return replace(catalog.defaults, **{k: v for k, v in overrides.items() if v is not None})

@@ -1,0 +1,43 @@
+"""The HBM bar's segments: how one GPU's memory divides at one step of a trace.
+
+Left to right: the weights; what ``1 - mem_fraction_static`` keeps back for activations and
+CUDA graphs (everything on the card that is neither weights nor KV pool, so rounding the
+pool down to whole pages lands here too); KV in use; KV reserved by admission (PrefillAdder's
+estimate of the running requests' remaining output); and the free rest of the pool. The
+segments always sum to the card. The JavaScript renderer does the same per-step arithmetic
+from the constants :func:`hbm_layout` puts into every encoded trace.
+
+Source: SGLang ``model_runner.profile_max_num_token`` (pool = f * memory - weights) and
+``schedule_policy.PrefillAdder`` (reservations).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+SEGMENTS = ("weights", "other", "kv_used", "kv_reserved", "kv_free")
+
+
+def hbm_layout(meta: dict[str, Any]) -> dict[str, int]:
+    """The constant part of the bar, in bytes: card, weights, other (activations), pool."""
+    card, weights, pool = meta["gpu_memory_bytes"], meta["weights_bytes"], meta["kv_pool_bytes"]
+    return {"card": card, "weights": weights, "other": card - weights - pool, "pool": pool}
+
+
+def hbm_segments(
+    layout: dict[str, int], cell_size: int, used: int, reserved: int
+) -> dict[str, int]:
+    """Bytes per segment at one step; ``used``/``reserved`` are token counts.
+
+    Reservations are an estimate and may exceed what is left; the bar then shows the pool
+    as full (reserved is clipped to the free pool), the timeline the true number.
+    """
+    used_b = min(used * cell_size, layout["pool"])
+    reserved_b = min(reserved * cell_size, layout["pool"] - used_b)
+    return {
+        "weights": layout["weights"],
+        "other": layout["other"],
+        "kv_used": used_b,
+        "kv_reserved": reserved_b,
+        "kv_free": layout["pool"] - used_b - reserved_b,
+    }

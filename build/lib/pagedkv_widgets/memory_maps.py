@@ -1,0 +1,85 @@
+"""Pictures of KV memory: slot strips (with a slider over states) and page tables.
+
+Inputs are pagedkv state rendered as labels (``pagedkv.contiguous.ContiguousAllocator.
+slot_labels``, ``pagedkv.scenarios.paged_slot_labels``): ``"A3"`` = request A's token 3,
+``"A·"`` = a slot A holds but has not filled, ``"×"`` = page 0 (reserved), ``""`` = free.
+Sliders switch trace
+visibility, so they work in the static HTML book as well as in Jupyter.
+"""
+
+from __future__ import annotations
+
+import plotly.graph_objects as go
+from plotly.colors import hex_to_rgb, qualitative
+
+FREE_COLOR, RESERVED_COLOR, RESERVED = "#eeeeee", "#9e9e9e", "×"
+
+
+def _colors(frames: list[list[str]]) -> dict[str, tuple[str, str]]:
+    """Owner letter -> (filled colour, light colour for held-but-empty slots)."""
+    owners = sorted({lab[0] for labels in frames for lab in labels if lab and lab != RESERVED})
+    palette = [hex_to_rgb(c) for c in qualitative.Plotly]
+    rgb = [palette[i % len(palette)] for i in range(len(owners))]
+    return {o: (f"rgb{c}", f"rgba{(*c, 0.35)}") for o, c in zip(owners, rgb, strict=True)}
+
+
+def _strip(labels: list[str], colors: dict[str, tuple[str, str]], visible: bool) -> go.Bar:
+    fill = [FREE_COLOR if not lab else RESERVED_COLOR if lab == RESERVED
+            else colors[lab[0]][lab.endswith("·")] for lab in labels]
+    return go.Bar(x=list(range(len(labels))), y=[1] * len(labels), marker_color=fill,
+                  marker_line={"color": "white", "width": 2}, text=labels,
+                  textposition="inside", insidetextanchor="middle", width=1.0,
+                  hovertemplate="slot %{x}: %{text}<extra></extra>", visible=visible,
+                  showlegend=False)
+
+
+def slot_strip_slider(frames: list[tuple[str, list[str]]], title: str,
+                      page_sizes: list[int] | None = None) -> go.Figure:
+    """One strip of slots per frame, a slider to step through them (none for one frame).
+
+    ``frames`` are ``(caption, labels)``; with ``page_sizes`` (one per frame) dotted
+    lines mark the page boundaries of each frame.
+    """
+    colors = _colors([labels for _, labels in frames])
+    fig = go.Figure([_strip(labels, colors, i == len(frames) - 1)
+                     for i, (_, labels) in enumerate(frames)])
+    steps = []
+    for i, (caption, labels) in enumerate(frames):
+        p = page_sizes[i] if page_sizes else None
+        lines = [{"type": "line", "x0": b - 0.5, "x1": b - 0.5, "y0": 0, "y1": 1,
+                  "line": {"color": "black", "dash": "dot"}}
+                 for b in range(0, len(labels) + 1, p)] if p else []
+        vis = [j == i for j in range(len(frames))]
+        steps.append({"label": caption, "method": "update",
+                      "args": [{"visible": vis}, {"shapes": lines,
+                                                  "title.text": f"{title}: {caption}"}]})
+    fig.update_layout(
+        title=f"{title}: {frames[-1][0]}", height=230, bargap=0, yaxis_visible=False,
+        xaxis={"title": "physical slot", "dtick": 1 if len(frames[-1][1]) <= 40 else None},
+        sliders=[{"active": len(frames) - 1, "steps": steps, "pad": {"t": 40}, "x": 0.08,
+                  "len": 0.84}] if len(frames) > 1 else [],
+        margin={"l": 20, "r": 20, "t": 50, "b": 20}, shapes=steps[-1]["args"][1]["shapes"],
+    )
+    return fig
+
+
+def page_table_figure(req_to_token: list[list[int]], lens: dict[int, int],
+                      labels: dict[int, str], dummy_rows: tuple[int, ...] = ()) -> go.Figure:
+    """``req_to_token`` as a table: live rows (keys of ``lens``) show their first
+    ``lens[row]`` slots, ``dummy_rows`` show every entry, other rows are free (``..``)."""
+    width = len(req_to_token[0])
+    cells = []
+    for row, values in enumerate(req_to_token):
+        n = lens.get(row, width if row in dummy_rows else 0)
+        what = labels.get(row) or ("dummy/padding row: every entry is slot 0"
+                                   if row in dummy_rows else "free/unused row")
+        cells.append([f"row {row}", *(str(v) if j < n else ".." for j, v in
+                                      enumerate(values)), what])
+    header = ["request slot", *map(str, range(width)), "holds"]
+    fig = go.Figure(go.Table(header={"values": header}, cells={"values": list(zip(*cells,
+                                                                                  strict=True))},
+                             columnwidth=[70, *[30] * width, 230]))
+    fig.update_layout(title="page table req_to_token (columns: logical token position)",
+                      height=100 + 30 * len(req_to_token), margin={"l": 10, "r": 10, "t": 40,
+                                                                   "b": 10})
+    return fig

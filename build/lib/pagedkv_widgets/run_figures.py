@@ -1,0 +1,104 @@
+"""Figures of simulated scheduler runs (chapters 4 and 5): ratio decay, memory over time,
+policy bars. Each takes pagedkv results and returns a plotly figure with its controls (a
+dropdown picks the run), which works in the static HTML book."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+
+import numpy as np
+import plotly.graph_objects as go
+from plotly.subplots import make_subplots
+
+from pagedkv.scheduler.analysis import ratio_curve, retraction_steps
+from pagedkv.scheduler.config import SchedulerConfig
+
+MAX_POINTS = 1500  # lines are thinned to about this many points to keep the page light
+COLORS = {"used": "#4477AA", "reserved": "#EE6677", "ratio": "#228833"}
+
+
+def _dropdown(labels: Sequence[str], per_run: int) -> list[dict[str, object]]:
+    """``per_run`` traces per run, one button per run showing only its traces."""
+    total = per_run * len(labels)
+    return [dict(label=label, method="update",
+                 args=[{"visible": [j // per_run == i for j in range(total)]}])
+            for i, label in enumerate(labels)]
+
+
+def ratio_decay_figure(conservativeness: Sequence[float], steps: int = 800) -> go.Figure:
+    """``new_token_ratio`` against decode steps without a retraction, one line per setting."""
+    x = np.arange(0, steps + 1)
+    fig = go.Figure()
+    for c in conservativeness:
+        k = SchedulerConfig(schedule_conservativeness=c)
+        fig.add_scatter(x=x, y=ratio_curve(k, x),
+                        name=f"conservativeness {c}: {k.init_ratio:.2f} -> {k.min_ratio:.3f}",
+                        hovertemplate="step %{x}: ratio %{y:.4f}<extra></extra>")
+    decay = SchedulerConfig().new_token_ratio_decay_steps
+    fig.add_vline(x=decay, line_dash="dot", annotation_text=f"{decay} decode steps")
+    fig.update_layout(height=360, xaxis_title="decode steps without a retraction",
+                      yaxis_title="new_token_ratio", margin=dict(t=30),
+                      legend=dict(x=0.45, y=0.95))
+    return fig
+
+
+def run_timeline_figure(runs: Mapping[str, object], pool_tokens: int,
+                        show_reserved: bool = True, visible: str | None = None) -> go.Figure:
+    """Tokens used (and used + reserved), ``new_token_ratio`` and retractions over modeled
+    time, for each ``SimResult`` in ``runs``; a dropdown picks the run (first, or ``visible``).
+    """
+    names = ["used"] + (["used + reserved"] if show_reserved else []) + ["new_token_ratio",
+                                                                         "retraction"]
+    first = visible if visible is not None else next(iter(runs))
+    fig = go.Figure()
+    for label, res in runs.items():
+        s, vis = res.trace.steps, label == first
+        t, used = np.asarray(s["time_s"]), np.asarray(s["tokens_used"])
+        every = slice(None, None, max(1, len(t) // MAX_POINTS))
+        fig.add_scatter(x=t[every], y=used[every], name="used", visible=vis,
+                        line_color=COLORS["used"])
+        if show_reserved:
+            resv = used + np.asarray(s["tokens_reserved"])
+            fig.add_scatter(x=t[every], y=resv[every], name="used + reserved", visible=vis,
+                            line_color=COLORS["reserved"])
+        fig.add_scatter(x=t[every], y=np.asarray(s["new_token_ratio"])[every],
+                        name="new_token_ratio", visible=vis, yaxis="y2",
+                        line_color=COLORS["ratio"])
+        marks = retraction_steps(res.trace)
+        fig.add_scatter(x=t[marks], y=used[marks], name="retraction", visible=vis,
+                        mode="markers", marker=dict(symbol="x", size=9, color="black"))
+    fig.add_hline(y=pool_tokens, line_dash="dot", annotation_text=f"pool: {pool_tokens:,} tokens")
+    fig.update_layout(height=440, margin=dict(t=70), xaxis_title="modeled time (s)",
+                      yaxis_title="tokens",
+                      updatemenus=[dict(buttons=_dropdown(list(runs), len(names)), x=0, y=1.2,
+                                        xanchor="left", active=list(runs).index(first))],
+                      yaxis2=dict(overlaying="y", side="right", range=[0, 1.05],
+                                  title="new_token_ratio"))
+    return fig
+
+
+POLICY_METRICS = (("output_tokens_per_s", "output tokens/s"), ("num_retractions", "retractions"),
+                  ("recomputed_tokens", "recomputed tokens"),
+                  ("mean_queue_s", "mean queueing (s)"))
+
+
+def policy_bars_figure(metrics: Mapping[tuple[str, str], object]) -> go.Figure:
+    """Bars of :data:`POLICY_METRICS` per policy; a dropdown picks what clients send.
+
+    ``metrics`` maps ``(clients send, policy)`` to ``Metrics`` (``examples.policy_comparison``).
+    """
+    workloads = list(dict.fromkeys(w for w, _ in metrics))
+    policies = list(dict.fromkeys(p for _, p in metrics))
+    fig = make_subplots(rows=1, cols=len(POLICY_METRICS),
+                        subplot_titles=[t for _, t in POLICY_METRICS])
+    for wi, w in enumerate(workloads):
+        for col, (field, title) in enumerate(POLICY_METRICS, start=1):
+            fig.add_bar(x=policies, y=[getattr(metrics[w, p], field) for p in policies],
+                        visible=wi == 0, showlegend=False, row=1, col=col,
+                        marker_color=["#4477AA", "#228833", "#EE6677"][:len(policies)],
+                        hovertemplate=f"%{{x}}: %{{y:,.1f}} {title}<extra></extra>")
+    fig.update_layout(height=360, margin=dict(t=80),
+                      updatemenus=[dict(buttons=_dropdown([f"clients send {w}" for w in workloads],
+                                                          len(POLICY_METRICS)),
+                                        x=0, y=1.3, xanchor="left")])
+    return fig

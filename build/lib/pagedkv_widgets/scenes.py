@@ -1,0 +1,173 @@
+"""From visualizer settings to a scene: two simulator runs, encoded for the renderer.
+
+Every setting of the controls (model, GPU, workload, ``mem_fraction_static``, page size)
+runs ``pagedkv.scheduler.simulate`` twice:
+
+- the *card* run, at the real scale of the chosen model on the chosen GPU, feeds the HBM bar
+  and the timeline. It always uses :data:`CARD_PAGE_SIZE`: at this scale the page size moves
+  the bar by well under a GiB, and leaving it out of the card key divides the static grid's
+  real-scale runs (the slow ones) by the number of page sizes;
+- the *pool* run, on a teaching pool small enough to read page by page, records page tables
+  and feeds the page table and the pool map. The teaching pool applies the same
+  ``mem_fraction_static`` to a toy card of :data:`TOY_CARD_PAGES` pages of which
+  :data:`TOY_WEIGHT_PAGES` hold weights, so it has ``floor(f * 100) - 30`` pages
+  (53 at f = 0.83): the slider moves both pools the same way.
+
+The JavaScript never simulates; it looks scenes up by :func:`scene_keys` (static book) or
+receives them from Python (live widget).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from dataclasses import asdict, dataclass
+from typing import Any
+
+from pagedkv.errors import PagedKVError
+from pagedkv.gpus import get_gpu
+from pagedkv.model import load_model
+from pagedkv.sizing import plan_pool
+from pagedkv.workload import RequestSpec, uniform
+from pagedkv_widgets.encoding import encode_trace
+
+TOY_CARD_PAGES = 100
+TOY_WEIGHT_PAGES = 30
+CARD_PAGE_SIZE = 16
+CARD_SAMPLES = 120  # timeline points kept from a real-scale run
+POOL_SAMPLES = 300  # steps kept from a teaching run (each one is a frame of the page table)
+CARD_REQUESTS = 160
+TEACH_REQUESTS = 16
+
+Simulate = Callable[..., Any]
+
+
+@dataclass(frozen=True)
+class Settings:
+    """One position of the controls; ``model``/``gpu`` are preset names, ``workload`` a
+    key of the catalogue's workloads."""
+
+    model: str
+    gpu: str
+    workload: str
+    mem_fraction_static: float
+    page_size: int
+
+    def as_dict(self) -> dict[str, Any]:
+        """JSON-ready form, as the JavaScript holds it."""
+        return asdict(self)
+
+
+def scene_keys(s: Settings) -> dict[str, str]:
+    """Grid keys of the two runs (the JavaScript ``sceneKeys`` builds the same strings).
+
+    The teaching run does not depend on the model or GPU, the card run not on the page size
+    (see :data:`CARD_PAGE_SIZE`), so their keys leave them out.
+    """
+    f = f"{s.mem_fraction_static:.2f}"
+    return {
+        "card": f"{s.model}|{s.gpu}|{s.workload}|{f}",
+        "pool": f"{s.workload}|{f}|{s.page_size}",
+    }
+
+
+def teaching_pages(mem_fraction_static: float) -> int:
+    """Pages of the teaching pool: ``f`` of the toy card minus its weights, at least 4."""
+    return max(4, math.floor(mem_fraction_static * TOY_CARD_PAGES + 1e-9) - TOY_WEIGHT_PAGES)
+
+
+def default_simulate() -> Simulate:
+    """``pagedkv.scheduler.simulate``, imported on first use."""
+    from pagedkv.scheduler import simulate
+
+    return simulate
+
+
+@dataclass(frozen=True)
+class Workload:
+    """A workload choice: Poisson arrivals at ``rate`` requests/s (None: all at t = 0).
+
+    Card scale: :data:`CARD_REQUESTS` requests, prompts 1000-6000 tokens, outputs 16-256
+    (enough to fill an 80 GB card's pool, short enough to simulate in a fraction of a
+    second). Teaching scale: :data:`TEACH_REQUESTS` requests measured in pages (prompt up to
+    one page, output 5-6 pages, ``max_new_tokens`` 6 pages), arriving at ``teaching_rate``;
+    the output estimate (``new_token_ratio`` x the rest of ``max_new_tokens``) falls short,
+    so the small pool runs out and ``retract_decode`` acts (with page size > 1).
+    """
+
+    label: str
+    rate: float | None
+    teaching_rate: float | None
+    seed: int = 0
+
+    def card_requests(self) -> list[RequestSpec]:
+        """The real-scale requests."""
+        return uniform(CARD_REQUESTS, (1000, 6000), (16, 256), 256, rate=self.rate,
+                       seed=self.seed)
+
+    def teaching_requests(self, page_size: int) -> list[RequestSpec]:
+        """The teaching-pool requests, sized in pages of ``page_size`` tokens."""
+        p = page_size
+        return uniform(TEACH_REQUESTS, (1, p), (5 * p, 6 * p), 6 * p,
+                       rate=self.teaching_rate, seed=self.seed)
+
+
+@dataclass(frozen=True)
+class SceneRunner:
+    """Runs and encodes scenes with ``simulate`` (``pagedkv.scheduler.simulate``'s shape).
+
+    The teaching run always uses ``teaching_model`` on ``teaching_gpu``, capped by
+    ``max_total_tokens`` (SGLang's ``--max-total-tokens``) to :func:`teaching_pages` pages.
+    """
+
+    simulate: Simulate
+    workloads: dict[str, Workload]
+    teaching_model: str
+    teaching_gpu: str
+
+    def card(self, s: Settings) -> dict[str, Any]:
+        """The real-scale run, encoded (no page tables).
+
+        The cap on the running batch is SGLang's (the pool's ``max_running_requests``, up
+        to 4096) but at most the run's request count: a cap above that never binds, so the
+        run is the same, and the scheduler's page table (one row per allowed request, each
+        as long as the longest request) shrinks from ~100 MB to ~4 MB; zeroing it was a
+        third of a live re-simulation.
+        """
+        load = self.workloads[s.workload]
+        requests = load.card_requests()
+        plan = plan_pool(load_model(s.model), gpu=get_gpu(s.gpu),
+                         mem_fraction_static=s.mem_fraction_static, page_size=CARD_PAGE_SIZE)
+        result = self.simulate(
+            requests, model=s.model, gpu=s.gpu,
+            mem_fraction_static=s.mem_fraction_static, page_size=CARD_PAGE_SIZE,
+            arrival_rate=load.rate,
+            max_running_requests=min(plan.max_running_requests, len(requests)),
+        )
+        return encode_trace(result.trace.to_dict(), CARD_SAMPLES)
+
+    def pool(self, s: Settings) -> dict[str, Any]:
+        """The teaching-pool run, encoded with its page tables."""
+        load = self.workloads[s.workload]
+        result = self.simulate(
+            load.teaching_requests(s.page_size), model=self.teaching_model,
+            gpu=self.teaching_gpu, mem_fraction_static=s.mem_fraction_static,
+            page_size=s.page_size, max_total_tokens=teaching_pages(s.mem_fraction_static)
+            * s.page_size, arrival_rate=load.teaching_rate, record_page_tables=True,
+        )
+        return encode_trace(result.trace.to_dict(), POOL_SAMPLES)
+
+    def run(self, part: str, s: Settings) -> dict[str, Any]:
+        """``part`` is ``"card"`` or ``"pool"``. A setting the simulator refuses (weights
+        that leave no pool, a request larger than the pool) gives ``{"error": message}``,
+        which the renderer shows instead of the views."""
+        try:
+            return self.card(s) if part == "card" else self.pool(s)
+        except PagedKVError as exc:
+            return {"error": f"{type(exc).__name__}: {exc}"}
+
+
+def runs_needed(views: list[str]) -> set[str]:
+    """Which runs the given views draw from: the card run, the teaching-pool run, or both."""
+    return {part for part, uses in (("card", {"hbm", "timeline"}), ("pool", {"pagetable", "pool"}))
+            if uses & set(views)}

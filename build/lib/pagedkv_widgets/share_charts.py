@@ -1,0 +1,55 @@
+"""Charts of measured memory shares and of the page-size trade-off."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import plotly.graph_objects as go
+from plotly.subplots import make_subplots
+
+CATEGORY_COLORS = {"tokens": "#2ca02c", "reserved": "#1f77b4", "internal": "#ff7f0e",
+                   "external": "#d62728", "free": "#cccccc"}
+
+
+def shares_bar(shares: Sequence[object], title: str,
+               reference: dict[str, float] | None = None) -> go.Figure:
+    """Stacked horizontal bars, one per scheme, of ``pagedkv.fragmentation.MemoryShare``.
+
+    ``reference`` adds dashed vertical lines (percent of memory holding token states,
+    e.g. the vLLM paper's figures), labelled above the plot by key (keep keys short).
+    """
+    names = [s.scheme for s in shares]
+    fig = go.Figure([go.Bar(y=names, x=[100 * getattr(s, c) for s in shares], name=c,
+                            orientation="h", marker_color=color,
+                            hovertemplate="%{y}: %{x:.1f} % " + c + "<extra></extra>")
+                     for c, color in CATEGORY_COLORS.items()])
+    for label, pct in (reference or {}).items():
+        fig.add_vline(x=pct, line_dash="dash", annotation_text=label,
+                      annotation_position="top")
+    fig.update_layout(barmode="stack", title=title, xaxis_title="% of the KV pool",
+                      yaxis={"autorange": "reversed"}, height=380,
+                      legend={"orientation": "h", "y": -0.25})
+    return fig
+
+
+def tradeoff_figure(page_sizes: Sequence[int], waste_pct: Sequence[float],
+                    entries: Sequence[int], title: str) -> go.Figure:
+    """Waste (% of held slots left empty) and page-table entries against page size.
+
+    A dropdown switches the y axis between linear and log scale.
+    """
+    fig = make_subplots(specs=[[{"secondary_y": True}]])
+    fig.add_scatter(x=list(page_sizes), y=list(waste_pct), name="empty slots in last pages (%)",
+                    mode="lines+markers")
+    fig.add_scatter(x=list(page_sizes), y=list(entries), name="page-table entries (pages)",
+                    mode="lines+markers", secondary_y=True)
+    fig.update_xaxes(type="log", title="page size p (slots per page)",
+                     tickvals=list(page_sizes))
+    fig.update_yaxes(title="% of held slots wasted", secondary_y=False)
+    fig.update_yaxes(title="pages held", secondary_y=True)
+    scale = [{"label": kind, "method": "relayout",
+              "args": [{"yaxis.type": kind, "yaxis2.type": kind}]} for kind in ("linear", "log")]
+    fig.update_layout(title=title, height=420, updatemenus=[{"buttons": scale, "x": 1.0,
+                                                             "y": 1.18}],
+                      legend={"orientation": "h", "y": -0.25})
+    return fig

@@ -1,0 +1,158 @@
+"""Markdown tables for the book: each builder takes pagedkv results and returns ``Markdown``.
+
+A notebook cell ends with the builder's call and Jupyter renders the table; ``.data`` holds the
+markdown text (what the tests read).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+
+from IPython.display import Markdown
+
+
+def markdown_table(header: Sequence[str], rows: Iterable[Sequence[object]]) -> Markdown:
+    """A pipe table: ``header`` cells, then one line per row (cells formatted with ``str``)."""
+    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    lines += ["| " + " | ".join(str(c) for c in row) + " |" for row in rows]
+    return Markdown("\n".join(lines))
+
+
+def shares_table(shares: Sequence[object]) -> Markdown:
+    """Chapter 2: ``pagedkv.fragmentation.MemoryShare`` per scheme, shares in percent."""
+    cols = ("tokens", "reserved", "internal", "external", "free")
+    return markdown_table(("scheme", *cols),
+                          ([s.scheme, *(f"{getattr(s, c):.1%}" for c in cols)] for s in shares))
+
+
+def page_cost_table(costs: Sequence[object]) -> Markdown:
+    """Chapter 3: ``pagedkv.fragmentation.PageSizeCost`` per page size."""
+    return markdown_table(("p", "tokens", "slots held", "wasted", "entries (pages)"),
+                          ((c.page_size, f"{c.tokens:,}", f"{c.held_slots:,}",
+                            f"{c.wasted_pct:.1f} %", f"{c.pages:,}") for c in costs))
+
+
+def admissions_table(adder: object) -> Markdown:
+    """Chapter 4: one line per request a ``PrefillAdder`` admitted in its pass."""
+    return markdown_table(("#", "tokens prefilled now", "charged", "chunk?"),
+                          ((i, f"{a.extend_len:,}", f"{a.charge:,.0f}",
+                            "cut here" if a.truncated else "")
+                           for i, a in enumerate(adder.can_run_list)))
+
+
+def conservativeness_table(runs: Mapping[float, object]) -> Markdown:
+    """Chapter 4: one line per ``schedule_conservativeness`` run (``SimResult``)."""
+    return markdown_table(
+        ("conservativeness", "ratio start -> floor", "output tokens/s (model)", "retractions",
+         "recomputed tokens", "mean queueing (s)", "mean pool use"),
+        ((c, f"{r.config.init_ratio:.2f} -> {r.config.min_ratio:.3f}",
+          f"{r.metrics.output_tokens_per_s:,.0f}", r.metrics.num_retractions,
+          f"{r.metrics.recomputed_tokens:,}", f"{r.metrics.mean_queue_s:.1f}",
+          f"{r.metrics.mean_usage:.0%}") for c, r in runs.items()))
+
+
+def episodes_table(episodes: Mapping[str, object], floor: float) -> Markdown:
+    """Chapter 4: ``pagedkv.scheduler.analysis.Episodes`` per named run."""
+    return markdown_table(
+        ("run", "retraction episodes", f"began at the floor ({floor:.3f})",
+         "median decode steps between starts", "gaps within 500-700 steps"),
+        ((name, e.count, e.at_floor, f"{float(_median(e.gaps)):.0f}",
+          f"{e.gaps_within(500, 700)} of {len(e.gaps)}") for name, e in episodes.items()))
+
+
+def _median(values: Sequence[float]) -> float:
+    s = sorted(values)
+    if not s:
+        return float("nan")
+    mid = len(s) // 2
+    return s[mid] if len(s) % 2 else (s[mid - 1] + s[mid]) / 2
+
+
+def batch_table(rows: Sequence[object]) -> Markdown:
+    """Chapter 5: the running batch before a decode step (``analysis.BatchRow``)."""
+    return markdown_table(("request", "prompt", "outputs so far", "kv_len", "pages held",
+                           "new page this step?"),
+                          ((r.rid, r.prompt_len, r.outputs, r.kv_len,
+                            ", ".join(map(str, r.pages)), "yes" if r.new_page else "")
+                           for r in rows))
+
+
+def policy_table(metrics: Mapping[tuple[str, str], object]) -> Markdown:
+    """Chapter 5: ``Metrics`` per ``(clients send, policy)``."""
+    return markdown_table(
+        ("clients send", "policy", "output tokens/s (model)", "retractions",
+         "recomputed tokens", "mean queueing (s)", "mean latency (s)", "mean pool use"),
+        ((w, f"`{p}`", f"{m.output_tokens_per_s:,.0f}", f"{m.num_retractions:,}",
+          f"{m.recomputed_tokens:,}", f"{m.mean_queue_s:.1f}", f"{m.mean_latency_s:.1f}",
+          f"{m.mean_usage:.0%}") for (w, p), m in metrics.items()))
+
+
+def observation_table(study: object) -> Markdown:
+    """Chapter 5: the public report next to ``examples.ObservationStudy``'s columns."""
+    cols = study.columns
+
+    def joined(values: Iterable[object]) -> str:
+        return " / ".join(str(v) for v in values)
+
+    return markdown_table(
+        ["", "observed"] + [f"simulated, {c.efficiency:.0%} of peak" for c in cols],
+        [["at 2 req/s: `new_token_ratio` after the first retraction (seeds 0 / 1 / 2)", "~0.35"]
+         + [joined(c.first_ratio) for c in cols],
+         ["at 2 req/s: KV tokens regained per retraction (mean)", "~650"]
+         + ["-" if c.mean_freed is None else f"{c.mean_freed:,.0f}" for c in cols],
+         ["at 2 req/s: retractions (seeds 0 / 1 / 2)", "~19"]
+         + [joined(c.retractions) for c in cols],
+         ["at 0.35 req/s: retractions (seed 0)", "none"]
+         + [str(c.calm_retractions) for c in cols]])
+
+
+def admission_state_md(batch: object, state: object, ratio: float, clip: int) -> Markdown:
+    """Chapter 4's worked example: pool, use, one request's reservation, ``rem_total_tokens``.
+
+    ``batch`` is an ``analysis.UniformBatch``, ``state`` its ``analysis.AdmissionState``.
+    """
+    b, s = batch, state
+    return Markdown(
+        f"- pool: **{s.pool:,}** tokens; in use: {b.n} x {b.kv_len} = **{b.tokens_used:,}** "
+        f"({b.tokens_used / s.pool:.0%}); `available_size` = **{s.available:,}**\n"
+        f"- each running request reserves min({b.max_new_tokens} - {b.generated}, {clip}) x "
+        f"{ratio} = **{s.per_request:,.1f}** tokens; all {b.n}: **{s.reserved:,.0f}**\n"
+        f"- `rem_total_tokens` = {s.available:,} - {s.reserved:,.0f} = "
+        f"**{s.rem_total_tokens:,.0f}**")
+
+
+def ratio_sweep_table(rows: Sequence[object]) -> Markdown:
+    """Chapter 4: ``analysis.SweepRow`` per ``new_token_ratio``."""
+    return markdown_table(("new_token_ratio", "free", "reserved", "rem_total_tokens", "admitted",
+                           "pass ended by"),
+                          ((f"{r.ratio:.3f}", f"{r.state.available:,}", f"{r.state.reserved:,.0f}",
+                            f"{r.state.rem_total_tokens:,.0f}", r.admitted, r.result.name)
+                           for r in rows))
+
+
+def first_retraction_md(first: object) -> Markdown:
+    """Chapter 5: who ``retract_decode`` chose first, and the ratio it set
+    (``analysis.FirstRetraction``)."""
+    f = first
+    tie = (f" (tied with request {f.tied_with}, whose prompt of {f.tied_prompt} tokens is "
+           f"shorter than its {f.victim_prompt})" if f.tied_with is not None else "")
+    stay = len(f.rows) - 1
+    pages = -(-f.freed // f.page_size)
+    return Markdown(
+        f"- victim: request **{f.victim}**, with {f.output_len} outputs, the fewest in the batch"
+        f"{tie}; its {f.freed} KV tokens ({pages} pages) go back to the pool\n"
+        f"- ratio over the {stay} that stay: min(1, ({f.decoded} + {f.retract_steps} x {stay}) / "
+        f"({f.budget} + 1)) = **{f.ratio:.4f}**")
+
+
+def strip_text(frames: Sequence[tuple[str, Sequence[str]]], width: int = 22) -> str:
+    """Slot strips as text, one line per ``(caption, slot labels)``: each slot shows its
+    label's first character, ``.`` when free (chapter 2's contiguous replay)."""
+    return "\n".join(f"{caption:{width}s} " + " ".join(f"{lab[:1] or '.':>2s}" for lab in labels)
+                     for caption, labels in frames)
+
+
+def lookups_text(lookups: Sequence[object]) -> str:
+    """Chapter 3: one line per ``scenarios.Lookup`` read of the page table."""
+    return "\n".join(f"page_table[{x.row}, {x.pos}] = {x.slot:2d} -> {x.name} token {x.word!r} "
+                     f"has its K/V at physical slot {x.slot}" for x in lookups)

@@ -1,0 +1,20 @@
+"""A regular (non-editable) install, as Colab does it, ships every module and data file."""
+
+import subprocess
+import sys
+import zipfile
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def test_wheel_holds_every_module_and_data_file(tmp_path):
+    subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-q",
+                    "-w", str(tmp_path), str(ROOT)], check=True, capture_output=True)
+    names = set(zipfile.ZipFile(next(tmp_path.glob("pagedkv-*.whl"))).namelist())
+    expected = {f"pagedkv/{p.relative_to(ROOT / 'pagedkv').as_posix()}"
+                for p in (ROOT / "pagedkv").rglob("*") if p.suffix in {".py", ".json"}}
+    expected |= {f"pagedkv_widgets/{p.relative_to(ROOT / 'widgets').as_posix()}"
+                 for p in (ROOT / "widgets").rglob("*") if p.suffix in {".py", ".js", ".css"}}
+    missing = sorted(expected - names)
+    assert not missing, f"missing from the wheel: {missing}"
