@@ -9,7 +9,7 @@ from pagedkv_widgets.budget import budget_explorer, budget_table
 
 def test_table_rows_match_plan_pool():
     table = budget_table(["llama-3-8b"], ["h100-sxm-80gb"], [0.85], [8192])
-    weights, reserve, pool, tokens, cap = table["llama-3-8b|h100-sxm-80gb|0.85|8192"]
+    weights, reserve, pool, tokens, cap = table["llama-3-8b|h100-sxm-80gb|0.850|8192"]
     plan = plan_pool(load_model("llama-3-8b"), gpu=get_gpu("h100-sxm-80gb"), mem_fraction_static=0.85)
     assert tokens == plan.max_total_num_tokens and cap == plan.batch_cap == 52
     assert round(weights + reserve + pool, 1) == round(get_gpu("h100-sxm-80gb").memory_bytes / GiB, 1)
@@ -17,13 +17,19 @@ def test_table_rows_match_plan_pool():
 
 def test_weights_that_do_not_fit_give_none():
     table = budget_table(["gemma-2-9b"], ["l4"], [0.5], [8192])
-    assert table["gemma-2-9b|l4|0.50|8192"] is None
+    assert table["gemma-2-9b|l4|0.500|8192"] is None
 
 
 def test_explorer_html_carries_its_data_and_renderer(monkeypatch):
     monkeypatch.setenv("PAGEDKV_BOOK_BUILD", "1")
     html = budget_explorer(models=["qwen3-4b"], gpus=["rtx-4090"], fractions=[0.8, 0.9],
                            contexts=[4096], initial=("qwen3-4b", "rtx-4090", 0.8, 4096)).data
-    assert '"qwen3-4b|rtx-4090|0.90|4096"' in html
+    assert '"qwen3-4b|rtx-4090|0.900|4096"' in html
     assert "function pagedkvBudget" in html
     assert "Plotly.newPlot" not in html and len(html) < 50_000  # plotly.js comes from the page
+
+
+def test_contexts_beyond_the_model_are_marked():
+    table = budget_table(["llama-3-8b"], ["h100-sxm-80gb"], [0.835], [8192, 32768])
+    assert table["llama-3-8b|h100-sxm-80gb|0.835|32768"] == "context"
+    assert table["llama-3-8b|h100-sxm-80gb|0.835|8192"][3] == 422_282  # chapter 1's default pool
