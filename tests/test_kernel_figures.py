@@ -15,10 +15,18 @@ from pagedkv_widgets.kernel_figures import (
 
 def test_pool_map_has_one_view_per_page_size() -> None:
     fig = pool_map_figure([5, 20, 9], [1, 4, 16])
-    assert len(fig.data) == 3 and [t.visible for t in fig.data] == [True, False, False]
-    assert "34 slot ids per token" in fig.layout.title.text
-    cells = [v for row in fig.data[2].z for v in row if v is not None]
-    assert len(cells) == 34  # every token's slot is coloured, nothing else
+    maps = [t for t in fig.data if t.type == "heatmap"]
+    assert len(maps) == 3 and [t.visible for t in maps] == [True, False, False]
+    assert "34 slot ids (per token)" in fig.layout.title.text
+    cells = [v for row in maps[2].z for v in row if v is not None]
+    assert sum(v >= 2 for v in cells) == 34  # every token's slot is coloured by its request
+    assert sum(v == 1 for v in cells) == 16  # page 0 is drawn reserved, never free
+    legend = [t.name for t in fig.data if t.type == "scatter"]
+    assert legend == ["free slot", "page 0 (reserved)", "request 0 (5 tokens)",
+                      "request 1 (20 tokens)", "request 2 (9 tokens)"]
+    # every view button keeps the legend entries visible
+    for button in fig.layout.updatemenus[0].buttons:
+        assert button.args[0]["visible"][3:] == [True] * 5
 
 
 def test_results_loader_skips_cpu_smoke_reports(tmp_path: Path) -> None:

@@ -129,3 +129,28 @@ def test_run_metric_tables() -> None:
         "| 1.0 | 0.70 -> 0.098 | 1,234 | 3 | 4,567 | 1.2 | 50% |")
     assert policy_table({("w", "sglang"): m}).data.splitlines()[2] == (
         "| w | `sglang` | 1,234 | 3 | 4,567 | 1.2 | 2.0 | 50% |")
+
+
+def test_tradeoff_figure_axes_agree_and_ticks_are_round() -> None:
+    from pagedkv_widgets.share_charts import _nice_log_ticks, tradeoff_figure
+
+    assert _nice_log_ticks(800, 44_100) == [500, 1000, 2000, 5000, 10000, 20000, 50000]
+    fig = tradeoff_figure([1, 4, 16], [0.0, 3.0, 12.0], [44_100, 11_200, 2_900], "t")
+    assert "page-table entries" in fig.data[1].name
+    assert "page-table entries" in fig.layout.yaxis2.title.text
+    assert fig.layout.yaxis2.type == "log"
+    assert list(fig.layout.yaxis2.ticktext) == ["2,000", "5,000", "10,000", "20,000", "50,000"]
+
+
+def test_page_table_figure_shows_free_rows_as_stored() -> None:
+    from pagedkv.scenarios import seed_page_table
+    from pagedkv_widgets.memory_maps import page_table_figure
+
+    st = seed_page_table()
+    table = st.pool.req_to_token.tolist()
+    assert table[0][:4] == [8, 9, 10, 11] and st.pool.free_slots == [3, 0]
+    fig = page_table_figure(table, st.lens, st.labels, {0: "x finished", 3: "never used"})
+    rows = list(zip(*fig.data[0].cells.values, strict=True))
+    assert rows[0][1:6] == ("8", "9", "10", "11", "0") and rows[0][-1] == "x finished"
+    assert rows[3][1:9] == ("0",) * 8 and rows[3][-1] == "never used"
+    assert rows[2][5] == ".."  # a live row shows only the positions it has reached
