@@ -14,7 +14,7 @@ from pagedkv_widgets.catalog import CATALOG, make_runner
 from pagedkv_widgets.chapters import CHAPTERS, chapter_config, grid_settings, resolve_settings
 from pagedkv_widgets.encoding import decode_trace
 from pagedkv_widgets.mode import in_book_build
-from pagedkv_widgets.scenes import scene_keys, teaching_pages
+from pagedkv_widgets.scenes import scene_keys, teaching_pages, teaching_tokens
 from pagedkv_widgets.static_page import build_grid, static_html
 
 
@@ -52,8 +52,8 @@ def test_grid_holds_one_run_per_key_and_only_the_views_needs():
     grid = build_grid(config, make_runner())
     assert set(grid) == {"pool"}
     assert set(grid["pool"]) == {scene_keys(s)["pool"] for s in grid_settings(config)}
-    pool = decode_trace(grid["pool"]["busy|0.85|16"])
-    assert pool["meta"]["num_pages"] == teaching_pages(0.85)
+    pool = decode_trace(grid["pool"]["observed|0.85|16"])
+    assert pool["meta"]["num_pages"] == teaching_tokens(0.85) // 16
     assert pool["page_tables"] is not None
 
 
@@ -79,7 +79,7 @@ def test_live_widget_resimulates_when_a_slider_moves():
     widget = viz.visualizer("full", static=False)
     before = widget.scene["pool"]["meta"]["num_pages"]
     widget.settings = {**widget.settings, "mem_fraction_static": 0.6}
-    assert widget.scene["pool"]["meta"]["num_pages"] == teaching_pages(0.6) != before
+    assert widget.scene["pool"]["meta"]["num_pages"] == teaching_tokens(0.6) // 16 != before
     assert widget.scene["card"]["meta"]["mem_fraction_static"] == 0.6
     widget.settings = {**widget.settings, "page_size": 64}
     assert widget.scene["pool"]["meta"]["page_size"] == 64
@@ -89,3 +89,36 @@ def test_every_chapter_has_views_and_controls():
     for name, chapter in CHAPTERS.items():
         config = _config(name)
         assert config["views"] and set(chapter.controls) <= set(config["axes"])
+
+
+def _retractions(run: dict) -> int:
+    return sum(decode_trace(run)["events"].get("retract", {}).values()) if "ev" in run else 0
+
+
+@pytest.mark.parametrize("chapter", ["admission", "retraction", "full"])
+def test_default_card_run_over_admits_and_retracts(chapter):
+    """Chapters 4, 5 and 7 say the default card-scale run retracts: it must."""
+    settings = resolve_settings(CATALOG, chapter)
+    assert (settings.model, settings.gpu, settings.workload) == ("qwen3-4b", "rtx-4090",
+                                                                 "observed")
+    card = make_runner().run("card", settings)
+    assert _retractions(card) >= 1
+    dec = decode_trace(card)
+    assert min(dec["new_token_ratio"]) < max(dec["new_token_ratio"])  # the ratio decays
+
+
+def test_default_teaching_run_retracts_and_page_size_changes_rows():
+    """Chapters 5 and 7: the default teaching pool retracts; chapter 3: larger pages, fewer
+    cells per row (the requests are the same tokens at every page size)."""
+    runner = make_runner()
+    base = resolve_settings(CATALOG, "retraction")
+    assert _retractions(runner.run("pool", base)) >= 1
+    widest = {}
+    for p in (4, 16, 64):
+        dec = decode_trace(runner.run("pool", resolve_settings(CATALOG, "paging", page_size=p)))
+        widest[p] = max(len(pages) for rows in dec["page_tables"] for _, _, pages in rows)
+    assert widest[4] > widest[16] > widest[64]
+
+
+def test_memory_chapter_keeps_llama_on_h100():
+    assert resolve_settings(CATALOG, "memory").model == "llama-3-8b"
