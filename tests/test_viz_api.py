@@ -122,3 +122,59 @@ def test_default_teaching_run_retracts_and_page_size_changes_rows():
 
 def test_memory_chapter_keeps_llama_on_h100():
     assert resolve_settings(CATALOG, "memory").model == "llama-3-8b"
+
+
+def _watch_it(notebook: str) -> str:
+    import json
+    from pathlib import Path
+
+    cells = json.loads((Path(__file__).parents[1] / "book" / notebook).read_text())["cells"]
+    return next("".join(c["source"]) for c in cells
+                if c["cell_type"] == "markdown" and "".join(c["source"]).startswith("## Watch it"))
+
+
+def test_chapter_texts_match_the_default_runs():
+    """The numbers the 'Watch it' cells of chapters 3-5 quote are the default runs'."""
+    import re
+
+    runner = make_runner()
+    admission = resolve_settings(CATALOG, "admission")
+    card = decode_trace(runner.run("card", admission))
+    text4 = _watch_it("04-admission.ipynb")
+    assert f"{_retractions(runner.run('card', admission))} retractions" in text4
+    assert f"{card['meta']['max_total_num_tokens']:,}-token pool" in text4
+    assert f"up to\n{max(card['num_waiting'])} requests wait" in text4
+    calm = runner.run("card", resolve_settings(CATALOG, "admission", workload="calm"))
+    assert "calm workload" in text4 and _retractions(calm) == 0
+    assert _retractions(runner.run("card", resolve_settings(CATALOG, "admission",
+                                                            workload="burst"))) >= 24
+
+    text5 = _watch_it("05-retraction.ipynb")
+    retraction = resolve_settings(CATALOG, "retraction")
+    assert f"Its {_retractions(runner.run('card', retraction))}\nretractions" in text5
+    pool = decode_trace(runner.run("pool", retraction))
+    at = {k: sorted(pool["step"][i] for i in v) for k, v in pool["events"].items()}
+    assert "retracts twice" in text5 and len(at["retract"]) == 2
+    assert "at steps\n{} and {}".format(*at["retract"]) in text5
+    assert "at steps {} and {}".format(*at["reprefill"]) in text5
+    assert f"teaching pool of {pool['meta']['max_total_num_tokens']} tokens" in text5
+
+    text3 = _watch_it("03-paging.ipynb")
+    for p in (4, 16, 64):
+        dec = decode_trace(runner.run("pool", resolve_settings(CATALOG, "paging", page_size=p)))
+        widest = max(len(pages) for rows in dec["page_tables"] for _, _, pages in rows)
+        pages = dec["meta"]["num_pages"]
+        assert re.search(rf"{pages} pages\D[^.;]*?{widest} cell", text3.replace("\n", " ")), p
+
+
+def test_memory_chapter_default_run_never_waits_or_retracts():
+    """Chapter 1's text says so: at most 42 running on a 432,064-token pool, none waiting,
+    no retraction; Qwen3-4B on the RTX 4090 at the same fraction does retract."""
+    runner = make_runner()
+    settings = resolve_settings(CATALOG, "memory")
+    card = decode_trace(runner.run("card", settings))
+    assert card["meta"]["max_total_num_tokens"] == 432_064
+    assert max(card["num_running"]) == 42 and max(card["num_waiting"]) == 0
+    assert _retractions(runner.run("card", settings)) == 0
+    small = resolve_settings(CATALOG, "memory", model="qwen3-4b", gpu="rtx-4090")
+    assert _retractions(runner.run("card", small)) >= 1

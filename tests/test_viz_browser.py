@@ -199,3 +199,41 @@ def test_live_render_talks_to_the_kernel_through_the_model(browser, tmp_path):
     finally:
         pg.close()
         server.shutdown()
+
+
+@pytest.mark.parametrize("theme", ["light", "dark"])
+def test_text_and_buttons_readable_in_both_themes(page, theme):
+    """The book theme's dark toggle must not put light text on the light panel."""
+    page.evaluate(f"document.documentElement.dataset.theme = '{theme}';"
+                  f"document.documentElement.dataset.mode = '{theme}'")
+
+    def lum(css: str) -> float:
+        r, g, b = (int(x) for x in re.findall(r"\d+", css)[:3])
+        return (0.299 * r + 0.587 * g + 0.114 * b) / 255
+
+    panel = page.evaluate(f"getComputedStyle(document.querySelector('{VIZ} .pkv-mount'))"
+                          ".backgroundColor")
+    for sel in (".pkv-title", ".pkv-panel h4", "button[data-role=play]",
+                "button[data-role=step]"):
+        color = page.evaluate(f"getComputedStyle(document.querySelector('{VIZ} {sel}')).color")
+        back = page.evaluate(
+            f"(() => {{ let n = document.querySelector('{VIZ} {sel}'); let c;"
+            " while (n && (c = getComputedStyle(n).backgroundColor) === 'rgba(0, 0, 0, 0)')"
+            " n = n.parentElement; return c || 'rgb(255, 255, 255)'; })()")
+        assert abs(lum(color) - lum(back)) > 0.4, (theme, sel, color, back, panel)
+
+
+def test_visible_owners_have_distinct_colours(page):
+    page.locator(f"{VIZ} [data-role=scrub]").fill("60")
+    fills = page.evaluate(
+        f"[...document.querySelectorAll('{VIZ} [data-view=pagetable] g rect:nth-child(2)')]"
+        ".map((r) => r.getAttribute('fill'))")
+    labels = page.evaluate(
+        f"[...document.querySelectorAll('{VIZ} [data-view=pagetable] .pkv-rowlabel')]"
+        ".map((t) => t.textContent)")
+    assert len(labels) >= 2
+    per_row = {}
+    for g in page.locator(f"{VIZ} [data-view=pagetable] g").all():
+        rid = g.locator("title").inner_text().split()[0]
+        per_row.setdefault(rid, g.locator("rect").nth(1).get_attribute("fill"))
+    assert fills and len(set(per_row.values())) == len(per_row)
