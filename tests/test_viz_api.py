@@ -178,3 +178,26 @@ def test_memory_chapter_default_run_never_waits_or_retracts():
     assert _retractions(runner.run("card", settings)) == 0
     small = resolve_settings(CATALOG, "memory", model="qwen3-4b", gpu="rtx-4090")
     assert _retractions(runner.run("card", small)) >= 1
+
+
+def test_things_to_try_hold_at_the_defaults():
+    """Chapter 7's 'Things to try' quote these runs of the default settings."""
+    import json
+    from pathlib import Path
+
+    cells = json.loads((Path(__file__).parents[1] / "book" / "07-visualizer.ipynb").read_text())
+    text = next("".join(c["source"]) for c in cells["cells"]
+                if "".join(c["source"]).startswith("## Things to try")).replace("\n", " ")
+    runner = make_runner()
+    card = lambda **o: decode_trace(runner.run("card", resolve_settings(CATALOG, "full", **o)))  # noqa: E731
+    base = card()
+    assert f"retracts {sum(base['events']['retract'].values())} times" in text
+    low = card(mem_fraction_static=0.5)
+    assert f"pool shrinks to {low['meta']['max_total_num_tokens']:,} tokens" in text
+    assert f"up to {max(low['num_waiting'])} requests wait" in text
+    assert f"retractions rise to {sum(low['events']['retract'].values())}" in text
+    calm, burst, h100 = card(workload="calm"), card(workload="burst"), card(gpu="h100-sxm-80gb")
+    assert not calm["events"].get("retract") and max(calm["num_waiting"]) == 0
+    assert max(burst["num_waiting"]) > 100 and sum(burst["events"]["retract"].values()) >= 24
+    assert f"({h100['meta']['max_total_num_tokens']:,} tokens)" in text
+    assert not h100["events"].get("retract") and max(h100["num_waiting"]) == 0
