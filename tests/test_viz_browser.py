@@ -224,16 +224,12 @@ def test_text_and_buttons_readable_in_both_themes(page, theme):
 
 
 def test_visible_owners_have_distinct_colours(page):
+    """Every request shown at a step has its own owner colour (no palette wrap-around)."""
     page.locator(f"{VIZ} [data-role=scrub]").fill("60")
-    fills = page.evaluate(
-        f"[...document.querySelectorAll('{VIZ} [data-view=pagetable] g rect:nth-child(2)')]"
-        ".map((r) => r.getAttribute('fill'))")
-    labels = page.evaluate(
-        f"[...document.querySelectorAll('{VIZ} [data-view=pagetable] .pkv-rowlabel')]"
-        ".map((t) => t.textContent)")
-    assert len(labels) >= 2
-    per_row = {}
-    for g in page.locator(f"{VIZ} [data-view=pagetable] g").all():
-        rid = g.locator("title").inner_text().split()[0]
-        per_row.setdefault(rid, g.locator("rect").nth(1).get_attribute("fill"))
-    assert fills and len(set(per_row.values())) == len(per_row)
+    owners = page.evaluate(
+        f"[...document.querySelectorAll('{VIZ} [data-view=pagetable] g')].map((g) =>"
+        " [g.querySelector('title').textContent.split(' ')[0],"
+        " g.querySelectorAll('rect')[1].getAttribute('fill')])")
+    per_row = dict(owners)
+    assert len(per_row) >= 2
+    assert len(set(per_row.values())) == len(per_row)
