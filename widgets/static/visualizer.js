@@ -14,10 +14,11 @@
 
 const SVG = "http://www.w3.org/2000/svg";
 const GIB = 2 ** 30;
-// Owner colours: request n gets hue n × 137.5° (the golden angle: consecutive requests are
-// far apart on the wheel and no hue repeats) at one of three lightnesses, so the two dozen
-// requests of a teaching run all differ; the cells also carry labels.
-const requestColour = (n) => `hsl(${((n * 137.508) % 360).toFixed(1)} 68% ${[58, 74, 46][n % 3]}%)`;
+// Owner colours: 12 hues 30° apart, taken in steps of 150° so consecutive requests (the ones
+// on screen together) sit far apart on the wheel, at two lightnesses: requests n and n + 12
+// share a hue but not a lightness, so the 24 requests of a teaching run all differ (the
+// cells also carry labels).
+const requestColour = (n) => `hsl(${((n * 5) % 12) * 30} 72% ${Math.floor(n / 12) % 2 ? 78 : 58}%)`;
 const HBM_SEGMENTS = [
   ["weights", "weights", "#6b6b6b"],
   ["other", "activations + CUDA graphs (1 − mem_fraction_static)", "url(#pkv-hatch)"],
