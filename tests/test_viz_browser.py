@@ -199,3 +199,37 @@ def test_live_render_talks_to_the_kernel_through_the_model(browser, tmp_path):
     finally:
         pg.close()
         server.shutdown()
+
+
+@pytest.mark.parametrize("theme", ["light", "dark"])
+def test_text_and_buttons_readable_in_both_themes(page, theme):
+    """The book theme's dark toggle must not put light text on the light panel."""
+    page.evaluate(f"document.documentElement.dataset.theme = '{theme}';"
+                  f"document.documentElement.dataset.mode = '{theme}'")
+
+    def lum(css: str) -> float:
+        r, g, b = (int(x) for x in re.findall(r"\d+", css)[:3])
+        return (0.299 * r + 0.587 * g + 0.114 * b) / 255
+
+    panel = page.evaluate(f"getComputedStyle(document.querySelector('{VIZ} .pkv-mount'))"
+                          ".backgroundColor")
+    for sel in (".pkv-title", ".pkv-panel h4", "button[data-role=play]",
+                "button[data-role=step]"):
+        color = page.evaluate(f"getComputedStyle(document.querySelector('{VIZ} {sel}')).color")
+        back = page.evaluate(
+            f"(() => {{ let n = document.querySelector('{VIZ} {sel}'); let c;"
+            " while (n && (c = getComputedStyle(n).backgroundColor) === 'rgba(0, 0, 0, 0)')"
+            " n = n.parentElement; return c || 'rgb(255, 255, 255)'; })()")
+        assert abs(lum(color) - lum(back)) > 0.4, (theme, sel, color, back, panel)
+
+
+def test_visible_owners_have_distinct_colours(page):
+    """Every request shown at a step has its own owner colour (no palette wrap-around)."""
+    page.locator(f"{VIZ} [data-role=scrub]").fill("60")
+    owners = page.evaluate(
+        f"[...document.querySelectorAll('{VIZ} [data-view=pagetable] g')].map((g) =>"
+        " [g.querySelector('title').textContent.split(' ')[0],"
+        " g.querySelectorAll('rect')[1].getAttribute('fill')])")
+    per_row = dict(owners)
+    assert len(per_row) >= 2
+    assert len(set(per_row.values())) == len(per_row)

@@ -23,7 +23,7 @@ def _real(page_size: int, mem_fraction_static: float, record_page_tables: bool) 
     runner = make_runner()
     load = CATALOG.workloads["burst"]
     requests = load.teaching_requests(page_size) if record_page_tables else load.card_requests()
-    cap = 40 * page_size if record_page_tables else None
+    cap = 12 * page_size if record_page_tables else None
     return runner.simulate(requests, model="llama-3-8b", gpu="h100-sxm-80gb",
                            mem_fraction_static=mem_fraction_static, page_size=page_size,
                            max_total_tokens=cap,

@@ -110,10 +110,10 @@ def test_live_visualizer_in_jupyterlab(lab_url):
 
             # The second view, moved to a new page size, answers too.
             second = page.locator(VIZ).nth(1)
-            second.locator("input[data-role=page_size]").fill("0")  # 1 token
+            second.locator("input[data-role=page_size]").fill("0")  # 4 tokens
             page.wait_for_function(
                 f"() => [...document.querySelectorAll('{VIZ} [data-role=pool-size]')]"
-                ".every(e => e.textContent.includes('× 1 tokens'))", timeout=30_000)
+                ".every(e => e.textContent.includes('× 4 tokens'))", timeout=30_000)
             assert "re-simulating" not in second.locator("[data-role=status]").inner_text()
 
             views.locator("[data-role=play]").click()

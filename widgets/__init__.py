@@ -30,7 +30,8 @@ def visualizer(
 
     ``chapter`` is one of ``"memory"``, ``"paging"``, ``"admission"``, ``"retraction"``,
     ``"full"`` and picks the views and controls. The keyword settings choose where the
-    controls start (defaults: ``CATALOG.defaults``). ``static=None`` decides by
+    controls start (defaults: the chapter's in ``CATALOG.chapter_defaults``, else
+    ``CATALOG.defaults``). ``static=None`` decides by
     :func:`pagedkv_widgets.mode.in_book_build`: inside a book build the result is HTML with
     every combination of the chapter's controls precomputed; elsewhere an anywidget that
     re-runs ``simulate`` (default ``pagedkv.scheduler.simulate``) when a control moves.
@@ -39,7 +40,7 @@ def visualizer(
     """
     if chapter not in CHAPTERS:
         raise bad_value("chapter", chapter, f"one of {sorted(CHAPTERS)}")
-    settings = resolve_settings(CATALOG, model=model, gpu=gpu, workload=workload,
+    settings = resolve_settings(CATALOG, chapter, model=model, gpu=gpu, workload=workload,
                                 mem_fraction_static=mem_fraction_static, page_size=page_size)
     config = chapter_config(CATALOG, chapter, settings)
     runner = make_runner(simulate)

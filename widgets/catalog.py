@@ -1,20 +1,34 @@
-"""The models, GPUs and workloads the visualizer offers, and the defaults it opens on."""
+"""The models, GPUs and workloads the visualizer offers, and the defaults it opens on.
+
+The card-scale workloads are shaped like chapter 5's public observation (Qwen3-4B on an RTX
+4090, ~386-token prompts, outputs with median ~2,340 tokens, ``max_new_tokens`` = output
+length). The admission, retraction and full chapters open on that setting at 2 requests/s
+with ``mem_fraction_static`` 0.80 (an 85,168-token pool, close to the report's 87,552), where
+the default run over-admits and retracts; the memory chapter opens on Llama-3-8B on an H100.
+"""
 
 from __future__ import annotations
+
+from dataclasses import replace
 
 from pagedkv_widgets.chapters import Catalog
 from pagedkv_widgets.scenes import SceneRunner, Settings, Simulate, Workload, default_simulate
 
+_DEFAULTS = Settings(model="llama-3-8b", gpu="h100-sxm-80gb", workload="observed",
+                     mem_fraction_static=0.85, page_size=16)
+_OBSERVED = replace(_DEFAULTS, model="qwen3-4b", gpu="rtx-4090", mem_fraction_static=0.80)
+
 CATALOG = Catalog(
     models={"llama-3-8b": "Llama-3-8B", "qwen3-4b": "Qwen3-4B"},
-    gpus={"h100-sxm-80gb": "H100 SXM 80GB", "h200-141gb": "H200 141GB"},
+    gpus={"rtx-4090": "RTX 4090 24GB", "h100-sxm-80gb": "H100 SXM 80GB",
+          "h200-141gb": "H200 141GB"},
     workloads={
-        "steady": Workload("steady: 20 requests/s", rate=20.0, teaching_rate=25.0),
-        "busy": Workload("busy: 80 requests/s", rate=80.0, teaching_rate=100.0),
+        "calm": Workload("calm: 0.35 requests/s", rate=0.35, teaching_rate=4.0),
+        "observed": Workload("observed: 2 requests/s", rate=2.0, teaching_rate=25.0),
         "burst": Workload("burst: all at once", rate=None, teaching_rate=None),
     },
-    defaults=Settings(model="llama-3-8b", gpu="h100-sxm-80gb", workload="busy",
-                      mem_fraction_static=0.85, page_size=16),
+    defaults=_DEFAULTS,
+    chapter_defaults={"admission": _OBSERVED, "retraction": _OBSERVED, "full": _OBSERVED},
 )
 
 

@@ -4,7 +4,7 @@ offers. The same catalogue drives the live widget and the precomputed static gri
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from pagedkv.errors import bad_value
@@ -12,7 +12,7 @@ from pagedkv_widgets.scenes import Settings, Workload
 
 VIEWS = ("hbm", "timeline", "pagetable", "pool")
 MEM_FRACTIONS = tuple(round(0.50 + 0.05 * k, 2) for k in range(10))  # 0.50 ... 0.95
-PAGE_SIZES = (1, 16, 64)
+PAGE_SIZES = (4, 16, 64)
 
 
 @dataclass(frozen=True)
@@ -23,6 +23,7 @@ class Catalog:
     gpus: dict[str, str]
     workloads: dict[str, Workload]
     defaults: Settings
+    chapter_defaults: dict[str, Settings] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -87,6 +88,8 @@ def grid_settings(config: dict[str, Any]) -> list[Settings]:
     ]
 
 
-def resolve_settings(catalog: Catalog, **overrides: Any) -> Settings:
-    """The catalogue's defaults with ``overrides`` applied (None means keep the default)."""
-    return replace(catalog.defaults, **{k: v for k, v in overrides.items() if v is not None})
+def resolve_settings(catalog: Catalog, chapter: str | None = None, **overrides: Any) -> Settings:
+    """The chapter's defaults (``catalog.chapter_defaults``, else ``catalog.defaults``) with
+    ``overrides`` applied (None means keep the default)."""
+    base = catalog.chapter_defaults.get(chapter, catalog.defaults) if chapter else catalog.defaults
+    return replace(base, **{k: v for k, v in overrides.items() if v is not None})

@@ -10,8 +10,8 @@ runs ``pagedkv.scheduler.simulate`` twice:
 - the *pool* run, on a teaching pool small enough to read page by page, records page tables
   and feeds the page table and the pool map. The teaching pool applies the same
   ``mem_fraction_static`` to a toy card of :data:`TOY_CARD_PAGES` pages of which
-  :data:`TOY_WEIGHT_PAGES` hold weights, so it has ``floor(f * 100) - 30`` pages
-  (53 at f = 0.83): the slider moves both pools the same way.
+  :data:`TOY_WEIGHT_PAGES` hold weights, so it has ``(floor(f * 100) - 30) * 8`` tokens
+  (440 at f = 0.85) in pages of the chosen size: the slider moves both pools the same way.
 
 The JavaScript never simulates; it looks scenes up by :func:`scene_keys` (static book) or
 receives them from Python (live widget).
@@ -34,10 +34,13 @@ from pagedkv_widgets.encoding import encode_trace
 TOY_CARD_PAGES = 100
 TOY_WEIGHT_PAGES = 30
 CARD_PAGE_SIZE = 16
-CARD_SAMPLES = 120  # timeline points kept from a real-scale run
+CARD_SAMPLES = 240  # timeline points kept from a real-scale run (of ~13,000-45,000 steps)
 POOL_SAMPLES = 300  # steps kept from a teaching run (each one is a frame of the page table)
-CARD_REQUESTS = 160
-TEACH_REQUESTS = 16
+CARD_REQUESTS = 120
+TEACH_REQUESTS = 24
+# The teaching runs last ~150 steps, so new_token_ratio decays over 60 steps instead of
+# SGLang's 600 (SGLANG_NEW_TOKEN_RATIO_DECAY_STEPS=60, as chapter 5's small example).
+TEACH_DECAY_STEPS = 60
 
 Simulate = Callable[..., Any]
 
@@ -71,9 +74,19 @@ def scene_keys(s: Settings) -> dict[str, str]:
     }
 
 
+TEACH_TOKENS_PER_TOY_PAGE = 8  # the toy card's unit: teaching pool tokens per toy page
+
+
 def teaching_pages(mem_fraction_static: float) -> int:
-    """Pages of the teaching pool: ``f`` of the toy card minus its weights, at least 4."""
+    """Toy-card units of the teaching pool: ``f`` of the toy card minus its weights, at
+    least 4."""
     return max(4, math.floor(mem_fraction_static * TOY_CARD_PAGES + 1e-9) - TOY_WEIGHT_PAGES)
+
+
+def teaching_tokens(mem_fraction_static: float) -> int:
+    """Tokens of the teaching pool (the same at every page size: 440 at f = 0.85); it
+    holds ``teaching_tokens // page_size`` pages."""
+    return teaching_pages(mem_fraction_static) * TEACH_TOKENS_PER_TOY_PAGE
 
 
 def default_simulate() -> Simulate:
@@ -87,12 +100,15 @@ def default_simulate() -> Simulate:
 class Workload:
     """A workload choice: Poisson arrivals at ``rate`` requests/s (None: all at t = 0).
 
-    Card scale: :data:`CARD_REQUESTS` requests, prompts 1000-6000 tokens, outputs 16-256
-    (enough to fill an 80 GB card's pool, short enough to simulate in a fraction of a
-    second). Teaching scale: :data:`TEACH_REQUESTS` requests measured in pages (prompt up to
-    one page, output 5-6 pages, ``max_new_tokens`` 6 pages), arriving at ``teaching_rate``;
-    the output estimate (``new_token_ratio`` x the rest of ``max_new_tokens``) falls short,
-    so the small pool runs out and ``retract_decode`` acts (with page size > 1).
+    Card scale: :data:`CARD_REQUESTS` requests shaped like chapter 5's public Qwen3-4B
+    observation (:func:`pagedkv.scheduler.examples.observation_workload`: prompts around 386
+    tokens, log-normal outputs with median ~2,340 tokens, ``max_new_tokens`` = output
+    length). Runs last thousands of steps, so ``new_token_ratio`` decays to its floor and
+    admission over-admits; with a loaded pool ``retract_decode`` acts.
+
+    Teaching scale: :data:`TEACH_REQUESTS` requests sized in *tokens* (prompts 2-8, outputs
+    30-90, ``max_new_tokens`` = output length), arriving at ``teaching_rate``: the page
+    size changes how many cells a row has and how much of the last page is unused.
     """
 
     label: str
@@ -101,15 +117,22 @@ class Workload:
     seed: int = 0
 
     def card_requests(self) -> list[RequestSpec]:
-        """The real-scale requests."""
-        return uniform(CARD_REQUESTS, (1000, 6000), (16, 256), 256, rate=self.rate,
-                       seed=self.seed)
+        """The real-scale requests (arrival times at 2 requests/s rescaled to ``rate``;
+        ``rate=None``: all at t = 0)."""
+        from pagedkv.scheduler.examples import observation_workload  # the scheduler, lazily
+
+        base = observation_workload(2.0, self.seed, n=CARD_REQUESTS)
+        scale = 0.0 if self.rate is None else 2.0 / self.rate
+        return [RequestSpec(r.prompt_len, r.output_len, r.max_new_tokens, r.arrival_s * scale)
+                for r in base]
 
     def teaching_requests(self, page_size: int) -> list[RequestSpec]:
-        """The teaching-pool requests, sized in pages of ``page_size`` tokens."""
-        p = page_size
-        return uniform(TEACH_REQUESTS, (1, p), (5 * p, 6 * p), 6 * p,
-                       rate=self.teaching_rate, seed=self.seed)
+        """The teaching-pool requests, in tokens (the same requests at every page size)."""
+        del page_size  # the requests do not depend on it: the pages they need do
+        specs = uniform(TEACH_REQUESTS, (2, 8), (30, 90), 90, rate=self.teaching_rate,
+                        seed=self.seed)
+        return [RequestSpec(r.prompt_len, r.output_len, r.output_len, r.arrival_s)
+                for r in specs]
 
 
 @dataclass(frozen=True)
@@ -117,7 +140,7 @@ class SceneRunner:
     """Runs and encodes scenes with ``simulate`` (``pagedkv.scheduler.simulate``'s shape).
 
     The teaching run always uses ``teaching_model`` on ``teaching_gpu``, capped by
-    ``max_total_tokens`` (SGLang's ``--max-total-tokens``) to :func:`teaching_pages` pages.
+    ``max_total_tokens`` (SGLang's ``--max-total-tokens``) to :func:`teaching_tokens` tokens.
     """
 
     simulate: Simulate
@@ -152,8 +175,9 @@ class SceneRunner:
         result = self.simulate(
             load.teaching_requests(s.page_size), model=self.teaching_model,
             gpu=self.teaching_gpu, mem_fraction_static=s.mem_fraction_static,
-            page_size=s.page_size, max_total_tokens=teaching_pages(s.mem_fraction_static)
-            * s.page_size, arrival_rate=load.teaching_rate, record_page_tables=True,
+            page_size=s.page_size, max_total_tokens=teaching_tokens(s.mem_fraction_static),
+            arrival_rate=load.teaching_rate, record_page_tables=True,
+            new_token_ratio_decay_steps=TEACH_DECAY_STEPS,
         )
         return encode_trace(result.trace.to_dict(), POOL_SAMPLES)
 

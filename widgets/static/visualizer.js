@@ -14,8 +14,11 @@
 
 const SVG = "http://www.w3.org/2000/svg";
 const GIB = 2 ** 30;
-// Okabe-Ito: distinguishable with the common colour-vision deficiencies.
-const REQUEST_COLOURS = ["#E69F00", "#56B4E9", "#009E73", "#F0E442", "#0072B2", "#D55E00", "#CC79A7"];
+// Owner colours: 12 hues 30° apart, taken in steps of 150° so consecutive requests (the ones
+// on screen together) sit far apart on the wheel, at two lightnesses: requests n and n + 12
+// share a hue but not a lightness, so the 24 requests of a teaching run all differ (the
+// cells also carry labels).
+const requestColour = (n) => `hsl(${((n * 5) % 12) * 30} 72% ${Math.floor(n / 12) % 2 ? 78 : 58}%)`;
 const HBM_SEGMENTS = [
   ["weights", "weights", "#6b6b6b"],
   ["other", "activations + CUDA graphs (1 − mem_fraction_static)", "url(#pkv-hatch)"],
@@ -89,7 +92,7 @@ const esc = (s) => String(s).replace(/[&<>"]/g, (c) => ({ "&": "&amp;", "<": "&l
 function colourOf(rid) {
   const digits = String(rid).match(/\d+/);
   let h = digits ? Number(digits[0]) : [...String(rid)].reduce((a, c) => a * 31 + c.charCodeAt(0), 7);
-  return REQUEST_COLOURS[Math.abs(h) % REQUEST_COLOURS.length];
+  return requestColour(Math.abs(h));
 }
 
 function svg(width, height, body, label) {
@@ -278,7 +281,7 @@ export function createViewer(el, config, source) {
         cursor.setAttribute("x2", x);
       }
       const step = q("[data-role=card-step]");
-      if (step) step.textContent = `· step ${card.t[ci]} of ${card.n - 1}`;
+      if (step) step.textContent = `· card step ${card.t[ci]} of ${card.n - 1}`;
     }
     if (usesPool && pool) {
       const rows = tableAt(pool, i);
@@ -286,12 +289,18 @@ export function createViewer(el, config, source) {
       if (views.pool) views.pool.innerHTML = poolView(rows, pool.meta.num_pages, pool.meta.page_size);
       const happened = EVENT_MARKS.map(([kind, label]) => [label, pool.events[kind]?.get(i)]).filter(([, n]) => n);
       const held = rows.reduce((a, r) => a + r.pages.length, 0);
-      q("[data-role=pool-caption]").textContent = `step ${pool.t[i]} of ${pool.n - 1} · ${held} of ${pool.meta.num_pages} pages held by ${rows.length} requests` +
+      q("[data-role=pool-caption]").textContent = `teaching pool step ${pool.t[i]} of ${pool.n - 1} · ${held} of ${pool.meta.num_pages} pages held by ${rows.length} requests` +
         (happened.length ? ` · this step: ${happened.map(([l, n]) => `${l} × ${n}`).join(", ")}` : "");
     }
     const m = master();
     q("[data-role=scrub]").value = i;
-    q("[data-role=step-label]").textContent = m ? `step ${m.t[i]} / ${m.n - 1}` : "";
+    // One scrubber, two runs of different lengths: it moves both through the same fraction
+    // of their own run, and each view labels its own step.
+    const both = usesPool && card;
+    const pct = m ? Math.round((100 * m.t[i]) / Math.max(1, m.n - 1)) : 0;
+    q("[data-role=step-label]").textContent = !m ? "" : both
+      ? `step ${m.t[i]} / ${m.n - 1} of the teaching run · ${pct}% through each run (the card run has its own steps)`
+      : `step ${m.t[i]} / ${m.n - 1}`;
   }
 
   function show(scene) {
@@ -314,7 +323,7 @@ export function createViewer(el, config, source) {
       if (views.timeline) views.timeline.innerHTML = timelineView(card, 0);
     }
     if (pool) {
-      q("[data-role=pool-size]").textContent = `${pool.meta.num_pages} pages × ${pool.meta.page_size} tokens = ${pool.meta.max_total_num_tokens} tokens`;
+      q("[data-role=pool-size]").textContent = `${pool.meta.num_pages} pages × ${pool.meta.page_size} ${pool.meta.page_size === 1 ? "token" : "tokens"} = ${pool.meta.max_total_num_tokens} tokens`;
     }
     drawStep();
   }
