@@ -30,18 +30,22 @@ BOOK_BUILD_ENV = "PAGEDKV_BOOK_BUILD"
 
 def budget_table(
     models: Sequence[str], gpus: Sequence[str], fractions: Sequence[float], contexts: Sequence[int]
-) -> dict[str, list[float] | None]:
+) -> dict[str, list[float] | str | None]:
     """Every combination's bar, keyed ``"model|gpu|fraction|context"``.
 
     Value: ``[weights, activation_reserve, pool, max_total_num_tokens, B_max]``, the first
-    three in GiB, or None where the weights do not fit. With a GPU preset the three sum to
-    the card (up to the pool's rounding to whole tokens): ``pool = f * HBM - weights``.
+    three in GiB; None where the weights do not fit; ``"context"`` where the context is longer
+    than the model's own. With a GPU preset the three sum to the card (up to the pool's
+    rounding to whole tokens): ``pool = f * HBM - weights``.
     """
-    table: dict[str, list[float] | None] = {}
+    table: dict[str, list[float] | str | None] = {}
     for m, g, f in itertools.product(models, gpus, fractions):
         model, gpu = load_model(m), get_gpu(g)
         for c in contexts:
-            key = f"{m}|{g}|{f:.2f}|{c}"
+            key = f"{m}|{g}|{f:.3f}|{c}"
+            if c > model.context_len:
+                table[key] = "context"
+                continue
             try:
                 plan = plan_pool(model, gpu=gpu, mem_fraction_static=f, context_len=c)
             except PagedKVError:
@@ -56,9 +60,9 @@ def budget_table(
 def budget_explorer(
     models: Sequence[str] = ("llama-3-8b", "llama-3.1-8b", "qwen3-4b", "mistral-7b-v0.3", "gemma-2-9b"),
     gpus: Sequence[str] = ("h100-sxm-80gb", "h200-141gb", "a100-80gb", "a100-40gb", "l4", "rtx-4090"),
-    fractions: Sequence[float] = tuple(round(0.5 + 0.05 * i, 2) for i in range(10)),
+    fractions: Sequence[float] = (0.5, 0.55, 0.6, 0.65, 0.7, 0.75, 0.8, 0.835, 0.85, 0.9, 0.95),
     contexts: Sequence[int] = (4096, 8192, 32768, 131072),
-    initial: tuple[str, str, float, int] = ("llama-3-8b", "h100-sxm-80gb", 0.85, 8192),
+    initial: tuple[str, str, float, int] = ("llama-3-8b", "h100-sxm-80gb", 0.835, 8192),
 ) -> HTML:
     """An HTML output: selectors for model and GPU, sliders for fraction and context.
 
@@ -67,8 +71,8 @@ def budget_explorer(
     """
     table = budget_table(models, gpus, fractions, contexts)
     spec = {
-        "models": list(models), "gpus": list(gpus), "fractions": [f"{f:.2f}" for f in fractions],
-        "contexts": list(contexts), "initial": [initial[0], initial[1], f"{initial[2]:.2f}", initial[3]],
+        "models": list(models), "gpus": list(gpus), "fractions": [f"{f:.3f}" for f in fractions],
+        "contexts": list(contexts), "initial": [initial[0], initial[1], f"{initial[2]:.3f}", initial[3]],
         "table": table,
     }
     script = resources.files("pagedkv_widgets").joinpath("static/budget.js").read_text()

@@ -16,17 +16,24 @@ from pagedkv.kernels import DecodeCase, random_decode_case
 POOL_COLUMNS = 32  # slots per row of the pool picture
 
 
+FREE, RESERVED = 0, 1  # cell values; request b is drawn as 2 + b
+FREE_COLOUR, RESERVED_COLOUR = "#e6e6e6", "#555555"
+REQUEST_COLOURS = ("#4477AA", "#EE6677", "#228833", "#CCBB44", "#66CCEE", "#AA3377", "#BBBBBB")
+
+
 def _owners(case: DecodeCase) -> tuple[list[list[float | None]], list[list[str]]]:
-    """Per slot: the request reading it (None if none) and a hover line, in rows of 32."""
-    num_slots = case.k_cache.shape[0]
-    owner: list[float | None] = [None] * num_slots
-    text = [f"slot {s}: free" for s in range(num_slots)]
+    """Per slot, in rows of 32: FREE, RESERVED (page 0, never handed out) or 2 + the request
+    reading it; and a hover line. Cells past the pool's end are None."""
+    num_slots, p = case.k_cache.shape[0], case.page_size
+    owner: list[float | None] = [float(RESERVED if s < p else FREE) for s in range(num_slots)]
+    text = [f"slot {s}: page 0, reserved for padded tokens" if s < p
+            else f"slot {s} = page {s // p}: free" for s in range(num_slots)]
     for b, (row, length) in enumerate(zip(case.req_pool_indices.tolist(),
                                           case.seq_lens.tolist(), strict=True)):
         for t, slot in enumerate(case.req_to_token[row, :length].tolist()):
-            owner[slot] = float(b)
-            text[slot] = (f"slot {slot} = page {slot // case.page_size}, offset "
-                          f"{slot % case.page_size}: request {b}, token {t}")
+            owner[slot] = float(2 + b)
+            text[slot] = (f"slot {slot} = page {slot // p}, offset "
+                          f"{slot % p}: request {b}, token {t}")
     rows = -(-num_slots // POOL_COLUMNS)
     pad = rows * POOL_COLUMNS - num_slots
     owner += [None] * pad
@@ -35,35 +42,56 @@ def _owners(case: DecodeCase) -> tuple[list[list[float | None]], list[list[str]]
             [text[r * POOL_COLUMNS:(r + 1) * POOL_COLUMNS] for r in range(rows)])
 
 
+def _discrete_scale(colours: list[str]) -> list[list[object]]:
+    """A colorscale that gives value k (0 <= k < len(colours)) exactly ``colours[k]`` when
+    ``zmin=-0.5`` and ``zmax=len(colours) - 0.5``."""
+    m = len(colours)
+    return [pair for k, c in enumerate(colours) for pair in ([k / m, c], [(k + 1) / m, c])]
+
+
 def pool_map_figure(seq_lens: list[int], page_sizes: list[int], seed: int = 0) -> go.Figure:
-    """The pool's slots coloured by the request whose decode reads them, one view per page size.
+    """The pool's slots coloured by the request whose decode reads them, one view per page size
+    (buttons under the plot). Page 0 is drawn as reserved, as the allocator never hands it out.
 
     Each view is a seeded :func:`random_decode_case`; the title counts the table entries a
     decode step reads per token (``req_to_token``) and per page (``page_table``).
     """
+    colours = [FREE_COLOUR, RESERVED_COLOUR,
+               *(REQUEST_COLOURS[b % len(REQUEST_COLOURS)] for b in range(len(seq_lens)))]
     fig = go.Figure()
-    buttons = []
+    buttons, max_rows = [], 1
     for i, page_size in enumerate(page_sizes):
         case = random_decode_case(seq_lens, num_q_heads=1, num_kv_heads=1, head_dim=1,
                                   page_size=page_size, seed=seed)
         z, text = _owners(case)
+        max_rows = max(max_rows, len(z))
         fig.add_trace(go.Heatmap(z=z, text=text, hoverinfo="text", visible=i == 0,
-                                 colorscale="Turbo", zmin=0, zmax=max(len(seq_lens) - 1, 1),
-                                 xgap=1, ygap=1, showscale=False))
+                                 colorscale=_discrete_scale(colours), zmin=-0.5,
+                                 zmax=len(colours) - 0.5, xgap=1, ygap=1, showscale=False,
+                                 showlegend=False))
         per_page = sum(-(-n // page_size) for n in seq_lens)
-        title = (f"page_size {page_size}: {case.k_cache.shape[0]} slots; a decode step reads "
-                 f"{sum(seq_lens)} slot ids per token or {per_page} page ids per page")
-        buttons.append({"label": f"page {page_size}", "method": "update",
-                        "args": [{"visible": [j == i for j in range(len(page_sizes))]},
+        title = (f"page_size {page_size}: a pool of {case.k_cache.shape[0]} slots<br>"
+                 f"<sup>a decode step reads {sum(seq_lens)} slot ids (per token) "
+                 f"or {per_page} page ids (per page)</sup>")
+        buttons.append({"label": f"page_size {page_size}", "method": "update",
+                        "args": [{"visible": [j == i for j in range(len(page_sizes))]
+                                  + [True] * len(colours)},
                                  {"title.text": title}]})
         if i == 0:
             fig.update_layout(title_text=title)
+    names = ["free slot", "page 0 (reserved)",
+             *(f"request {b} ({n} tokens)" for b, n in enumerate(seq_lens))]
+    for name, colour in zip(names, colours, strict=True):  # legend entries only
+        fig.add_scatter(x=[None], y=[None], mode="markers", name=name,
+                        marker={"symbol": "square", "size": 12, "color": colour})
     fig.update_layout(
         updatemenus=[{"type": "buttons", "direction": "right", "buttons": buttons,
-                      "x": 0, "y": 1.12, "xanchor": "left"}],
-        xaxis={"title": f"slot % {POOL_COLUMNS}"},
-        yaxis={"title": f"slot // {POOL_COLUMNS}", "autorange": "reversed"},
-        height=420, margin={"t": 90},
+                      "x": 0, "y": -0.22, "xanchor": "left", "yanchor": "top"}],
+        xaxis={"title": f"slot % {POOL_COLUMNS}", "dtick": 4, "range": [-0.5, POOL_COLUMNS - 0.5]},
+        yaxis={"title": f"row (slot // {POOL_COLUMNS})", "autorange": "reversed",
+               "tickmode": "linear", "tick0": 0, "dtick": 1},
+        legend={"orientation": "v", "x": 1.02, "y": 1},
+        height=max(360, 240 + 28 * max_rows), margin={"t": 80, "b": 110, "r": 190},
     )
     return fig
 

@@ -64,21 +64,27 @@ def slot_strip_slider(frames: list[tuple[str, list[str]]], title: str,
 
 
 def page_table_figure(req_to_token: list[list[int]], lens: dict[int, int],
-                      labels: dict[int, str], dummy_rows: tuple[int, ...] = ()) -> go.Figure:
-    """``req_to_token`` as a table: live rows (keys of ``lens``) show their first
-    ``lens[row]`` slots, ``dummy_rows`` show every entry, other rows are free (``..``)."""
+                      labels: dict[int, str], free_rows: dict[int, str] | None = None
+                      ) -> go.Figure:
+    """``req_to_token`` as a table. Live rows (keys of ``lens``) show their first
+    ``lens[row]`` entries and ``..`` after them; rows in ``free_rows`` are on the free list and
+    show every entry as it is in memory (stale or start-up zeros), greyed, described by
+    ``free_rows[row]``; any other row shows ``..``."""
+    free_rows = free_rows or {}
     width = len(req_to_token[0])
-    cells = []
+    cells, colours = [], []
     for row, values in enumerate(req_to_token):
-        n = lens.get(row, width if row in dummy_rows else 0)
-        what = labels.get(row) or ("dummy/padding row: every entry is slot 0"
-                                   if row in dummy_rows else "free/unused row")
+        n = lens.get(row, width if row in free_rows else 0)
+        what = labels.get(row) or free_rows.get(row) or "free row"
         cells.append([f"row {row}", *(str(v) if j < n else ".." for j, v in
                                       enumerate(values)), what])
+        colours.append("#9e9e9e" if row in free_rows else "#222222")
     header = ["request slot", *map(str, range(width)), "holds"]
-    fig = go.Figure(go.Table(header={"values": header}, cells={"values": list(zip(*cells,
-                                                                                  strict=True))},
-                             columnwidth=[70, *[30] * width, 230]))
+    columns = list(zip(*cells, strict=True))
+    fig = go.Figure(go.Table(header={"values": header},
+                             cells={"values": columns,
+                                    "font": {"color": [colours] * len(columns)}},
+                             columnwidth=[70, *[30] * width, 300]))
     fig.update_layout(title="page table req_to_token (columns: logical token position)",
                       height=100 + 30 * len(req_to_token), margin={"l": 10, "r": 10, "t": 40,
                                                                    "b": 10})

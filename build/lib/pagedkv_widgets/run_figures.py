@@ -67,19 +67,22 @@ def run_timeline_figure(runs: Mapping[str, object], pool_tokens: int,
         marks = retraction_steps(res.trace)
         fig.add_scatter(x=t[marks], y=used[marks], name="retraction", visible=vis,
                         mode="markers", marker=dict(symbol="x", size=9, color="black"))
-    fig.add_hline(y=pool_tokens, line_dash="dot", annotation_text=f"pool: {pool_tokens:,} tokens")
-    fig.update_layout(height=440, margin=dict(t=70), xaxis_title="modeled time (s)",
+    fig.add_hline(y=pool_tokens, line_dash="dot", annotation_text=f"pool: {pool_tokens:,} tokens",
+                  annotation_position="bottom left")
+    fig.update_layout(height=440, margin=dict(t=70, r=80), xaxis_title="modeled time (s)",
                       yaxis_title="tokens",
                       updatemenus=[dict(buttons=_dropdown(list(runs), len(names)), x=0, y=1.2,
                                         xanchor="left", active=list(runs).index(first))],
                       yaxis2=dict(overlaying="y", side="right", range=[0, 1.05],
-                                  title="new_token_ratio"))
+                                  tickmode="array", tickvals=[0, 0.2, 0.4, 0.6, 0.8, 1.0],
+                                  tickformat=".1f", showgrid=False, title="new_token_ratio"),
+                      legend=dict(orientation="h", y=-0.2))
     return fig
 
 
-POLICY_METRICS = (("output_tokens_per_s", "output tokens/s"), ("num_retractions", "retractions"),
-                  ("recomputed_tokens", "recomputed tokens"),
-                  ("mean_queue_s", "mean queueing (s)"))
+POLICY_METRICS = (("output_tokens_per_s", "output<br>tokens/s"), ("num_retractions", "retractions"),
+                  ("recomputed_tokens", "recomputed<br>tokens"),
+                  ("mean_queue_s", "mean<br>queueing (s)"))
 
 
 def policy_bars_figure(metrics: Mapping[tuple[str, str], object]) -> go.Figure:
@@ -90,15 +93,17 @@ def policy_bars_figure(metrics: Mapping[tuple[str, str], object]) -> go.Figure:
     workloads = list(dict.fromkeys(w for w, _ in metrics))
     policies = list(dict.fromkeys(p for _, p in metrics))
     fig = make_subplots(rows=1, cols=len(POLICY_METRICS),
-                        subplot_titles=[t for _, t in POLICY_METRICS])
+                        subplot_titles=[t for _, t in POLICY_METRICS], horizontal_spacing=0.1)
+    fig.update_annotations(font_size=13)
     for wi, w in enumerate(workloads):
         for col, (field, title) in enumerate(POLICY_METRICS, start=1):
             fig.add_bar(x=policies, y=[getattr(metrics[w, p], field) for p in policies],
                         visible=wi == 0, showlegend=False, row=1, col=col,
                         marker_color=["#4477AA", "#228833", "#EE6677"][:len(policies)],
-                        hovertemplate=f"%{{x}}: %{{y:,.1f}} {title}<extra></extra>")
-    fig.update_layout(height=360, margin=dict(t=80),
+                        hovertemplate=f"%{{x}}: %{{y:,.1f}} {title.replace('<br>', ' ')}"
+                                      "<extra></extra>")
+    fig.update_layout(height=380, margin=dict(t=110),
                       updatemenus=[dict(buttons=_dropdown([f"clients send {w}" for w in workloads],
                                                           len(POLICY_METRICS)),
-                                        x=0, y=1.3, xanchor="left")])
+                                        x=0, y=1.42, xanchor="left")])
     return fig

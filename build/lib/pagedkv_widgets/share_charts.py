@@ -32,24 +32,37 @@ def shares_bar(shares: Sequence[object], title: str,
     return fig
 
 
+def _nice_log_ticks(lo: float, hi: float) -> list[int]:
+    """1-2-5 ticks from just below ``lo`` to just above ``hi`` (both > 0)."""
+    ticks, decade = [], 1
+    while decade * 10 <= lo:
+        decade *= 10
+    while True:
+        for m in (1, 2, 5):
+            v = m * decade
+            if v >= lo / 2.5 and (not ticks or ticks[-1] < hi):
+                ticks.append(v)
+        if ticks and ticks[-1] >= hi:
+            return ticks
+        decade *= 10
+
+
 def tradeoff_figure(page_sizes: Sequence[int], waste_pct: Sequence[float],
                     entries: Sequence[int], title: str) -> go.Figure:
-    """Waste (% of held slots left empty) and page-table entries against page size.
-
-    A dropdown switches the y axis between linear and log scale.
-    """
+    """Waste (% of held slots left empty, left axis) and page-table entries (right axis, log
+    scale: one entry per page held) against page size."""
     fig = make_subplots(specs=[[{"secondary_y": True}]])
     fig.add_scatter(x=list(page_sizes), y=list(waste_pct), name="empty slots in last pages (%)",
                     mode="lines+markers")
-    fig.add_scatter(x=list(page_sizes), y=list(entries), name="page-table entries (pages)",
+    fig.add_scatter(x=list(page_sizes), y=list(entries),
+                    name="page-table entries (one per page held)",
                     mode="lines+markers", secondary_y=True)
     fig.update_xaxes(type="log", title="page size p (slots per page)",
                      tickvals=list(page_sizes))
-    fig.update_yaxes(title="% of held slots wasted", secondary_y=False)
-    fig.update_yaxes(title="pages held", secondary_y=True)
-    scale = [{"label": kind, "method": "relayout",
-              "args": [{"yaxis.type": kind, "yaxis2.type": kind}]} for kind in ("linear", "log")]
-    fig.update_layout(title=title, height=420, updatemenus=[{"buttons": scale, "x": 1.0,
-                                                             "y": 1.18}],
-                      legend={"orientation": "h", "y": -0.25})
+    fig.update_yaxes(title="% of held slots wasted", ticksuffix=" %", rangemode="tozero",
+                     secondary_y=False)
+    ticks = _nice_log_ticks(min(entries), max(entries))
+    fig.update_yaxes(title="page-table entries (pages held)", type="log", tickvals=ticks,
+                     ticktext=[f"{t:,}" for t in ticks], showgrid=False, secondary_y=True)
+    fig.update_layout(title=title, height=420, legend={"orientation": "h", "y": -0.25})
     return fig

@@ -34,7 +34,7 @@ function pagedkvBudget(uid) {
   const kTok = (c) => (c >= 1024 ? c / 1024 + "K" : c) + " tokens";
   const [mWrap, mSel] = select("model", spec.models, spec.initial[0]);
   const [gWrap, gSel] = select("GPU", spec.gpus, spec.initial[1]);
-  const [fWrap, fRange] = range("mem_fraction_static", spec.fractions, spec.initial[2], (v) => v);
+  const [fWrap, fRange] = range("mem_fraction_static", spec.fractions, spec.initial[2], (v) => Number(v));
   const [cWrap, cRange] = range("context", spec.contexts, spec.initial[3], kTok);
   const controls = el("div", { className: "pagedkv-controls" });
   controls.append(mWrap, gWrap, fWrap, cWrap);
@@ -47,6 +47,12 @@ function pagedkvBudget(uid) {
   function draw() {
     const f = spec.fractions[fRange.value], c = spec.contexts[cRange.value];
     const row = spec.table[[mSel.value, gSel.value, f, c].join("|")];
+    if (row === "context") {
+      Plotly.purge(chart);
+      readout.textContent = `${mSel.value} was trained for shorter contexts than ${kTok(c)}: `
+        + "SGLang refuses a longer --context-length unless told to override it.";
+      return;
+    }
     if (!row) {
       Plotly.purge(chart);
       readout.textContent = "The weights do not fit: SGLang stops at start-up with 'Not enough memory'. "
