@@ -201,3 +201,14 @@ def test_things_to_try_hold_at_the_defaults():
     assert max(burst["num_waiting"]) > 100 and sum(burst["events"]["retract"].values()) >= 24
     assert f"({h100['meta']['max_total_num_tokens']:,} tokens)" in text
     assert not h100["events"].get("retract") and max(h100["num_waiting"]) == 0
+
+
+def test_prefetch_runs_every_slider_position_once():
+    widget = viz.visualizer("paging", static=False)
+    assert widget.prefetched.wait(timeout=300)
+    axes = widget.config["axes"]
+    pool_keys = {key for part, key in widget._cache if part == "pool"}
+    assert len(pool_keys) == len(axes["mem_fraction_static"]) * len(axes["page_size"])
+    widget.settings = {**widget.settings, "mem_fraction_static": 0.6, "page_size": 64}
+    assert widget.scene["pool"]["meta"]["page_size"] == 64  # served from the prefetched runs
+    assert len({key for part, key in widget._cache if part == "pool"}) == len(pool_keys)

@@ -25,6 +25,7 @@ def visualizer(
     page_size: int | None = None,
     static: bool | None = None,
     simulate: Simulate | None = None,
+    prefetch: bool = True,
 ) -> Visualizer | HTML:
     """The memory visualizer for one chapter, live in Jupyter or static in the built book.
 
@@ -34,7 +35,8 @@ def visualizer(
     ``CATALOG.defaults``). ``static=None`` decides by
     :func:`pagedkv_widgets.mode.in_book_build`: inside a book build the result is HTML with
     every combination of the chapter's controls precomputed; elsewhere an anywidget that
-    re-runs ``simulate`` (default ``pagedkv.scheduler.simulate``) when a control moves.
+    re-runs ``simulate`` (default ``pagedkv.scheduler.simulate``) when a control moves;
+    with ``prefetch`` it runs the sliders' other positions in a background thread first.
 
     Raises ``pagedkv.errors.ConfigError`` for an unknown chapter, model, GPU or workload.
     """
@@ -46,4 +48,4 @@ def visualizer(
     runner = make_runner(simulate)
     if in_book_build() if static is None else static:
         return HTML(static_html(config, build_grid(config, runner)))
-    return Visualizer(config, runner)
+    return Visualizer(config, runner, prefetch=prefetch)

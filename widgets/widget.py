@@ -5,10 +5,17 @@ Python) and ``scene`` (the encoded runs for the current settings; Python to JS).
 ``settings`` re-runs the simulator in the kernel, only the runs whose key changed (the card
 run ignores the page size, the teaching run the model and GPU: see ``scene_keys``); runs
 already seen are kept, so going back to a setting is instant.
+
+A long card run takes about half a second, more than a slider should wait. So, once the
+widget is shown, a background thread runs the neighbouring settings ahead of time: every
+``mem_fraction_static`` and page size on the sliders, nearest first, for the current model,
+GPU and workload. A slider move that lands on a prefetched setting then only swaps data.
 """
 
 from __future__ import annotations
 
+import threading
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -29,22 +36,39 @@ class Visualizer(anywidget.AnyWidget):
     settings = traitlets.Dict().tag(sync=True)
     scene = traitlets.Dict().tag(sync=True)
 
-    def __init__(self, config: dict[str, Any], runner: SceneRunner) -> None:
+    def __init__(self, config: dict[str, Any], runner: SceneRunner, prefetch: bool = True) -> None:
         self._runner = runner
         self._parts = runs_needed(config["views"])
         self._cache: dict[tuple[str, str], dict[str, Any]] = {}
+        self._lock = threading.Lock()  # one simulation at a time; the cache stays consistent
         initial = Settings(**config["settings"])
         super().__init__(config=config, settings=initial.as_dict(), scene=self._scene(initial))
         self.observe(self._on_settings, names="settings")
+        self.prefetched = threading.Event()
+        if prefetch:
+            threading.Thread(target=self._prefetch, args=(initial,), daemon=True).start()
+        else:
+            self.prefetched.set()
 
     def _scene(self, settings: Settings) -> dict[str, Any]:
         scene: dict[str, Any] = {"card": None, "pool": None}
         for part, key in scene_keys(settings).items():
             if part in self._parts:
-                if (part, key) not in self._cache:
-                    self._cache[part, key] = self._runner.run(part, settings)
+                with self._lock:
+                    if (part, key) not in self._cache:
+                        self._cache[part, key] = self._runner.run(part, settings)
                 scene[part] = self._cache[part, key]
         return scene
+
+    def _prefetch(self, around: Settings) -> None:
+        """Run the slider positions next to ``around``, nearest first, into the cache."""
+        axes = self.config["axes"]
+        fractions = sorted(axes["mem_fraction_static"],
+                           key=lambda f: abs(f - around.mem_fraction_static))
+        for f in fractions:
+            for p in [around.page_size, *(p for p in axes["page_size"] if p != around.page_size)]:
+                self._scene(replace(around, mem_fraction_static=f, page_size=p))
+        self.prefetched.set()
 
     def _on_settings(self, change: dict[str, Any]) -> None:
         self.scene = self._scene(Settings(**change["new"]))
