@@ -1,5 +1,6 @@
 """A regular (non-editable) install, as Colab does it, ships every module and data file."""
 
+import shutil
 import subprocess
 import sys
 import zipfile
@@ -9,8 +10,12 @@ ROOT = Path(__file__).resolve().parent.parent
 
 
 def test_wheel_holds_every_module_and_data_file(tmp_path):
+    # Build from a copy: setuptools writes build/ and *.egg-info/ into the source tree.
+    source = tmp_path / "src"
+    shutil.copytree(ROOT, source, ignore=shutil.ignore_patterns(
+        ".git", ".venv", "_build", "build", "test-artifacts", "*.egg-info", "__pycache__"))
     subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-q",
-                    "-w", str(tmp_path), str(ROOT)], check=True, capture_output=True)
+                    "-w", str(tmp_path), str(source)], check=True, capture_output=True)
     names = set(zipfile.ZipFile(next(tmp_path.glob("pagedkv-*.whl"))).namelist())
     expected = {f"pagedkv/{p.relative_to(ROOT / 'pagedkv').as_posix()}"
                 for p in (ROOT / "pagedkv").rglob("*") if p.suffix in {".py", ".json"}}
