@@ -15,6 +15,7 @@ import numpy as np
 
 from pagedkv.errors import bad_value
 from pagedkv.scheduler.adder import AddReqResult, PrefillAdder, running_reservation
+from pagedkv.scheduler.batch import retract_ratio
 from pagedkv.scheduler.config import SchedulerConfig
 from pagedkv.scheduler.request import Req
 from pagedkv.scheduler.scheduler import Scheduler
@@ -219,16 +220,6 @@ def decode_step_need(kv_lens: Sequence[int], page_size: int) -> int:
     Source: ``ScheduleBatch.new_tokens_required_next_decode`` / ``check_decode_mem``.
     """
     return page_size * sum(int(k) % page_size == 0 for k in kv_lens)
-
-
-def retract_ratio(decoded: Sequence[int], max_new_tokens: Sequence[int],
-                  retract_decode_steps: int = 20) -> float:
-    """``min(1, (sum decoded + steps * n) / (sum max_new_tokens + 1))`` over ``n`` survivors.
-
-    Source: ``ScheduleBatch.retract_decode``; ``SGLANG_RETRACT_DECODE_STEPS``.
-    """
-    n = len(decoded)
-    return min(1.0, (sum(decoded) + retract_decode_steps * n) / (sum(max_new_tokens) + 1))
 
 
 @dataclass(frozen=True)

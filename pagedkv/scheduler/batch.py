@@ -174,7 +174,15 @@ class RunningBatch:
             if self.new_tokens_required_next_decode(p, ~victims) <= available_size:
                 break
         stay = ~victims
-        decoded = int(self.generated[stay].sum())
-        ratio = (decoded + retract_decode_steps * int(stay.sum())) / (
-            int(self.max_new_tokens[stay].sum()) + 1)
-        return victims, min(1.0, ratio)
+        return victims, retract_ratio(self.generated[stay], self.max_new_tokens[stay],
+                                      retract_decode_steps)
+
+
+def retract_ratio(decoded: Sequence[int] | np.ndarray, max_new_tokens: Sequence[int] | np.ndarray,
+                  retract_decode_steps: int = 20) -> float:
+    """``min(1, (sum decoded + steps * n) / (sum max_new_tokens + 1))`` over ``n`` survivors.
+
+    Source: ``ScheduleBatch.retract_decode``; ``SGLANG_RETRACT_DECODE_STEPS``.
+    """
+    n = len(decoded)
+    return min(1.0, (int(np.sum(decoded)) + retract_decode_steps * n) / (int(np.sum(max_new_tokens)) + 1))
