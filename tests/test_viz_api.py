@@ -76,7 +76,7 @@ def test_static_or_live(monkeypatch):
 
 
 def test_live_widget_resimulates_when_a_slider_moves():
-    widget = viz.visualizer("full", static=False)
+    widget = viz.visualizer("full", static=False, prefetch=False)
     before = widget.scene["pool"]["meta"]["num_pages"]
     widget.settings = {**widget.settings, "mem_fraction_static": 0.6}
     assert widget.scene["pool"]["meta"]["num_pages"] == teaching_tokens(0.6) // 16 != before

@@ -164,7 +164,7 @@ def test_live_render_talks_to_the_kernel_through_the_model(browser, tmp_path):
     from pagedkv_widgets import visualizer
     from pagedkv_widgets.widget import STATIC
 
-    widget = visualizer("paging", static=False)
+    widget = visualizer("paging", static=False, prefetch=False)
     first = {"config": widget.config, "settings": widget.settings, "scene": widget.scene}
     widget.settings = {**widget.settings, "page_size": 64}
     (tmp_path / "visualizer.js").write_text((STATIC / "visualizer.js").read_text())
