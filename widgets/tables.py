@@ -156,3 +156,16 @@ def lookups_text(lookups: Sequence[object]) -> str:
     """Chapter 3: one line per ``scenarios.Lookup`` read of the page table."""
     return "\n".join(f"page_table[{x.row}, {x.pos}] = {x.slot:2d} -> {x.name} token {x.word!r} "
                      f"has its K/V at physical slot {x.slot}" for x in lookups)
+
+
+def prefix_runs_table(runs: Mapping[str, object]) -> Markdown:
+    """Chapter 8: ``pagedkv.prefix_serving.ServeResult`` per run: what the cache reused."""
+    rows = []
+    for label, r in runs.items():
+        steps = r.steps
+        rows.append([label, f"{r.prompt_tokens:,}", f"{r.reused_tokens:,}",
+                     f"{r.hit_rate:.1%}", f"{sum(s.evicted for s in steps):,}",
+                     f"{max(s.running + s.protected for s in steps):,}", f"{len(steps):,}"])
+    return markdown_table(("run", "prompt tokens", "served from the tree", "hit rate",
+                           "slots evicted", "peak slots held by running requests", "steps"),
+                          rows)

@@ -1,0 +1,81 @@
+"""Chapter 8's examples and figures: the claims its prose makes, held by the numbers."""
+
+from __future__ import annotations
+
+import pytest
+
+from pagedkv.prefix_examples import (
+    CHAT_POOL,
+    SUPPORT_POOL,
+    chat_runs,
+    radix_story,
+    support_bot_runs,
+)
+from pagedkv_widgets.radix_figures import pool_split_slider, radix_tree_slider
+from pagedkv_widgets.tables import prefix_runs_table
+
+
+@pytest.fixture(scope="module")
+def chats():
+    return chat_runs(page_sizes=(1, 16, 64))
+
+
+@pytest.fixture(scope="module")
+def bot():
+    return support_bot_runs()
+
+
+def test_story_splits_locks_and_evicts_as_the_chapter_says():
+    story = radix_story()
+    f = story.frames
+    assert [len(x.nodes) - 1 for x in f] == [0, 1, 3, 5, 6, 6, 4, 4]
+    assert f[2].caption.endswith("4 cached, 2 new")  # the first split, after "the cat sat on"
+    assert (f[5].protected, f[5].evictable) == (6, 6)  # the locked path
+    assert f[6].free - f[5].free == 3  # exactly the 3 slots asked for
+    left = {" ".join(n.words) for n in f[6].nodes}
+    assert {"the mat", "ran"}.isdisjoint(left) and {"a dog ran", "a hat"} <= left
+    assert (f[7].protected, f[7].evictable) == (0, 9)
+    match = story.tree.match_prefix(story.ids("the cat sat on a mat"))
+    assert len(match.device_indices) == 5
+    assert [" ".join(story.words(c.key)) for c in match.last_device_node.children.values()] \
+        == ["hat"]
+    story.tree.check_invariants()
+
+
+def test_support_bot_first_burst_misses_then_everyone_hits(bot):
+    cached, plain = bot[True], bot[False]
+    first = cached.steps[0]
+    assert first.running_reqs > 1 and first.reused == 0
+    assert first.computed - (first.protected + first.running) == 1000 * (first.running_reqs - 1)
+    later = [h for h, s in zip(cached.hit_lens, range(len(cached.hit_lens)), strict=True)
+             if s >= first.running_reqs]
+    assert later and all(h == 1000 for h in later)
+    assert cached.hit_rate > 0.5 and plain.reused_tokens == 0
+    peak = {k: max(s.running + s.protected for s in r.steps) for k, r in bot.items()}
+    assert peak[True] * 3 < peak[False] <= SUPPORT_POOL
+
+
+def test_chat_service_hits_fall_with_page_size_and_the_tree_stays_full(chats, bot):
+    rates = [chats[f"p = {p}, radix cache"].hit_rate for p in (1, 16, 64)]
+    assert rates[0] > rates[1] > rates[2] > 0.3
+    assert chats["p = 1, --disable-radix-cache"].reused_tokens == 0
+    end = chats["p = 1, radix cache"].steps[-1]
+    assert end.running_reqs == end.running == end.protected == 0
+    assert end.evictable > 0.9 * CHAT_POOL  # "token usage keeps growing after requests finish"
+    assert chats["p = 1, --disable-radix-cache"].steps[-1].free == CHAT_POOL
+    # the evictable band fills the pool mid-run and eviction keeps it there
+    assert sum(s.evicted for s in chats["p = 1, radix cache"].steps) > 0
+
+
+def test_figures_have_one_slider_step_per_frame_and_run(chats):
+    story = radix_story()
+    fig = radix_tree_slider(story.frames, "t")
+    steps = fig.layout.sliders[0].steps
+    assert len(steps) == len(story.frames) and len(fig.data) == 2 * len(story.frames)
+    assert [len(s.args[1]["annotations"]) for s in steps] == [len(f.nodes) for f in story.frames]
+    assert sum(t.visible for t in fig.data) == 2
+    pool = pool_split_slider(chats, "t")
+    assert len(pool.data) == 4 * len(chats)
+    assert [s.label for s in pool.layout.sliders[0].steps] == list(chats)
+    table = prefix_runs_table(chats).data
+    assert table.count("\n") == len(chats) + 1 and "p = 64, radix cache" in table
