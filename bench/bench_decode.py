@@ -19,6 +19,12 @@ Usage (GPU)::
     python bench/bench_decode.py        # writes bench/results/decode-<gpu>-<date>.json
     python bench/bench_decode.py --batch 1 64 --context 4096
 
+The file is rewritten after every (batch, context) point with ``"complete": false``, and
+once more with ``true`` at the end, so a run stopped by a time limit keeps what it measured.
+The default sweep is 23 points of 8 timings each (11 with FlashInfer), each a ``do_bench``
+of about 0.15 s, so with the kernels' compilation a run should take 1-3 minutes on an H100
+or H200. ``bash bench/gpu_check.sh`` runs it after the GPU tests.
+
 Without CUDA it refuses to run. ``--cpu-smoke`` runs tiny shapes through Triton's CPU
 interpreter to show the script works; it prints timings of the interpreter (not of any
 GPU) and writes nothing unless ``--out`` is given.
@@ -239,29 +245,39 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     env = environment(cuda)
     peak, peak_source = peak_bandwidth(env["gpu"], args.gpu_preset) if cuda else (None, None)
+    out = args.out
+    if out is None and cuda:
+        slug = re.sub(r"[^a-z0-9]+", "-", str(env["gpu"]).lower()).strip("-")
+        out = RESULTS / f"decode-{slug}-{env['date'][:10]}.json"
     results: list[dict[str, object]] = []
     skipped = []
+
+    def write(complete: bool) -> None:
+        """Write the report so far: a run stopped by a time limit keeps the points it measured."""
+        if out is None:
+            return
+        report = {
+            "schema": 1, **env, "peak_hbm_bytes_per_s": peak, "peak_source": peak_source,
+            "shape": {"num_q_heads": args.num_q_heads, "num_kv_heads": args.num_kv_heads,
+                      "head_dim": args.head_dim, "dtype": args.dtype},
+            "complete": complete, "results": results, "skipped": skipped,
+        }
+        out.parent.mkdir(parents=True, exist_ok=True)
+        tmp = out.with_name(out.name + ".tmp")  # a kill mid-write leaves the last whole file
+        tmp.write_text(json.dumps(report, indent=1) + "\n")
+        tmp.replace(out)
+
     for batch in args.batch:
         for context in args.context:
             if batch * context > args.max_tokens:
                 skipped.append({"batch": batch, "context": context, "why": "--max-tokens"})
                 continue
             results += bench_point(batch, context, args.page_size, args, cuda, peak)
+            write(complete=False)
             if cuda:
                 torch.cuda.empty_cache()
-    report = {
-        "schema": 1, **env, "peak_hbm_bytes_per_s": peak, "peak_source": peak_source,
-        "shape": {"num_q_heads": args.num_q_heads, "num_kv_heads": args.num_kv_heads,
-                  "head_dim": args.head_dim, "dtype": args.dtype},
-        "results": results, "skipped": skipped,
-    }
-    out = args.out
-    if out is None and cuda:
-        slug = re.sub(r"[^a-z0-9]+", "-", str(env["gpu"]).lower()).strip("-")
-        out = RESULTS / f"decode-{slug}-{env['date'][:10]}.json"
+    write(complete=True)
     if out is not None:
-        out.parent.mkdir(parents=True, exist_ok=True)
-        out.write_text(json.dumps(report, indent=1) + "\n")
         print(f"wrote {out}")
     return 0
 

@@ -39,6 +39,35 @@ def test_cpu_smoke_writes_a_report_without_gpu_numbers(tmp_path: Path) -> None:
     impls = {row["impl"] for row in report["results"]}
     assert impls == {"pagedkv-per-token", "pagedkv-per-page", "pagedkv-contiguous", "torch-sdpa"}
     assert all(row["gb_per_s"] is None for row in report["results"])
+    assert report["complete"] is True
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="the smoke mode is for CPU machines")
+def test_a_stopped_sweep_keeps_the_points_it_measured(tmp_path: Path,
+                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    bench = _load()
+    measured, parse = bench.bench_point, bench.parse_args
+    calls = []
+
+    def two_points(argv: list[str] | None) -> object:
+        args = parse(argv)
+        args.context = [40, 48]
+        return args
+
+    def stop_at_the_second_point(*args: object) -> list[dict[str, object]]:
+        calls.append(args)
+        if len(calls) == 2:
+            raise KeyboardInterrupt  # what a time limit's signal looks like to the sweep
+        return measured(*args)
+
+    monkeypatch.setattr(bench, "bench_point", stop_at_the_second_point)
+    monkeypatch.setattr(bench, "parse_args", two_points)
+    out = tmp_path / "partial.json"
+    with pytest.raises(KeyboardInterrupt):
+        bench.main(["--cpu-smoke", "--out", str(out)])
+    report = json.loads(out.read_text())
+    assert report["complete"] is False
+    assert {row["context"] for row in report["results"]} == {40}
 
 
 def test_peak_bandwidth_comes_from_pagedkv_gpus() -> None:

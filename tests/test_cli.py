@@ -93,3 +93,15 @@ def test_simulate_is_wired_into_the_main_command(capsys):
     out = json.loads(capsys.readouterr().out)
     assert out["meta"]["cell_size"] == 147_456
     assert out["metrics"]["num_requests"] == 20 and out["metrics"]["output_tokens"] > 0
+
+
+@pytest.mark.parametrize("argv", [["size", "--model", "llama-3-8b", "--gpu", "h100-sxm-80gb"],
+                                  ["size", "--help"]])
+def test_size_starts_without_torch(argv):
+    # torch takes about a second to import; only ``simulate`` needs it, and registering
+    # that subcommand must not load it.
+    code = (f"import sys, pagedkv.cli\ntry:\n    pagedkv.cli.main({argv!r})\nexcept SystemExit:\n"
+            "    pass\nassert 'torch' not in sys.modules, 'pagedkv size imported torch'")
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=False)
+    assert proc.returncode == 0, proc.stderr
+    assert "KV Cache is allocated" in proc.stdout or "--kv-cache-dtype" in proc.stdout

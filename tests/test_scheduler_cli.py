@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import importlib
 import json
 
 import pytest
@@ -49,3 +50,16 @@ def test_bad_input_names_parameter_value_and_range(argv: tuple[str, ...], messag
     with pytest.raises(ConfigError, match=message.replace("(", r"\(").replace(")", r"\)")):
         run_simulate(parse("--num-requests", "5", *argv) if "--num-requests" not in argv
                      else parse(*argv))
+
+
+def test_package_exports_resolve_lazily() -> None:
+    """Every name in ``pagedkv.scheduler.__all__`` loads from its submodule on first access."""
+    import pagedkv.scheduler as sched
+
+    assert set(sched._EXPORTS) == set(sched.__all__)
+    for name in sched.__all__:
+        assert getattr(sched, name) is getattr(
+            importlib.import_module(f"pagedkv.scheduler.{sched._EXPORTS[name]}"), name)
+    assert set(sched.__all__) <= set(dir(sched))
+    with pytest.raises(AttributeError, match="no attribute 'nope'"):
+        sched.nope  # noqa: B018

@@ -15,17 +15,23 @@ from pagedkv.errors import bad_value, check_positive_int
 from pagedkv.gpus import GPU_PRESETS
 from pagedkv.model import MODEL_PRESETS
 from pagedkv.scheduler.config import Policy
-from pagedkv.scheduler.examples import observation_workload
-from pagedkv.scheduler.simulation import simulate
 from pagedkv.units import gib
 from pagedkv.workload import RequestSpec, fixed, sharegpt_like, uniform
+
+
+def _long_workload(n: int, rate: float | None, seed: int) -> list[RequestSpec]:
+    """Chapter 5's observation workload, imported on use: ``examples`` pulls in torch."""
+    from pagedkv.scheduler.examples import observation_workload
+
+    return observation_workload(rate, seed, n)
+
 
 WORKLOADS: dict[str, Callable[[int, float | None, int], list[RequestSpec]]] = {
     "sharegpt": lambda n, rate, seed: sharegpt_like(n, rate=rate, seed=seed),
     "uniform": lambda n, rate, seed: uniform(n, (32, 1024), (32, 1024), 1024, rate=rate,
                                              seed=seed),
     "fixed": lambda n, rate, seed: fixed(n, 512, 256, rate=rate, seed=seed),
-    "long": lambda n, rate, seed: observation_workload(rate, seed, n),
+    "long": _long_workload,
 }
 """Workloads by name: ShareGPT-like (max_new_tokens 2048), uniform 32-1024 prompt and output
 tokens (max_new_tokens 1024), fixed 512-token prompts with 256-token outputs, and long:
@@ -89,6 +95,10 @@ def run_simulate(args: argparse.Namespace) -> int:
         raise bad_value("schedule_conservativeness", args.schedule_conservativeness, "a number > 0")
     if args.weights_gib is not None and args.weights_gib < 0:
         raise bad_value("--weights-gib", args.weights_gib, "GiB >= 0")
+    # Imported here, not at the top: the simulator's pools import torch, which would add
+    # about a second to every ``pagedkv`` start-up, ``pagedkv size`` included.
+    from pagedkv.scheduler.simulation import simulate
+
     specs = WORKLOADS[args.workload](args.num_requests, args.rate, args.seed)
     res = simulate(specs, model=args.model, gpu=args.gpu,
                    mem_fraction_static=args.mem_fraction_static, page_size=args.page_size,
