@@ -137,10 +137,11 @@ def support_bot_runs() -> dict[bool, ServeResult]:
 
 
 def chat_runs(page_sizes: tuple[int, ...] = (1, 16, 64)) -> dict[str, ServeResult]:
-    """The chat service at each page size with the radix cache, plus page size 1 without it
-    (SGLang's ``--disable-radix-cache``), keyed by a label for the figure's slider."""
+    """The chat service at each page size with the radix cache (``"p = 16"``), plus page size 1
+    without it (``"p = 1, cache disabled"``: SGLang's ``--disable-radix-cache``), keyed by
+    those labels for the figure's slider."""
     reqs = chat_service()
-    runs = {f"p = {p}, radix cache": serve(reqs, CHAT_POOL, p, CHAT_RUNNING)
+    runs = {f"p = {p}": serve(reqs, CHAT_POOL, p, CHAT_RUNNING)
             for p in page_sizes}
-    runs["p = 1, --disable-radix-cache"] = serve(reqs, CHAT_POOL, 1, CHAT_RUNNING, radix=False)
+    runs["p = 1, cache disabled"] = serve(reqs, CHAT_POOL, 1, CHAT_RUNNING, radix=False)
     return runs

@@ -56,15 +56,15 @@ def test_support_bot_first_burst_misses_then_everyone_hits(bot):
 
 
 def test_chat_service_hits_fall_with_page_size_and_the_tree_stays_full(chats, bot):
-    rates = [chats[f"p = {p}, radix cache"].hit_rate for p in (1, 16, 64)]
+    rates = [chats[f"p = {p}"].hit_rate for p in (1, 16, 64)]
     assert rates[0] > rates[1] > rates[2] > 0.3
-    assert chats["p = 1, --disable-radix-cache"].reused_tokens == 0
-    end = chats["p = 1, radix cache"].steps[-1]
+    assert chats["p = 1, cache disabled"].reused_tokens == 0
+    end = chats["p = 1"].steps[-1]
     assert end.running_reqs == end.running == end.protected == 0
     assert end.evictable > 0.9 * CHAT_POOL  # "token usage keeps growing after requests finish"
-    assert chats["p = 1, --disable-radix-cache"].steps[-1].free == CHAT_POOL
+    assert chats["p = 1, cache disabled"].steps[-1].free == CHAT_POOL
     # the evictable band fills the pool mid-run and eviction keeps it there
-    assert sum(s.evicted for s in chats["p = 1, radix cache"].steps) > 0
+    assert sum(s.evicted for s in chats["p = 1"].steps) > 0
 
 
 def test_figures_have_one_slider_step_per_frame_and_run(chats):
@@ -78,4 +78,4 @@ def test_figures_have_one_slider_step_per_frame_and_run(chats):
     assert len(pool.data) == 4 * len(chats)
     assert [s.label for s in pool.layout.sliders[0].steps] == list(chats)
     table = prefix_runs_table(chats).data
-    assert table.count("\n") == len(chats) + 1 and "p = 64, radix cache" in table
+    assert table.count("\n") == len(chats) + 1 and "p = 64" in table

@@ -116,9 +116,10 @@ def pool_split_slider(runs: Mapping[str, ServeResult], title: str) -> go.Figure:
     steps = [{"label": label, "method": "update",
               "args": [{"visible": [j // per == i for j in range(per * len(labels))]}]}
              for i, label in enumerate(labels)]
-    fig.update_layout(title=title, height=440, xaxis_title="scheduler step",
-                      yaxis_title="KV slots (tokens)", margin={"t": 50},
-                      legend={"orientation": "h", "y": -0.2},
-                      sliders=[{"active": 0, "steps": steps, "pad": {"t": 80},
+    fig.update_layout(title={"text": title, "y": 0.98, "yanchor": "top"}, height=500,
+                      xaxis_title="scheduler step", yaxis_title="KV slots (tokens)",
+                      margin={"t": 120},
+                      legend={"orientation": "h", "x": 0, "y": 1.02, "yanchor": "bottom"},
+                      sliders=[{"active": 0, "steps": steps, "pad": {"t": 50},
                                 "currentvalue": {"prefix": "run: "}}])
     return fig
