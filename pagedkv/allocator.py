@@ -33,6 +33,23 @@ NEVER, IN_USE, FREED = 0, 1, 2  # per-slot ownership states
 IntsLike = torch.Tensor | np.ndarray | list[int]
 
 
+def ceil_to_page(tokens: int | np.ndarray, page_size: int) -> int | np.ndarray:
+    """``tokens`` rounded up to whole pages (SGLang's ``ceil_paged_tokens``); works on ints
+    and on int64 arrays."""
+    return -(-tokens // page_size) * page_size
+
+
+def decode_need(kv_lens: IntsLike, page_size: int) -> int:
+    """Slots the next decode step must find free: ``page_size`` per request whose ``kv_len``
+    (tokens cached, = the position it writes next) is a multiple of ``page_size``, i.e. whose
+    newest token starts a page; every request when ``page_size == 1``.
+
+    Source: ``ScheduleBatch.new_tokens_required_next_decode`` / ``check_decode_mem``.
+    """
+    kv = _as_i64("kv_lens", kv_lens)
+    return int(np.count_nonzero(kv % page_size == 0)) * page_size
+
+
 def _as_i64(name: str, values: IntsLike) -> np.ndarray:
     """``values`` as a 1-D int64 numpy array; raise ``ConfigError`` on any other shape."""
     if isinstance(values, torch.Tensor):

@@ -11,7 +11,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from pagedkv.allocator import TokenToKVPoolAllocator
-from pagedkv.prefix_serving import ServeResult, serve
+from pagedkv.errors import bad_value
+from pagedkv.prefix_serving import serve
+from pagedkv.prefix_trace import ServeResult
 from pagedkv.prefix_workloads import PrefixRequest, multi_turn, shared_system_prompt
 from pagedkv.radix import RadixCache, TreeNode
 
@@ -89,10 +91,14 @@ class WordTree:
         return n
 
     def unlock(self, sentence: str) -> None:
+        """Unlock a sentence :meth:`lock` locked, as a finishing request does."""
+        if sentence not in self.locked:
+            raise bad_value("sentence", sentence, f"one of the locked {sorted(self.locked)}")
         self.tree.dec_lock_ref(self.locked.pop(sentence))
         self.record(f'"{sentence}" finishes: unlocked')
 
     def evict(self, num_tokens: int) -> int:
+        """Evict at least ``num_tokens`` slots if it can; returns the slots freed."""
         freed = self.tree.evict(num_tokens)
         self.record(f"evict {num_tokens}: freed {freed} (least recently used leaves)")
         return freed

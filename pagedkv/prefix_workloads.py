@@ -52,6 +52,8 @@ def _tokens(rng: np.random.Generator, n: int) -> tuple[int, ...]:
 
 
 def _check_range(name: str, lo_hi: tuple[int, int]) -> tuple[int, int]:
+    if not (isinstance(lo_hi, tuple) and len(lo_hi) == 2):
+        raise bad_value(name, lo_hi, "a (lo, hi) pair of integers with 1 <= lo <= hi")
     lo, hi = lo_hi
     if not (isinstance(lo, int) and isinstance(hi, int) and 1 <= lo <= hi):
         raise bad_value(name, lo_hi, "(lo, hi) integers with 1 <= lo <= hi")

@@ -7,7 +7,7 @@ request whose prompt starts with that prefix reuses those slots instead of recom
 
 - :meth:`RadixCache.match_prefix` walks the tree along a key and returns the slots of the
   longest cached prefix. A match that ends inside a node splits it in two, so that every
-  match ends on a node boundary (the seed notes: "keep splitting depending on the prefix").
+  match ends on a node boundary.
 - :meth:`RadixCache.insert` adds a key and its slots, splitting where the key leaves an
   existing edge and adding a new leaf for the rest; it returns how much was already there.
 - ``lock_ref``: a running request locks the path to its last matched node
@@ -35,7 +35,7 @@ import numpy as np
 import torch
 
 from pagedkv.allocator import IN_USE, BaseTokenToKVPoolAllocator, IntsLike
-from pagedkv.errors import AllocatorError, bad_value
+from pagedkv.errors import AllocatorError, bad_value, check_positive_int
 
 ChildKey = int | tuple[int, ...]  # first token (p = 1) or first page of tokens (p > 1)
 
@@ -124,6 +124,11 @@ class RadixCache:
 
     # ----- keys -------------------------------------------------------------------------
     def _page_aligned(self, key: Sequence[int]) -> tuple[int, ...]:
+        """``key`` as a tuple of ints, cut to whole pages; ConfigError if it is not token ids."""
+        if isinstance(key, (str, bytes)) or not all(isinstance(t, (int, np.integer))
+                                                    for t in key):
+            raise bad_value("key", key if len(key) < 20 else f"{key[:20]}...",
+                            "a sequence of integer token ids")
         key = tuple(int(t) for t in key)
         return key[:len(key) // self.page_size * self.page_size]
 
@@ -241,8 +246,7 @@ class RadixCache:
         """Free unlocked leaves, least recently used first, until ``num_tokens`` slots are
         freed or nothing unlocked is left. Returns the slots freed (may exceed the ask by
         up to one node, or fall short)."""
-        if num_tokens < 0:
-            raise bad_value("num_tokens", num_tokens, "an integer >= 0")
+        check_positive_int("num_tokens", num_tokens, minimum=0)
         heap = [(n.last_access_time, n.id, n) for n in self.nodes()
                 if n.is_leaf() and n.lock_ref == 0 and n is not self.root_node]
         heapq.heapify(heap)

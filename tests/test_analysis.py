@@ -7,6 +7,7 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 
+from pagedkv.allocator import decode_need
 from pagedkv.errors import ConfigError
 from pagedkv.scheduler import AddReqResult, Req, SchedulerConfig
 from pagedkv.scheduler.analysis import (
@@ -15,7 +16,6 @@ from pagedkv.scheduler.analysis import (
     admission_pass,
     admission_state,
     completion,
-    decode_step_need,
     first_ratio_jump,
     first_retraction,
     freed_per_retraction,
@@ -83,9 +83,9 @@ def test_ratio_curve() -> None:
         [0.7, 0.399, 0.098, 0.098])
 
 
-def test_decode_step_need_and_retract_ratio() -> None:
-    assert decode_step_need([16, 17, 32, 5], 16) == 32
-    assert decode_step_need([3, 4, 5], 1) == 3
+def test_decode_need_and_retract_ratio() -> None:
+    assert decode_need([16, 17, 32, 5], 16) == 32
+    assert decode_need([3, 4, 5], 1) == 3
     assert retract_ratio([40, 10, 300], [1000, 500, 2000]) == pytest.approx(410 / 3501)
     assert retract_ratio([90], [100]) == 1.0
 

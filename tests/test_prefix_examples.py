@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from pagedkv.errors import ConfigError
 from pagedkv.prefix_examples import (
     CHAT_POOL,
     SUPPORT_POOL,
@@ -77,5 +78,11 @@ def test_figures_have_one_slider_step_per_frame_and_run(chats):
     pool = pool_split_slider(chats, "t")
     assert len(pool.data) == 4 * len(chats)
     assert [s.label for s in pool.layout.sliders[0].steps] == list(chats)
+    with pytest.raises(ConfigError, match="frames"):
+        radix_tree_slider([], "t")
+    with pytest.raises(ConfigError, match="runs"):
+        pool_split_slider({}, "t")
+    with pytest.raises(ConfigError, match="sentence='zzz'"):
+        story.unlock("zzz")
     table = prefix_runs_table(chats).data
     assert table.count("\n") == len(chats) + 1 and "p = 64" in table

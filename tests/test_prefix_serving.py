@@ -6,7 +6,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from pagedkv.errors import ConfigError, OutOfMemoryError
+from pagedkv.errors import AllocatorError, ConfigError, OutOfMemoryError
 from pagedkv.prefix_serving import PrefixServer, serve
 from pagedkv.prefix_workloads import PrefixRequest, multi_turn, shared_system_prompt
 
@@ -65,14 +65,66 @@ def test_a_full_pool_evicts_the_least_recently_used_conversation():
     assert sum(s.evicted for s in run.steps) > 0
 
 
+def test_a_prompt_never_matches_in_full_one_token_is_always_computed():
+    """SGLang matches at most len(prompt) - 1 tokens (``adjust_max_prefix_ids``): the last
+    prompt token must run through the model to give the first output's logits."""
+    same = [PrefixRequest(i, (1, 2, 3, 4, 5, 6, 7, 8), (9, 10)) for i in range(2)]
+    assert serve(same, size=64, max_running=1, check=True).hit_lens == [0, 7]
+    assert serve(same, size=64, page_size=4, max_running=1, check=True).hit_lens == [0, 4]
+    again = [PrefixRequest(0, (1, 2, 3), (4, 5)), PrefixRequest(1, (1, 2, 3, 4), (6,))]
+    run = serve(again, size=64, max_running=1, check=True)
+    assert run.hit_lens == [0, 3]  # the first prompt + its cached output token 4, minus one
+    assert [s.computed for s in run.steps if s.kind == "prefill"] == [3, 1]
+
+
+def test_a_prefill_pass_stops_at_max_prefill_tokens_but_always_takes_one():
+    reqs = shared_system_prompt(3, system_len=8, question_len=(2, 2), output_len=(3, 3))
+    run = serve(reqs, size=64, max_running=3, max_prefill_tokens=5, check=True)
+    prefills = [(s.step, s.computed, s.reused) for s in run.steps if s.kind == "prefill"]
+    # step 0: request 0 alone (10 tokens, exempt); step 1: the others compute 2 each
+    assert prefills == [(0, 10, 0), (1, 4, 16)]
+    assert run.hit_lens == [0, 8, 8]
+
+
+def test_check_invariants_catches_a_row_off_its_path_and_a_stray_lock():
+    reqs = shared_system_prompt(2, system_len=8, question_len=(2, 2), output_len=(3, 3))
+    server = PrefixServer(64, max_context_len=32)
+    running = []
+    for spec in reqs:
+        req = server.admit(spec, reserved=0, budget=None)
+        server.cache_unfinished_req(req)
+        running.append(req)
+    server.check_invariants(running)
+    node = running[1].last_node
+    while node is not server.tree.root_node:  # one lock too many, consistent up the path
+        node.lock_ref += 1
+        node = node.parent
+    with pytest.raises(AllocatorError, match="running requests pass through it"):
+        server.check_invariants(running)
+    node = running[1].last_node
+    while node is not server.tree.root_node:
+        node.lock_ref -= 1
+        node = node.parent
+    server.req_pool.write(running[1].row, [0], [63])
+    with pytest.raises(AllocatorError, match="not its locked tree path"):
+        server.check_invariants(running)
+
+
 def test_bad_streams_and_pools_get_named_errors():
     good = shared_system_prompt(2, 4, (1, 1), (1, 1))
     with pytest.raises(ConfigError, match="rid"):
         serve(list(reversed(good)), size=64)
     with pytest.raises(ConfigError, match="follows"):
         serve([PrefixRequest(0, (1,), (2,), follows=0)], size=64)
-    with pytest.raises(OutOfMemoryError, match="size=16"):
+    with pytest.raises(OutOfMemoryError,
+                       match=r"needs 31 slots \(31 prompt \+ 1 output - 1.*size=16"):
         serve(shared_system_prompt(1, 30, (1, 1), (1, 1)), size=16)
+    with pytest.raises(ConfigError, match=r"requests=.*at least one"):
+        serve([], size=16)
+    with pytest.raises(ConfigError, match=r"requests\[0\]"):
+        serve([(1, 2)], size=16)
+    with pytest.raises(ConfigError, match="question_len"):
+        shared_system_prompt(2, 4, (1, 2, 3), (1, 1))
     with pytest.raises(ConfigError, match="page_size=0"):
         PrefixServer(64, page_size=0)
     with pytest.raises(ConfigError, match="input_ids"):

@@ -128,6 +128,10 @@ def test_bad_input_is_named():
         tree.insert([1, 2, 3], [5, 6])
     with pytest.raises(ConfigError, match="num_tokens=-1"):
         tree.evict(-1)
+    with pytest.raises(ConfigError, match=r"num_tokens=1\.5"):
+        tree.evict(1.5)
+    with pytest.raises(ConfigError, match=r"key='abc'.*token ids"):
+        tree.match_prefix("abc")
 
 
 def test_check_invariants_catches_a_wrong_counter():

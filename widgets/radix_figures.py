@@ -9,8 +9,9 @@ from collections.abc import Mapping, Sequence
 
 import plotly.graph_objects as go
 
+from pagedkv.errors import bad_value
 from pagedkv.prefix_examples import NodeView, TreeFrame
-from pagedkv.prefix_serving import ServeResult
+from pagedkv.prefix_trace import ServeResult
 
 LOCKED, EVICTABLE = "#EE7733", "#33BBEE"  # protected (a running request holds it) / evictable
 SPLIT_COLORS = {"running": "#4477AA", "protected": LOCKED, "evictable": EVICTABLE,
@@ -76,6 +77,8 @@ def _tree_frame(frame: TreeFrame, visible: bool) -> tuple[list[go.Scatter], list
 def radix_tree_slider(frames: Sequence[TreeFrame], title: str) -> go.Figure:
     """The tree after each frame's event; a slider steps through them. Orange nodes are
     locked by a running request, blue ones are evictable; hover shows slots and locks."""
+    if not frames:
+        raise bad_value("frames", list(frames), "at least one TreeFrame")
     fig, steps = go.Figure(), []
     for i, f in enumerate(frames):
         traces, boxes = _tree_frame(f, i == len(frames) - 1)
@@ -102,6 +105,8 @@ def radix_tree_slider(frames: Sequence[TreeFrame], title: str) -> go.Figure:
 def pool_split_slider(runs: Mapping[str, ServeResult], title: str) -> go.Figure:
     """Stacked areas of the pool's slots over steps (``ServeResult.steps``), one run per
     slider position: running requests' own tokens, tree locked, tree evictable, free."""
+    if not runs:
+        raise bad_value("runs", dict(runs), "at least one labelled ServeResult")
     fig = go.Figure()
     labels = list(runs)
     for i, label in enumerate(labels):

@@ -159,13 +159,10 @@ def lookups_text(lookups: Sequence[object]) -> str:
 
 
 def prefix_runs_table(runs: Mapping[str, object]) -> Markdown:
-    """Chapter 8: ``pagedkv.prefix_serving.ServeResult`` per run: what the cache reused."""
-    rows = []
-    for label, r in runs.items():
-        steps = r.steps
-        rows.append([label, f"{r.prompt_tokens:,}", f"{r.reused_tokens:,}",
-                     f"{r.hit_rate:.1%}", f"{sum(s.evicted for s in steps):,}",
-                     f"{max(s.running + s.protected for s in steps):,}", f"{len(steps):,}"])
-    return markdown_table(("run", "prompt tokens", "served from the tree", "hit rate",
-                           "slots evicted", "peak slots held by running requests", "steps"),
-                          rows)
+    """Chapter 8: ``pagedkv.prefix_trace.ServeResult`` per run: what the cache reused."""
+    return markdown_table(
+        ("run", "prompt tokens", "served from the tree", "hit rate", "slots evicted",
+         "most running at once", "peak slots held by running requests", "steps"),
+        ([label, f"{r.prompt_tokens:,}", f"{r.reused_tokens:,}", f"{r.hit_rate:.1%}",
+          f"{sum(s.evicted for s in r.steps):,}", r.max_running_reqs, f"{r.peak_held:,}",
+          f"{len(r.steps):,}"] for label, r in runs.items()))

@@ -24,6 +24,7 @@ from enum import Enum
 
 import numpy as np
 
+from pagedkv.allocator import ceil_to_page
 from pagedkv.scheduler.config import Policy, SchedulerConfig
 from pagedkv.scheduler.request import Req
 
@@ -34,12 +35,6 @@ class AddReqResult(Enum):
     CONTINUE = "continue"
     NO_TOKEN = "no_token"
     OTHER = "other"
-
-
-def ceil_to_page(tokens: int | np.ndarray, page_size: int) -> int | np.ndarray:
-    """``tokens`` rounded up to whole pages (``PrefillAdder.ceil_paged_tokens``); works on
-    ints and on int64 arrays."""
-    return -(-tokens // page_size) * page_size
 
 
 def footprint(prompt_len: int, max_new_tokens: int, page_size: int) -> int:

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from pagedkv.allocator import decode_need
 from pagedkv.errors import bad_value
 from pagedkv.scheduler.adder import AddReqResult, PrefillAdder, running_reservation
 from pagedkv.scheduler.batch import retract_ratio
@@ -213,15 +214,6 @@ def most_free_while_waiting(trace: Trace, pool: int) -> StepSnapshot:
                         float(s["tokens_reserved"][i]), float(s["new_token_ratio"][i]))
 
 
-def decode_step_need(kv_lens: Sequence[int], page_size: int) -> int:
-    """Slots the next decode step must find free: ``page_size`` per request whose ``kv_len``
-    is a multiple of ``page_size`` (its newest token starts a page).
-
-    Source: ``ScheduleBatch.new_tokens_required_next_decode`` / ``check_decode_mem``.
-    """
-    return page_size * sum(int(k) % page_size == 0 for k in kv_lens)
-
-
 @dataclass(frozen=True)
 class BatchRow:
     """One running request just before a decode step (tokens)."""
@@ -288,7 +280,7 @@ def first_retraction(sched: Scheduler) -> FirstRetraction:
     re = next(e for e in trace.events_of("reprefill") if e[2] == victim)
     return FirstRetraction(
         step, rows, int(trace.steps["tokens_free"][step - 1]),
-        decode_step_need([r.kv_len for r in rows], p), p, victim, sched.reqs[victim].prompt_len,
+        decode_need([r.kv_len for r in rows], p), p, victim, sched.reqs[victim].prompt_len,
         info["output_len"], info["freed"], tied[0] if tied else None,
         sched.reqs[tied[0]].prompt_len if tied else None, sum(r.outputs for r in stay),
         sum(budget), sched.config.retract_decode_steps,

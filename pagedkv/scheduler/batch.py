@@ -21,7 +21,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from pagedkv.allocator import BaseTokenToKVPoolAllocator
+from pagedkv.allocator import BaseTokenToKVPoolAllocator, decode_need
 from pagedkv.errors import OutOfMemoryError
 from pagedkv.pools import ReqToTokenPool
 from pagedkv.scheduler.request import Req
@@ -88,10 +88,7 @@ class RunningBatch:
         (all of them when ``p == 1``). ``mask`` selects a subset (used while retracting).
         Source: ``ScheduleBatch.new_tokens_required_next_decode``.
         """
-        kv = self.kv_len if mask is None else self.kv_len[mask]
-        if page_size == 1:
-            return len(kv)
-        return int(np.count_nonzero(kv % page_size == 0)) * page_size
+        return decode_need(self.kv_len if mask is None else self.kv_len[mask], page_size)
 
     def decode(self, allocator: BaseTokenToKVPoolAllocator, pool: ReqToTokenPool) -> None:
         """One decode step: a slot for every request's newest token, then sample one more.
