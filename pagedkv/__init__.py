@@ -9,7 +9,7 @@ Layers, bottom-up (nothing below imports from above):
   is the max-length baseline, ``pagedkv.workload`` makes seeded request streams.
 - ``pagedkv.radix``: ``RadixCache``, the prefix tree over the pool's slots;
   ``pagedkv.prefix_workloads`` and ``pagedkv.prefix_serving`` serve token-id requests
-  through it.
+  through it, ``pagedkv.prefix_trace`` records what a run did.
 - ``pagedkv.kernels``: a Triton paged decode-attention kernel.
 - ``pagedkv.scheduler``: the simulator (``PrefillAdder``, ``new_token_ratio``,
   ``retract_decode``) and ``simulate``.
