@@ -56,6 +56,11 @@ from pagedkv.radix import RadixCache, TreeNode
 MAX_PREFILL_TOKENS = 16384  # SGLang's default --max-prefill-tokens
 
 
+def _still_to_write(final_len: int, cached: int, page_size: int) -> int:
+    """Slots a request with ``cached`` tokens will still take to reach ``final_len``."""
+    return ceil_to_page(final_len, page_size) - ceil_to_page(cached, page_size)
+
+
 @dataclass
 class _Req:
     """A request being served: its row, the tree prefix it holds locked, its progress."""
@@ -70,6 +75,10 @@ class _Req:
     def final_len(self) -> int:
         """Tokens cached when it finishes: the prompt and every output but the last."""
         return len(self.spec.input_ids) + len(self.spec.output_ids) - 1
+
+    def remaining(self, page_size: int) -> int:
+        """Slots its remaining decode steps will take (its admission reservation)."""
+        return _still_to_write(self.final_len(), self.seq_len, page_size)
 
     def token_ids(self) -> tuple[int, ...]:
         """Tokens whose K/V are cached: the prompt, then all outputs but the newest."""
@@ -139,7 +148,7 @@ class PrefixServer:
             prefix, node = match.device_indices.numpy(), match.last_device_node
             self.tree.inc_lock_ref(node)  # before evicting, so our own prefix survives
         need = ceil_to_page(n, p) - len(prefix)
-        future = ceil_to_page(n + len(spec.output_ids) - 1, p) - ceil_to_page(n, p)
+        future = _still_to_write(n + len(spec.output_ids) - 1, n, p)
         over_budget = budget is not None and n - len(prefix) > budget
         if over_budget or need + future + reserved > self._room() or not self._make_room(need):
             if self.tree is not None and node is not None:
@@ -154,15 +163,20 @@ class PrefixServer:
         req.seq_len, req.generated = n, 1  # the prefill pass samples the first output token
         return req
 
+    def _insert(self, req: _Req, kv: np.ndarray, aligned: int) -> None:
+        """Insert the request's first ``aligned`` cached tokens (slots ``kv``); free the slots
+        it computed for tokens someone else inserted meanwhile, keeping the tree's copy."""
+        assert self.tree is not None
+        had = self.tree.insert(req.token_ids()[:aligned], kv[:aligned])
+        self.allocator.free(kv[req.prefix_len:had])
+
     def cache_unfinished_req(self, req: _Req) -> None:
         """After prefill: put the prompt in the tree and point the row at the tree's slots."""
         if self.tree is None:
             return
         aligned = self._aligned(req.seq_len)
-        kv, ids = self._row(req), req.token_ids()
-        had = self.tree.insert(ids[:aligned], kv[:aligned])
-        self.allocator.free(kv[req.prefix_len:had])  # computed twice: keep the tree's copy
-        match = self.tree.match_prefix(ids[:aligned])
+        self._insert(req, self._row(req), aligned)
+        match = self.tree.match_prefix(req.token_ids()[:aligned])
         self.req_pool.write(req.row, list(range(aligned)), match.device_indices)
         self.tree.inc_lock_ref(match.last_device_node)
         assert req.last_node is not None
@@ -177,8 +191,7 @@ class PrefixServer:
         else:
             aligned = self._aligned(req.seq_len)
             self.allocator.free(kv[aligned:])  # a partial last page is not cached
-            had = self.tree.insert(req.token_ids()[:aligned], kv[:aligned])
-            self.allocator.free(kv[req.prefix_len:had])
+            self._insert(req, kv, aligned)
             assert req.last_node is not None
             self.tree.dec_lock_ref(req.last_node)
         self.req_pool.free(req.row)
@@ -229,8 +242,7 @@ class PrefixServer:
             if not waiting and not running:
                 break
             evicted0, admitted = self.evicted, []
-            reserved = sum(ceil_to_page(r.final_len(), p) - ceil_to_page(r.seq_len, p)
-                           for r in running)
+            reserved = sum(r.remaining(p) for r in running)
             budget = self.max_prefill_tokens
             for spec in [s for s in waiting if s.follows is None or s.follows in done]:
                 req = self.admit(spec, reserved, budget if admitted else None)
@@ -239,7 +251,7 @@ class PrefixServer:
                 waiting.remove(spec)
                 admitted.append(req)
                 self.hits[spec.rid] = req.prefix_len
-                reserved += ceil_to_page(req.final_len(), p) - ceil_to_page(req.seq_len, p)
+                reserved += req.remaining(p)
                 budget -= len(spec.input_ids) - req.prefix_len
             if admitted:
                 for req in admitted:
