@@ -13,7 +13,7 @@ import time
 
 import torch
 
-from pagedkv.allocator import PagedTokenToKVPoolAllocator, TokenToKVPoolAllocator
+from pagedkv.mem_cache.allocator import PagedTokenToKVPoolAllocator, TokenToKVPoolAllocator
 
 PROMPT, STEPS = 100, 50
 BATCHES = (1, 4, 16, 64, 256, 1024, 4096)

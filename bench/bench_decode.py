@@ -5,9 +5,9 @@ context 512-32K, page sizes 1/16/64. For every point it reports the time of one 
 step of one layer, the bytes that step must read (K and V of every token, plus q and o)
 and the achieved GB/s, as a fraction of the GPU's peak HBM bandwidth. Implementations:
 
-- ``pagedkv-per-token``: :func:`pagedkv.kernels.paged_decode_attention` on a shuffled pool
+- ``pagedkv-per-token``: :func:`pagedkv.layers.attention.paged_decode_attention` on a shuffled pool
   (one slot id per token, as SGLang's Triton backend);
-- ``pagedkv-per-page``: :func:`pagedkv.kernels.paged_decode_attention_by_page` on the same
+- ``pagedkv-per-page``: :func:`pagedkv.layers.attention.paged_decode_attention_by_page` on the same
   pool (one page id per page, as FlashInfer/FA3 take it);
 - ``pagedkv-contiguous``: the per-token kernel on consecutive slots (the cost of paging is
   the gap to the paged rows);
@@ -47,13 +47,13 @@ import torch
 
 import pagedkv
 from pagedkv.gpus import get_gpu
-from pagedkv.kernels import (
+from pagedkv.layers.attention import (
     paged_decode_attention,
     paged_decode_attention_by_page,
     random_decode_case,
 )
-from pagedkv.kernels.checks import check_decode_inputs
-from pagedkv.kernels.decode_attention import _launch, decode_bytes
+from pagedkv.layers.attention.checks import check_decode_inputs
+from pagedkv.layers.attention.decode_attention import _launch, decode_bytes
 
 RESULTS = Path(__file__).resolve().parent / "results"
 

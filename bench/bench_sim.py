@@ -1,7 +1,7 @@
 """Simulator speed: request-steps per second of wall time on one CPU core.
 
 A request-step is one request taking part in one step (one sampled token, or one chunk of a
-chunked prefill). Workload: 10,000 ShareGPT-like requests (``pagedkv.workload.sharegpt_like``,
+chunked prefill). Workload: 10,000 ShareGPT-like requests (``pagedkv.workloads.synthetic.sharegpt_like``,
 seed 0, all arriving at t=0) on the pool SGLang builds for Llama-3-8B on one H100 SXM 80GB.
 Target: >= 1,000,000 request-steps/s. Run: ``python bench/bench_sim.py [--requests N]
 [--page-size P] [--repeats R]``; with ``R > 1`` the verdict uses the median run. The load
@@ -17,8 +17,8 @@ import time
 
 import torch
 
-from pagedkv.scheduler import simulate
-from pagedkv.workload import sharegpt_like
+from pagedkv.managers import simulate
+from pagedkv.workloads.synthetic import sharegpt_like
 
 TARGET = 1_000_000
 

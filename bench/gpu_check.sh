@@ -41,7 +41,7 @@ else
   PY=python3
 fi
 export PYTHONPATH="$ROOT${PYTHONPATH:+:$PYTHONPATH}" PYTHONUNBUFFERED=1
-# pagedkv.kernels turns the interpreter on only without CUDA; an exported value would
+# pagedkv.layers.attention turns the interpreter on only without CUDA; an exported value would
 # keep it on and the kernels would refuse CUDA tensors.
 unset TRITON_INTERPRET
 
@@ -123,7 +123,7 @@ props = torch.cuda.get_device_properties(0)
 print("gpu", props.name, f"sm_{props.major}{props.minor}", props.multi_processor_count, "SMs",
       f"{props.total_memory / 2**30:.1f} GiB")
 import pagedkv
-from pagedkv.kernels.checks import interpreted
+from pagedkv.layers.attention.checks import interpreted
 print("pagedkv", pagedkv.__file__, "TRITON_INTERPRET", os.environ.get("TRITON_INTERPRET"),
       "interpreted", interpreted())
 sys.exit(4 if interpreted() else 0)

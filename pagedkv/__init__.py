@@ -1,18 +1,19 @@
 """pagedkv: how an LLM server (SGLang is the reference) manages KV-cache memory on a GPU.
 
-Layers, bottom-up (nothing below imports from above):
+Layers, bottom-up (nothing below imports from above), named after SGLang's ``srt/`` tree:
 
 - ``pagedkv.model``, ``pagedkv.gpus``, ``pagedkv.sizing``: bytes per token, pool size,
   SGLang's ``mem_fraction_static`` and ``max_total_num_tokens``.
-- ``pagedkv.pools``, ``pagedkv.allocator``: ``ReqToTokenPool``, ``MHATokenToKVPool``,
-  ``TokenToKVPoolAllocator`` and ``PagedTokenToKVPoolAllocator``; ``pagedkv.contiguous``
-  is the max-length baseline, ``pagedkv.workload`` makes seeded request streams.
-- ``pagedkv.radix``: ``RadixCache``, the prefix tree over the pool's slots;
-  ``pagedkv.prefix_workloads`` and ``pagedkv.prefix_serving`` serve token-id requests
-  through it, ``pagedkv.prefix_trace`` records what a run did.
-- ``pagedkv.kernels``: a Triton paged decode-attention kernel.
-- ``pagedkv.scheduler``: the simulator (``PrefillAdder``, ``new_token_ratio``,
+- ``pagedkv.workloads``: seeded request streams (lengths, or token ids for prefix sharing).
+- ``pagedkv.mem_cache``: ``ReqToTokenPool`` and ``MHATokenToKVPool`` (``memory_pool``),
+  ``TokenToKVPoolAllocator`` and ``PagedTokenToKVPoolAllocator`` (``allocator``),
+  ``RadixCache`` (``radix_cache``), the max-length baseline (``contiguous``).
+- ``pagedkv.layers.attention``: a Triton paged decode-attention kernel and its reference.
+- ``pagedkv.model_executor``: what runs a batch (the roofline step-time model, a Hugging
+  Face model on the paged pool).
+- ``pagedkv.managers``: the scheduler (``PrefillAdder``, ``new_token_ratio``,
   ``retract_decode``) and ``simulate``.
+- ``pagedkv.lessons``: the book's seeded examples and analyses; the engine never imports it.
 
 The sizing layer is re-exported here (it imports no torch); import the others from their
 modules::

@@ -13,8 +13,8 @@ from collections.abc import Sequence
 
 from pagedkv.errors import PagedKVError, bad_value
 from pagedkv.gpus import GPU_PRESETS, get_gpu
+from pagedkv.managers.cli import add_simulate_parser
 from pagedkv.model import KV_DTYPE_BYTES, MODEL_PRESETS, load_model
-from pagedkv.scheduler.cli import add_simulate_parser
 from pagedkv.sizing import KVPoolPlan, plan_pool
 from pagedkv.units import gib
 

@@ -15,7 +15,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from pagedkv.allocator import PagedTokenToKVPoolAllocator, TokenToKVPoolAllocator
+from pagedkv.mem_cache.allocator import PagedTokenToKVPoolAllocator, TokenToKVPoolAllocator
 
 
 class ListModel:

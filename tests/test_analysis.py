@@ -1,4 +1,4 @@
-"""pagedkv.scheduler.analysis and .examples: the numbers chapters 4 and 5 read, by hand."""
+"""pagedkv.lessons.analysis and .examples: the numbers chapters 4 and 5 read, by hand."""
 
 from __future__ import annotations
 
@@ -7,10 +7,8 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 
-from pagedkv.allocator import decode_need
 from pagedkv.errors import ConfigError
-from pagedkv.scheduler import AddReqResult, Req, SchedulerConfig
-from pagedkv.scheduler.analysis import (
+from pagedkv.lessons.analysis import (
     AdmissionState,
     UniformBatch,
     admission_pass,
@@ -27,15 +25,17 @@ from pagedkv.scheduler.analysis import (
     retraction_steps,
     same_requests,
 )
-from pagedkv.scheduler.examples import (
+from pagedkv.lessons.examples import (
     exact_budgets,
     observation_workload,
     observe,
     running_batch,
     tiny_retraction_run,
 )
-from pagedkv.scheduler.trace import Trace, TraceMeta
-from pagedkv.workload import RequestSpec
+from pagedkv.managers import AddReqResult, Req, SchedulerConfig
+from pagedkv.managers.trace import Trace, TraceMeta
+from pagedkv.mem_cache.allocator import decode_need
+from pagedkv.workloads.synthetic import RequestSpec
 
 CFG = SchedulerConfig()
 
@@ -155,7 +155,7 @@ def test_first_retraction_of_the_tiny_run() -> None:
 
 
 def test_first_retraction_needs_page_tables() -> None:
-    from pagedkv.scheduler import Scheduler
+    from pagedkv.managers import Scheduler
 
     sched = Scheduler([RequestSpec(10, 5, 5)], max_total_num_tokens=64)
     sched.run()

@@ -10,7 +10,7 @@ from types import ModuleType
 import pytest
 import torch
 
-import pagedkv.kernels  # noqa: F401  (sets TRITON_INTERPRET before the script imports triton)
+import pagedkv.layers.attention  # noqa: F401  (sets TRITON_INTERPRET before the script imports triton)
 from pagedkv.errors import ConfigError
 
 SCRIPT = Path(__file__).resolve().parents[1] / "bench" / "bench_decode.py"

@@ -6,13 +6,13 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from pagedkv.contiguous import (
+from pagedkv.errors import AllocatorError, ConfigError, OutOfMemoryError
+from pagedkv.mem_cache.contiguous import (
     ContiguousAllocator,
     ExternalFragmentationError,
     Fit,
     pow2_reservation,
 )
-from pagedkv.errors import AllocatorError, ConfigError, OutOfMemoryError
 
 
 def seed_picture() -> ContiguousAllocator:

@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 
 from pagedkv.errors import ConfigError
-from pagedkv.fragmentation import CATEGORIES, compare, measure
-from pagedkv.workload import fixed, sharegpt_like
+from pagedkv.lessons.fragmentation import CATEGORIES, compare, measure
+from pagedkv.workloads.synthetic import fixed, sharegpt_like
 
 
 def test_hand_checked_max_reservation() -> None:

@@ -10,7 +10,7 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from pagedkv.kernels import (
+from pagedkv.layers.attention import (
     paged_decode_attention,
     paged_decode_attention_by_page,
     paged_decode_attention_ref,

@@ -11,7 +11,7 @@ import pytest
 import torch
 
 from pagedkv.errors import ConfigError
-from pagedkv.kernels import (
+from pagedkv.layers.attention import (
     DecodeCase,
     paged_decode_attention,
     paged_decode_attention_by_page,
@@ -175,7 +175,7 @@ def test_triton_imported_too_early_is_a_clear_error() -> None:
     code = (
         "import triton.language\n"
         "from pagedkv.errors import PagedKVError\n"
-        "from pagedkv.kernels import paged_decode_attention, random_decode_case\n"
+        "from pagedkv.layers.attention import paged_decode_attention, random_decode_case\n"
         "case = random_decode_case([3], num_q_heads=2, num_kv_heads=1, head_dim=8, page_size=1)\n"
         "try:\n"
         "    paged_decode_attention(*case.slot_args())\n"

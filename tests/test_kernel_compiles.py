@@ -19,7 +19,7 @@ import triton
 from triton.backends.compiler import GPUTarget
 from triton.compiler import ASTSource
 
-from pagedkv.kernels import decode_attention as da
+from pagedkv.layers.attention import decode_attention as da
 
 def compile_kernel(fn, arch, types, consts):
     sig = dict(zip(fn.arg_names, types + ["i32"] * (len(fn.arg_names) - len(types))))

@@ -6,7 +6,7 @@ import pytest
 import torch
 
 from pagedkv.errors import ConfigError, OutOfMemoryError
-from pagedkv.kernels.llama import PagedLlamaRunner  # first: sets TRITON_INTERPRET on a CPU
+from pagedkv.model_executor.paged_llama import PagedLlamaRunner  # first: sets TRITON_INTERPRET on a CPU
 
 transformers = pytest.importorskip("transformers")
 

@@ -5,10 +5,10 @@ from __future__ import annotations
 import pytest
 import torch
 
-from pagedkv.allocator import PagedTokenToKVPoolAllocator
-from pagedkv.consistency import check_all_freed, check_pool_agreement
 from pagedkv.errors import AllocatorError, ConfigError
-from pagedkv.pools import MHATokenToKVPool, ReqToTokenPool
+from pagedkv.mem_cache.allocator import PagedTokenToKVPoolAllocator
+from pagedkv.mem_cache.consistency import check_all_freed, check_pool_agreement
+from pagedkv.mem_cache.memory_pool import MHATokenToKVPool, ReqToTokenPool
 
 
 def test_req_to_token_rows_and_free_order() -> None:

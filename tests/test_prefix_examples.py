@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from pagedkv.errors import ConfigError
-from pagedkv.prefix_examples import (
+from pagedkv.lessons.prefix_examples import (
     CHAT_POOL,
     SUPPORT_POOL,
     chat_runs,

@@ -7,8 +7,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from pagedkv.errors import AllocatorError, ConfigError, OutOfMemoryError
-from pagedkv.prefix_serving import PrefixServer, serve
-from pagedkv.prefix_workloads import PrefixRequest, multi_turn, shared_system_prompt
+from pagedkv.lessons.prefix_serving import PrefixServer, serve
+from pagedkv.workloads.prefix import PrefixRequest, multi_turn, shared_system_prompt
 
 
 def test_one_at_a_time_every_later_request_reuses_the_system_prompt():

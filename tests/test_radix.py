@@ -6,9 +6,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from pagedkv.allocator import PagedTokenToKVPoolAllocator, TokenToKVPoolAllocator
 from pagedkv.errors import AllocatorError, ConfigError
-from pagedkv.radix import RadixCache
+from pagedkv.mem_cache.allocator import PagedTokenToKVPoolAllocator, TokenToKVPoolAllocator
+from pagedkv.mem_cache.radix_cache import RadixCache
 
 
 def cache(size: int = 64, p: int = 1) -> RadixCache:

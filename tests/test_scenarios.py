@@ -4,11 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from pagedkv.consistency import check_pool_agreement
-from pagedkv.contiguous import Fit
 from pagedkv.errors import ConfigError, OutOfMemoryError
-from pagedkv.fragmentation import page_size_costs
-from pagedkv.scenarios import (
+from pagedkv.lessons.fragmentation import page_size_costs
+from pagedkv.lessons.scenarios import (
     RESERVED,
     contiguous_story,
     decode_oom_case,
@@ -22,7 +20,9 @@ from pagedkv.scenarios import (
     paged_slot_labels,
     seed_page_table,
 )
-from pagedkv.workload import fixed
+from pagedkv.mem_cache.consistency import check_pool_agreement
+from pagedkv.mem_cache.contiguous import Fit
+from pagedkv.workloads.synthetic import fixed
 
 
 def test_contiguous_story_ends_in_the_seed_picture() -> None:
@@ -94,7 +94,7 @@ def test_page_reuse_story() -> None:
 
 
 def test_decode_walk() -> None:
-    from pagedkv.allocator import PagedTokenToKVPoolAllocator
+    from pagedkv.mem_cache.allocator import PagedTokenToKVPoolAllocator
 
     alloc = PagedTokenToKVPoolAllocator(64, 4)
     first = alloc.alloc_extend([0], [6], [-1], 6)  # slots 4-7, 8, 9

@@ -6,8 +6,8 @@ import numpy as np
 import pytest
 
 from pagedkv.errors import ConfigError
-from pagedkv.scheduler import AddReqResult, Policy, PrefillAdder, Req, RunningBatch, SchedulerConfig
-from pagedkv.scheduler.adder import running_reservation
+from pagedkv.managers import AddReqResult, Policy, PrefillAdder, Req, RunningBatch, SchedulerConfig
+from pagedkv.managers.schedule_policy import running_reservation
 
 
 def req(prompt: int, max_new: int, output: int | None = None, generated: int = 0) -> Req:

@@ -9,7 +9,7 @@ import json
 import pytest
 
 from pagedkv.errors import ConfigError
-from pagedkv.scheduler.cli import add_simulate_parser, run_simulate
+from pagedkv.managers.cli import add_simulate_parser, run_simulate
 
 
 def parse(*argv: str) -> argparse.Namespace:
@@ -53,13 +53,13 @@ def test_bad_input_names_parameter_value_and_range(argv: tuple[str, ...], messag
 
 
 def test_package_exports_resolve_lazily() -> None:
-    """Every name in ``pagedkv.scheduler.__all__`` loads from its submodule on first access."""
-    import pagedkv.scheduler as sched
+    """Every name in ``pagedkv.managers.__all__`` loads from its submodule on first access."""
+    import pagedkv.managers as sched
 
     assert set(sched._EXPORTS) == set(sched.__all__)
     for name in sched.__all__:
         assert getattr(sched, name) is getattr(
-            importlib.import_module(f"pagedkv.scheduler.{sched._EXPORTS[name]}"), name)
+            importlib.import_module(sched._EXPORTS[name]), name)
     assert set(sched.__all__) <= set(dir(sched))
     with pytest.raises(AttributeError, match="no attribute 'nope'"):
         sched.nope  # noqa: B018

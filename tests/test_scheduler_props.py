@@ -7,8 +7,8 @@ import json
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from pagedkv.scheduler import Scheduler, SchedulerConfig
-from pagedkv.workload import RequestSpec
+from pagedkv.managers import Scheduler, SchedulerConfig
+from pagedkv.workloads.synthetic import RequestSpec
 
 
 @st.composite

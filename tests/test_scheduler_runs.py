@@ -7,8 +7,8 @@ import json
 import pytest
 
 from pagedkv.errors import ConfigError
-from pagedkv.scheduler import Metrics, Scheduler, SchedulerConfig, simulate
-from pagedkv.workload import RequestSpec, fixed, sharegpt_like
+from pagedkv.managers import Metrics, Scheduler, SchedulerConfig, simulate
+from pagedkv.workloads.synthetic import RequestSpec, fixed, sharegpt_like
 
 DECAY_03 = (0.21 - 0.21 * 0.14) / 600  # schedule_conservativeness 0.3: init 0.21, min 0.0294
 

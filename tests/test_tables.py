@@ -4,16 +4,16 @@ from __future__ import annotations
 
 from types import SimpleNamespace
 
-from pagedkv.fragmentation import MemoryShare
-from pagedkv.scheduler import SchedulerConfig
-from pagedkv.scheduler.analysis import (
+from pagedkv.lessons.analysis import (
     UniformBatch,
     admission_state,
     first_retraction,
     retraction_episodes,
 )
-from pagedkv.scheduler.examples import ObservationColumn, ObservationStudy, tiny_retraction_run
-from pagedkv.scheduler.trace import Trace, TraceMeta
+from pagedkv.lessons.examples import ObservationColumn, ObservationStudy, tiny_retraction_run
+from pagedkv.lessons.fragmentation import MemoryShare
+from pagedkv.managers import SchedulerConfig
+from pagedkv.managers.trace import Trace, TraceMeta
 from pagedkv_widgets.run_figures import policy_bars_figure, ratio_decay_figure, run_timeline_figure
 from pagedkv_widgets.tables import (
     admission_state_md,
@@ -92,7 +92,7 @@ def test_run_figures() -> None:
 
 
 def test_strip_and_lookup_text() -> None:
-    from pagedkv.scenarios import contiguous_story, page_table_lookups, seed_page_table
+    from pagedkv.lessons.scenarios import contiguous_story, page_table_lookups, seed_page_table
     from pagedkv_widgets.tables import lookups_text, strip_text
 
     _, frames = contiguous_story()
@@ -104,10 +104,10 @@ def test_strip_and_lookup_text() -> None:
 
 
 def test_page_cost_and_admission_tables() -> None:
-    from pagedkv.fragmentation import page_size_costs
-    from pagedkv.scheduler import AddReqResult
-    from pagedkv.scheduler.analysis import AdmissionState, SweepRow, admission_pass, same_requests
-    from pagedkv.workload import fixed
+    from pagedkv.lessons.analysis import AdmissionState, SweepRow, admission_pass, same_requests
+    from pagedkv.lessons.fragmentation import page_size_costs
+    from pagedkv.managers import AddReqResult
+    from pagedkv.workloads.synthetic import fixed
     from pagedkv_widgets.tables import admissions_table, page_cost_table, ratio_sweep_table
 
     (four,) = page_size_costs(fixed(1, 5, 1), (4,))  # 6 tokens in 2 pages of 4
@@ -143,7 +143,7 @@ def test_tradeoff_figure_axes_agree_and_ticks_are_round() -> None:
 
 
 def test_page_table_figure_shows_free_rows_as_stored() -> None:
-    from pagedkv.scenarios import seed_page_table
+    from pagedkv.lessons.scenarios import seed_page_table
     from pagedkv_widgets.memory_maps import page_table_figure
 
     st = seed_page_table()

@@ -1,14 +1,14 @@
-"""pagedkv.kernels.traffic and .agreement: chapter 6's arithmetic and checks."""
+"""pagedkv.layers.attention.traffic and .agreement: chapter 6's arithmetic and checks."""
 
 from __future__ import annotations
 
 import pytest
 import torch
 
-import pagedkv.kernels  # noqa: F401  (sets TRITON_INTERPRET before triton loads)
+import pagedkv.layers.attention  # noqa: F401  (sets TRITON_INTERPRET before triton loads)
 from pagedkv.errors import ConfigError
-from pagedkv.kernels.agreement import kernel_errors, split_differences
-from pagedkv.kernels.traffic import decode_traffic, table_bytes, within
+from pagedkv.layers.attention.agreement import kernel_errors, split_differences
+from pagedkv.layers.attention.traffic import decode_traffic, table_bytes, within
 
 
 def test_decode_traffic_llama3_8b() -> None:

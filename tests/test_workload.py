@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from pagedkv.errors import ConfigError
-from pagedkv.workload import (
+from pagedkv.workloads.synthetic import (
     SHAREGPT_MEAN_OUTPUT,
     SHAREGPT_MEAN_PROMPT,
     RequestSpec,

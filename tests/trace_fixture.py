@@ -1,6 +1,6 @@
 """Hand-made traces in the exact ``Trace.to_dict()`` format, for the visualizer's tests.
 
-A toy FCFS loop, not the product simulator (that lives in ``pagedkv.scheduler``): enough to
+A toy FCFS loop, not the product simulator (that lives in ``pagedkv.managers``): enough to
 produce admissions, page growth, partial pages, finishes and retractions with known page ids,
 quickly enough for property tests of the encoding.
 """

@@ -33,7 +33,7 @@ CATALOG = Catalog(
 
 
 def make_runner(simulate: Simulate | None = None, catalog: Catalog = CATALOG) -> SceneRunner:
-    """A scene runner over ``simulate`` (default: ``pagedkv.scheduler.simulate``)."""
+    """A scene runner over ``simulate`` (default: ``pagedkv.managers.simulate``)."""
     return SceneRunner(simulate=simulate or default_simulate(), workloads=catalog.workloads,
                        teaching_model=catalog.defaults.model,
                        teaching_gpu=catalog.defaults.gpu)

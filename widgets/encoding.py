@@ -1,6 +1,6 @@
 """Compact, JSON-ready encoding of a scheduler trace for the visualizer's JavaScript.
 
-Input is ``Trace.to_dict()`` from ``pagedkv.scheduler`` (``meta``, columnar ``steps``,
+Input is ``Trace.to_dict()`` from ``pagedkv.managers`` (``meta``, columnar ``steps``,
 ``events``, optional ``page_tables``, ``log``). Output keeps what the four views draw:
 
 - ``t``: the original step number of each kept sample (a real-scale run has thousands of

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import plotly.graph_objects as go
 
-from pagedkv.kernels import DecodeCase, random_decode_case
+from pagedkv.layers.attention import DecodeCase, random_decode_case
 
 POOL_COLUMNS = 32  # slots per row of the pool picture
 

@@ -1,7 +1,7 @@
 """Pictures of KV memory: slot strips (with a slider over states) and page tables.
 
-Inputs are pagedkv state rendered as labels (``pagedkv.contiguous.ContiguousAllocator.
-slot_labels``, ``pagedkv.scenarios.paged_slot_labels``): ``"A3"`` = request A's token 3,
+Inputs are pagedkv state rendered as labels (``pagedkv.mem_cache.contiguous.ContiguousAllocator.
+slot_labels``, ``pagedkv.lessons.scenarios.paged_slot_labels``): ``"A3"`` = request A's token 3,
 ``"A·"`` = a slot A holds but has not filled, ``"×"`` = page 0 (reserved), ``""`` = free.
 Sliders switch trace
 visibility, so they work in the static HTML book as well as in Jupyter.

@@ -10,8 +10,8 @@ from collections.abc import Mapping, Sequence
 import plotly.graph_objects as go
 
 from pagedkv.errors import bad_value
-from pagedkv.prefix_examples import NodeView, TreeFrame
-from pagedkv.prefix_trace import ServeResult
+from pagedkv.lessons.prefix_examples import NodeView, TreeFrame
+from pagedkv.lessons.prefix_trace import ServeResult
 
 LOCKED, EVICTABLE = "#EE7733", "#33BBEE"  # protected (a running request holds it) / evictable
 SPLIT_COLORS = {"running": "#4477AA", "protected": LOCKED, "evictable": EVICTABLE,

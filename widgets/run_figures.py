@@ -10,8 +10,8 @@ import numpy as np
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
-from pagedkv.scheduler.analysis import ratio_curve, retraction_steps
-from pagedkv.scheduler.config import SchedulerConfig
+from pagedkv.lessons.analysis import ratio_curve, retraction_steps
+from pagedkv.managers.config import SchedulerConfig
 
 MAX_POINTS = 1500  # lines are thinned to about this many points to keep the page light
 COLORS = {"used": "#4477AA", "reserved": "#EE6677", "ratio": "#228833"}

@@ -1,7 +1,7 @@
 """From visualizer settings to a scene: two simulator runs, encoded for the renderer.
 
 Every setting of the controls (model, GPU, workload, ``mem_fraction_static``, page size)
-runs ``pagedkv.scheduler.simulate`` twice:
+runs ``pagedkv.managers.simulate`` twice:
 
 - the *card* run, at the real scale of the chosen model on the chosen GPU, feeds the HBM bar
   and the timeline. It always uses :data:`CARD_PAGE_SIZE`: at this scale the page size moves
@@ -28,7 +28,7 @@ from pagedkv.errors import PagedKVError
 from pagedkv.gpus import get_gpu
 from pagedkv.model import load_model
 from pagedkv.sizing import plan_pool
-from pagedkv.workload import RequestSpec, uniform
+from pagedkv.workloads.synthetic import RequestSpec, uniform
 from pagedkv_widgets.encoding import encode_trace
 
 TOY_CARD_PAGES = 100
@@ -90,8 +90,8 @@ def teaching_tokens(mem_fraction_static: float) -> int:
 
 
 def default_simulate() -> Simulate:
-    """``pagedkv.scheduler.simulate``, imported on first use."""
-    from pagedkv.scheduler import simulate
+    """``pagedkv.managers.simulate``, imported on first use."""
+    from pagedkv.managers import simulate
 
     return simulate
 
@@ -101,7 +101,7 @@ class Workload:
     """A workload choice: Poisson arrivals at ``rate`` requests/s (None: all at t = 0).
 
     Card scale: :data:`CARD_REQUESTS` requests shaped like chapter 5's public Qwen3-4B
-    observation (:func:`pagedkv.scheduler.examples.observation_workload`: prompts around 386
+    observation (:func:`pagedkv.lessons.examples.observation_workload`: prompts around 386
     tokens, log-normal outputs with median ~2,340 tokens, ``max_new_tokens`` = output
     length). Runs last thousands of steps, so ``new_token_ratio`` decays to its floor and
     admission over-admits; with a loaded pool ``retract_decode`` acts.
@@ -119,7 +119,7 @@ class Workload:
     def card_requests(self) -> list[RequestSpec]:
         """The real-scale requests (arrival times at 2 requests/s rescaled to ``rate``;
         ``rate=None``: all at t = 0)."""
-        from pagedkv.scheduler.examples import observation_workload  # the scheduler, lazily
+        from pagedkv.lessons.examples import observation_workload  # the scheduler, lazily
 
         base = observation_workload(2.0, self.seed, n=CARD_REQUESTS)
         scale = 0.0 if self.rate is None else 2.0 / self.rate
@@ -137,7 +137,7 @@ class Workload:
 
 @dataclass(frozen=True)
 class SceneRunner:
-    """Runs and encodes scenes with ``simulate`` (``pagedkv.scheduler.simulate``'s shape).
+    """Runs and encodes scenes with ``simulate`` (``pagedkv.managers.simulate``'s shape).
 
     The teaching run always uses ``teaching_model`` on ``teaching_gpu``, capped by
     ``max_total_tokens`` (SGLang's ``--max-total-tokens``) to :func:`teaching_tokens` tokens.

@@ -13,7 +13,7 @@ CATEGORY_COLORS = {"tokens": "#2ca02c", "reserved": "#1f77b4", "internal": "#ff7
 
 def shares_bar(shares: Sequence[object], title: str,
                reference: dict[str, float] | None = None) -> go.Figure:
-    """Stacked horizontal bars, one per scheme, of ``pagedkv.fragmentation.MemoryShare``.
+    """Stacked horizontal bars, one per scheme, of ``pagedkv.lessons.fragmentation.MemoryShare``.
 
     ``reference`` adds dashed vertical lines (percent of memory holding token states,
     e.g. the vLLM paper's figures), labelled above the plot by key (keep keys short).

@@ -19,14 +19,14 @@ def markdown_table(header: Sequence[str], rows: Iterable[Sequence[object]]) -> M
 
 
 def shares_table(shares: Sequence[object]) -> Markdown:
-    """Chapter 2: ``pagedkv.fragmentation.MemoryShare`` per scheme, shares in percent."""
+    """Chapter 2: ``pagedkv.lessons.fragmentation.MemoryShare`` per scheme, shares in percent."""
     cols = ("tokens", "reserved", "internal", "external", "free")
     return markdown_table(("scheme", *cols),
                           ([s.scheme, *(f"{getattr(s, c):.1%}" for c in cols)] for s in shares))
 
 
 def page_cost_table(costs: Sequence[object]) -> Markdown:
-    """Chapter 3: ``pagedkv.fragmentation.PageSizeCost`` per page size."""
+    """Chapter 3: ``pagedkv.lessons.fragmentation.PageSizeCost`` per page size."""
     return markdown_table(("p", "tokens", "slots held", "wasted", "entries (pages)"),
                           ((c.page_size, f"{c.tokens:,}", f"{c.held_slots:,}",
                             f"{c.wasted_pct:.1f} %", f"{c.pages:,}") for c in costs))
@@ -52,7 +52,7 @@ def conservativeness_table(runs: Mapping[float, object]) -> Markdown:
 
 
 def episodes_table(episodes: Mapping[str, object], floor: float) -> Markdown:
-    """Chapter 4: ``pagedkv.scheduler.analysis.Episodes`` per named run."""
+    """Chapter 4: ``pagedkv.lessons.analysis.Episodes`` per named run."""
     return markdown_table(
         ("run", "retraction episodes", f"began at the floor ({floor:.3f})",
          "median decode steps between starts", "gaps within 500-700 steps"),
@@ -159,7 +159,7 @@ def lookups_text(lookups: Sequence[object]) -> str:
 
 
 def prefix_runs_table(runs: Mapping[str, object]) -> Markdown:
-    """Chapter 8: ``pagedkv.prefix_trace.ServeResult`` per run: what the cache reused."""
+    """Chapter 8: ``pagedkv.lessons.prefix_trace.ServeResult`` per run: what the cache reused."""
     return markdown_table(
         ("run", "prompt tokens", "served from the tree", "hit rate", "slots evicted",
          "most running at once", "peak slots held by running requests", "steps"),

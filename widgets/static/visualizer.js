@@ -1,6 +1,6 @@
 // pagedkv memory visualizer: plays back precomputed scheduler traces; it never simulates.
 //
-// Data flow. Python (pagedkv_widgets) runs pagedkv.scheduler.simulate twice per setting
+// Data flow. Python (pagedkv_widgets) runs pagedkv.managers.simulate twice per setting
 // (the real card, and a small teaching pool that records page tables), encodes both traces
 // (widgets/encoding.py) and hands them here as a "scene" {card, pool}:
 //   - live (Jupyter, anywidget): `render({model, el})`. The sliders write the `settings`

@@ -1,0 +1,399 @@
+"""Paged decode attention in Triton: walk the page table, split the sequence, merge.
+
+A lesson in the style of the Triton tutorials. Run ``python -m
+pagedkv.layers.attention`` (:func:`demo`) to check the kernel against the torch reference and
+print the bandwidth it reached.
+
+What decode attention does
+--------------------------
+At a decode step every running request adds one token. Its query ``q[b]`` (``[H_q, D]``)
+attends over all ``L`` keys and values already in the KV cache. The arithmetic is tiny
+(about 4 * L * H_q * D flops) and every byte of K and V is read once: decode attention is
+bound by memory bandwidth, so the figure of merit is bytes moved per second (GB/s), as a
+fraction of the GPU's peak HBM bandwidth.
+
+Walking the page table
+----------------------
+The cache is a pool of slots ``k_cache[num_slots, H_kv, D]``. Token ``t`` of the request in
+row ``r`` lives at slot ``req_to_token[r, t]`` (SGLang's ``ReqToTokenPool``). The kernel
+loads ``BLOCK_N`` slot ids, then gathers those ``BLOCK_N`` rows of K and V: one indirect
+load per token. This is what SGLang's Triton backend does
+(``layers/attention/triton_ops/decode_attention.py``); the kernel never sees the page size.
+:func:`paged_decode_attention_by_page` instead reads one *page id* per ``page_size`` tokens
+(FlashInfer and FA3 take the table this way) and computes ``page * page_size + offset``.
+
+Split-KV (flash-decoding)
+-------------------------
+With a small batch there are too few (request, head) pairs to fill the GPU's SMs. So
+stage 1 cuts each sequence into ``num_kv_splits`` chunks (multiples of ``BLOCK_N``
+tokens); one program per (request, KV-head group, chunk) runs an online softmax over its
+chunk and writes a partial output ``o_s`` and its log-sum-exp ``lse_s``. Stage 2 merges:
+``o = sum_s exp(lse_s - lse) o_s`` with ``lse = log sum_s exp(lse_s)``.
+
+GQA: one KV tile for the whole group
+------------------------------------
+With ``G = H_q / H_kv`` query heads per KV head, a stage-1 program loads a K tile once and
+multiplies it by all G queries at once with ``tl.dot`` (``[BLOCK_H, D] x [D, BLOCK_N]``),
+so K and V are read once per KV head, not once per query head. SGLang's
+``_fwd_grouped_kernel_stage1`` does the same (BLOCK_H 16, BLOCK_N 32); we use that one
+kernel for MHA too (G = 1 fills one row of the 16-row tile).
+
+Where we simplify (and why)
+---------------------------
+- Loads are cast to float32 at once and both ``tl.dot`` run in IEEE fp32. SGLang feeds the
+  tensor cores in the input dtype (and uses a dot-free kernel for MHA). One fp32 path is
+  exact everywhere, including Triton's CPU interpreter, which computes bfloat16 products
+  wrongly; what it costs on a GPU is for ``bench/bench_decode.py`` to measure.
+- Inputs are validated in Python before every launch (``checks.py``); SGLang trusts its
+  scheduler.
+- The default split count is a simple occupancy rule (:func:`default_num_kv_splits`),
+  not SGLang's per-request ``get_num_kv_splits``.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+
+import torch
+import triton
+import triton.language as tl
+
+from pagedkv.errors import check_positive_int
+from pagedkv.layers.attention.cases import random_decode_case
+from pagedkv.layers.attention.checks import (
+    DecodeShape,
+    check_decode_inputs,
+    check_launch_device,
+    check_scale_and_splits,
+    interpreted,
+)
+from pagedkv.layers.attention.reference import paged_decode_attention_ref
+
+BLOCK_N = 32  # tokens per K/V tile, and the granularity of a split (SGLang: 32)
+BLOCK_H = 16  # query heads per program (SGLang: 16); older Triton needs tl.dot dims >= 16
+MAX_DEFAULT_SPLITS = 8  # SGLang's default cap
+
+
+@triton.jit
+def _split_bounds(seq_len, split_id, NUM_SPLITS: tl.constexpr, BLOCK: tl.constexpr):
+    """Token range [start, end) of one split: equal chunks rounded up to whole tiles."""
+    per_split = tl.cdiv(tl.cdiv(seq_len, NUM_SPLITS), BLOCK) * BLOCK
+    start = split_id * per_split
+    end = tl.minimum(start + per_split, seq_len)
+    return start, end
+
+
+@triton.jit
+def _decode_stage1(
+    Q, K, V, Table, ReqPoolIdx, SeqLens, MidO, MidLse,
+    sm_scale,
+    stride_qb, stride_qh,
+    stride_kt, stride_kh,
+    stride_vt, stride_vh,
+    stride_table,
+    stride_mob, stride_moh, stride_mos,
+    stride_lb, stride_lh,
+    GROUP: tl.constexpr,
+    HEAD_DIM: tl.constexpr,
+    PAGE_SIZE: tl.constexpr,
+    PER_PAGE: tl.constexpr,
+    NUM_SPLITS: tl.constexpr,
+    BLOCK_H: tl.constexpr,
+    BLOCK_N: tl.constexpr,
+    BLOCK_D: tl.constexpr,
+):
+    """One (request, block of query heads sharing a KV head, split) per program."""
+    b = tl.program_id(0)
+    head_block = tl.program_id(1)
+    split_id = tl.program_id(2)
+    blocks_per_group: tl.constexpr = (GROUP + BLOCK_H - 1) // BLOCK_H
+    kv_head = head_block // blocks_per_group
+    in_group = (head_block % blocks_per_group) * BLOCK_H + tl.arange(0, BLOCK_H)
+    mask_h = in_group < GROUP
+    heads = kv_head * GROUP + in_group
+    offs_d = tl.arange(0, BLOCK_D)
+    mask_d = offs_d < HEAD_DIM
+
+    seq_len = tl.load(SeqLens + b)
+    row = tl.load(ReqPoolIdx + b).to(tl.int64)
+    start, end = _split_bounds(seq_len, split_id, NUM_SPLITS, BLOCK_N)
+
+    q = tl.load(
+        Q + b * stride_qb + heads[:, None] * stride_qh + offs_d[None, :],
+        mask=mask_h[:, None] & mask_d[None, :], other=0.0,
+    ).to(tl.float32)  # [BLOCK_H, BLOCK_D]
+
+    m_i = tl.full([BLOCK_H], float("-inf"), tl.float32)  # running max of the scores
+    l_i = tl.zeros([BLOCK_H], tl.float32)  # running sum of exp(score - m_i)
+    acc = tl.zeros([BLOCK_H, BLOCK_D], tl.float32)  # running sum of p * V
+    for tile in range(start, end, BLOCK_N):
+        pos = tile + tl.arange(0, BLOCK_N)  # logical token positions
+        mask_n = pos < end
+        # The page-table walk: logical position -> physical slot.
+        if PER_PAGE:
+            page = tl.load(Table + row * stride_table + pos // PAGE_SIZE, mask=mask_n, other=0)
+            slot = page.to(tl.int64) * PAGE_SIZE + pos % PAGE_SIZE
+        else:
+            slot = tl.load(Table + row * stride_table + pos, mask=mask_n, other=0).to(tl.int64)
+        mask_kv = mask_n[:, None] & mask_d[None, :]
+        k = tl.load(
+            K + slot[:, None] * stride_kt + kv_head * stride_kh + offs_d[None, :],
+            mask=mask_kv, other=0.0,
+        ).to(tl.float32)  # [BLOCK_N, BLOCK_D], read once for the whole group
+        qk = tl.dot(q, tl.trans(k), input_precision="ieee") * sm_scale  # [BLOCK_H, BLOCK_N]
+        qk = tl.where(mask_n[None, :], qk, float("-inf"))
+        m_new = tl.maximum(m_i, tl.max(qk, axis=1))
+        alpha = tl.exp(m_i - m_new)
+        p = tl.exp(qk - m_new[:, None])
+        v = tl.load(
+            V + slot[:, None] * stride_vt + kv_head * stride_vh + offs_d[None, :],
+            mask=mask_kv, other=0.0,
+        ).to(tl.float32)
+        acc = acc * alpha[:, None] + tl.dot(p, v, input_precision="ieee")
+        l_i = l_i * alpha + tl.sum(p, axis=1)
+        m_i = m_new
+
+    if end > start:  # an empty split (short sequence) writes nothing; stage 2 skips it
+        mid = b * stride_mob + heads[:, None] * stride_moh + split_id * stride_mos
+        tl.store(MidO + mid + offs_d[None, :], acc / l_i[:, None],
+                 mask=mask_h[:, None] & mask_d[None, :])
+        tl.store(MidLse + b * stride_lb + heads * stride_lh + split_id, m_i + tl.log(l_i),
+                 mask=mask_h)
+
+
+@triton.jit
+def _decode_stage2(
+    MidO, MidLse, Out, SeqLens,
+    stride_mob, stride_moh, stride_mos,
+    stride_lb, stride_lh,
+    stride_ob, stride_oh,
+    HEAD_DIM: tl.constexpr,
+    NUM_SPLITS: tl.constexpr,
+    BLOCK_N: tl.constexpr,
+    BLOCK_D: tl.constexpr,
+):
+    """One (request, query head) per program: merge the splits by their log-sum-exp."""
+    b = tl.program_id(0)
+    h = tl.program_id(1)
+    offs_d = tl.arange(0, BLOCK_D)
+    mask_d = offs_d < HEAD_DIM
+    seq_len = tl.load(SeqLens + b)
+
+    lse_max = float("-inf")
+    weight_sum = 0.0
+    acc = tl.zeros([BLOCK_D], tl.float32)
+    for split_id in range(NUM_SPLITS):
+        start, end = _split_bounds(seq_len, split_id, NUM_SPLITS, BLOCK_N)
+        if end > start:
+            lse = tl.load(MidLse + b * stride_lb + h * stride_lh + split_id)
+            o_s = tl.load(MidO + b * stride_mob + h * stride_moh + split_id * stride_mos + offs_d,
+                          mask=mask_d, other=0.0)
+            new_max = tl.maximum(lse_max, lse)
+            rescale = tl.exp(lse_max - new_max)
+            weight = tl.exp(lse - new_max)
+            acc = acc * rescale + weight * o_s
+            weight_sum = weight_sum * rescale + weight
+            lse_max = new_max
+    tl.store(Out + b * stride_ob + h * stride_oh + offs_d,
+             (acc / weight_sum).to(Out.dtype.element_ty), mask=mask_d)
+
+
+def split_ranges(seq_len: int, num_kv_splits: int) -> list[tuple[int, int]]:
+    """Token ranges ``[start, end)`` of each split of a sequence, as stage 1 computes them.
+
+    Equal chunks rounded up to whole ``BLOCK_N``-token tiles; trailing splits of a short
+    sequence are empty (``start >= end``) and are skipped by both stages. For teaching and
+    tests; the kernels compute the same in ``_split_bounds``.
+    """
+    check_positive_int("seq_len", seq_len)
+    check_positive_int("num_kv_splits", num_kv_splits)
+    per_split = triton.cdiv(triton.cdiv(seq_len, num_kv_splits), BLOCK_N) * BLOCK_N
+    return [(s * per_split, min((s + 1) * per_split, seq_len)) for s in range(num_kv_splits)]
+
+
+def default_num_kv_splits(batch: int, num_kv_heads: int, group: int, max_seq_len: int) -> int:
+    """Split count: enough stage-1 programs to fill the device, at most 8, >= 1 tile each.
+
+    Stage 1 without splitting launches ``batch * H_kv * ceil(G / 16)`` programs. On a GPU
+    we split until there are about two programs per SM; under the CPU interpreter programs
+    run one after another, so splitting only adds work and we do not split.
+    """
+    if interpreted():
+        return 1
+    programs = batch * num_kv_heads * triton.cdiv(group, BLOCK_H)
+    sms = torch.cuda.get_device_properties(torch.cuda.current_device()).multi_processor_count
+    wanted = triton.cdiv(2 * sms, programs)
+    return max(1, min(MAX_DEFAULT_SPLITS, wanted, triton.cdiv(max_seq_len, BLOCK_N)))
+
+
+def _launch(
+    q: torch.Tensor,
+    k_cache: torch.Tensor,
+    v_cache: torch.Tensor,
+    table: torch.Tensor,
+    req_pool_indices: torch.Tensor,
+    seq_lens: torch.Tensor,
+    shape: DecodeShape,
+    *,
+    page_size: int,
+    per_page: bool,
+    sm_scale: float | None,
+    num_kv_splits: int | None,
+) -> torch.Tensor:
+    """Run both stages on inputs that ``check_decode_inputs`` has accepted. No checks here:
+    call it directly only from benchmarks that validated the same inputs once."""
+    scale = 1.0 / math.sqrt(shape.head_dim) if sm_scale is None else float(sm_scale)
+    splits = num_kv_splits or default_num_kv_splits(
+        shape.batch, shape.num_kv_heads, shape.group, shape.max_seq_len)
+    # The kernels index these with unit strides: make them so (a no-op when they already are).
+    q, req_pool_indices, seq_lens = (t.contiguous() for t in (q, req_pool_indices, seq_lens))
+    batch, num_q_heads, head_dim = shape.batch, shape.num_q_heads, shape.head_dim
+    mid_o = torch.empty((batch, num_q_heads, splits, head_dim), dtype=torch.float32,
+                        device=q.device)
+    mid_lse = torch.empty((batch, num_q_heads, splits), dtype=torch.float32, device=q.device)
+    o = torch.empty_like(q)
+    block_d = max(16, triton.next_power_of_2(head_dim))  # tl.dot dims >= 16, as BLOCK_H
+    gpu = {} if interpreted() else {"num_warps": 4, "num_stages": 2}
+    grid1 = (batch, shape.num_kv_heads * triton.cdiv(shape.group, BLOCK_H), splits)
+    _decode_stage1[grid1](
+        q, k_cache, v_cache, table, req_pool_indices, seq_lens, mid_o, mid_lse,
+        scale,
+        q.stride(0), q.stride(1),
+        k_cache.stride(0), k_cache.stride(1),
+        v_cache.stride(0), v_cache.stride(1),
+        table.stride(0),
+        mid_o.stride(0), mid_o.stride(1), mid_o.stride(2),
+        mid_lse.stride(0), mid_lse.stride(1),
+        GROUP=shape.group, HEAD_DIM=head_dim, PAGE_SIZE=page_size, PER_PAGE=per_page,
+        NUM_SPLITS=splits, BLOCK_H=BLOCK_H, BLOCK_N=BLOCK_N, BLOCK_D=block_d, **gpu,
+    )
+    _decode_stage2[(batch, num_q_heads)](
+        mid_o, mid_lse, o, seq_lens,
+        mid_o.stride(0), mid_o.stride(1), mid_o.stride(2),
+        mid_lse.stride(0), mid_lse.stride(1),
+        o.stride(0), o.stride(1),
+        HEAD_DIM=head_dim, NUM_SPLITS=splits, BLOCK_N=BLOCK_N, BLOCK_D=block_d, **gpu,
+    )
+    return o
+
+
+def paged_decode_attention(
+    q: torch.Tensor,
+    k_cache: torch.Tensor,
+    v_cache: torch.Tensor,
+    req_to_token: torch.Tensor,
+    req_pool_indices: torch.Tensor,
+    seq_lens: torch.Tensor,
+    *,
+    sm_scale: float | None = None,
+    num_kv_splits: int | None = None,
+) -> torch.Tensor:
+    """Decode attention over a paged KV cache, one slot id per token (SGLang's Triton backend).
+
+    Args:
+        q: ``[B, H_q, D]`` float32/float16/bfloat16: the queries of the current token.
+        k_cache, v_cache: ``[num_slots, H_kv, D]``, one layer of ``MHATokenToKVPool``, q's
+            dtype; slot = page * page_size + offset. ``H_q % H_kv == 0`` (MHA, GQA, MQA).
+        req_to_token: int32 ``[R, max_context_len]``: slot of token t of the request in row r.
+        req_pool_indices: int32/int64 ``[B]``: the row of each request, in ``[0, R)``.
+        seq_lens: int32/int64 ``[B]``: tokens in the cache including the current one, in
+            ``[1, max_context_len]``.
+        sm_scale: softmax scale, default ``1 / sqrt(D)``.
+        num_kv_splits: chunks per sequence (flash-decoding); default
+            :func:`default_num_kv_splits`.
+
+    Returns:
+        ``o`` ``[B, H_q, D]`` in q's dtype, accumulated in float32.
+
+    Raises:
+        ConfigError: a bad shape, dtype, device, length, row, slot, scale or split count
+            (the message names it, its value and the valid range). Nothing is launched.
+
+    Source: SGLang ``layers/attention/triton_ops/decode_attention.py``
+    (``_fwd_grouped_kernel_stage1``, ``_fwd_kernel_stage2``).
+    """
+    check_launch_device(q)
+    check_scale_and_splits(sm_scale, num_kv_splits)
+    shape = check_decode_inputs(q, k_cache, v_cache, req_to_token, req_pool_indices, seq_lens)
+    return _launch(q, k_cache, v_cache, req_to_token, req_pool_indices, seq_lens, shape,
+                   page_size=1, per_page=False, sm_scale=sm_scale, num_kv_splits=num_kv_splits)
+
+
+def paged_decode_attention_by_page(
+    q: torch.Tensor,
+    k_cache: torch.Tensor,
+    v_cache: torch.Tensor,
+    page_table: torch.Tensor,
+    req_pool_indices: torch.Tensor,
+    seq_lens: torch.Tensor,
+    page_size: int,
+    *,
+    sm_scale: float | None = None,
+    num_kv_splits: int | None = None,
+) -> torch.Tensor:
+    """Decode attention reading one page id per page (the FlashInfer / FA3 table layout).
+
+    Token ``t`` of row ``r`` lives at slot ``page_table[r, t // page_size] * page_size +
+    t % page_size``. Same maths and result as :func:`paged_decode_attention` on
+    ``pages_to_slots(page_table, page_size)``; the table read is ``page_size`` times smaller.
+
+    Args:
+        q, k_cache, v_cache, req_pool_indices, sm_scale, num_kv_splits: as in
+            :func:`paged_decode_attention`.
+        page_table: int32 ``[R, max_pages]`` of page ids, each in ``[0, num_slots // page_size)``.
+        seq_lens: int32/int64 ``[B]``, in ``[1, max_pages * page_size]``.
+        page_size: tokens per page, an integer >= 1.
+
+    Returns:
+        ``o`` ``[B, H_q, D]`` in q's dtype.
+
+    Raises:
+        ConfigError: as :func:`paged_decode_attention`, plus a bad ``page_size`` or page id.
+
+    Source: SGLang ``layers/attention/flashattention_backend.py`` (page table built as
+    ``req_to_token[:, ::page_size] // page_size``); FlashInfer's paged KV layout.
+    """
+    check_launch_device(q)
+    check_positive_int("page_size", page_size)
+    check_scale_and_splits(sm_scale, num_kv_splits)
+    shape = check_decode_inputs(q, k_cache, v_cache, page_table, req_pool_indices, seq_lens,
+                                table_name="page_table", page_size=page_size)
+    return _launch(q, k_cache, v_cache, page_table, req_pool_indices, seq_lens, shape,
+                   page_size=page_size, per_page=True, sm_scale=sm_scale,
+                   num_kv_splits=num_kv_splits)
+
+
+def decode_bytes(
+    seq_lens: torch.Tensor, num_q_heads: int, num_kv_heads: int, head_dim: int,
+    elem_bytes: int,
+) -> int:
+    """Bytes a decode step must move from HBM at least: K and V of every token, plus q and o.
+
+    Table reads and the split intermediates are left out (they are small next to K/V), so
+    ``bytes / seconds`` is a lower bound on the bandwidth the kernel achieved.
+    """
+    kv = 2 * int(seq_lens.sum()) * num_kv_heads * head_dim * elem_bytes
+    return kv + 2 * seq_lens.numel() * num_q_heads * head_dim * elem_bytes
+
+
+def demo() -> None:
+    """Check one batch against the reference and print the achieved bandwidth."""
+    device = "cpu" if interpreted() else "cuda"
+    lens = [1, 37, 100, 64]
+    case = random_decode_case(lens, num_q_heads=8, num_kv_heads=2, head_dim=64, page_size=16,
+                              device=device)
+    o = paged_decode_attention(*case.slot_args())
+    err = (o - paged_decode_attention_ref(*case.slot_args())).abs().max().item()
+    print(f"max |kernel - reference| = {err:.2e} (fp32, page_size {case.page_size})")
+    if interpreted():
+        print("CPU interpreter: timings measure Python, not memory bandwidth; run on a GPU.")
+        return
+    torch.cuda.synchronize()
+    start = time.perf_counter()
+    for _ in range(100):
+        paged_decode_attention(*case.slot_args())
+    torch.cuda.synchronize()
+    seconds = (time.perf_counter() - start) / 100
+    gbps = decode_bytes(case.seq_lens, 8, 2, 64, 4) / seconds / 1e9
+    print(f"{seconds * 1e6:.1f} us per call, {gbps:.1f} GB/s (tiny shapes; see bench/)")

@@ -1,0 +1,322 @@
+"""Reading a simulated run: admission passes, ratio curves, retraction episodes, snapshots.
+
+The book's chapters 4 and 5 call these instead of looping over traces in the notebook. Every
+function reads pagedkv state (a :class:`~pagedkv.managers.trace.Trace`, a
+:class:`~pagedkv.managers.simulation.SimResult`, a :class:`~pagedkv.managers.Scheduler`) and
+returns plain numbers; tables and figures are built in ``pagedkv_widgets``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from pagedkv.errors import bad_value
+from pagedkv.managers.config import SchedulerConfig
+from pagedkv.managers.request import Req
+from pagedkv.managers.schedule_batch import retract_ratio
+from pagedkv.managers.schedule_policy import AddReqResult, PrefillAdder, running_reservation
+from pagedkv.managers.scheduler import Scheduler
+from pagedkv.managers.simulation import SimResult
+from pagedkv.managers.trace import Trace
+from pagedkv.mem_cache.allocator import decode_need
+
+
+@dataclass(frozen=True)
+class UniformBatch:
+    """``n`` running requests of one shape, for worked admission examples.
+
+    ``kv_len`` is ``prompt_len + generated - 1``: the newest sampled token's KV is written by
+    the next decode step (tokens).
+    """
+
+    n: int
+    prompt_len: int
+    max_new_tokens: int
+    generated: int
+
+    @property
+    def kv_len(self) -> int:
+        """KV tokens each request holds."""
+        return self.prompt_len + self.generated - 1
+
+    @property
+    def tokens_used(self) -> int:
+        """KV tokens the whole batch holds: ``n * kv_len``."""
+        return self.n * self.kv_len
+
+    def reservation(self, config: SchedulerConfig, ratio: float, page_size: int = 1) -> float:
+        """Tokens admission holds back for the batch (:func:`running_reservation`)."""
+        col = np.full
+        return running_reservation(config, page_size, ratio, col(self.n, self.prompt_len),
+                                   col(self.n, self.max_new_tokens), col(self.n, self.generated),
+                                   col(self.n, self.kv_len))
+
+
+@dataclass(frozen=True)
+class AdmissionState:
+    """What ``PrefillAdder`` starts a pass from: ``rem_total_tokens = available - reserved``."""
+
+    pool: int
+    available: int
+    per_request: float
+    reserved: float
+
+    @property
+    def rem_total_tokens(self) -> float:
+        """``available - reserved`` (tokens)."""
+        return self.available - self.reserved
+
+
+def admission_state(batch: UniformBatch, pool_tokens: int, config: SchedulerConfig,
+                    ratio: float) -> AdmissionState:
+    """Free slots and reservations next to ``batch`` in a pool of ``pool_tokens`` (page size 1).
+
+    ``per_request`` is ``min(max_new_tokens - generated, CLIP) * ratio``.
+    Raises ConfigError when the batch does not fit the pool.
+    Source: ``PrefillAdder._get_running_request_total_token_offset`` (schedule_policy.py).
+    """
+    available = pool_tokens - batch.tokens_used
+    if available < 0:
+        raise bad_value("pool_tokens", pool_tokens, f">= {batch.tokens_used} (the batch's KV)")
+    left = min(batch.max_new_tokens - batch.generated, config.clip_max_new_tokens)
+    return AdmissionState(pool_tokens, available, left * ratio,
+                          batch.reservation(config, ratio))
+
+
+def admission_pass(config: SchedulerConfig, state: AdmissionState, newcomers: Sequence[Req],
+                   page_size: int = 1) -> tuple[PrefillAdder, AddReqResult]:
+    """Offer ``newcomers`` to one ``PrefillAdder`` in order until it says stop.
+
+    Returns the adder (``can_run_list`` holds the admissions) and the last result
+    (``CONTINUE`` when the whole queue got in). Source: ``Scheduler.get_new_batch_prefill``.
+    """
+    adder = PrefillAdder(config, page_size, state.available, state.reserved)
+    result = AddReqResult.CONTINUE
+    for req in newcomers:
+        result = adder.add_one_req(req)
+        if result is not AddReqResult.CONTINUE:
+            break
+    return adder, result
+
+
+@dataclass(frozen=True)
+class SweepRow:
+    """One ratio of :func:`ratio_sweep`: the starting state and how the pass ended."""
+
+    ratio: float
+    state: AdmissionState
+    admitted: int
+    result: AddReqResult
+
+
+def ratio_sweep(batch: UniformBatch, pool_tokens: int, config: SchedulerConfig,
+                ratios: Sequence[float], newcomers: Sequence[Req]) -> list[SweepRow]:
+    """The same state and queue offered to ``PrefillAdder`` at each ``new_token_ratio``."""
+    rows = []
+    for ratio in ratios:
+        state = admission_state(batch, pool_tokens, config, ratio)
+        adder, result = admission_pass(config, state, newcomers)
+        rows.append(SweepRow(ratio, state, len(adder.can_run_list), result))
+    return rows
+
+
+def same_requests(count: int, prompt_len: int, max_new_tokens: int) -> list[Req]:
+    """``count`` identical newcomers (ids 0..count-1) whose output length is their budget."""
+    return [Req(i, prompt_len, max_new_tokens, max_new_tokens) for i in range(count)]
+
+
+def ratio_curve(config: SchedulerConfig, steps: np.ndarray) -> np.ndarray:
+    """``new_token_ratio`` after each number of decode steps without a retraction.
+
+    ``max(init_ratio - steps * ratio_decay, min_ratio)``; float64, same shape as ``steps``.
+    Source: ``Scheduler.update_running_batch`` (the decay), scheduler.py.
+    """
+    return np.maximum(config.init_ratio - np.asarray(steps) * config.ratio_decay,
+                      config.min_ratio)
+
+
+def retraction_steps(trace: Trace) -> list[int]:
+    """Steps at which ``retract_decode`` ran, sorted, each once."""
+    return sorted({e[0] for e in trace.events_of("retract")})
+
+
+@dataclass(frozen=True)
+class Episodes:
+    """Retraction episodes of a run (see :func:`retraction_episodes`).
+
+    ``starts``: step of each episode's first retraction; ``at_floor``: episodes that began
+    with ``new_token_ratio`` at its floor; ``gaps``: decode steps between consecutive starts.
+    """
+
+    starts: list[int]
+    at_floor: int
+    gaps: np.ndarray
+
+    @property
+    def count(self) -> int:
+        """Number of episodes."""
+        return len(self.starts)
+
+    def gaps_within(self, low: int, high: int) -> int:
+        """Gaps with ``low <= gap <= high`` decode steps."""
+        return int(((self.gaps >= low) & (self.gaps <= high)).sum())
+
+
+def retraction_episodes(trace: Trace, min_ratio: float, gap: int = 100) -> Episodes:
+    """Group retractions less than ``gap`` decode steps apart into episodes.
+
+    The ratio an episode "began at" is the ``new_token_ratio`` recorded at the step before
+    its first retraction; it is at the floor when within 1e-9 of ``min_ratio``.
+    """
+    if gap < 1:
+        raise bad_value("gap", gap, ">= 1 decode step")
+    s = trace.steps
+    decode_index = np.cumsum(np.asarray(s["kind"]) == "decode")
+    starts: list[int] = []
+    last = None
+    for step in retraction_steps(trace):
+        if last is None or decode_index[step] - decode_index[last] >= gap:
+            starts.append(step)
+        last = step
+    at_floor = sum(abs(s["new_token_ratio"][st - 1] - min_ratio) < 1e-9 for st in starts)
+    return Episodes(starts, int(at_floor), np.diff(decode_index[starts]))
+
+
+@dataclass(frozen=True)
+class StepSnapshot:
+    """One step's memory and queue columns (tokens; ratio unitless)."""
+
+    step: int
+    free: int
+    pool: int
+    waiting: int
+    running: int
+    reserved: float
+    ratio: float
+
+
+def most_free_while_waiting(trace: Trace, pool: int) -> StepSnapshot:
+    """The decode step with the most free slots while requests waited in the queue.
+
+    Raises ConfigError when no decode step had anyone waiting.
+    """
+    s = trace.steps
+    free = np.asarray(s["tokens_free"])
+    waiting = (np.asarray(s["num_waiting"]) > 0) & (np.asarray(s["kind"]) == "decode")
+    if not waiting.any():
+        raise bad_value("trace", "no decode step with a waiting request",
+                        "a run whose queue was ever non-empty during decode")
+    i = int(np.argmax(np.where(waiting, free, -1)))
+    return StepSnapshot(i, int(free[i]), pool, int(s["num_waiting"][i]), int(s["num_running"][i]),
+                        float(s["tokens_reserved"][i]), float(s["new_token_ratio"][i]))
+
+
+@dataclass(frozen=True)
+class BatchRow:
+    """One running request just before a decode step (tokens)."""
+
+    rid: int
+    prompt_len: int
+    outputs: int
+    kv_len: int
+    pages: list[int]
+    new_page: bool
+
+
+@dataclass(frozen=True)
+class FirstRetraction:
+    """The first retraction of a run recorded with page tables, read back from its trace.
+
+    ``rows``: the batch before the step; ``free`` / ``need``: slots free and needed by the
+    step; ``victim``, its prompt, its ``output_len`` (kept) and ``freed`` KV tokens;
+    ``tied_with`` / ``tied_prompt``: a surviving request with as many outputs (None if none);
+    ``decoded`` / ``budget``: sums over the survivors that set ``ratio``
+    (with ``retract_steps``, ``SGLANG_RETRACT_DECODE_STEPS``); ``log``: the SGLang
+    log line; ``reprefill_step`` and ``reprefill_extend``: when the victim was prefilled
+    again, over how many tokens.
+    """
+
+    step: int
+    rows: list[BatchRow]
+    free: int
+    need: int
+    page_size: int
+    victim: int
+    victim_prompt: int
+    output_len: int
+    freed: int
+    tied_with: int | None
+    tied_prompt: int | None
+    decoded: int
+    budget: int
+    retract_steps: int
+    ratio: float
+    log: str
+    reprefill_step: int
+    reprefill_extend: int
+
+
+def first_retraction(sched: Scheduler) -> FirstRetraction:
+    """Explain the first ``retract_decode`` of a finished ``sched`` run.
+
+    ``sched`` must have run with ``record_page_tables=True`` and retracted at least once;
+    otherwise ConfigError.
+    """
+    trace, p = sched.trace, sched.trace.meta.page_size
+    events = trace.events_of("retract")
+    if trace.page_tables is None or not events:
+        raise bad_value("sched", "no retraction or no page tables",
+                        "a finished run with record_page_tables=True that retracted")
+    step, _, victim, info = events[0]
+    rows = [BatchRow(rid, sched.reqs[rid].prompt_len, kv - sched.reqs[rid].prompt_len + 1, kv,
+                     list(pages), kv % p == 0)
+            for rid, kv, pages in trace.page_tables[step - 1]]
+    stay = [r for r in rows if r.rid != victim]
+    tied = [r.rid for r in stay if r.outputs == info["output_len"]]
+    budget = [sched.reqs[r.rid].max_new_tokens for r in stay]
+    re = next(e for e in trace.events_of("reprefill") if e[2] == victim)
+    return FirstRetraction(
+        step, rows, int(trace.steps["tokens_free"][step - 1]),
+        decode_need([r.kv_len for r in rows], p), p, victim, sched.reqs[victim].prompt_len,
+        info["output_len"], info["freed"], tied[0] if tied else None,
+        sched.reqs[tied[0]].prompt_len if tied else None, sum(r.outputs for r in stay),
+        sum(budget), sched.config.retract_decode_steps,
+        retract_ratio([r.outputs for r in stay], budget,
+                      sched.config.retract_decode_steps),
+        trace.log[trace.log_steps.index(step)], re[0], re[3]["extend"])
+
+
+def first_ratio_jump(trace: Trace) -> tuple[str, str] | None:
+    """``(before, after)`` of the first "KV cache pool is full" log line, as printed; None if
+    the run never retracted."""
+    for line in trace.log:
+        if line.startswith("KV cache pool is full"):
+            before, after = line.split("#new_token_ratio: ")[1].split(" -> ")
+            return before, after
+    return None
+
+
+def freed_per_retraction(trace: Trace) -> list[int]:
+    """KV tokens each retracted request gave back, in order."""
+    return [int(e[3]["freed"]) for e in trace.events_of("retract")]
+
+
+@dataclass(frozen=True)
+class Completion:
+    """Whether every request of a run finished with exactly its output length."""
+
+    retracted: int
+    requests: int
+    complete: bool
+    recomputed_tokens: int
+
+
+def completion(result: SimResult) -> Completion:
+    """Count a run's retracted requests and check each produced exactly ``output_len``."""
+    reqs = result.requests
+    return Completion(sum(1 for q in reqs if q.num_retractions), len(reqs),
+                      all(q.generated == q.output_len for q in reqs),
+                      result.metrics.recomputed_tokens)

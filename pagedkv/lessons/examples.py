@@ -1,0 +1,173 @@
+"""The runs chapters 4 and 5 of the book are built on, each a named, seeded function.
+
+Everything here drives the real simulator (:func:`~pagedkv.managers.simulate`,
+:class:`~pagedkv.managers.Scheduler`); nothing is a hand-written number. Times are the
+roofline model of :mod:`pagedkv.model_executor.sim_executor`, not measurements.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
+
+import numpy as np
+
+from pagedkv.errors import bad_value
+from pagedkv.gpus import get_gpu
+from pagedkv.lessons.analysis import first_ratio_jump, freed_per_retraction
+from pagedkv.managers.config import SchedulerConfig
+from pagedkv.managers.metrics import Metrics
+from pagedkv.managers.request import Req
+from pagedkv.managers.schedule_batch import RunningBatch
+from pagedkv.managers.scheduler import Scheduler
+from pagedkv.managers.simulation import SimResult, simulate
+from pagedkv.workloads.synthetic import RequestSpec, arrivals, lognormal_lengths, sharegpt_like, uniform
+
+POLICIES = ("sglang", "reserve_all", "no_reserve")
+
+
+def exact_budgets(specs: Sequence[RequestSpec]) -> list[RequestSpec]:
+    """The same requests with ``max_new_tokens`` equal to each true ``output_len``: a client
+    that knows how long its answers are (the worst case for ``new_token_ratio``'s guess)."""
+    return [replace(s, max_new_tokens=s.output_len) for s in specs]
+
+
+def tiny_retraction_run() -> Scheduler:
+    """Chapter 5's visible example, finished: 5 requests arriving at once on a 256-token pool
+    in 16 pages of 16, ``max_new_tokens`` = output length, the ratio decaying in 60 steps
+    instead of 600 (``SGLANG_NEW_TOKEN_RATIO_DECAY_STEPS=60``). Page tables are recorded."""
+    specs = [RequestSpec(40, 90, 90), RequestSpec(24, 70, 70), RequestSpec(56, 60, 60),
+             RequestSpec(30, 80, 80), RequestSpec(20, 40, 40)]
+    sched = Scheduler(specs, max_total_num_tokens=256, page_size=16, record_page_tables=True,
+                      config=SchedulerConfig(new_token_ratio_decay_steps=60))
+    sched.run()
+    return sched
+
+
+def running_batch(prompt_lens: Sequence[int], generated: Sequence[int],
+                  max_new_tokens: Sequence[int]) -> RunningBatch:
+    """A running batch at page size 1 whose requests have produced ``generated`` tokens each
+    (``kv_len = prompt + generated - 1``); request rows 0, 0, ... (only the numbers matter)."""
+    reqs = []
+    for rid, (p, g, m) in enumerate(zip(prompt_lens, generated, max_new_tokens, strict=True)):
+        q = Req(rid, p, m, m)
+        q.generated, q.kv_len = g, p + g - 1
+        reqs.append(q)
+    batch = RunningBatch()
+    batch.add(reqs, [0] * len(reqs))
+    return batch
+
+
+def conservativeness_runs(values: Sequence[float] = (0.3, 0.5, 1.0, 1.5)) -> dict[float,
+                                                                                    SimResult]:
+    """Chapter 4's run at each ``schedule_conservativeness``: 800 requests at 8/s, prompts
+    200-600, outputs 300-2,000 tokens with exact budgets, Llama-3-8B on an H100, the pool capped
+    at 40,000 tokens."""
+    specs = exact_budgets(uniform(800, (200, 600), (300, 2000), 2000, rate=8.0, seed=4))
+    return {c: simulate(specs, model="llama-3-8b", gpu="h100-sxm-80gb", max_total_tokens=40_000,
+                        arrival_rate=8.0, schedule_conservativeness=c) for c in values}
+
+
+def short_answers_run() -> SimResult:
+    """Chapter 4's second workload: 1,500 requests at 20/s, 100-800-token answers with exact
+    budgets, a 20,000-token pool."""
+    specs = exact_budgets(uniform(1500, (200, 600), (100, 800), 800, rate=20.0, seed=4))
+    return simulate(specs, model="llama-3-8b", gpu="h100-sxm-80gb", max_total_tokens=20_000,
+                    arrival_rate=20.0)
+
+
+def policy_comparison(n: int = 600, rate: float = 30.0, pool: int = 20_000,
+                      seed: int = 5) -> dict[tuple[str, str], Metrics]:
+    """Chapter 5's three policies on ShareGPT-like requests, with generous budgets (2,048) and
+    with exact ones. Keys: ``(clients send, policy)``."""
+    generous = sharegpt_like(n, max_new_tokens=2048, rate=rate, seed=seed)
+    workloads = {"max_new_tokens 2048": generous, "max_new_tokens = output": exact_budgets(generous)}
+    return {(w, p): simulate(specs, model="llama-3-8b", gpu="h100-sxm-80gb",
+                             max_total_tokens=pool, policy=p, arrival_rate=rate).metrics
+            for w, specs in workloads.items() for p in POLICIES}
+
+
+REPORT_POOL = 87_552  # tokens, from the report's "KV Cache is allocated" line
+
+
+def observation_workload(rate: float, seed: int, n: int = 120) -> list[RequestSpec]:
+    """Requests shaped like the public Qwen3-4B report: prompts log-normal around 386 tokens
+    (10 % spread), outputs log-normal with median 2,340 and sigma 0.63 capped at 10,540,
+    ``max_new_tokens`` = output length, Poisson arrivals at ``rate`` requests/s."""
+    rng = np.random.default_rng(seed)
+    sigma = 0.63
+    prompts = lognormal_lengths(n, 386.0, 0.1, 4096, rng)
+    outputs = lognormal_lengths(n, 2340 * np.exp(sigma**2 / 2), sigma, 10_540, rng)
+    return [RequestSpec(int(p), int(o), int(o), float(t))
+            for p, o, t in zip(prompts, outputs, arrivals(n, rate, rng), strict=True)]
+
+
+def observe(rate: float, seed: int, efficiency: float = 1.0) -> SimResult:
+    """The report's setting: Qwen3-4B on an RTX 4090, pool capped at 87,552 tokens.
+
+    ``efficiency`` in (0, 1] scales the card's peak bandwidth and FLOP/s (step times are a
+    roofline; real kernels reach part of the peak). Raises ConfigError outside (0, 1].
+    """
+    if not 0 < efficiency <= 1:
+        raise bad_value("efficiency", efficiency, "(0, 1]")
+    card = get_gpu("rtx-4090")
+    card = replace(card, hbm_bandwidth=card.hbm_bandwidth * efficiency,
+                   bf16_flops=card.bf16_flops * efficiency)
+    return simulate(observation_workload(rate, seed), model="qwen3-4b", gpu=card,
+                    max_total_tokens=REPORT_POOL, arrival_rate=rate)
+
+
+@dataclass(frozen=True)
+class ObservationColumn:
+    """One card speed of :func:`observation_study`, seeds in order.
+
+    ``first_ratio``: ratio after each seed's first retraction (as logged; seeds that never
+    retracted are left out); ``start_ratios``: the ratios those jumps started from;
+    ``mean_freed``: KV tokens per retraction over all seeds (None: no retraction);
+    ``retractions``: per seed; ``calm_retractions``: the light load, first seed.
+    """
+
+    efficiency: float
+    first_ratio: list[str]
+    start_ratios: set[str]
+    mean_freed: float | None
+    retractions: list[int]
+    calm_retractions: int
+
+
+@dataclass(frozen=True)
+class ObservationStudy:
+    """The report reproduced at several card speeds; ``busy`` / ``calm`` are the runs at full
+    speed and the first seed (chapter 5 plots them)."""
+
+    columns: list[ObservationColumn]
+    busy: SimResult
+    calm: SimResult
+
+    @property
+    def start_ratios(self) -> list[str]:
+        """Every ratio a first retraction started from, over all columns, sorted."""
+        return sorted(set().union(*(c.start_ratios for c in self.columns)))
+
+
+def observation_study(efficiencies: Sequence[float] = (1.0, 0.6, 0.4),
+                      seeds: Sequence[int] = (0, 1, 2), busy_rate: float = 2.0,
+                      calm_rate: float = 0.35) -> ObservationStudy:
+    """Run :func:`observe` at ``busy_rate`` for every (efficiency, seed) and at ``calm_rate``
+    for the first seed; summarise each efficiency. The first efficiency should be 1.0 (its
+    first-seed runs are returned as ``busy`` and ``calm``)."""
+    columns, busy, calm = [], None, None
+    for eff in efficiencies:
+        runs = [observe(busy_rate, seed, eff) for seed in seeds]
+        light = observe(calm_rate, seeds[0], eff)
+        if busy is None:
+            busy, calm = runs[0], light
+        jumps = [j for j in (first_ratio_jump(r.trace) for r in runs) if j is not None]
+        freed = [f for r in runs for f in freed_per_retraction(r.trace)]
+        columns.append(ObservationColumn(
+            eff, [j[1] for j in jumps], {j[0] for j in jumps},
+            float(np.mean(freed)) if freed else None,
+            [r.metrics.num_retractions for r in runs], light.metrics.num_retractions))
+    if busy is None or calm is None:
+        raise bad_value("efficiencies", efficiencies, "at least one value")
+    return ObservationStudy(columns, busy, calm)

@@ -1,0 +1,246 @@
+"""Small, exact allocator states that chapters 2 and 3 draw and the tests pin down.
+
+Each function builds its state through the real pools and allocators (no hand-written
+numbers), so a figure in the book is a picture of pagedkv state.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+
+from pagedkv.errors import check_positive_int
+from pagedkv.mem_cache.allocator import (
+    BaseTokenToKVPoolAllocator,
+    PagedTokenToKVPoolAllocator,
+    TokenToKVPoolAllocator,
+)
+from pagedkv.mem_cache.contiguous import ContiguousAllocator
+from pagedkv.mem_cache.memory_pool import MHATokenToKVPool, ReqToTokenPool
+
+RESERVED = "×"  # label of page 0's slots: never handed out, padded tokens write there
+
+
+def contiguous_story() -> tuple[ContiguousAllocator, list[tuple[str, list[str]]]]:
+    """The seed's external-fragmentation picture over 16 slots, step by step.
+
+    A, x, B, y, C reserve 4, 2, 4, 2, 4 slots first fit and fill them; x and y finish,
+    leaving free slots 4, 5, 10, 11. Returns the final allocator and
+    ``(caption, slot_labels)`` after each event.
+    """
+    mem, frames = ContiguousAllocator(16), []
+    for name, n in (("A", 4), ("x", 2), ("B", 4), ("y", 2), ("C", 4)):
+        mem.alloc(name, n, used=n)
+        frames.append((f"{name} reserves {n} slots", mem.slot_labels()))
+    for name in ("x", "y"):
+        mem.free(name)
+        frames.append((f"{name} finishes", mem.slot_labels()))
+    return mem, frames
+
+
+def paged_slot_labels(alloc: BaseTokenToKVPoolAllocator,
+                      owned: dict[str, torch.Tensor]) -> list[str]:
+    """Per slot of ``alloc``'s pool: ``"A3"`` (A's token 3 lives here), ``"A·"`` (an empty
+    slot in a page A holds), ``RESERVED`` (page 0) or ``""`` (free). Names are one letter.
+    """
+    p = alloc.page_size
+    labels = [RESERVED] * p + [""] * (len(alloc.slot_state) - p)
+    for name, slots in owned.items():
+        for page in torch.unique(slots // p).tolist():
+            labels[page * p:(page + 1) * p] = [f"{name}·"] * p
+        for t, slot in enumerate(slots.tolist()):
+            labels[slot] = f"{name}{t}"
+    return labels
+
+
+@dataclass
+class PageTableState:
+    """A page table plus allocator, with each live row's length and label."""
+
+    pool: ReqToTokenPool
+    alloc: PagedTokenToKVPoolAllocator
+    lens: dict[int, int]
+    labels: dict[int, str]
+
+
+def seed_page_table() -> PageTableState:
+    """The seed's ``[4, 8]`` page table at page size 4.
+
+    Rows 0, 1, 2 go to requests x, B, A; in one prefill batch A, x, B take pages 1, 2, 3
+    (slots 4-7, 8-11, 12-15); then x finishes, so row 0 and page 2 are free again. Row 3
+    was never used: all zeros, i.e. every position points at the reserved slot 0.
+    """
+    pool, alloc = ReqToTokenPool(4, 8), PagedTokenToKVPoolAllocator(12, 4)
+    row_x, row_b, row_a = pool.alloc(3)
+    words = {row_a: "The cat sat down", row_x: "Hi there you all", row_b: "A dog ran off"}
+    order = [row_a, row_x, row_b]
+    out = alloc.alloc_extend([0, 0, 0], [4, 4, 4], [-1, -1, -1], 12)
+    for k, row in enumerate(order):
+        pool.write(row, [0, 1, 2, 3], out[4 * k:4 * k + 4])
+    alloc.free(out[4:8])
+    pool.free(row_x)
+    names = {row_a: "A", row_b: "B"}
+    return PageTableState(pool, alloc, {row_a: 4, row_b: 4},
+                          {row: f'request {names[row]}: "{words[row]}"' for row in names})
+
+
+@dataclass
+class DecodeOOMCase:
+    """A batch about to decode, with free slots that cannot serve it."""
+
+    alloc: PagedTokenToKVPoolAllocator
+    seq_lens: torch.Tensor  # int64 [bs], including the token about to be decoded
+    last_loc: torch.Tensor  # int64 [bs]
+    crossing: int  # requests whose next token starts a new page
+    empty_tail_slots: int  # unused slots inside the batch's own partial pages
+
+
+def decode_oom_case(num_requests: int = 148, free_pages: int = 32, page_size: int = 64,
+                    crossing: int = 40, seed: int = 0) -> DecodeOOMCase:
+    """The "decode out of memory although 2048 tokens are free, 148 needed" state.
+
+    ``num_requests`` requests hold random lengths; ``crossing`` of them have exactly full
+    last pages, so their next token needs a new page; ``free_pages`` pages are free.
+    """
+    rng = np.random.default_rng(seed)
+    full = rng.integers(1, 9, size=num_requests) * page_size
+    lens = full - np.where(np.arange(num_requests) < crossing, 0,
+                           rng.integers(1, page_size, size=num_requests))
+    lens = rng.permutation(lens)
+    used_pages = int(np.ceil(lens / page_size).sum())
+    alloc = PagedTokenToKVPoolAllocator((used_pages + free_pages) * page_size, page_size)
+    seq = torch.as_tensor(lens, dtype=torch.int64)
+    out = alloc.alloc_extend(torch.zeros_like(seq), seq, torch.full_like(seq, -1),
+                             int(seq.sum()))
+    last = out[torch.cumsum(seq, 0) - 1]
+    tails = int((torch.ceil(seq / page_size) * page_size - seq).sum())
+    return DecodeOOMCase(alloc, seq + 1, last, crossing, tails)
+
+
+def free_slot_ids(mem: ContiguousAllocator) -> list[int]:
+    """Every free slot of a contiguous allocator, in slot order (the runs expanded)."""
+    return [s for start, n in mem.free_runs() for s in range(start, start + n)]
+
+
+def div_ceil(a: int, b: int) -> int:
+    """``ceil(a / b)`` for ints, as mini-sglang's ``div_ceil``: pages needed for ``a`` tokens
+    at page size ``b``. Raises ConfigError unless ``b >= 1``."""
+    check_positive_int("b", b)
+    return -(-a // b)
+
+
+@dataclass(frozen=True)
+class Lookup:
+    """One page-table read: ``req_to_token[row, pos] == slot`` is ``name``'s token ``word``."""
+
+    row: int
+    pos: int
+    name: str
+    word: str
+    slot: int
+
+
+def page_table_lookups(st: PageTableState, positions: int = 3) -> list[Lookup]:
+    """The first ``positions`` entries of each live row of ``st``, highest row first."""
+    out = []
+    for row in sorted(st.lens, reverse=True):
+        name, text = st.labels[row].split(": ")
+        for pos, word in enumerate(text.strip('"').split()[:positions]):
+            out.append(Lookup(row, pos, name, word, int(st.pool.req_to_token[row, pos])))
+    return out
+
+
+@dataclass(frozen=True)
+class LayoutCheck:
+    """SGLang's per-layer K/V tensors against mini-sglang's single buffer, same bytes.
+
+    Shapes are tuples; ``same``: the token written at ``slot`` reads back identically at
+    ``[0, layer, slot // p, slot % p]`` of the mini-sglang view; bytes include page 0.
+    """
+
+    sglang_k_shape: tuple[int, ...]
+    mini_shape: tuple[int, ...]
+    slot: int
+    same: bool
+    k_bytes: int
+    v_bytes: int
+
+
+def layout_check(slot: int = 13, size: int = 12, page_size: int = 4, layer: int = 1,
+                 seed: int = 0) -> LayoutCheck:
+    """Write one random fp16 token at ``slot`` of ``layer`` in an ``MHATokenToKVPool``
+    (2 KV heads of 8, 3 layers) and find it in the mini-sglang view
+    ``(2, layers, pages, page_size, heads, head_dim)`` of the same memory."""
+    heads, dim, layers = 2, 8, 3
+    kv = MHATokenToKVPool(size=size, page_size=page_size, dtype=torch.float16, head_num=heads,
+                          head_dim=dim, layer_num=layers)
+    k_new = torch.randn(1, heads, dim, generator=torch.Generator().manual_seed(seed))
+    kv.set_kv_buffer(layer, torch.tensor([slot]), k_new, -k_new)
+    stacked = torch.stack([torch.stack(kv.k_buffer), torch.stack(kv.v_buffer)])
+    mini = stacked.view(2, layers, (size + page_size) // page_size, page_size, heads, dim)
+    same = torch.equal(mini[0, layer, slot // page_size, slot % page_size],
+                       kv.get_key_buffer(layer)[slot])
+    k_bytes, v_bytes = kv.kv_size_bytes()
+    return LayoutCheck(tuple(kv.get_key_buffer(layer).shape), tuple(mini.shape), slot, same,
+                       k_bytes, v_bytes)
+
+
+@dataclass
+class ReuseStory:
+    """Chapter 3's reuse replay on the seed pool (see :func:`page_reuse_story`)."""
+
+    frames: list[tuple[str, list[str]]]
+    free_pages: list[int]  # page ids after A and B finish, in hand-out order
+    d: torch.Tensor  # D's 8 slots
+    e: torch.Tensor  # E's 6 slots, still held
+
+
+def page_reuse_story(st: PageTableState) -> ReuseStory:
+    """On :func:`seed_page_table`'s state: A and B finish, D takes 8 slots and finishes, E
+    takes 6 tokens through ``alloc_extend``. Mutates ``st`` (E keeps its pages)."""
+    alloc, table = st.alloc, st.pool.req_to_token
+    owned = {"A": table[2, :4].long(), "B": table[1, :4].long()}
+    frames = [("A and B hold pages 1 and 3", paged_slot_labels(alloc, owned))]
+    alloc.free(owned.pop("B"))
+    alloc.free(owned.pop("A"))
+    st.pool.free([1, 2])
+    free_pages = alloc.free_pages.tolist()
+    frames.append(("A and B finish", paged_slot_labels(alloc, owned)))
+    d = alloc.alloc(8)
+    frames.append(("D takes 2 pages", paged_slot_labels(alloc, {"D": d})))
+    alloc.free(d)
+    e = alloc.alloc_extend([0], [6], [-1], 6)
+    frames.append(("E: 6 tokens in 2 pages", paged_slot_labels(alloc, {"E": e})))
+    return ReuseStory(frames, free_pages, d, e)
+
+
+def decode_walk(alloc: PagedTokenToKVPoolAllocator, seq_len: int, last_loc: int,
+                steps: int) -> list[tuple[int, int, str]]:
+    """Decode ``steps`` tokens for one request holding ``seq_len`` tokens whose last is at
+    ``last_loc``: ``(token index, slot, "new page" | "last_loc + 1")`` per token."""
+    out = []
+    for _ in range(steps):
+        seq_len += 1
+        last_loc = int(alloc.alloc_decode([seq_len], [last_loc]))
+        why = "new page" if (seq_len - 1) % alloc.page_size == 0 else "last_loc + 1"
+        out.append((seq_len - 1, last_loc, why))
+    return out
+
+
+def page_size_frames(lens: list[int], page_sizes: list[int]) -> list[tuple[str, list[str]]]:
+    """The same requests (named A, B, ...) allocated on a fresh, exactly full pool at each page
+    size: ``(caption with the empty slots, slot labels)`` per page size."""
+    seq = torch.tensor(lens)
+    names = [chr(ord("A") + i) for i in range(len(lens))]
+    frames = []
+    for p in page_sizes:
+        size = int(((seq + p - 1) // p).sum()) * p
+        mem = TokenToKVPoolAllocator(size) if p == 1 else PagedTokenToKVPoolAllocator(size, p)
+        out = mem.alloc_extend(torch.zeros(len(lens), dtype=torch.int64), seq,
+                               torch.full((len(lens),), -1), sum(lens))
+        parts = dict(zip(names, torch.split(out, lens), strict=True))
+        waste = mem.size - mem.available_size() - sum(lens)
+        frames.append((f"p = {p}: {waste} empty slots", paged_slot_labels(mem, parts)))
+    return frames

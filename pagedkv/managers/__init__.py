@@ -1,0 +1,80 @@
+"""A simulator of SGLang's scheduler: admission, ``new_token_ratio``, retraction, the trace.
+
+Modules, bottom-up: ``config`` (constants and policies), ``request`` (one request),
+``schedule_policy`` (``PrefillAdder``), ``schedule_batch`` (the running batch,
+``retract_decode``), ``trace``, ``fastforward`` (decode steps between events taken together),
+``prefill`` (a prefill pass), ``scheduler`` (the step loop), ``metrics``, ``simulation``
+(``simulate``: pool sizing plus a run) and ``cli``. The step-time model is
+``pagedkv.model_executor.sim_executor``; the book's analyses are in ``pagedkv.lessons``.
+"""
+
+from __future__ import annotations
+
+from importlib import import_module
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from pagedkv.managers.config import ENV_VARS, Policy, SchedulerConfig
+    from pagedkv.managers.metrics import Metrics
+    from pagedkv.managers.request import Req
+    from pagedkv.managers.schedule_batch import RunningBatch
+    from pagedkv.managers.schedule_policy import AddReqResult, PrefillAdder, ceil_to_page
+    from pagedkv.managers.scheduler import Scheduler
+    from pagedkv.managers.simulation import SimResult, simulate
+    from pagedkv.managers.trace import Trace, TraceMeta
+    from pagedkv.model_executor.sim_executor import FixedStepTime, RooflineStepTime
+
+# Public name -> defining module. The names load on first access (PEP 562) because the
+# pools under ``batch`` and ``scheduler`` import torch, and ``pagedkv size`` must start
+# without it while ``pagedkv simulate`` is registered from ``pagedkv.managers.cli``.
+_EXPORTS: dict[str, str] = {
+    "AddReqResult": "pagedkv.managers.schedule_policy",
+    "PrefillAdder": "pagedkv.managers.schedule_policy",
+    "ceil_to_page": "pagedkv.managers.schedule_policy",
+    "RunningBatch": "pagedkv.managers.schedule_batch",
+    "ENV_VARS": "pagedkv.managers.config",
+    "Policy": "pagedkv.managers.config",
+    "SchedulerConfig": "pagedkv.managers.config",
+    "Metrics": "pagedkv.managers.metrics",
+    "Req": "pagedkv.managers.request",
+    "Scheduler": "pagedkv.managers.scheduler",
+    "SimResult": "pagedkv.managers.simulation",
+    "simulate": "pagedkv.managers.simulation",
+    "FixedStepTime": "pagedkv.model_executor.sim_executor",
+    "RooflineStepTime": "pagedkv.model_executor.sim_executor",
+    "Trace": "pagedkv.managers.trace",
+    "TraceMeta": "pagedkv.managers.trace",
+}
+
+__all__ = [
+    "ENV_VARS",
+    "AddReqResult",
+    "FixedStepTime",
+    "Metrics",
+    "Policy",
+    "PrefillAdder",
+    "Req",
+    "RooflineStepTime",
+    "RunningBatch",
+    "Scheduler",
+    "SchedulerConfig",
+    "SimResult",
+    "Trace",
+    "TraceMeta",
+    "ceil_to_page",
+    "simulate",
+]
+
+
+def __getattr__(name: str) -> Any:
+    """Import a public name's submodule on first access and cache the name here."""
+    if name not in _EXPORTS:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(import_module(_EXPORTS[name]), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    """List the public names with those already loaded, for ``dir()`` and completion."""
+    return sorted({*globals(), *__all__})

@@ -1,0 +1,123 @@
+"""``pagedkv simulate``: run the scheduler simulator from the command line.
+
+``pagedkv.cli`` registers it with :func:`add_simulate_parser`; :func:`run_simulate` does the
+work. Bad input raises :class:`~pagedkv.errors.ConfigError` naming the parameter, its value
+and the valid range (the top-level CLI prints it and exits with status 2).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from collections.abc import Callable
+
+from pagedkv.errors import bad_value, check_positive_int
+from pagedkv.gpus import GPU_PRESETS
+from pagedkv.managers.config import Policy
+from pagedkv.model import MODEL_PRESETS
+from pagedkv.units import gib
+from pagedkv.workloads.synthetic import RequestSpec, fixed, sharegpt_like, uniform
+
+
+def _long_workload(n: int, rate: float | None, seed: int) -> list[RequestSpec]:
+    """Chapter 5's observation workload, imported on use: ``examples`` pulls in torch."""
+    from pagedkv.lessons.examples import observation_workload
+
+    return observation_workload(rate, seed, n)
+
+
+WORKLOADS: dict[str, Callable[[int, float | None, int], list[RequestSpec]]] = {
+    "sharegpt": lambda n, rate, seed: sharegpt_like(n, rate=rate, seed=seed),
+    "uniform": lambda n, rate, seed: uniform(n, (32, 1024), (32, 1024), 1024, rate=rate,
+                                             seed=seed),
+    "fixed": lambda n, rate, seed: fixed(n, 512, 256, rate=rate, seed=seed),
+    "long": _long_workload,
+}
+"""Workloads by name: ShareGPT-like (max_new_tokens 2048), uniform 32-1024 prompt and output
+tokens (max_new_tokens 1024), fixed 512-token prompts with 256-token outputs, and long:
+~386-token prompts with log-normal outputs (median 2,340, at most 10,540 tokens,
+max_new_tokens = output), the shape of the Qwen3-4B report in chapter 5."""
+
+
+def add_simulate_parser(subparsers: argparse._SubParsersAction) -> None:
+    """Register ``pagedkv simulate`` on the top-level CLI's subparsers."""
+    p = subparsers.add_parser(
+        "simulate",
+        help="simulate SGLang's scheduler (admission, new_token_ratio, retraction)",
+        description="Size the pool SGLang would build for MODEL on GPU, then simulate its "
+        "scheduler over a seeded workload and print the metrics. Times are a roofline model "
+        "of the GPU (weights and KV read at peak bandwidth, prefill at peak FLOP/s), not "
+        "measurements.",
+    )
+    p.add_argument("--model", default="llama-3-8b",
+                   help=f"a preset ({', '.join(MODEL_PRESETS)}) or a config.json path "
+                   "(default llama-3-8b)")
+    p.add_argument("--gpu", default="h100-sxm-80gb",
+                   help=f"GPU preset ({', '.join(GPU_PRESETS)}; default h100-sxm-80gb)")
+    p.add_argument("--mem-fraction-static", type=float, metavar="F",
+                   help="fraction in (0, 1] kept for weights + KV pool; default: SGLang's")
+    p.add_argument("--page-size", type=int, default=1, help="tokens per KV page (default 1)")
+    p.add_argument("--max-total-tokens", type=int, metavar="TOKENS",
+                   help="cap on the pool in tokens (SGLang's --max-total-tokens)")
+    p.add_argument("--tp", type=int, default=1, help="attention tensor-parallel size (default 1)")
+    p.add_argument("--weights-gib", type=float, metavar="GIB",
+                   help="weights per GPU in GiB, overriding the estimate (quantized models)")
+    p.add_argument("--rate", type=float, metavar="REQ_PER_S",
+                   help="Poisson arrival rate in requests/s (default: all arrive at t=0)")
+    p.add_argument("--num-requests", type=int, default=1000, help="requests (default 1000)")
+    p.add_argument("--workload", default="sharegpt",
+                   help=f"request lengths: {', '.join(WORKLOADS)} (default sharegpt)")
+    p.add_argument("--policy", default=Policy.SGLANG.value,
+                   help=f"admission policy: {', '.join(x.value for x in Policy)} (default sglang)")
+    p.add_argument("--schedule-conservativeness", type=float, default=1.0, metavar="C",
+                   help="scales the initial new_token_ratio, 0.7 x C capped at 1 (default 1.0)")
+    p.add_argument("--seed", type=int, default=0, help="workload seed (default 0)")
+    p.add_argument("--log", action="store_true",
+                   help="print SGLang-format log lines (prefill, decode, retraction) first")
+    p.add_argument("--json", action="store_true", help="print one JSON object")
+    p.set_defaults(func=run_simulate)
+
+
+def run_simulate(args: argparse.Namespace) -> int:
+    """``pagedkv simulate``: build the workload, simulate, print metrics; return 0.
+
+    Raises:
+        ConfigError: unknown workload, policy, model or GPU; a count, rate or fraction out of
+            range (the message names the parameter, the value and the valid range).
+        NotEnoughMemoryError: the weights leave no room for a pool.
+    """
+    if args.workload not in WORKLOADS:
+        raise bad_value("workload", args.workload, ", ".join(WORKLOADS))
+    check_positive_int("num_requests", args.num_requests)
+    if args.rate is not None and not args.rate > 0:
+        raise bad_value("rate", args.rate, "requests per second > 0 (omit for all at t=0)")
+    if not args.schedule_conservativeness > 0:
+        raise bad_value("schedule_conservativeness", args.schedule_conservativeness, "a number > 0")
+    if args.weights_gib is not None and args.weights_gib < 0:
+        raise bad_value("--weights-gib", args.weights_gib, "GiB >= 0")
+    # Imported here, not at the top: the simulator's pools import torch, which would add
+    # about a second to every ``pagedkv`` start-up, ``pagedkv size`` included.
+    from pagedkv.managers.simulation import simulate
+
+    specs = WORKLOADS[args.workload](args.num_requests, args.rate, args.seed)
+    res = simulate(specs, model=args.model, gpu=args.gpu,
+                   mem_fraction_static=args.mem_fraction_static, page_size=args.page_size,
+                   policy=args.policy, max_total_tokens=args.max_total_tokens, tp=args.tp,
+                   weights_bytes=None if args.weights_gib is None else gib(args.weights_gib),
+                   arrival_rate=args.rate,
+                   schedule_conservativeness=args.schedule_conservativeness)
+    meta = res.trace.meta.to_dict()
+    if args.json:
+        out: dict[str, object] = {"meta": meta, "metrics": res.metrics.as_dict()}
+        if args.log:
+            out["log"] = res.trace.log
+        print(json.dumps(out, indent=2))
+        return 0
+    if args.log:
+        print("\n".join(res.trace.log))
+    print(f"{meta['model']} on {meta['gpu']}: pool {meta['max_total_num_tokens']:,} tokens "
+          f"(page_size {meta['page_size']}, mem_fraction_static {meta['mem_fraction_static']}), "
+          f"policy {meta['policy']}, {args.num_requests} {args.workload} requests")
+    for key, value in res.metrics.as_dict().items():
+        print(f"{key}: {value:,.4g}" if isinstance(value, float) else f"{key}: {value:,}")
+    return 0

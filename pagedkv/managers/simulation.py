@@ -1,0 +1,100 @@
+"""``simulate``: size the pool as SGLang would for a model on a GPU, then run the scheduler."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from pagedkv.gpus import GPUSpec, get_gpu
+from pagedkv.managers.config import Policy, SchedulerConfig
+from pagedkv.managers.metrics import Metrics
+from pagedkv.managers.request import Req, RequestLike
+from pagedkv.managers.scheduler import Scheduler
+from pagedkv.managers.trace import Trace, TraceMeta
+from pagedkv.model import ModelSpec, load_model
+from pagedkv.model_executor.sim_executor import RooflineStepTime
+from pagedkv.sizing import KVPoolPlan, gpu_memory_defaults, plan_pool
+
+
+@dataclass
+class SimResult:
+    """A finished simulation.
+
+    Attributes:
+        trace: step-by-step record (see :mod:`pagedkv.managers.trace`).
+        metrics: summary numbers.
+        requests: the requests with their final state (times, retractions).
+        plan: the KV pool the run used.
+        config: the scheduler constants the run used.
+    """
+
+    trace: Trace
+    metrics: Metrics
+    requests: list[Req]
+    plan: KVPoolPlan
+    config: SchedulerConfig
+
+
+def simulate(
+    requests: Sequence[RequestLike],
+    *,
+    model: str | ModelSpec = "llama-3-8b",
+    gpu: str | GPUSpec = "h100-sxm-80gb",
+    mem_fraction_static: float | None = None,
+    page_size: int = 1,
+    policy: str | Policy = Policy.SGLANG,
+    max_total_tokens: int | None = None,
+    tp: int = 1,
+    weights_bytes: int | None = None,
+    arrival_rate: float | None = None,
+    record_page_tables: bool = False,
+    **scheduler_options: object,
+) -> SimResult:
+    """Run SGLang's scheduler over ``requests`` on the pool SGLang would build.
+
+    Args:
+        requests: workload entries (``pagedkv.workloads.synthetic.RequestSpec`` or alike), any order.
+        model: preset name, ``config.json`` path or a :class:`ModelSpec`.
+        gpu: preset name or a :class:`GPUSpec`.
+        mem_fraction_static: default SGLang's for the GPU.
+        page_size: tokens per page.
+        policy: ``sglang``, ``reserve_all`` or ``no_reserve`` (see :class:`Policy`).
+        max_total_tokens: cap on the pool in tokens (SGLang ``--max-total-tokens``).
+        tp: attention tensor-parallel size; the pool is one GPU's (see ``plan_pool``).
+        weights_bytes: weights per GPU, overriding the estimate (quantized models).
+        arrival_rate: requests/s the workload was drawn at, recorded in the trace only.
+        record_page_tables: keep every step's page tables (small pools only).
+        scheduler_options: any :class:`SchedulerConfig` field, e.g.
+            ``schedule_conservativeness=0.5``; ``chunked_prefill_size`` defaults by GPU
+            memory and ``max_running_requests`` to the pool's, as in SGLang.
+
+    Returns:
+        :class:`SimResult`; times are modeled by :class:`RooflineStepTime`.
+    Raises:
+        ConfigError: unknown preset, parameter out of range, a request larger than the pool.
+        NotEnoughMemoryError: the weights leave no room for a pool.
+    """
+    spec = model if isinstance(model, ModelSpec) else load_model(model)
+    card = gpu if isinstance(gpu, GPUSpec) else get_gpu(gpu)
+    plan = plan_pool(spec, gpu=card, mem_fraction_static=mem_fraction_static, tp=tp,
+                     page_size=page_size, max_total_tokens=max_total_tokens,
+                     weights_bytes=weights_bytes)
+    options: dict[str, object] = {
+        "chunked_prefill_size": gpu_memory_defaults(card.memory_mib)[0],
+        "max_running_requests": plan.max_running_requests,
+        **scheduler_options,
+        "policy": policy,
+    }
+    config = SchedulerConfig.from_env(**options)
+    meta = TraceMeta(
+        max_total_num_tokens=plan.max_total_num_tokens, page_size=page_size, model=spec.name,
+        gpu=card.name, policy=config.policy.value, mem_fraction_static=plan.mem_fraction_static,
+        cell_size=plan.cell_size, gpu_memory_bytes=card.memory_bytes,
+        weights_bytes=plan.weights_bytes, arrival_rate=arrival_rate)
+    step_time = RooflineStepTime(plan.weights_bytes, spec.num_params, plan.cell_size,
+                                 card.hbm_bandwidth, card.bf16_flops)
+    sched = Scheduler(requests, max_total_num_tokens=plan.max_total_num_tokens,
+                      page_size=page_size, config=config, step_time=step_time, meta=meta,
+                      record_page_tables=record_page_tables)
+    trace = sched.run()
+    return SimResult(trace, Metrics.from_run(sched.reqs, trace), sched.reqs, plan, config)

@@ -1,0 +1,127 @@
+"""What the simulator records, step by step, in a columnar JSON-able form.
+
+:meth:`Trace.to_dict` returns (keys may be added later, never renamed)::
+
+    {"meta": {"model", "gpu", "policy", "page_size", "mem_fraction_static",
+              "max_total_num_tokens", "cell_size", "num_pages", "gpu_memory_bytes",
+              "weights_bytes", "kv_pool_bytes", "arrival_rate"},
+     "steps": {"step", "time_s", "kind", "tokens_used", "tokens_reserved", "tokens_free",
+               "pages_used", "num_running", "num_waiting", "new_token_ratio"},
+     "events": [[step, "admit"|"chunk"|"finish"|"retract"|"reprefill", rid, extra|None], ...],
+     "page_tables": None or [per step: [[rid, seq_len, [page ids]], ...]],
+     "log": [str, ...],
+     "log_steps": [int, ...]}
+
+Columns, one entry per step, all read at the end of the step:
+
+- ``time_s``: modeled clock (see :mod:`pagedkv.model_executor.sim_executor`), seconds.
+- ``kind``: ``prefill``, ``decode``, or ``idle`` (nothing to run; the clock jumps to the next
+  arrival and ``new_token_ratio`` is reset).
+- ``tokens_used``: KV slots that hold a token (sum of ``kv_len``).
+- ``tokens_reserved``: what admission holds back for the running requests' future tokens
+  (ratio-weighted under the ``sglang`` policy).
+- ``tokens_free``: the allocator's ``available_size()`` (free pages times page size).
+- ``pages_used``: pages handed out (``num_pages - free pages``); partial pages count whole.
+- ``num_running``: running requests (plus a request being chunk-prefilled);
+  ``num_waiting``: arrived requests in the waiting queue.
+
+``page_tables[i]`` lists, after step ``i``, each request holding KV as ``[rid, seq_len,
+[page ids]]``: ``seq_len`` is the number of tokens whose KV is in the pool (the newest sampled
+token's KV is written by the next decode step), and page ``k`` of the list holds the request's
+tokens ``k * page_size .. (k + 1) * page_size - 1``. Page 0 is never listed (padding page).
+
+Events' ``extra``: ``admit`` / ``reprefill``: ``extend`` (tokens prefilled now) and ``charge``
+(tokens the admission budget was charged); ``chunk``: ``prefix`` and ``tokens``; ``retract``:
+``output_len`` (kept) and ``freed`` (KV tokens released); ``finish``: ``output_len``.
+
+``log`` holds SGLang-format log lines; ``log_steps[i]`` is the step that printed ``log[i]``.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass
+from typing import Any
+
+STEP_COLUMNS = ("step", "time_s", "kind", "tokens_used", "tokens_reserved", "tokens_free",
+                "pages_used", "num_running", "num_waiting", "new_token_ratio")
+EVENT_KINDS = ("admit", "chunk", "finish", "retract", "reprefill")
+
+
+@dataclass(frozen=True)
+class TraceMeta:
+    """The run's setting. Bytes are bytes; ``arrival_rate`` is requests/s (None: all at t=0)."""
+
+    max_total_num_tokens: int
+    page_size: int = 1
+    model: str = "custom"
+    gpu: str = "custom"
+    policy: str = "sglang"
+    mem_fraction_static: float = 0.0
+    cell_size: int = 0
+    gpu_memory_bytes: int = 0
+    weights_bytes: int = 0
+    arrival_rate: float | None = None
+
+    @property
+    def num_pages(self) -> int:
+        """Pages in the pool (page 0, the padding page, not counted)."""
+        return self.max_total_num_tokens // self.page_size
+
+    @property
+    def kv_pool_bytes(self) -> int:
+        """``max_total_num_tokens * cell_size``."""
+        return self.max_total_num_tokens * self.cell_size
+
+    def to_dict(self) -> dict[str, Any]:
+        """The ``meta`` block of :meth:`Trace.to_dict`."""
+        return {**asdict(self), "num_pages": self.num_pages, "kv_pool_bytes": self.kv_pool_bytes}
+
+
+class Trace:
+    """Step columns, events, optional page tables and log lines of one simulation."""
+
+    def __init__(self, meta: TraceMeta, record_page_tables: bool = False) -> None:
+        self.meta = meta
+        self.steps: dict[str, list[Any]] = {name: [] for name in STEP_COLUMNS}
+        self._columns = [self.steps[name] for name in STEP_COLUMNS]
+        self.events: list[list[Any]] = []
+        self.page_tables: list[list[list[Any]]] | None = [] if record_page_tables else None
+        self.log: list[str] = []
+        self.log_steps: list[int] = []
+
+    def __len__(self) -> int:
+        return len(self.steps["step"])
+
+    def record_step(self, *values: Any) -> None:
+        """Append one step; ``values`` in :data:`STEP_COLUMNS` order."""
+        for column, value in zip(self._columns, values, strict=True):
+            column.append(value)
+
+    def event(self, step: int, kind: str, rid: int, extra: dict[str, Any] | None = None) -> None:
+        """Record ``kind`` (one of :data:`EVENT_KINDS`) for request ``rid`` at ``step``."""
+        self.events.append([step, kind, rid, extra])
+
+    def add_log(self, step: int, line: str) -> None:
+        """Record an SGLang-format log line printed at ``step``."""
+        self.log.append(line)
+        self.log_steps.append(step)
+
+    def events_of(self, kind: str) -> list[list[Any]]:
+        """The events of one kind, in order."""
+        return [e for e in self.events if e[1] == kind]
+
+    def to_dict(self) -> dict[str, Any]:
+        """The JSON-able columnar form described in the module docstring."""
+        return {
+            "meta": self.meta.to_dict(),
+            "steps": {name: list(col) for name, col in self.steps.items()},
+            "events": [list(e) for e in self.events],
+            "page_tables": self.page_tables,
+            "log": list(self.log),
+            "log_steps": list(self.log_steps),
+        }
+
+    def to_json(self) -> str:
+        """:meth:`to_dict` as a JSON string."""
+        return json.dumps(self.to_dict())

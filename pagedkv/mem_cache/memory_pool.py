@@ -1,0 +1,166 @@
+"""The two memory pools: the page table (request -> slots) and the K/V tensors themselves.
+
+Follows SGLang's ``python/sglang/srt/mem_cache/memory_pool.py`` (``ReqToTokenPool``,
+``MHATokenToKVPool``). Which slots are free is the allocator's business
+(:mod:`pagedkv.mem_cache.allocator`); these classes only store.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import torch
+
+from pagedkv.errors import AllocatorError, bad_value, check_positive_int
+
+
+class ReqToTokenPool:
+    """The page table: row = request slot, column = logical token position, value = KV slot.
+
+    Args:
+        size: request rows (SGLang's ``max_num_reqs``). max_context_len: columns per row.
+
+    Attributes:
+        req_to_token: int32 ``[size, max_context_len]``, zero-initialised, so an unused
+            row maps every position to slot 0, the reserved dummy slot.
+        free_slots: free row ids; ``alloc`` takes from the front, ``free`` appends.
+
+    Where we simplify: SGLang adds a few spare columns (``context_len + 4``) and does not
+    check writes; we reject writes past a row and writes into a free row. For speed, a
+    bool array ``_row_free`` mirrors ``free_slots`` so that ``free`` and ``write`` check a
+    row in O(1); :meth:`check_invariants` checks that the two agree.
+    """
+
+    def __init__(self, size: int, max_context_len: int, device: str = "cpu") -> None:
+        self.size = check_positive_int("size", size)
+        self.max_context_len = check_positive_int("max_context_len", max_context_len)
+        self.req_to_token = torch.zeros((size, max_context_len), dtype=torch.int32, device=device)
+        self.free_slots: list[int] = list(range(size))
+        self._row_free = np.ones(size, dtype=bool)
+
+    def available_size(self) -> int:
+        """Free request rows."""
+        return len(self.free_slots)
+
+    def alloc(self, need_size: int = 1) -> list[int] | None:
+        """Take ``need_size`` rows from the front of the free list, or None if short."""
+        check_positive_int("need_size", need_size)
+        if need_size > len(self.free_slots):
+            return None
+        rows = self.free_slots[:need_size]
+        del self.free_slots[:need_size]
+        self._row_free[rows] = False
+        return rows
+
+    def free(self, free_index: int | list[int]) -> None:
+        """Return rows to the back of the free list; AllocatorError for a free/unknown row."""
+        rows = [free_index] if isinstance(free_index, int) else list(free_index)
+        idx = np.asarray(rows, dtype=np.int64)
+        if len(rows) and (idx.min() < 0 or idx.max() >= self.size or self._row_free[idx].any()
+                          or len(set(rows)) != len(rows)):
+            for row in rows:  # find the first bad row, for the message
+                if not 0 <= row < self.size:
+                    raise AllocatorError(f"cannot free request row {row}: "
+                                         f"outside [0, {self.size})")
+                if self._row_free[row] or rows.count(row) > 1:
+                    raise AllocatorError(f"cannot free request row {row}: it is already free")
+        self._row_free[idx] = True
+        self.free_slots.extend(rows)
+
+    def write(self, req_idx: int, positions: torch.Tensor | list[int],
+              slots: torch.Tensor | list[int]) -> None:
+        """``req_to_token[req_idx, positions] = slots`` (int32 storage, int64 accepted).
+
+        Raises :class:`AllocatorError` if the row is free or a position is past the row
+        (``>= max_context_len``), ConfigError on a shape mismatch.
+        """
+        if not 0 <= req_idx < self.size or self._row_free[req_idx]:
+            raise AllocatorError(f"cannot write to request row {req_idx}: not an allocated row")
+        pos = torch.as_tensor(positions, dtype=torch.int64)
+        slots = torch.as_tensor(slots)
+        if len(pos) and (int(pos.min()) < 0 or int(pos.max()) >= self.max_context_len):
+            raise AllocatorError(f"cannot write positions up to {int(pos.max())} into a row of "
+                                 f"max_context_len={self.max_context_len}")
+        if slots.shape != pos.shape:
+            raise bad_value("slots.shape", tuple(slots.shape), f"{tuple(pos.shape)} (positions)")
+        self.req_to_token[req_idx, pos] = slots.to(torch.int32)
+
+    def check_invariants(self) -> None:
+        """Free rows are unique and in range, and ``_row_free`` marks exactly them."""
+        if len(set(self.free_slots)) != len(self.free_slots):
+            raise AllocatorError("a request row is on the free list twice")
+        if any(not 0 <= r < self.size for r in self.free_slots):
+            raise AllocatorError(f"free list holds rows outside [0, {self.size})")
+        if sorted(self.free_slots) != np.flatnonzero(self._row_free).tolist():
+            raise AllocatorError("the free list and the free-row marks disagree")
+
+
+class MHATokenToKVPool:
+    """The K and V tensors, one pair per layer, indexed by KV slot.
+
+    Layout (SGLang): per layer ``k_buffer[l]`` and ``v_buffer[l]`` of shape
+    ``[size + page_size, head_num, head_dim]``, dtype ``dtype``; rows ``0 .. page_size-1``
+    are page 0, the dummy page. mini-sglang allocates one tensor
+    ``[2, layer_num, num_pages, page_size, head_num, head_dim]`` instead: reshaping one
+    layer's ``[num_pages * page_size, head_num, head_dim]`` K block gives the same bytes in
+    the same order, so a slot ``s`` is row ``s`` of either layout.
+
+    Args:
+        size: usable slots; page_size: slots per page; head_num: KV heads on this rank;
+        head_dim: elements per head; layer_num: layers.
+    """
+
+    def __init__(self, size: int, page_size: int, dtype: torch.dtype, head_num: int,
+                 head_dim: int, layer_num: int, device: str = "cpu") -> None:
+        self.size = check_positive_int("size", size)
+        self.page_size = check_positive_int("page_size", page_size)
+        self.head_num = check_positive_int("head_num", head_num)
+        self.head_dim = check_positive_int("head_dim", head_dim)
+        self.layer_num = check_positive_int("layer_num", layer_num)
+        self.dtype = dtype
+        shape = (size + page_size, head_num, head_dim)
+        self.k_buffer = [torch.zeros(shape, dtype=dtype, device=device) for _ in range(layer_num)]
+        self.v_buffer = [torch.zeros(shape, dtype=dtype, device=device) for _ in range(layer_num)]
+
+    def _layer(self, layer_id: int) -> int:
+        if isinstance(layer_id, bool) or not isinstance(layer_id, int) or not (
+                0 <= layer_id < self.layer_num):
+            raise bad_value("layer_id", layer_id, f"an integer in [0, {self.layer_num})")
+        return layer_id
+
+    def get_key_buffer(self, layer_id: int) -> torch.Tensor:
+        """Layer ``layer_id``'s K, ``[size + page_size, head_num, head_dim]`` (a view)."""
+        return self.k_buffer[self._layer(layer_id)]
+
+    def get_value_buffer(self, layer_id: int) -> torch.Tensor:
+        """Layer ``layer_id``'s V, ``[size + page_size, head_num, head_dim]`` (a view)."""
+        return self.v_buffer[self._layer(layer_id)]
+
+    def set_kv_buffer(self, layer_id: int, loc: torch.Tensor, cache_k: torch.Tensor,
+                      cache_v: torch.Tensor) -> None:
+        """Scatter ``cache_k``/``cache_v`` (``[n, head_num, head_dim]``) to slots ``loc``.
+
+        ``loc`` is int64 ``[n]`` in ``[0, size + page_size)``; values are cast to
+        ``dtype`` as SGLang does. ConfigError on a bad layer, shape or slot.
+        Source: ``MHATokenToKVPool.set_kv_buffer``.
+        """
+        layer = self._layer(layer_id)
+        rows = self.size + self.page_size
+        if loc.dim() != 1 or loc.dtype not in (torch.int32, torch.int64):
+            raise bad_value("loc", f"{loc.dtype} {tuple(loc.shape)}", "a 1-D integer tensor")
+        if len(loc) and (int(loc.min()) < 0 or int(loc.max()) >= rows):
+            raise bad_value("loc", loc.tolist(), f"slots in [0, {rows})")
+        want = (len(loc), self.head_num, self.head_dim)
+        for name, t in (("cache_k", cache_k), ("cache_v", cache_v)):
+            if tuple(t.shape) != want:
+                raise bad_value(f"{name}.shape", tuple(t.shape), f"{want}")
+        self.k_buffer[layer][loc] = cache_k.to(self.dtype)
+        self.v_buffer[layer][loc] = cache_v.to(self.dtype)
+
+    def kv_size_bytes(self) -> tuple[int, int]:
+        """(K bytes, V bytes) over all layers, page 0 included, as SGLang's start-up log.
+
+        Source: ``MHATokenToKVPool.get_kv_size_bytes``.
+        """
+        k = sum(t.numel() * t.element_size() for t in self.k_buffer)
+        v = sum(t.numel() * t.element_size() for t in self.v_buffer)
+        return k, v
