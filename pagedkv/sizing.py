@@ -22,17 +22,20 @@ from pagedkv.model import ModelSpec, kv_dtype_bytes, load_model
 from pagedkv.units import GiB, MiB, fmt_gib
 
 
-def gpu_memory_defaults(gpu_memory_mib: int, tp: int = 1) -> tuple[int, int]:
+def gpu_memory_defaults(gpu_memory_mib: int, tp: int = 1,
+                        sglang_version: str = "0.5.23") -> tuple[int, int]:
     """SGLang's ``(chunked_prefill_size, cuda_graph_max_bs)`` for a card of this size.
 
     The classes are SGLang's: under 20 GiB (T4), under 35 GiB (RTX 4090, L4), under 60 GiB
-    (A100-40GB, L40), under 90 GiB (H100, A100-80GB), under 160 GiB (H200), larger (MI300X).
+    (A100-40GB, L40), under 160 GiB (H100, A100-80GB, H200), larger (MI300X). The one
+    difference between the releases: 20-35 GiB cards chunk at 4096 tokens in 0.5.23, 2048 in
+    0.5.9 (0.5.23 ``arg_groups/memory_hook.py``; 0.5.9 ``server_args.py``).
     """
     gib = 1024
     if gpu_memory_mib < 20 * gib:
         return 2048, 8
     if gpu_memory_mib < 35 * gib:
-        return 2048, 24 if tp < 4 else 80
+        return 2048 if sglang_version == "0.5.9" else 4096, 24 if tp < 4 else 80
     if gpu_memory_mib < 60 * gib:
         return 4096, 32 if tp < 4 else 160
     if gpu_memory_mib < 160 * gib:
@@ -59,7 +62,7 @@ def default_mem_fraction_static(
     """
     check_positive_int("gpu_memory_mib", gpu_memory_mib)
     check_positive_int("tp", tp)
-    chunk, graph_bs = gpu_memory_defaults(gpu_memory_mib, tp)
+    chunk, graph_bs = gpu_memory_defaults(gpu_memory_mib, tp, "0.5.9")
     chunk = chunked_prefill_size or chunk
     graph_bs = cuda_graph_max_bs or graph_bs
     reserved = 512 + 1.5 * max(chunk, 2048) + 2 * graph_bs + tp * pp / 8 * 1024

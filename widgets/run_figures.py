@@ -10,7 +10,8 @@ import numpy as np
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
-from pagedkv.lessons.analysis import ratio_curve, retraction_steps
+from pagedkv.lessons.admission import ratio_curve
+from pagedkv.lessons.analysis import retraction_steps
 from pagedkv.managers.config import SchedulerConfig
 
 MAX_POINTS = 1500  # lines are thinned to about this many points to keep the page light

@@ -1,4 +1,4 @@
-"""Reading a simulated run: admission passes, ratio curves, retraction episodes, snapshots.
+"""Reading a finished run: retraction episodes, snapshots, the first retraction explained.
 
 The book's chapters 4 and 5 call these instead of looping over traces in the notebook. Every
 function reads pagedkv state (a :class:`~pagedkv.managers.trace.Trace`, a
@@ -8,134 +8,16 @@ returns plain numbers; tables and figures are built in ``pagedkv_widgets``.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
 
 from pagedkv.errors import bad_value
-from pagedkv.managers.config import SchedulerConfig
-from pagedkv.managers.request import Req
 from pagedkv.managers.schedule_batch import retract_ratio
-from pagedkv.managers.schedule_policy import AddReqResult, PrefillAdder, running_reservation
 from pagedkv.managers.scheduler import Scheduler
 from pagedkv.managers.simulation import SimResult
 from pagedkv.managers.trace import Trace
 from pagedkv.mem_cache.allocator import decode_need
-
-
-@dataclass(frozen=True)
-class UniformBatch:
-    """``n`` running requests of one shape, for worked admission examples.
-
-    ``kv_len`` is ``prompt_len + generated - 1``: the newest sampled token's KV is written by
-    the next decode step (tokens).
-    """
-
-    n: int
-    prompt_len: int
-    max_new_tokens: int
-    generated: int
-
-    @property
-    def kv_len(self) -> int:
-        """KV tokens each request holds."""
-        return self.prompt_len + self.generated - 1
-
-    @property
-    def tokens_used(self) -> int:
-        """KV tokens the whole batch holds: ``n * kv_len``."""
-        return self.n * self.kv_len
-
-    def reservation(self, config: SchedulerConfig, ratio: float, page_size: int = 1) -> float:
-        """Tokens admission holds back for the batch (:func:`running_reservation`)."""
-        col = np.full
-        return running_reservation(config, page_size, ratio, col(self.n, self.prompt_len),
-                                   col(self.n, self.max_new_tokens), col(self.n, self.generated),
-                                   col(self.n, self.kv_len))
-
-
-@dataclass(frozen=True)
-class AdmissionState:
-    """What ``PrefillAdder`` starts a pass from: ``rem_total_tokens = available - reserved``."""
-
-    pool: int
-    available: int
-    per_request: float
-    reserved: float
-
-    @property
-    def rem_total_tokens(self) -> float:
-        """``available - reserved`` (tokens)."""
-        return self.available - self.reserved
-
-
-def admission_state(batch: UniformBatch, pool_tokens: int, config: SchedulerConfig,
-                    ratio: float) -> AdmissionState:
-    """Free slots and reservations next to ``batch`` in a pool of ``pool_tokens`` (page size 1).
-
-    ``per_request`` is ``min(max_new_tokens - generated, CLIP) * ratio``.
-    Raises ConfigError when the batch does not fit the pool.
-    Source: ``PrefillAdder._get_running_request_total_token_offset`` (schedule_policy.py).
-    """
-    available = pool_tokens - batch.tokens_used
-    if available < 0:
-        raise bad_value("pool_tokens", pool_tokens, f">= {batch.tokens_used} (the batch's KV)")
-    left = min(batch.max_new_tokens - batch.generated, config.clip_max_new_tokens)
-    return AdmissionState(pool_tokens, available, left * ratio,
-                          batch.reservation(config, ratio))
-
-
-def admission_pass(config: SchedulerConfig, state: AdmissionState, newcomers: Sequence[Req],
-                   page_size: int = 1) -> tuple[PrefillAdder, AddReqResult]:
-    """Offer ``newcomers`` to one ``PrefillAdder`` in order until it says stop.
-
-    Returns the adder (``can_run_list`` holds the admissions) and the last result
-    (``CONTINUE`` when the whole queue got in). Source: ``Scheduler.get_new_batch_prefill``.
-    """
-    adder = PrefillAdder(config, page_size, state.available, state.reserved)
-    result = AddReqResult.CONTINUE
-    for req in newcomers:
-        result = adder.add_one_req(req)
-        if result is not AddReqResult.CONTINUE:
-            break
-    return adder, result
-
-
-@dataclass(frozen=True)
-class SweepRow:
-    """One ratio of :func:`ratio_sweep`: the starting state and how the pass ended."""
-
-    ratio: float
-    state: AdmissionState
-    admitted: int
-    result: AddReqResult
-
-
-def ratio_sweep(batch: UniformBatch, pool_tokens: int, config: SchedulerConfig,
-                ratios: Sequence[float], newcomers: Sequence[Req]) -> list[SweepRow]:
-    """The same state and queue offered to ``PrefillAdder`` at each ``new_token_ratio``."""
-    rows = []
-    for ratio in ratios:
-        state = admission_state(batch, pool_tokens, config, ratio)
-        adder, result = admission_pass(config, state, newcomers)
-        rows.append(SweepRow(ratio, state, len(adder.can_run_list), result))
-    return rows
-
-
-def same_requests(count: int, prompt_len: int, max_new_tokens: int) -> list[Req]:
-    """``count`` identical newcomers (ids 0..count-1) whose output length is their budget."""
-    return [Req(i, prompt_len, max_new_tokens, max_new_tokens) for i in range(count)]
-
-
-def ratio_curve(config: SchedulerConfig, steps: np.ndarray) -> np.ndarray:
-    """``new_token_ratio`` after each number of decode steps without a retraction.
-
-    ``max(init_ratio - steps * ratio_decay, min_ratio)``; float64, same shape as ``steps``.
-    Source: ``Scheduler.update_running_batch`` (the decay), scheduler.py.
-    """
-    return np.maximum(config.init_ratio - np.asarray(steps) * config.ratio_decay,
-                      config.min_ratio)
 
 
 def retraction_steps(trace: Trace) -> list[int]:
@@ -315,8 +197,9 @@ class Completion:
 
 
 def completion(result: SimResult) -> Completion:
-    """Count a run's retracted requests and check each produced exactly ``output_len``."""
+    """Count a run's retracted requests and check each produced exactly its output
+    (``output_len``, or ``max_new_tokens`` where SGLang clamped that below it)."""
     reqs = result.requests
     return Completion(sum(1 for q in reqs if q.num_retractions), len(reqs),
-                      all(q.generated == q.output_len for q in reqs),
+                      all(q.generated == min(q.output_len, q.max_new_tokens) for q in reqs),
                       result.metrics.recomputed_tokens)

@@ -14,11 +14,12 @@ import numpy as np
 
 from pagedkv.errors import bad_value
 from pagedkv.gpus import get_gpu
+from pagedkv.lessons.admission import running_state
 from pagedkv.lessons.analysis import first_ratio_jump, freed_per_retraction
 from pagedkv.managers.config import SchedulerConfig
 from pagedkv.managers.metrics import Metrics
-from pagedkv.managers.request import Req
-from pagedkv.managers.schedule_batch import RunningBatch
+from pagedkv.managers.req import Req
+from pagedkv.managers.schedule_batch import ScheduleBatch
 from pagedkv.managers.scheduler import Scheduler
 from pagedkv.managers.simulation import SimResult, simulate
 from pagedkv.workloads.synthetic import RequestSpec, arrivals, lognormal_lengths, sharegpt_like, uniform
@@ -45,17 +46,20 @@ def tiny_retraction_run() -> Scheduler:
 
 
 def running_batch(prompt_lens: Sequence[int], generated: Sequence[int],
-                  max_new_tokens: Sequence[int]) -> RunningBatch:
-    """A running batch at page size 1 whose requests have produced ``generated`` tokens each
-    (``kv_len = prompt + generated - 1``); request rows 0, 0, ... (only the numbers matter)."""
+                  max_new_tokens: Sequence[int], free: int, page_size: int = 1,
+                  config: SchedulerConfig | None = None) -> ScheduleBatch:
+    """A running batch on real memory: requests that have produced ``generated`` tokens each
+    (``kv_len = prompt + generated - 1``) in a pool with exactly ``free`` slots left over
+    (radix cache off)."""
+    cfg = config or SchedulerConfig()
     reqs = []
     for rid, (p, g, m) in enumerate(zip(prompt_lens, generated, max_new_tokens, strict=True)):
         q = Req(rid, p, m, m)
-        q.generated, q.kv_len = g, p + g - 1
+        q.generated = g
         reqs.append(q)
-    batch = RunningBatch()
-    batch.add(reqs, [0] * len(reqs))
-    return batch
+    held = sum(-(-(p + g - 1) // page_size) * page_size
+               for p, g in zip(prompt_lens, generated, strict=True))
+    return running_state(reqs, held + free, cfg, page_size)
 
 
 def conservativeness_runs(values: Sequence[float] = (0.3, 0.5, 1.0, 1.5)) -> dict[float,

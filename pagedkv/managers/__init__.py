@@ -1,10 +1,10 @@
 """A simulator of SGLang's scheduler: admission, ``new_token_ratio``, retraction, the trace.
 
-Modules, bottom-up: ``config`` (constants and policies), ``request`` (one request),
-``schedule_policy`` (``PrefillAdder``), ``schedule_batch`` (the running batch,
-``retract_decode``), ``trace``, ``fastforward`` (decode steps between events taken together),
-``prefill`` (a prefill pass), ``scheduler`` (the step loop), ``metrics``, ``simulation``
-(``simulate``: pool sizing plus a run) and ``cli``. The step-time model is
+Modules, bottom-up: ``config`` (constants, policies, the SGLang release followed), ``req``
+(one request), ``schedule_batch`` (the running batch, ``retract_decode``),
+``schedule_policy`` (``PrefillAdder``), ``trace``, ``scheduler_prefill`` and
+``scheduler_decode`` (the two halves of a step), ``scheduler`` (the loop), ``metrics``,
+``simulation`` (``simulate``: pool sizing plus a run) and ``cli``. The step-time model is
 ``pagedkv.model_executor.sim_executor``; the book's analyses are in ``pagedkv.lessons``.
 """
 
@@ -16,8 +16,8 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from pagedkv.managers.config import ENV_VARS, Policy, SchedulerConfig
     from pagedkv.managers.metrics import Metrics
-    from pagedkv.managers.request import Req
-    from pagedkv.managers.schedule_batch import RunningBatch
+    from pagedkv.managers.req import Req
+    from pagedkv.managers.schedule_batch import ScheduleBatch
     from pagedkv.managers.schedule_policy import AddReqResult, PrefillAdder, ceil_to_page
     from pagedkv.managers.scheduler import Scheduler
     from pagedkv.managers.simulation import SimResult, simulate
@@ -31,12 +31,12 @@ _EXPORTS: dict[str, str] = {
     "AddReqResult": "pagedkv.managers.schedule_policy",
     "PrefillAdder": "pagedkv.managers.schedule_policy",
     "ceil_to_page": "pagedkv.managers.schedule_policy",
-    "RunningBatch": "pagedkv.managers.schedule_batch",
+    "ScheduleBatch": "pagedkv.managers.schedule_batch",
     "ENV_VARS": "pagedkv.managers.config",
     "Policy": "pagedkv.managers.config",
     "SchedulerConfig": "pagedkv.managers.config",
     "Metrics": "pagedkv.managers.metrics",
-    "Req": "pagedkv.managers.request",
+    "Req": "pagedkv.managers.req",
     "Scheduler": "pagedkv.managers.scheduler",
     "SimResult": "pagedkv.managers.simulation",
     "simulate": "pagedkv.managers.simulation",
@@ -55,7 +55,7 @@ __all__ = [
     "PrefillAdder",
     "Req",
     "RooflineStepTime",
-    "RunningBatch",
+    "ScheduleBatch",
     "Scheduler",
     "SchedulerConfig",
     "SimResult",

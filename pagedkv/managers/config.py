@@ -1,4 +1,5 @@
-"""The scheduler's constants, each defaulting to SGLang's, and the three admission policies.
+"""The scheduler's constants, each defaulting to SGLang's, the release followed, and the three
+admission policies.
 
 SGLang reads these from environment variables (``python/sglang/srt/environ.py``) and
 server arguments (``python/sglang/srt/server_args.py``):
@@ -18,6 +19,11 @@ SGLANG_RETRACT_DECODE_STEPS            ``retract_decode_steps``    20
 =====================================  ==========================  =======
 
 :meth:`SchedulerConfig.from_env` reads the five environment variables as SGLang does.
+
+``sglang_version`` picks the release whose behaviour the scheduler follows: ``"0.5.23"`` (the
+newest, the default) or ``"0.5.9"`` (the release the book was first written against). Only
+what differs between them on these code paths is switched; :data:`VERSION_DIFFERENCES` lists
+each difference with its source, and the book's table of changes is computed from it.
 """
 
 from __future__ import annotations
@@ -27,6 +33,39 @@ from dataclasses import dataclass, fields, replace
 from enum import Enum
 
 from pagedkv.errors import bad_value, check_positive_int
+from pagedkv.mem_cache.base_prefix_cache import SGLANG_VERSIONS
+
+DEFAULT_SGLANG_VERSION = SGLANG_VERSIONS[0]
+
+# What pagedkv switches on ``sglang_version``: (what, 0.5.9, 0.5.23, where in 0.5.23).
+VERSION_DIFFERENCES: tuple[tuple[str, str, str, str], ...] = (
+    ("admission charge per request", "extend + min(max_new, CLIP)",
+     "extend + min(max_new, CLIP) + page_size", "mem_cache/prefill_budget.py: PrefillBudget.reserve"),
+    ("reservation of a running ignore-EOS request", "ratio new_token_ratio", "ratio 1.0",
+     "managers/schedule_policy.py: _get_running_request_total_token_offset"),
+    ("max_prefill_tokens", "checked always (before and after the prefix lock)",
+     "checked only without chunked prefill", "managers/schedule_policy.py: add_one_req"),
+    ("prefill log #new-token", "page-rounded extend", "raw extend",
+     "managers/schedule_policy.py: _update_prefill_budget"),
+    ("finished requests leave the running batch", "at the next decode step", "every step",
+     "managers/scheduler.py: get_next_batch_to_run"),
+    ("batch_is_full after NO_TOKEN", "always", "only if something is admitted or running",
+     "managers/scheduler.py: _get_new_batch_prefill_raw"),
+    ("eviction when the free list is short", "evict the whole amount asked for",
+     "evict until enough is free", "mem_cache/allocator/base.py: evict_to_free_tokens"),
+    ("freed pages (page_size > 1)", "sorted page ids (free)", "row order (free_segment)",
+     "mem_cache/allocator/paged.py: free_segment"),
+    ("cached prompt + output", "one node", "split at the prompt boundary",
+     "mem_cache/unified_radix_cache.py: checkpoint_into_tree"),
+    ("waiting prefixes under FCFS", "untouched", "refreshed (LRU) every 32 passes",
+     "managers/schedule_policy.py: _touch_waiting_prefixes"),
+    ("last request cannot decode", "ValueError", "aborted",
+     "managers/schedule_batch.py: retract_decode"),
+    ("new_token_ratio reset", "every step without a batch", "only when fully idle",
+     "managers/scheduler.py: on_idle"),
+    ("chunked_prefill_size, 20-35 GB GPUs", "2048", "4096",
+     "server_args / arg_groups/memory_hook.py"),
+)
 
 ENV_VARS: dict[str, str] = {
     "SGLANG_CLIP_MAX_NEW_TOKENS_ESTIMATION": "clip_max_new_tokens",
@@ -58,7 +97,7 @@ class Policy(str, Enum):
 
 @dataclass(frozen=True)
 class SchedulerConfig:
-    """Every knob of the simulated scheduler; defaults are SGLang's (v0.4/v0.5).
+    """Every knob of the scheduler; defaults are SGLang's (0.5.23 unless ``sglang_version``).
 
     Attributes:
         policy: admission policy, see :class:`Policy`.
@@ -79,6 +118,7 @@ class SchedulerConfig:
             disables chunking. ``simulate`` defaults it by GPU memory, as SGLang does.
         max_running_requests: cap on the running batch; None: the pool's value.
         decode_log_interval: a "Decode batch." log line every this many decode steps (40).
+        sglang_version: the SGLang release followed, ``"0.5.23"`` or ``"0.5.9"``.
     """
 
     policy: Policy = Policy.SGLANG
@@ -92,8 +132,11 @@ class SchedulerConfig:
     chunked_prefill_size: int | None = 8192
     max_running_requests: int | None = None
     decode_log_interval: int = 40
+    sglang_version: str = DEFAULT_SGLANG_VERSION
 
     def __post_init__(self) -> None:
+        if self.sglang_version not in SGLANG_VERSIONS:
+            raise bad_value("sglang_version", self.sglang_version, ", ".join(SGLANG_VERSIONS))
         try:
             object.__setattr__(self, "policy", Policy(self.policy))
         except ValueError:

@@ -11,7 +11,7 @@ from dataclasses import asdict, dataclass
 
 import numpy as np
 
-from pagedkv.managers.request import Req
+from pagedkv.managers.req import Req
 from pagedkv.managers.trace import Trace
 
 
@@ -24,7 +24,8 @@ class Metrics:
         num_steps, num_prefill_steps, num_decode_steps, num_idle_steps: step counts.
         request_steps: (request, step) pairs that did work: one per sampled token plus
             one per chunk of a chunked prefill (what the simulator's speed is counted in).
-        output_tokens: tokens generated (each request's ``output_len``).
+        output_tokens: tokens generated (each request's output, ``max_new_tokens`` as SGLang
+            clamps it at arrival included).
         duration_s: modeled time from 0 to the last finish.
         tokens_per_step: ``output_tokens / (prefill + decode steps)``.
         output_tokens_per_s: ``output_tokens / duration_s``.
@@ -73,7 +74,7 @@ class Metrics:
         arrival = np.asarray([r.arrival_s for r in reqs]) if reqs else np.zeros(1)
         first = np.asarray([r.first_token_s for r in reqs], dtype=float) if reqs else arrival
         finish = np.asarray([r.finish_s for r in reqs], dtype=float) if reqs else arrival
-        output = sum(r.output_len for r in reqs)
+        output = sum(r.generated for r in reqs)
         work_steps = int(busy.sum())
         duration = float(finish.max()) if reqs else 0.0
         return cls(

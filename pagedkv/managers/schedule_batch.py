@@ -1,18 +1,21 @@
-"""The running batch: decode steps, the decode memory check and ``retract_decode``.
+"""The running batch: decode memory check, ``retract_decode`` and the decode step's slots.
 
-Follows SGLang ``python/sglang/srt/managers/schedule_batch.py`` (``ScheduleBatch``:
-``check_decode_mem``, ``new_tokens_required_next_decode``, ``retract_decode``,
-``prepare_for_decode``). The batch is kept as numpy arrays (one entry per request) so that
-a decode step costs a handful of vector operations whatever the batch size; the :class:`Req`
-objects are brought up to date whenever a request leaves the batch.
+Follows SGLang's ``python/sglang/srt/managers/schedule_batch.py`` (``ScheduleBatch``:
+``new_tokens_required_next_decode``, ``check_decode_mem``, ``retract_decode``,
+``release_req``, ``prepare_for_decode``, ``filter_batch``), 0.5.23 and 0.5.9 alike except
+where :meth:`ScheduleBatch.retract_decode` says. The batch is kept as numpy arrays, one
+entry per request, so a decode step costs a handful of vector operations whatever the batch
+size; the :class:`~pagedkv.managers.req.Req` objects are brought up to date (:meth:`sync`)
+whenever something reads them.
 
-All KV memory goes through the real allocator (:mod:`pagedkv.mem_cache.allocator`) and the real page
-table (:class:`pagedkv.mem_cache.memory_pool.ReqToTokenPool`), so page rounding is what SGLang's is. The
-batch hands the allocator numpy arrays and writes the page table through its numpy view
-(``req_to_token.numpy()``, the same memory): torch indexing on small tensors costs more.
+A request that has finished stays in the batch until :meth:`filter_finished` drops it
+(``finished`` marks it; its KV is already released). SGLang 0.5.9 drops finished requests
+only when the next decode step is prepared, so in the meantime they still count in
+admission's reservation; 0.5.23 drops them at the start of every step.
 
-Where we simplify: one decode token per step (no speculative decoding); no radix cache to
-evict before retracting; every request samples until ``output_len`` (no stop strings).
+Where we simplify: one decode token per step (no speculative decoding), no overlap
+scheduling, greedy bookkeeping only (no stop strings: a simulated request stops at its
+``output_len``, a real one at EOS or ``max_new_tokens``).
 """
 
 from __future__ import annotations
@@ -22,164 +25,222 @@ from collections.abc import Sequence
 import numpy as np
 
 from pagedkv.errors import OutOfMemoryError
-from pagedkv.managers.request import Req
+from pagedkv.managers.req import Req
 from pagedkv.mem_cache.allocator import BaseTokenToKVPoolAllocator, decode_need
+from pagedkv.mem_cache.base_prefix_cache import BasePrefixCache
+from pagedkv.mem_cache.common import release_kv_cache
 from pagedkv.mem_cache.memory_pool import ReqToTokenPool
 
-_FIELDS = ("prompt_len", "max_new_tokens", "output_len", "generated", "kv_len", "req_pool_idx")
-
-
-class RunningBatch:
-    """Requests that have been prefilled and now decode one token per step.
-
-    Attributes:
-        reqs: the requests, in batch order.
-        prompt_len, max_new_tokens, output_len, generated, kv_len, req_pool_idx, last_loc:
-            int64 ``[len(reqs)]``; ``last_loc`` is the slot of each request's last KV token.
-        batch_is_full: SGLang's flag: admission found no room; prefill is not tried again
-            until ``update_running_batch`` sees the batch shrink (the scheduler clears it).
-    """
-
-    def __init__(self) -> None:
-        self.reqs: list[Req] = []
-        for name in (*_FIELDS, "last_loc"):
-            setattr(self, name, np.zeros(0, dtype=np.int64))
-        self.batch_is_full = False
-
-    def __len__(self) -> int:
-        return len(self.reqs)
-
-    def add(self, reqs: Sequence[Req], last_loc: Sequence[int]) -> None:
-        """Append prefilled requests; ``last_loc`` is each one's last KV slot."""
-        if not reqs:
-            return
-        self.reqs.extend(reqs)
-        for name in _FIELDS:
-            new = np.fromiter((getattr(r, name) for r in reqs), np.int64, len(reqs))
-            setattr(self, name, np.concatenate((getattr(self, name), new)))
-        self.last_loc = np.concatenate((self.last_loc, np.asarray(last_loc, dtype=np.int64)))
-
-    def sync(self) -> None:
-        """Copy ``generated`` and ``kv_len`` back into the :class:`Req` objects."""
-        for r, g, k in zip(self.reqs, self.generated.tolist(), self.kv_len.tolist(), strict=True):
-            r.generated, r.kv_len = g, k
-
-    def remove(self, mask: np.ndarray) -> list[Req]:
-        """Take the requests where ``mask`` is True out of the batch (synced) and return them."""
-        idx = np.flatnonzero(mask).tolist()
-        if not idx:
-            return []
-        out = [self.reqs[i] for i in idx]
-        for i in idx:
-            self.reqs[i].generated = int(self.generated[i])
-            self.reqs[i].kv_len = int(self.kv_len[i])
-        for i in reversed(idx):
-            del self.reqs[i]
-        keep = ~mask
-        for name in (*_FIELDS, "last_loc"):
-            setattr(self, name, getattr(self, name)[keep])
-        return out
-
-    def new_tokens_required_next_decode(self, page_size: int,
-                                        mask: np.ndarray | None = None) -> int:
-        """Slots the next decode step needs: requests starting a new page, times ``page_size``.
-
-        A request writes position ``kv_len`` next; it needs a new page when ``kv_len % p == 0``
-        (all of them when ``p == 1``). ``mask`` selects a subset (used while retracting).
-        Source: ``ScheduleBatch.new_tokens_required_next_decode``.
-        """
-        return decode_need(self.kv_len if mask is None else self.kv_len[mask], page_size)
-
-    def decode(self, allocator: BaseTokenToKVPoolAllocator, pool: ReqToTokenPool) -> None:
-        """One decode step: a slot for every request's newest token, then sample one more.
-
-        Raises:
-            OutOfMemoryError: the allocator is short (call :meth:`retract_decode` first).
-        Source: ``ScheduleBatch.prepare_for_decode`` (``alloc_for_decode``).
-        """
-        out = allocator.alloc_decode(self.kv_len + 1, self.last_loc)
-        if out is None:
-            raise OutOfMemoryError(
-                f"decode needs {self.new_tokens_required_next_decode(allocator.page_size)} slots, "
-                f"{allocator.available_size()} free: the memory check was skipped")
-        self.last_loc = out.numpy()
-        pool.req_to_token.numpy()[self.req_pool_idx, self.kv_len] = self.last_loc
-        self.kv_len += 1
-        self.generated += 1
-
-    def decode_many(self, allocator: BaseTokenToKVPoolAllocator, pool: ReqToTokenPool,
-                    steps: int) -> None:
-        """``steps`` decode steps at once, with one ``alloc_extend`` from ``kv_len`` to
-        ``kv_len + steps`` per request.
-
-        Takes the same number of pages per request as ``steps`` calls of :meth:`decode`; only
-        which page ids each request gets differs (the free list is walked request by request
-        instead of step by step). The caller must have checked that no request finishes
-        before the last step and that the pages fit.
-
-        Raises:
-            OutOfMemoryError: the allocator is short.
-        """
-        out = allocator.alloc_extend(self.kv_len, self.kv_len + steps, self.last_loc,
-                                     len(self.reqs) * steps)
-        if out is None:
-            raise OutOfMemoryError(f"{steps} decode steps do not fit "
-                                   f"{allocator.available_size()} free slots")
-        rows = np.repeat(self.req_pool_idx, steps)
-        positions = (self.kv_len[:, None] + np.arange(steps)).ravel()
-        pool.req_to_token.numpy()[rows, positions] = out.numpy()
-        self.last_loc = out.numpy()[steps - 1::steps].copy()
-        self.kv_len += steps
-        self.generated += steps
-
-    def retraction_order(self) -> np.ndarray:
-        """Batch indices in the order ``retract_decode`` picks victims.
-
-        Fewest output tokens first; among equals, the longer prompt first.
-        Source: ``ScheduleBatch.retract_decode`` (sort by ``(len(output_ids),
-        -len(origin_input_ids))``, popped from the small end).
-        """
-        return np.lexsort((-self.prompt_len, self.generated))
-
-    def retract_decode(self, available_size: int, page_size: int,
-                       retract_decode_steps: int) -> tuple[np.ndarray, float]:
-        """Choose victims until the rest of the batch's next step fits; return them and a ratio.
-
-        At least one request is retracted. Victims free all their pages, so after
-        retracting a request ``available_size`` grows by ``ceil_to_page(kv_len)``.
-        The new ``new_token_ratio`` is ``min(1, (sum generated + retract_decode_steps *
-        remaining) / (sum max_new_tokens + 1))`` over the requests that stay.
-
-        Returns:
-            (bool mask ``[len(reqs)]`` of victims, new ratio). Nothing is freed here: the
-            caller releases the victims' KV and rows.
-        Raises:
-            OutOfMemoryError: a single request cannot take its next step (pool too small).
-        Source: ``ScheduleBatch.retract_decode``; ``SGLANG_RETRACT_DECODE_STEPS``.
-        """
-        victims = np.zeros(len(self.reqs), dtype=bool)
-        order = self.retraction_order().tolist()
-        p = page_size
-        while True:
-            if len(order) == 1:
-                raise OutOfMemoryError(
-                    f"one request alone cannot decode: {available_size} slots free, "
-                    f"kv_len={int(self.kv_len[order[0]])}; the pool is too small for it")
-            i = order.pop(0)
-            victims[i] = True
-            available_size += -(-int(self.kv_len[i]) // p) * p
-            if self.new_tokens_required_next_decode(p, ~victims) <= available_size:
-                break
-        stay = ~victims
-        return victims, retract_ratio(self.generated[stay], self.max_new_tokens[stay],
-                                      retract_decode_steps)
+_FIELDS = ("prompt_len", "max_new_tokens", "output_len", "generated", "kv_len", "req_pool_idx",
+           "last_loc")
+NO_EOS = np.iinfo(np.int64).max  # output_len of a request that stops only at max_new_tokens
 
 
 def retract_ratio(decoded: Sequence[int] | np.ndarray, max_new_tokens: Sequence[int] | np.ndarray,
                   retract_decode_steps: int = 20) -> float:
     """``min(1, (sum decoded + steps * n) / (sum max_new_tokens + 1))`` over ``n`` survivors.
 
-    Source: ``ScheduleBatch.retract_decode``; ``SGLANG_RETRACT_DECODE_STEPS``.
+    Source: ``ScheduleBatch.retract_decode`` (0.5.9), ``NewTokenRatioTracker.
+    estimate_new_token_ratio_after_retract`` (0.5.23); ``SGLANG_RETRACT_DECODE_STEPS``.
     """
     n = len(decoded)
     return min(1.0, (int(np.sum(decoded)) + retract_decode_steps * n) / (int(np.sum(max_new_tokens)) + 1))
+
+
+class ScheduleBatch:
+    """Requests that have been prefilled and now decode one token per step.
+
+    Args:
+        req_to_token_pool, allocator, tree_cache: the memory the batch's requests hold.
+
+    Attributes:
+        reqs: the requests, in batch order.
+        prompt_len, max_new_tokens, output_len, generated, kv_len, req_pool_idx, last_loc:
+            int64 ``[len(reqs)]``; ``kv_len`` is ``kv_committed_len``, ``last_loc`` the slot
+            of each request's last KV token, ``output_len`` :data:`NO_EOS` when unknown.
+        ignore_eos, finished: bool ``[len(reqs)]``.
+        batch_is_full: SGLang's flag: admission found no room; prefill is not tried again
+            until the batch shrinks.
+    """
+
+    def __init__(self, req_to_token_pool: ReqToTokenPool, allocator: BaseTokenToKVPoolAllocator,
+                 tree_cache: BasePrefixCache) -> None:
+        self.req_to_token_pool = req_to_token_pool
+        self.allocator = allocator
+        self.tree_cache = tree_cache
+        self.page_size = allocator.page_size
+        self.table = req_to_token_pool.req_to_token.numpy()  # a view: writes reach the pool
+        self.reqs: list[Req] = []
+        for name in _FIELDS:
+            setattr(self, name, np.zeros(0, dtype=np.int64))
+        self.ignore_eos = np.zeros(0, dtype=bool)
+        self.finished = np.zeros(0, dtype=bool)
+        self.batch_is_full = False
+
+    def __len__(self) -> int:
+        return len(self.reqs)
+
+    # ----- membership -------------------------------------------------------------------
+    def merge(self, reqs: Sequence[Req]) -> None:
+        """Append prefilled requests at the end (SGLang ``merge_batch``)."""
+        if not reqs:
+            return
+        self.reqs.extend(reqs)
+        n = len(reqs)
+        cols = {
+            "prompt_len": [r.prompt_len for r in reqs],
+            "max_new_tokens": [r.max_new_tokens for r in reqs],
+            "output_len": [NO_EOS if r.output_len is None else r.output_len for r in reqs],
+            "generated": [r.generated for r in reqs],
+            "kv_len": [r.kv_committed_len for r in reqs],
+            "req_pool_idx": [r.req_pool_idx for r in reqs],
+            "last_loc": [int(self.table[r.req_pool_idx, r.kv_committed_len - 1]) for r in reqs],
+        }
+        for name in _FIELDS:
+            setattr(self, name, np.concatenate((getattr(self, name),
+                                                np.fromiter(cols[name], np.int64, n))))
+        self.ignore_eos = np.concatenate((self.ignore_eos, [r.ignore_eos for r in reqs]))
+        self.finished = np.concatenate((self.finished, [r.finished for r in reqs]))
+
+    def sync(self, idx: Sequence[int] | None = None) -> None:
+        """Copy ``generated`` and ``kv_len`` back into the :class:`Req` objects."""
+        for i in range(len(self.reqs)) if idx is None else idx:
+            r = self.reqs[i]
+            r.generated, r.kv_committed_len = int(self.generated[i]), int(self.kv_len[i])
+
+    def filter_batch(self, keep: Sequence[int] | np.ndarray) -> None:
+        """Keep the requests at indices ``keep``, in that order (SGLang ``filter_batch``)."""
+        keep = np.asarray(keep, dtype=np.int64)
+        self.reqs = [self.reqs[i] for i in keep.tolist()]
+        for name in (*_FIELDS, "ignore_eos", "finished"):
+            setattr(self, name, getattr(self, name)[keep])
+
+    def filter_finished(self) -> int:
+        """Drop finished requests (already released); return how many left."""
+        if not self.finished.any():
+            return 0
+        n = int(self.finished.sum())
+        self.filter_batch(np.flatnonzero(~self.finished))
+        return n
+
+    def live(self) -> np.ndarray:
+        """Bool ``[len(reqs)]``: requests that still hold KV (not finished)."""
+        return ~self.finished
+
+    # ----- memory -----------------------------------------------------------------------
+    def new_tokens_required_next_decode(self, idx: Sequence[int] | np.ndarray | None = None) -> int:
+        """Slots the next decode step needs: ``page_size`` per request whose ``kv_len`` is a
+        multiple of it (its next token starts a page). ``idx`` selects a subset.
+        Source: ``ScheduleBatch.new_tokens_required_next_decode``."""
+        kv = self.kv_len if idx is None else self.kv_len[np.asarray(idx, dtype=np.int64)]
+        return decode_need(kv, self.page_size)
+
+    def check_decode_mem(self, idx: Sequence[int] | np.ndarray | None = None) -> bool:
+        """Whether the next decode step fits, after evicting from the tree to make room.
+        Source: ``ScheduleBatch.check_decode_mem``."""
+        need = self.new_tokens_required_next_decode(idx)
+        self.tree_cache.evict_from_tree_cache(need)
+        return self.allocator.available_size() >= need
+
+    def retraction_order(self) -> list[int]:
+        """Batch indices sorted the way ``retract_decode`` sorts them; victims are popped
+        from the END: fewest output tokens first, then the longest prompt, and among exact
+        ties the later batch index (Python's stable sort with ``reverse=True``)."""
+        order = list(range(len(self.reqs)))
+        gen, prompt = self.generated.tolist(), self.prompt_len.tolist()
+        order.sort(key=lambda i: (gen[i], -prompt[i]), reverse=True)
+        return order
+
+    def release_req(self, i: int, remaining: int, retract_decode_steps: int) -> None:
+        """Free victim ``i``'s KV without inserting it (its prompt prefix stays in the tree,
+        now evictable) and its row, then evict ``remaining * retract_decode_steps`` slots'
+        worth of room. Source: ``ScheduleBatch.release_req``."""
+        self.sync([i])
+        release_kv_cache(self.reqs[i], self.tree_cache, self.req_to_token_pool, is_insert=False)
+        self.tree_cache.evict_from_tree_cache(remaining * retract_decode_steps)
+
+    def retract_decode(self, retract_decode_steps: int = 20,
+                       sglang_version: str = "0.5.23") -> tuple[list[Req], float, list[Req]]:
+        """Retract requests until the rest of the batch's next step fits.
+
+        Victims in :meth:`retraction_order`, at least one, never the last one: each is
+        released (:meth:`release_req`) as it is chosen; then the survivors stay in sorted
+        order. If even one request cannot decode, 0.5.23 aborts it (frees its KV, empties
+        the batch) where 0.5.9 raises. The new ``new_token_ratio`` is
+        :func:`retract_ratio` over the survivors.
+
+        Returns:
+            ``(retracted in pop order, new ratio, aborted)``; the retracted requests have
+            no KV and no row, their ``generated`` kept.
+        Raises:
+            OutOfMemoryError: (0.5.9) a single request cannot take its next step.
+        Source: ``ScheduleBatch.retract_decode`` (0.5.9 and 0.5.23).
+        """
+        order = self.retraction_order()
+        retracted: list[Req] = []
+        first = True
+        while first or not self.check_decode_mem(order):
+            if len(order) == 1:
+                break
+            first = False
+            i = order.pop()
+            retracted.append(self.reqs[i])
+            self.release_req(i, len(order), retract_decode_steps)
+        aborted: list[Req] = []
+        if len(order) <= 1 and not self.check_decode_mem(order):
+            if sglang_version == "0.5.9":
+                raise OutOfMemoryError(
+                    "Out of memory even after retracting all other requests in the decode "
+                    f"batch: {self.allocator.available_size()} slots free, kv_len="
+                    f"{int(self.kv_len[order[0]])}; the pool is too small for one request")
+            last = order.pop()
+            self.release_req(last, 0, retract_decode_steps)
+            aborted.append(self.reqs[last])
+        self.filter_batch(order)
+        ratio = retract_ratio(self.generated, self.max_new_tokens, retract_decode_steps)
+        return retracted, ratio, aborted
+
+    def prepare_for_decode(self) -> None:
+        """Give every request a slot for its newest token (evicting from the tree first if
+        the free list is short of ``bs`` slots, ``bs * page_size`` for pages > 1).
+
+        Raises:
+            OutOfMemoryError: the allocator is short (the memory check was skipped).
+        Source: ``ScheduleBatch.prepare_for_decode`` (``alloc_for_decode``).
+        """
+        bs, p = len(self.reqs), self.page_size
+        self.tree_cache.evict_from_tree_cache(bs if p == 1 else bs * p)
+        out = self.allocator.alloc_decode(self.kv_len + 1, self.last_loc)
+        if out is None:
+            raise OutOfMemoryError(
+                f"decode needs {self.new_tokens_required_next_decode()} slots, "
+                f"{self.allocator.available_size()} free: the memory check was skipped")
+        self.last_loc = out.numpy()
+        self.table[self.req_pool_idx, self.kv_len] = self.last_loc
+        self.kv_len += 1
+
+    def decode_many(self, steps: int) -> None:
+        """``steps`` decode steps' slots at once: one ``alloc_extend`` from ``kv_len`` to
+        ``kv_len + steps`` per request, and ``steps`` sampled tokens each.
+
+        The same number of pages per request as ``steps`` single steps; only which page ids
+        each request gets differs (the free list is walked request by request instead of
+        step by step). The caller checks that no request stops before the last step and
+        that the pages fit without eviction.
+        """
+        out = self.allocator.alloc_extend(self.kv_len, self.kv_len + steps, self.last_loc,
+                                          len(self.reqs) * steps)
+        if out is None:
+            raise OutOfMemoryError(f"{steps} decode steps do not fit "
+                                   f"{self.allocator.available_size()} free slots")
+        rows = np.repeat(self.req_pool_idx, steps)
+        positions = (self.kv_len[:, None] + np.arange(steps)).ravel()
+        self.table[rows, positions] = out.numpy()
+        self.last_loc = out.numpy()[steps - 1::steps].copy()
+        self.kv_len += steps
+        self.generated += steps
+
+    def stopping(self) -> np.ndarray:
+        """Bool ``[len(reqs)]``: live requests whose latest token ends them."""
+        hit_eos = ~self.ignore_eos & (self.generated >= self.output_len)
+        return ~self.finished & ((self.generated >= self.max_new_tokens) | hit_eos)

@@ -1,32 +1,46 @@
 """Admission: SGLang's ``PrefillAdder`` (``python/sglang/srt/managers/schedule_policy.py``).
 
 One prefill pass walks the waiting queue and asks, per request, whether the pool can take
-it *and* what it will still write. The budget is
+it *and* what it will still write. The memory budget is
 
     rem_total_tokens = available_size + evictable - sum(reservations) - sum(charges so far)
 
-where each running request reserves ``min(max_new_tokens - generated, CLIP) * new_token_ratio``
-and each admitted request is charged ``ceil_to_page(extend_input_len) + min(max_new_tokens,
-CLIP)``. A newcomer is refused (``NO_TOKEN``) when ``extend_input_len + min(max_new_tokens -
-generated, CLIP) >= rem_total_tokens``: no ratio for the newcomer. The per-pass prompt budget
-``max_prefill_tokens`` (the first request exempt) and the chunk budget
-``chunked_prefill_size`` end the pass with ``OTHER``.
+where ``evictable`` is the radix cache's unlocked tokens (free on demand), each running
+request reserves ``min(max_new_tokens - generated, CLIP) * new_token_ratio`` and each
+admitted request is charged ``ceil_to_page(extend) + min(max_new_tokens, CLIP)``. A newcomer
+is refused (``NO_TOKEN``) when ``extend + min(max_new_tokens - generated, CLIP) >=
+rem_total_tokens``; ``extend`` leaves out its cached prefix, and locking that prefix (it stops
+being evictable) happens before the test is final. The per-pass prompt budget
+``max_prefill_tokens`` and the chunk budget ``chunked_prefill_size`` end the pass with
+``OTHER``.
 
-Where we simplify: no radix cache, so ``evictable = 0`` and every request's prefix match is
-empty (``#cached-token: 0``); no hierarchical cache, no ``ignore_eos`` path, no priority
-preemption, no mixed chunked prefill.
+SGLang 0.5.23 (the default) differs from 0.5.9: every admitted piece costs one more page on
+both memory budgets and in the newcomer test; a running ignore-EOS request reserves at ratio
+1.0; ``max_prefill_tokens`` is checked only without chunked prefill, and only after locking;
+a new request's chunk ends on a page boundary of its whole sequence; ``#new-token`` counts
+raw tokens. With the radix cache off, ignore-EOS requests take
+:meth:`PrefillAdder.add_one_req_ignore_eos` (a worst-case simulation of the batch), as in SGLang.
+
+Besides SGLang's rule (``sglang``), two teaching policies (see
+:class:`~pagedkv.managers.config.Policy`) change the reservation and the charge.
+
+Where we simplify: no hierarchical cache, no priority preemption, no mixed chunked prefill,
+no speculative decoding, no ``prefill_max_requests``.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from enum import Enum
 
 import numpy as np
 
 from pagedkv.managers.config import Policy, SchedulerConfig
-from pagedkv.managers.request import Req
-from pagedkv.mem_cache.allocator import ceil_to_page
+from pagedkv.managers.req import Req
+from pagedkv.managers.schedule_batch import ScheduleBatch
+from pagedkv.mem_cache.allocator import BaseTokenToKVPoolAllocator, ceil_to_page
+from pagedkv.mem_cache.base_prefix_cache import BasePrefixCache
+
+IGNORE_EOS_RESERVE_TOKENS = 1  # SGLang's slack per request in the ignore-EOS simulation
 
 
 class AddReqResult(Enum):
@@ -37,7 +51,8 @@ class AddReqResult(Enum):
     OTHER = "other"
 
 
-def footprint(prompt_len: int, max_new_tokens: int, page_size: int) -> int:
+def footprint(prompt_len: int | np.ndarray, max_new_tokens: int | np.ndarray,
+              page_size: int) -> int | np.ndarray:
     """Slots a request can ever hold: ``ceil_to_page(prompt_len + max_new_tokens - 1)``.
 
     The last sampled token's KV is never written, hence the ``- 1``. Used by ``reserve_all``.
@@ -47,80 +62,85 @@ def footprint(prompt_len: int, max_new_tokens: int, page_size: int) -> int:
 
 def running_reservation(config: SchedulerConfig, page_size: int, new_token_ratio: float,
                         prompt_len: np.ndarray, max_new_tokens: np.ndarray,
-                        generated: np.ndarray, kv_len: np.ndarray) -> float:
+                        generated: np.ndarray, kv_len: np.ndarray,
+                        ignore_eos: np.ndarray | None = None) -> float:
     """Tokens admission holds back for the running batch's future output.
 
-    Arrays are int64 ``[num_running]``. ``sglang``: ``sum(min(max_new_tokens - generated,
-    CLIP)) * new_token_ratio`` (``PrefillAdder._get_running_request_total_token_offset``);
-    ``reserve_all``: every request's remaining ``footprint`` in whole pages;
-    ``no_reserve``: 0.
+    Arrays are int64 ``[num_running]`` (``ignore_eos`` bool). ``sglang``: the Python-order
+    sum of ``min(max_new_tokens - generated, CLIP) * ratio`` per request, ``ratio`` being
+    ``new_token_ratio`` (0.5.23: 1.0 for an ignore-EOS request)
+    (``PrefillAdder._get_running_request_total_token_offset``); ``reserve_all``: every
+    request's remaining ``footprint``; ``no_reserve``: 0.
     """
+    if not len(prompt_len):
+        return 0.0
     if config.policy is Policy.SGLANG:
         left = np.minimum(max_new_tokens - generated, config.clip_max_new_tokens)
-        return float(left.sum()) * new_token_ratio
+        ratio = np.full(len(left), new_token_ratio)
+        if ignore_eos is not None and config.sglang_version != "0.5.9":
+            ratio[ignore_eos] = 1.0
+        return float(np.cumsum(left * ratio)[-1])  # sequential, as Python's sum()
     if config.policy is Policy.RESERVE_ALL:
-        final = ceil_to_page(prompt_len + max_new_tokens - 1, page_size)
+        final = footprint(prompt_len, max_new_tokens, page_size)
         return float((final - ceil_to_page(kv_len, page_size)).sum())
     return 0.0
 
 
-@dataclass
-class Admission:
-    """One request in a prefill pass: how many tokens it extends by, and what it was charged."""
-
-    req: Req
-    extend_len: int
-    charge: float
-    truncated: bool
-
-
-@dataclass
 class PrefillAdder:
     """Budgets for one prefill pass (SGLang ``PrefillAdder``).
 
     Args:
-        config: constants and policy.
-        page_size: tokens per page.
-        available_size: the allocator's ``available_size()`` (free pages * page_size).
-        running_reserved: :func:`running_reservation` of the running batch.
+        config: constants, policy and release.
+        tree_cache: the prefix cache (its evictable tokens count as room; admission locks).
+        allocator: the pool's allocator (its ``available_size``, read live).
+        running: the running batch (its reservation), or None.
+        new_token_ratio: the scheduler's current ratio.
 
     Attributes:
         rem_total_token_offset: reservations plus charges so far (tokens, may be fractional).
         cur_rem_token_offset: prompt tokens charged so far.
         rem_input_tokens: what is left of ``max_prefill_tokens``.
         rem_chunk_tokens: what is left of ``chunked_prefill_size`` (None: no chunking).
-        can_run_list: the admitted requests, in order.
+        can_run_list: the admitted requests, in order; each one's ``extend_len`` is set.
         new_chunked_req: the request whose prompt was cut this pass, if any.
+        log_hit_tokens, log_input_tokens: the prefill log's ``#cached-token`` and
+            ``#new-token``.
     """
 
-    config: SchedulerConfig
-    page_size: int
-    available_size: int
-    running_reserved: float
-    rem_total_token_offset: float = field(init=False)
-    cur_rem_token_offset: int = field(init=False, default=0)
-    rem_input_tokens: int = field(init=False)
-    rem_chunk_tokens: int | None = field(init=False)
-    can_run_list: list[Admission] = field(init=False, default_factory=list)
-    new_chunked_req: Req | None = field(init=False, default=None)
-
-    def __post_init__(self) -> None:
-        self.rem_total_token_offset = self.running_reserved
-        self.rem_input_tokens = self.config.max_prefill_tokens
-        self.rem_chunk_tokens = self.config.chunked_prefill_size
+    def __init__(self, config: SchedulerConfig, tree_cache: BasePrefixCache,
+                 allocator: BaseTokenToKVPoolAllocator, running: ScheduleBatch | None,
+                 new_token_ratio: float) -> None:
+        self.config, self.tree_cache, self.allocator = config, tree_cache, allocator
+        self.page_size = p = allocator.page_size
+        self.v0509 = config.sglang_version == "0.5.9"
+        self.overhead = 0 if self.v0509 else p  # 0.5.23's per_req_token_overhead
+        self.running = running
+        self.new_token_ratio = new_token_ratio
+        self.rem_input_tokens = config.max_prefill_tokens
+        self.rem_chunk_tokens = config.chunked_prefill_size
+        self.rem_total_token_offset = 0.0
+        self.cur_rem_token_offset = 0
+        if running is not None and len(running):
+            b = running
+            self.rem_total_token_offset += running_reservation(
+                config, p, new_token_ratio, b.prompt_len, b.max_new_tokens, b.generated,
+                b.kv_len, b.ignore_eos)
+        self.can_run_list: list[Req] = []
+        self.new_chunked_req: Req | None = None
+        self.log_hit_tokens = self.log_input_tokens = 0
+        self.req_states: list[tuple[float, int]] | None = None
 
     @property
     def rem_total_tokens(self) -> float:
-        """``available_size - rem_total_token_offset`` (evictable radix tokens: none here)."""
-        return self.available_size - self.rem_total_token_offset
+        """``available_size + evictable - rem_total_token_offset``."""
+        return (self.allocator.available_size() + self.tree_cache.evictable_size()
+                - self.rem_total_token_offset)
 
     @property
     def cur_rem_tokens(self) -> int:
-        """``available_size - cur_rem_token_offset``: room for the prompts alone."""
-        return self.available_size - self.cur_rem_token_offset
-
-    def _floor_page(self, tokens: int) -> int:
-        return tokens // self.page_size * self.page_size
+        """``available_size + evictable - cur_rem_token_offset``: room for prompts alone."""
+        return (self.allocator.available_size() + self.tree_cache.evictable_size()
+                - self.cur_rem_token_offset)
 
     def budget_state(self) -> AddReqResult:
         """NO_TOKEN when memory is spent, OTHER when the prompt or chunk budget is."""
@@ -131,73 +151,155 @@ class PrefillAdder:
             return AddReqResult.OTHER
         return AddReqResult.CONTINUE
 
-    def newcomer_need(self, req: Req) -> float:
+    # ----- charging ---------------------------------------------------------------------
+    def _charge(self, req: Req, extend: int, future: int, truncated: bool) -> None:
+        """Admit ``req`` for ``extend`` tokens (SGLang ``_update_prefill_budget``)."""
+        pages = ceil_to_page(extend, self.page_size)
+        self.rem_total_token_offset += pages + self.overhead + future
+        self.cur_rem_token_offset += pages + self.overhead
+        self.rem_input_tokens -= pages
+        if self.rem_chunk_tokens is not None:
+            self.rem_chunk_tokens -= pages
+        self.log_hit_tokens += req.prefix_len if req.req_pool_idx < 0 else 0
+        self.log_input_tokens += pages if self.v0509 else extend
+        req.extend_len = extend
+        self.can_run_list.append(req)
+        if truncated:
+            self.new_chunked_req = req
+
+    def _future(self, req: Req, extend: int, truncated: bool) -> int:
+        """Tokens charged for what ``req`` will still write (0 for a partial chunk)."""
+        policy, p = self.config.policy, self.page_size
+        if truncated or policy is Policy.NO_RESERVE:
+            return 0
+        if policy is Policy.RESERVE_ALL:
+            return int(footprint(req.prompt_len, req.max_new_tokens, p)
+                       - ceil_to_page(req.prefix_len + extend, p))
+        return min(req.max_new_tokens, self.config.clip_max_new_tokens)
+
+    def newcomer_need(self, req: Req, extend: int) -> float:
         """The newcomer test's left side; refused when it is ``>= rem_total_tokens``.
 
-        ``sglang``: ``extend_input_len + min(max(max_new_tokens - generated, 0), CLIP)``;
-        ``reserve_all``: the request's remaining footprint; ``no_reserve``: its prompt pages.
+        ``sglang``: ``extend + min(max(max_new_tokens - generated, 0), CLIP)`` (+ a page in
+        0.5.23); ``reserve_all``: its remaining footprint; ``no_reserve``: its prompt pages.
         """
         policy, p = self.config.policy, self.page_size
         if policy is Policy.SGLANG:
             left = max(req.max_new_tokens - req.generated, 0)
-            return req.extend_input_len + min(left, self.config.clip_max_new_tokens)
+            return extend + min(left, self.config.clip_max_new_tokens) + self.overhead
         if policy is Policy.RESERVE_ALL:
-            return footprint(req.prompt_len, req.max_new_tokens, p) - ceil_to_page(req.kv_len, p)
-        return ceil_to_page(req.extend_input_len, p)
+            return int(footprint(req.prompt_len, req.max_new_tokens, p)
+                       - ceil_to_page(req.prefix_len, p))
+        return ceil_to_page(extend, p)
 
-    def _future_charge(self, req: Req, extend_len: int, truncated: bool) -> int:
-        """Tokens charged beyond this pass's prompt pages (0 for a partial chunk, ``sglang``)."""
-        policy, p = self.config.policy, self.page_size
-        if policy is Policy.SGLANG:
-            return 0 if truncated else min(req.max_new_tokens, self.config.clip_max_new_tokens)
-        if policy is Policy.RESERVE_ALL:
-            return (footprint(req.prompt_len, req.max_new_tokens, p)
-                    - ceil_to_page(req.kv_len, p) - ceil_to_page(extend_len, p))
-        return 0
-
-    def _add(self, req: Req, extend_len: int, truncated: bool) -> None:
-        """Append to ``can_run_list`` and charge (``PrefillAdder._update_prefill_budget``)."""
-        pages = ceil_to_page(extend_len, self.page_size)
-        charge = pages + self._future_charge(req, extend_len, truncated)
-        self.rem_total_token_offset += charge
-        self.cur_rem_token_offset += pages
-        self.rem_input_tokens -= pages
-        if self.rem_chunk_tokens is not None:
-            self.rem_chunk_tokens -= pages
-        self.can_run_list.append(Admission(req, extend_len, charge, truncated))
-        if truncated:
-            self.new_chunked_req = req
-
+    # ----- the three ways in ------------------------------------------------------------
     def add_chunked_req(self, req: Req) -> Req | None:
         """Continue a chunked prefill; return the request again if it is still not done.
 
-        The chunk is ``min(rem_chunk_tokens, rem_total_tokens)`` floored to pages, or the
-        whole chunk budget when that is <= 0 (SGLang must make progress on it).
+        The chunk is ``min(rem_chunk_tokens, int(rem_total_tokens))``, or the whole chunk
+        budget when that is <= 0 (the request must make progress to free its KV); nothing
+        is floored to pages. Source: ``PrefillAdder.add_chunked_req``.
         """
-        chunk = self.rem_chunk_tokens if self.rem_chunk_tokens is not None else req.extend_input_len
-        room = self._floor_page(min(chunk, int(self.rem_total_tokens)))
-        room = room if room > 0 else max(self._floor_page(chunk), self.page_size)
-        truncated = req.extend_input_len > room
-        self._add(req, min(req.extend_input_len, room), truncated)
+        room = min(self.rem_chunk_tokens, int(self.rem_total_tokens))
+        if room <= 0:
+            room = self.rem_chunk_tokens
+        extend = req.fill_len - req.prefix_len
+        truncated = extend > room
+        extend = min(extend, room)
+        self._charge(req, extend, self._future(req, extend, truncated), truncated)
         return req if truncated else None
 
     def add_one_req(self, req: Req) -> AddReqResult:
-        """Try to admit ``req`` (SGLang ``PrefillAdder.add_one_req``).
-
-        Returns NO_TOKEN without admitting when the newcomer test fails, OTHER when the
-        prompt budget is spent (unless nothing was admitted yet); otherwise admits it, whole
-        or as a page-floored chunk, and returns :meth:`budget_state`.
+        """Try to admit ``req``, whose prefix was just matched (``req.prefix_len``,
+        ``req.last_node``). Returns NO_TOKEN or OTHER without admitting it, or admits it,
+        whole or as a chunk, locks its prefix and returns :meth:`budget_state`.
+        Source: ``PrefillAdder.add_one_req`` (0.5.9; 0.5.23 with
+        ``_select_prefill_admission`` and ``_commit_prefill_admission``).
         """
-        if self.newcomer_need(req) >= self.rem_total_tokens:
-            return AddReqResult.NO_TOKEN
-        input_tokens = ceil_to_page(req.extend_input_len, self.page_size)
-        if input_tokens >= self.rem_input_tokens and self.can_run_list:
-            return AddReqResult.OTHER
-        if self.rem_chunk_tokens is None or input_tokens <= self.rem_chunk_tokens:
-            self._add(req, req.extend_input_len, truncated=False)
-        else:
-            trunc_len = self._floor_page(self.rem_chunk_tokens)
-            if trunc_len <= 0:
+        if req.ignore_eos and self.tree_cache.disable:
+            return self.add_one_req_ignore_eos(req)
+        extend = req.fill_len - req.prefix_len
+        input_tokens = ceil_to_page(extend, self.page_size)
+        need = self.newcomer_need(req, extend)
+        chunked = self.rem_chunk_tokens is not None
+        if self.v0509:
+            if need >= self.rem_total_tokens:
+                return AddReqResult.NO_TOKEN
+            if input_tokens >= self.rem_input_tokens and self.can_run_list:
                 return AddReqResult.OTHER
-            self._add(req, trunc_len, truncated=True)
+        tree, node = self.tree_cache, req.last_node
+        tree.inc_lock_ref(node)  # the prefix stops being evictable while we decide
+        try:
+            if not need < self.rem_total_tokens:
+                return AddReqResult.NO_TOKEN
+            if ((self.v0509 or not chunked) and self.can_run_list
+                    and input_tokens >= self.rem_input_tokens):
+                return AddReqResult.OTHER
+            truncated = chunked and input_tokens > self.rem_chunk_tokens
+            if truncated:
+                p = self.page_size
+                extend = self.rem_chunk_tokens // p * p
+                if not self.v0509:  # the chunk ends on a page boundary of the sequence
+                    extend = (req.prefix_len + extend) // p * p - req.prefix_len
+                if extend <= 0:
+                    return AddReqResult.OTHER
+            tree.inc_lock_ref(node)  # held until the request releases its KV
+            self._charge(req, extend, self._future(req, extend, truncated), truncated)
+        finally:
+            tree.dec_lock_ref(node)
         return self.budget_state()
+
+    def add_one_req_ignore_eos(self, req: Req) -> AddReqResult:
+        """Admission of an ignore-EOS request with the radix cache off: a worst-case
+        simulation in which every request runs to its limit, the one that finishes first
+        frees its tokens for the rest (``IGNORE_EOS_RESERVE_TOKENS`` of slack per request).
+        Source: ``PrefillAdder.add_one_req_ignore_eos``.
+        """
+        extend = req.fill_len - req.prefix_len
+        paged = ceil_to_page(extend, self.page_size) + self.overhead
+        if self.v0509:
+            if paged > min(self.cur_rem_tokens, self.rem_total_tokens):
+                return AddReqResult.NO_TOKEN
+        elif not paged <= min(self.cur_rem_tokens, self.rem_total_tokens):
+            return AddReqResult.NO_TOKEN
+        states = self._ignore_eos_states(req)
+        cur_rem = self.cur_rem_tokens - paged
+        freed = 0
+        for i, (tokens_left, occupied) in enumerate(states):
+            bs = len(states) - i
+            if cur_rem + freed - tokens_left * bs <= IGNORE_EOS_RESERVE_TOKENS * bs:
+                return AddReqResult.NO_TOKEN
+            freed += occupied
+        if self.rem_chunk_tokens is None or extend <= self.rem_chunk_tokens:
+            self._charge(req, extend, self._future(req, extend, False), False)
+        else:
+            if self.rem_chunk_tokens <= 0:
+                return AddReqResult.OTHER
+            self._charge(req, self.rem_chunk_tokens, 0, True)
+        return self.budget_state()
+
+    def _ignore_eos_states(self, req: Req) -> list[tuple[float, int]]:
+        """``(tokens_left, tokens_occupied)`` of ``req``, the running batch and the admitted,
+        sorted by ``tokens_left`` (built once per pass, then kept sorted by insertion)."""
+        def state(max_new: int, generated: int, prompt: int, ignore: bool) -> tuple[float, int]:
+            ratio = 1.0 if ignore else self.new_token_ratio
+            return max_new * ratio - generated, prompt + generated
+
+        new = state(req.max_new_tokens, req.generated, req.prompt_len, req.ignore_eos)
+        if self.req_states is None:
+            rows = [new]
+            b = self.running
+            if b is not None:
+                rows += [state(*cols) for cols in zip(b.max_new_tokens.tolist(), b.generated.tolist(),
+                                                      b.prompt_len.tolist(), b.ignore_eos.tolist(),
+                                                      strict=True)]
+            rows += [state(r.max_new_tokens, r.generated, r.prompt_len, r.ignore_eos)
+                     for r in self.can_run_list]
+            self.req_states = sorted((s for s in rows if s[0] > 0), key=lambda s: s[0])
+        elif new[0] > 0:
+            i = 0
+            for i in range(len(self.req_states)):
+                if new[0] <= self.req_states[i][0]:
+                    break
+            self.req_states.insert(i, new)
+        return self.req_states

@@ -1,131 +1,199 @@
-"""The step loop: each step is a prefill pass, a decode step, or idle, as in SGLang.
+"""The scheduler: one loop of prefill passes, decode steps and idle steps, as in SGLang.
 
-Follows ``python/sglang/srt/managers/scheduler.py`` (``event_loop_normal``,
-``get_next_batch_to_run``, ``get_new_batch_prefill``, ``update_running_batch``,
-``self_check_during_idle``):
+Follows SGLang's ``python/sglang/srt/managers/scheduler.py`` (``event_loop_normal``,
+``get_next_batch_to_run``, ``get_new_batch_prefill``, ``update_running_batch``, and the idle
+path ``self_check_during_idle`` in 0.5.9 / ``on_idle`` in 0.5.23), in the release chosen by
+``config.sglang_version`` (0.5.23 by default). One step:
 
-1. Requests whose arrival time has passed join the waiting queue (FCFS).
-2. ``get_new_batch_prefill``: unless ``batch_is_full`` (and no chunked prefill is pending),
-   a :class:`~pagedkv.managers.schedule_policy.PrefillAdder` walks the queue; if it admits anyone,
-   the step is a prefill over their prompts (a retracted request: over prompt + output).
-3. Otherwise the running batch decodes one token each. First ``check_decode_mem``: if the
-   step's new pages do not fit, ``retract_decode`` sends victims back to the END of the
-   waiting queue and resets ``new_token_ratio``; if they fit, the ratio decays by
-   ``(init - min) / 600`` (floor ``min``).
-   ``batch_is_full`` is cleared here when the batch has shrunk since the last check
-   (finished requests leave the batch at this point in SGLang, or retracted ones).
-4. With nothing to run the server is idle: the ratio goes back to its initial value and the
-   clock jumps to the next arrival. This also happens for one step when the last running
-   requests finish while ``batch_is_full`` is set: SGLang's ``update_running_batch`` finds
-   the batch empty, clears the flag and the loop runs ``self_check_during_idle``.
+1. Requests whose arrival time has passed join the waiting queue (FCFS). A later turn of a
+   conversation (``follows``) arrives when the turn before it finishes.
+2. The chunked request's computed chunk is cached in the tree (``stash_chunked_request``);
+   the last prefill pass's requests join the running batch; 0.5.23 drops finished ones.
+3. A prefill pass if anyone is admitted (:mod:`pagedkv.managers.scheduler_prefill`);
+   otherwise a decode step (:mod:`pagedkv.managers.scheduler_decode`); otherwise idle:
+   0.5.9 resets ``new_token_ratio`` and checks memory whenever there is nothing to run,
+   0.5.23 only when nothing is waiting or running. The clock jumps to the next arrival.
 
-Where we simplify: no radix cache (nothing is cached or evictable); no overlap scheduling;
-requests must fit the pool on their own
-(``ceil_to_page(prompt_len + max_new_tokens) < max_total_num_tokens``), where SGLang would
-reject or truncate them at the tokenizer.
+The prefix cache is a constructor argument: :class:`~pagedkv.mem_cache.radix_cache.RadixCache`
+(SGLang's default) or, with ``radix_cache=False`` (``--disable-radix-cache``),
+:class:`~pagedkv.mem_cache.chunk_cache.ChunkCache`. The executor is the other: the fast
+:class:`~pagedkv.model_executor.sim_executor.SimExecutor` (default) or a real model.
+
+Where we simplify: the non-overlapped loop (SGLang's default overlaps the CPU scheduling of
+step ``k`` with step ``k - 1`` on the GPU, so its memory decisions lag one step); FCFS only;
+no priorities, LoRA, speculative decoding or disaggregation. A request whose prompt can
+never be served is refused up front with an error (SGLang aborts it at arrival).
 """
 
 from __future__ import annotations
 
+import heapq
 from collections import deque
 from collections.abc import Sequence
 
-import numpy as np
-
-from pagedkv.errors import bad_value, check_positive_int
-from pagedkv.managers.config import SchedulerConfig
-from pagedkv.managers.fastforward import fast_forward, window_length
-from pagedkv.managers.prefill import get_new_batch_prefill, run_prefill
-from pagedkv.managers.request import Req, RequestLike
-from pagedkv.managers.schedule_batch import RunningBatch
-from pagedkv.managers.schedule_policy import ceil_to_page, running_reservation
+from pagedkv.errors import PagedKVError, bad_value, check_positive_int
+from pagedkv.managers.config import Policy, SchedulerConfig
+from pagedkv.managers.req import Req, RequestLike
+from pagedkv.managers.schedule_batch import ScheduleBatch
+from pagedkv.managers.schedule_policy import footprint, running_reservation
+from pagedkv.managers.scheduler_decode import SchedulerDecodeMixin
+from pagedkv.managers.scheduler_prefill import SchedulerPrefillMixin
 from pagedkv.managers.trace import Trace, TraceMeta
-from pagedkv.mem_cache.allocator import PagedTokenToKVPoolAllocator, TokenToKVPoolAllocator
+from pagedkv.mem_cache.allocator import ceil_to_page, make_allocator
+from pagedkv.mem_cache.chunk_cache import ChunkCache
 from pagedkv.mem_cache.memory_pool import ReqToTokenPool
-from pagedkv.model_executor.sim_executor import FixedStepTime, StepTime
+from pagedkv.mem_cache.radix_cache import RadixCache
+from pagedkv.model_executor.forward_batch_info import Executor
+from pagedkv.model_executor.sim_executor import SimExecutor, StepTime
 
 
-class Scheduler:
-    """Simulates SGLang's scheduler over a fixed list of requests.
+def default_max_running_requests(max_total_num_tokens: int, context_len: int | None) -> int:
+    """``min(clamp(tokens / context_len * 512, 2048, 4096), tokens // 2)`` (SGLang, both
+    releases; 4096 rows without a context length)."""
+    rows = 4096 if context_len is None else min(max(int(max_total_num_tokens / context_len * 512),
+                                                    2048), 4096)
+    return max(1, min(rows, max_total_num_tokens // 2))
+
+
+class Scheduler(SchedulerPrefillMixin, SchedulerDecodeMixin):
+    """SGLang's scheduler over a fixed list of requests.
 
     Args:
         requests: workload entries (``prompt_len``, ``output_len``, ``max_new_tokens``,
-            ``arrival_s``); request ``i`` gets ``rid = i``.
+            ``arrival_s``; optional ``input_ids``, ``output_ids``, ``follows``,
+            ``ignore_eos``); request ``i`` gets ``rid = i``.
         max_total_num_tokens: KV slots in the pool, a multiple of ``page_size``.
         page_size: tokens per page.
-        config: constants and policy (default: SGLang's, see :class:`SchedulerConfig`); its
-            ``max_running_requests`` defaults to ``min(max_total_num_tokens // 2, 4096)``
-            (SGLang: ``min(tokens // 2, req_to_token pool size)``, the pool at most 4096 rows).
-        step_time: seconds per step (default: 10 ms fixed; ``simulate`` uses the roofline).
+        config: constants, policy and release (default: SGLang 0.5.23's).
+        radix_cache: the prefix cache on (SGLang's default) or off.
+        context_len: the model's context length (bounds prompts and ``max_new_tokens`` as
+            SGLang does); None: only the pool bounds them.
+        executor: what runs the passes (default: :class:`SimExecutor` over ``step_time``).
+        step_time: the simulated executor's step-time model (default: 10 ms per step).
         meta: the trace's ``meta`` block (default: built from the pool size).
         record_page_tables: keep every step's page tables in the trace (small pools only).
-        fast_forward: take decode steps between events together (see
-            :mod:`pagedkv.managers.fastforward`); the trace is the same either way.
+        fast_forward: take decode steps between events together (simulator only; the trace
+            is the same either way).
 
     Raises:
-        ConfigError: a pool size, page size or request outside its range; a request that
-            cannot fit the pool on its own.
+        ConfigError: a size out of range; a prompt longer than SGLang serves
+            (``max_req_input_len``); a ``follows`` that does not name an earlier request.
     """
 
     def __init__(self, requests: Sequence[RequestLike], *, max_total_num_tokens: int,
                  page_size: int = 1, config: SchedulerConfig | None = None,
-                 step_time: StepTime | None = None, meta: TraceMeta | None = None,
-                 record_page_tables: bool = False, fast_forward: bool = True) -> None:
+                 radix_cache: bool = True, context_len: int | None = None,
+                 executor: Executor | None = None, step_time: StepTime | None = None,
+                 meta: TraceMeta | None = None, record_page_tables: bool = False,
+                 fast_forward: bool = True) -> None:
         self.page_size = p = check_positive_int("page_size", page_size)
-        self.config = config or SchedulerConfig()
+        self.config = cfg = config or SchedulerConfig()
         self.max_total_num_tokens = check_positive_int("max_total_num_tokens",
                                                        max_total_num_tokens, minimum=p)
-        chunk = self.config.chunked_prefill_size
-        if chunk is not None and chunk < p:
-            raise bad_value("chunked_prefill_size", chunk, f"None or an integer >= page_size={p}")
+        if max_total_num_tokens % p:
+            raise bad_value("max_total_num_tokens", max_total_num_tokens,
+                            f"a multiple of page_size={p}")
+        if cfg.chunked_prefill_size is not None and cfg.chunked_prefill_size < p:
+            raise bad_value("chunked_prefill_size", cfg.chunked_prefill_size,
+                            f"None or an integer >= page_size={p}")
+        self.context_len = None if context_len is None else check_positive_int("context_len", context_len)
         self.reqs = [Req.from_spec(i, spec) for i, spec in enumerate(requests)]
+        self.max_running_requests = (cfg.max_running_requests
+                                     or default_max_running_requests(max_total_num_tokens, context_len))
+        self._admit_checks()
+        self.allocator = make_allocator(max_total_num_tokens, p)
+        longest = max((r.prompt_len + r.max_new_tokens for r in self.reqs), default=1)
+        self.req_to_token_pool = ReqToTokenPool(self.max_running_requests + 1, longest + p)
+        cache = RadixCache if radix_cache else ChunkCache
+        self.tree_cache = cache(self.req_to_token_pool, self.allocator, cfg.sglang_version)
+        self.executor = executor or SimExecutor(step_time)
+        self.real_tokens = self.executor.decode_seconds(1, 1) is None
+        self.eos_token_ids = frozenset(getattr(self.executor, "eos_token_ids", ()) or ())
+        self.fast_forward = fast_forward and not self.real_tokens
+        self.record_pages = record_page_tables
+        self.trace = Trace(meta or TraceMeta(max_total_num_tokens, p, policy=cfg.policy.value,
+                                             sglang_version=cfg.sglang_version,
+                                             radix_cache=radix_cache),
+                           record_page_tables)
+        self._arrivals = [(r.arrival_s, r.rid) for r in self.reqs if r.follows is None]
+        heapq.heapify(self._arrivals)
+        self._followers: dict[int, list[Req]] = {}
         for r in self.reqs:
-            if ceil_to_page(r.prompt_len + r.max_new_tokens, p) >= max_total_num_tokens:
+            if r.follows is not None:
+                self._followers.setdefault(r.follows, []).append(r)
+        self.waiting: deque[Req] = deque()
+        self.waiting_tokens = 0  # sum of fill_len over the queue (0.5.23's #pending-token)
+        self.running = ScheduleBatch(self.req_to_token_pool, self.allocator, self.tree_cache)
+        self.chunked_req: Req | None = None
+        self.new_token_ratio = cfg.init_ratio
+        self.clock = 0.0
+        self.num_steps = self.num_decode_steps = self.num_finished = self.decoded = 0
+        self._refresh_calls = 0
+        self._idle_blocked = 0
+        self._log_clock, self._log_tokens = 0.0, 0
+
+    def _admit_checks(self) -> None:
+        """Refuse what SGLang could never serve; clamp ``max_new_tokens`` as it does at arrival.
+
+        ``max_req_len = min(context_len - 1, max_total_num_tokens - 1)``, prompts must be
+        shorter than ``max_req_input_len = max_req_len - 5``; ``max_new_tokens`` becomes
+        ``min(max_new_tokens, max_req_len - prompt_len - 1)`` (0.5.23: and at most
+        ``max_total_num_tokens - ceil_to_page(prompt_len) - page_size - 1``).
+        Source: ``TpModelWorker`` (``max_req_input_len``), ``Scheduler.handle_generate_request``.
+        """
+        cfg, p, total = self.config, self.page_size, self.max_total_num_tokens
+        max_req_len = min(total - 1, (self.context_len or total) - 1)
+        limit = max_req_len - 5
+        for r in self.reqs:
+            if r.prompt_len >= limit:
+                raise bad_value(f"request {r.rid} prompt_len", r.prompt_len,
+                                f"< max_req_input_len={limit} (min(context_len - 1, "
+                                f"max_total_num_tokens - 1) - 5)")
+            if r.follows is not None and not 0 <= r.follows < r.rid:
+                raise bad_value(f"request {r.rid} follows", r.follows, f"an earlier rid in [0, {r.rid})")
+            cap = max_req_len - r.prompt_len - 1
+            if cfg.sglang_version != "0.5.9":
+                cap = min(cap, total - int(ceil_to_page(r.prompt_len, p)) - p - 1)
+            r.max_new_tokens = max(1, min(r.max_new_tokens, cap))
+            if cfg.policy is Policy.RESERVE_ALL and footprint(r.prompt_len, r.max_new_tokens, p) > total:
                 raise bad_value(f"request {r.rid} prompt_len + max_new_tokens",
                                 r.prompt_len + r.max_new_tokens,
-                                f"< max_total_num_tokens={max_total_num_tokens} after rounding "
-                                f"up to pages of {p}")
-        self.max_running_requests = (self.config.max_running_requests
-                                     or min(max(1, max_total_num_tokens // 2), 4096))
-        self.allocator = (TokenToKVPoolAllocator(max_total_num_tokens) if p == 1
-                          else PagedTokenToKVPoolAllocator(max_total_num_tokens, p))
-        longest = max((r.prompt_len + r.max_new_tokens for r in self.reqs), default=1)
-        self.req_to_token_pool = ReqToTokenPool(self.max_running_requests + 1, longest)
-        self.step_time = step_time or FixedStepTime()
-        self.fast_forward = fast_forward
-        self.trace = Trace(meta or TraceMeta(max_total_num_tokens, p,
-                                             policy=self.config.policy.value),
-                           record_page_tables)
-        self.arrivals = sorted(self.reqs, key=lambda r: (r.arrival_s, r.rid))
-        self.next_arrival = 0
-        self.waiting: deque[Req] = deque()
-        self.running = RunningBatch()
-        self.chunked_req: Req | None = None
-        self.new_token_ratio = self.config.init_ratio
-        self.clock = 0.0
-        self.num_steps = 0
-        self.num_decode_steps = 0
-        self.num_finished = 0
-        self.shrunk = False  # requests left the batch since update_running_batch last ran
-        self._log_clock, self._log_tokens, self.decoded = 0.0, 0, 0  # decode log state
+                                f"a footprint within max_total_num_tokens={total} under reserve_all")
 
     # ----- queries ------------------------------------------------------------------------
+    def tokens_in_use(self) -> int:
+        """SGLang's ``#token``: ``max_total - available - evictable`` (locked tree tokens and
+        requests' own tokens; evictable cached tokens count as free)."""
+        return (self.max_total_num_tokens - self.allocator.available_size()
+                - self.tree_cache.evictable_size())
+
+    def token_usage(self) -> float:
+        """SGLang's ``token usage``: :meth:`tokens_in_use` over the pool."""
+        return self.tokens_in_use() / self.max_total_num_tokens
+
     @property
     def tokens_used(self) -> int:
-        """KV slots holding a token: running requests plus a request being chunked."""
-        chunked = self.chunked_req.kv_len if self.chunked_req is not None else 0
-        return int(self.running.kv_len.sum()) + chunked
+        """KV tokens the live requests hold (running and a request being chunked), shared
+        prefixes counted once per request."""
+        b = self.running
+        chunked = self.chunked_req.kv_committed_len if self.chunked_req is not None else 0
+        return int(b.kv_len[~b.finished].sum()) + chunked
 
     @property
     def tokens_reserved(self) -> float:
         """What admission holds back for running requests (``running_reservation``)."""
-        b = self.running
+        b, live = self.running, ~self.running.finished
         return running_reservation(self.config, self.page_size, self.new_token_ratio,
-                                   b.prompt_len, b.max_new_tokens, b.generated, b.kv_len)
+                                   b.prompt_len[live], b.max_new_tokens[live], b.generated[live],
+                                   b.kv_len[live], b.ignore_eos[live])
 
     def done(self) -> bool:
         """Whether every request has finished."""
         return self.num_finished == len(self.reqs)
+
+    def next_arrival_s(self) -> float | None:
+        """When the next request arrives (None: none is due)."""
+        return self._arrivals[0][0] if self._arrivals else None
 
     # ----- the loop -----------------------------------------------------------------------
     def run(self) -> Trace:
@@ -139,144 +207,169 @@ class Scheduler:
         if self.done():
             return False
         self.enqueue_arrivals()
-        adder = get_new_batch_prefill(self)
+        self.prepare_step()
+        adder = self.get_new_batch_prefill()
         if adder is not None:
             kind = "prefill"
-            run_prefill(self, adder)
-        elif len(self.running):
+            self.run_prefill(adder)
+        elif len(self.running) and self.update_running_batch():
             kind = "decode"
-            self._run_decode()
-        elif self.shrunk:  # update_running_batch finds the batch empty: idle, clock unchanged
-            kind = "idle"
-            self.shrunk = self.running.batch_is_full = False
-            self.new_token_ratio = self.config.init_ratio
+            self.run_decode()
         else:
             kind = "idle"
-            self._idle()
-        self._record(kind)
+            self.on_idle()
+        self.record(kind)
         self.num_steps += 1
         return True
 
     def enqueue_arrivals(self) -> None:
         """Move requests whose arrival time has passed into the waiting queue."""
-        while (self.next_arrival < len(self.arrivals)
-               and self.arrivals[self.next_arrival].arrival_s <= self.clock):
-            self.waiting.append(self.arrivals[self.next_arrival])
-            self.next_arrival += 1
+        while self._arrivals and self._arrivals[0][0] <= self.clock:
+            _, rid = heapq.heappop(self._arrivals)
+            self.waiting.append(self.reqs[rid])
+            self.waiting_tokens += self.reqs[rid].fill_len
 
-    def _idle(self) -> None:
-        """``self_check_during_idle``: reset the ratio; jump the clock to the next arrival."""
-        self.new_token_ratio = self.config.init_ratio
-        self.running.batch_is_full = False
-        if not self.waiting and self.next_arrival < len(self.arrivals):
-            self.clock = max(self.clock, self.arrivals[self.next_arrival].arrival_s)
+    def prepare_step(self) -> None:
+        """``get_next_batch_to_run`` before admission: cache the chunked request's last
+        chunk in the tree (``stash_chunked_request``); 0.5.23 also drops finished requests
+        from the running batch (a shrink clears ``batch_is_full``)."""
+        if self.chunked_req is not None:
+            self.tree_cache.cache_unfinished_req(self.chunked_req)
+        if self.config.sglang_version != "0.5.9" and self.running.filter_finished():
+            self.running.batch_is_full = False
 
-    def _run_decode(self) -> None:
-        """``update_running_batch`` (memory check, retract or decay) and one decode step."""
-        p, batch = self.page_size, self.running
-        available = self.allocator.available_size()
-        must_retract = batch.new_tokens_required_next_decode(p) > available
-        if must_retract:
-            victims, ratio = batch.retract_decode(available, p, self.config.retract_decode_steps)
-            retracted = batch.remove(victims)
-            freed = [r.kv_len for r in retracted]
-            self._release(retracted)
-            for req, kv_len in zip(retracted, freed, strict=True):
-                self.trace.event(self.num_steps, "retract", req.rid,
-                                 {"output_len": req.generated, "freed": kv_len})
-                req.enqueued_s = self.clock
-                self.waiting.append(req)
-            self.trace.add_log(self.num_steps, f"KV cache pool is full. Retract requests. "
-                                               f"#retracted_reqs: {len(retracted)}, "
-                                               f"#new_token_ratio: {self.new_token_ratio:.4f} "
-                                               f"-> {ratio:.4f}")
-            self.new_token_ratio = ratio
+    def on_idle(self) -> None:
+        """Nothing to run: check memory and reset ``new_token_ratio`` (0.5.9: always; 0.5.23:
+        only when nothing waits or runs); jump the clock to the next arrival.
+
+        Raises:
+            PagedKVError: waiting requests can never be admitted (nothing runs, nothing is
+                due to arrive, admission refused them twice).
+        """
+        fully_idle = not self.waiting and not len(self.running) and self.chunked_req is None
+        if self.config.sglang_version == "0.5.9" or fully_idle:
+            self.check_memory()
+            self.new_token_ratio = self.config.init_ratio
+        if self.waiting and not len(self.running):
+            self._idle_blocked += 1
+            if self._idle_blocked > 2:
+                head = self.waiting[0]
+                raise PagedKVError(f"stuck: request {head.rid} (prompt_len={head.prompt_len}, "
+                                   f"max_new_tokens={head.max_new_tokens}) is refused by an "
+                                   f"idle server with {self.allocator.available_size()} slots "
+                                   "free; the pool is too small for it")
         else:
-            self.new_token_ratio = max(self.new_token_ratio - self.config.ratio_decay,
-                                       self.config.min_ratio)
-        if self.shrunk or must_retract:
-            batch.batch_is_full = self.shrunk = False
-        steps, cum = window_length(self) if self.fast_forward and not must_retract else (1, None)
-        if steps > 1:
-            fast_forward(self, steps, cum)
-        else:
-            self.clock += self.step_time.decode_s(len(batch), int(batch.kv_len.sum()))
-            batch.decode(self.allocator, self.req_to_token_pool)
-            self.decoded += len(batch)
-            self.num_decode_steps += 1
-        self.shrunk = self.finish(batch.generated >= batch.output_len) > 0
-        if self.num_decode_steps % self.config.decode_log_interval == 0:
-            self.log_decode(self.max_total_num_tokens - self.allocator.available_size())
+            self._idle_blocked = 0
+        if not self.waiting and self._arrivals:
+            self.clock = max(self.clock, self._arrivals[0][0])
 
-    def finish(self, mask: np.ndarray) -> int:
-        """Release the requests where ``mask`` is True, which have finished; return how many."""
-        finished = self.running.remove(mask)
-        self._release(finished)
-        for req in finished:
-            req.finish_s = self.clock
-            self.trace.event(self.num_steps, "finish", req.rid, {"output_len": req.generated})
-        self.num_finished += len(finished)
-        return len(finished)
+    # ----- what happens to a request ------------------------------------------------------
+    def append_token(self, req: Req, token: int | None) -> None:
+        """``req`` sampled one more token (``token`` from a real model, else None); mark it
+        finished if that ends it."""
+        req.generated += 1
+        if token is not None:
+            req.output_ids.append(token)
+        reason = req.should_stop() or ("stop" if token is not None and self.hit_eos(req) else "")
+        if reason:
+            req.finished, req.finish_reason = True, reason
 
-    def _release(self, reqs: list[Req]) -> None:
-        """Free the KV slots and ``req_to_token`` rows of requests leaving the batch."""
-        if not reqs:
-            return
-        table = self.req_to_token_pool.req_to_token.numpy()
-        self.allocator.free(np.concatenate([table[r.req_pool_idx, :r.kv_len] for r in reqs]))
-        self.req_to_token_pool.free([r.req_pool_idx for r in reqs])
-        for r in reqs:
-            if not r.finished:
-                r.num_retractions += 1
-                r.recomputed_tokens += r.kv_len
-            r.req_pool_idx, r.kv_len = -1, 0
+    def hit_eos(self, req: Req) -> bool:
+        """Whether a real model's latest token is an end-of-sequence token (and counts)."""
+        return (not req.ignore_eos and bool(req.output_ids)
+                and req.output_ids[-1] in self.eos_token_ids)
 
-    def log_decode(self, used: int) -> None:
-        """Add SGLang's "Decode batch." line; ``used`` = pool slots not free (whole pages)."""
-        elapsed = self.clock - self._log_clock
-        rate = (self.decoded - self._log_tokens) / elapsed if elapsed > 0 else 0.0
-        self._log_clock, self._log_tokens = self.clock, self.decoded
-        self.trace.add_log(self.num_steps, f"Decode batch. #running-req: {len(self.running)}, "
-                                           f"#token: {used}, token usage: "
-                                           f"{used / self.max_total_num_tokens:.2f}, gen "
-                                           f"throughput (token/s): {rate:.2f}, #queue-req: "
-                                           f"{len(self.waiting)}")
+    def on_finish(self, req: Req) -> None:
+        """Bookkeeping once ``req`` has released its KV: time, event, its followers arrive."""
+        req.finish_s = self.clock
+        self.num_finished += 1
+        self.trace.event(self.num_steps, "abort" if req.finish_reason == "abort" else "finish",
+                         req.rid, {"output_len": req.generated})
+        for nxt in self._followers.pop(req.rid, ()):
+            heapq.heappush(self._arrivals, (max(nxt.arrival_s, self.clock), nxt.rid))
 
-    def _record(self, kind: str) -> None:
-        free = self.allocator.available_size()
-        running = len(self.running) + (self.chunked_req is not None)
-        self.trace.record_step(self.num_steps, self.clock, kind, self.tokens_used,
-                               self.tokens_reserved, free,
-                               (self.max_total_num_tokens - free) // self.page_size, running,
-                               len(self.waiting), self.new_token_ratio)
+    def on_retract(self, req: Req) -> None:
+        """``req`` was retracted: it waits at the back of the queue, its output kept."""
+        freed = req.fill_len - 1
+        req.num_retractions += 1
+        req.recomputed_tokens += freed
+        req.enqueued_s = self.clock
+        self.waiting.append(req)
+        self.waiting_tokens += req.fill_len
+        self.trace.event(self.num_steps, "retract", req.rid,
+                         {"output_len": req.generated, "freed": freed})
+
+    # ----- records and checks -------------------------------------------------------------
+    def record(self, kind: str) -> None:
+        """Append this step's row (and page tables) to the trace."""
+        live = int((~self.running.finished).sum()) + (self.chunked_req is not None)
+        self.record_row(kind, self.tokens_used, self.tokens_reserved,
+                        self.allocator.available_size(), live)
         if self.trace.page_tables is not None:
             self.trace.page_tables.append(self._page_tables())
 
+    def record_row(self, kind: str, used: int, reserved: float, free: int, running: int) -> None:
+        """One trace row; the tree's split is read now (it does not change within a window)."""
+        self.trace.record_step(self.num_steps, self.clock, kind, used, reserved, free,
+                               (self.max_total_num_tokens - free) // self.page_size, running,
+                               len(self.waiting), self.new_token_ratio,
+                               self.tree_cache.evictable_size(), self.tree_cache.protected_size())
+
     def _page_tables(self) -> list[list[object]]:
-        """``[[rid, kv_len, [page ids]], ...]`` for the running batch and a chunked request."""
-        self.running.sync()
-        reqs = self.running.reqs + ([self.chunked_req] if self.chunked_req is not None else [])
+        """``[[rid, kv_len, [page ids]], ...]`` for the live running batch and a chunked
+        request."""
+        b = self.running
+        b.sync()
+        reqs = [r for r, f in zip(b.reqs, b.finished.tolist(), strict=True) if not f]
+        if self.chunked_req is not None:
+            reqs.append(self.chunked_req)
         table, p = self.req_to_token_pool.req_to_token, self.page_size
-        return [[r.rid, r.kv_len, (table[r.req_pool_idx, :r.kv_len:p] // p).tolist()]
+        return [[r.rid, r.kv_committed_len, (table[r.req_pool_idx, :r.kv_committed_len:p] // p).tolist()]
                 for r in reqs]
 
-    def check_invariants(self) -> None:
-        """Allocator and pool invariants, plus the scheduler's own bookkeeping.
+    def check_memory(self) -> None:
+        """SGLang's idle self-check: ``available + evictable + protected == pool`` (0.5.9
+        ``_check_radix_cache_memory``, 0.5.23 ``_check_full_pool``) and no row held.
 
         Raises:
-            AssertionError: used slots disagree with the requests' ``kv_len``, a budget is
-                negative, or a request is neither waiting, running, pending nor finished.
+            PagedKVError: slots leaked or were counted twice.
+        """
+        free = self.allocator.available_size()
+        tree = self.tree_cache.evictable_size() + self.tree_cache.protected_size()
+        if free + tree != self.max_total_num_tokens:
+            raise PagedKVError(f"memory leak: available {free} + tree {tree} != pool "
+                               f"{self.max_total_num_tokens} while idle")
+        held = self.req_to_token_pool.size - self.req_to_token_pool.available_size()
+        if held:
+            raise PagedKVError(f"memory leak: {held} request rows held while idle")
+
+    def check_invariants(self) -> None:
+        """Every slot accounted for, and the scheduler's own bookkeeping.
+
+        ``available + evictable + protected + sum over live requests of (pages they hold
+        beyond their locked prefix) == pool``; allocator, page table and tree consistent;
+        each request waiting, running, pending, chunked or finished exactly once.
+
+        Raises:
+            AssertionError / AllocatorError: when they do not hold.
         """
         self.allocator.check_invariants()
         self.req_to_token_pool.check_invariants()
-        p = self.page_size
-        self.running.sync()
-        holders = self.running.reqs + ([self.chunked_req] if self.chunked_req else [])
-        pages = sum(-(-r.kv_len // p) for r in holders)
+        self.tree_cache.check_invariants()
+        p, b = self.page_size, self.running
+        b.sync()
+        holders = [r for r, f in zip(b.reqs, b.finished.tolist(), strict=True) if not f]
+        holders += [self.chunked_req] if self.chunked_req is not None else []
+        own = sum(int(ceil_to_page(r.kv_committed_len, p)) - r.cache_protected_len for r in holders)
+        tree = self.tree_cache.evictable_size() + self.tree_cache.protected_size()
         free = self.allocator.available_size()
-        assert pages * p + free == self.max_total_num_tokens, (pages, free)
-        assert free >= 0 and self.tokens_reserved >= 0 and self.new_token_ratio > 0
-        pending = len(self.arrivals) - self.next_arrival
-        assert (len(self.waiting) + len(self.running) + pending + self.num_finished
-                + (self.chunked_req is not None) == len(self.reqs))
-        assert len(self.running) <= self.max_running_requests
+        assert free + tree + own == self.max_total_num_tokens, (free, tree, own)
+        assert self.tokens_reserved >= 0 and self.new_token_ratio >= 0
+        queued = {r.rid for r in self.waiting}
+        assert len(queued) == len(self.waiting)
+        assert self.waiting_tokens == sum(r.fill_len for r in self.waiting)
+        pending = len(self._arrivals) + sum(len(v) for v in self._followers.values())
+        live = len(holders)
+        assert len(self.waiting) + live + pending + self.num_finished == len(self.reqs), (
+            len(self.waiting), live, pending, self.num_finished)
+        assert len(holders) <= self.max_running_requests + 1

@@ -1,4 +1,5 @@
-"""``simulate``: size the pool as SGLang would for a model on a GPU, then run the scheduler."""
+"""``simulate``: size the pool as SGLang would for a model on a GPU, then run the scheduler
+with the simulated executor."""
 
 from __future__ import annotations
 
@@ -6,9 +7,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from pagedkv.gpus import GPUSpec, get_gpu
-from pagedkv.managers.config import Policy, SchedulerConfig
+from pagedkv.managers.config import DEFAULT_SGLANG_VERSION, Policy, SchedulerConfig
 from pagedkv.managers.metrics import Metrics
-from pagedkv.managers.request import Req, RequestLike
+from pagedkv.managers.req import Req, RequestLike
 from pagedkv.managers.scheduler import Scheduler
 from pagedkv.managers.trace import Trace, TraceMeta
 from pagedkv.model import ModelSpec, load_model
@@ -43,6 +44,8 @@ def simulate(
     mem_fraction_static: float | None = None,
     page_size: int = 1,
     policy: str | Policy = Policy.SGLANG,
+    radix_cache: bool = True,
+    sglang_version: str = DEFAULT_SGLANG_VERSION,
     max_total_tokens: int | None = None,
     tp: int = 1,
     weights_bytes: int | None = None,
@@ -59,6 +62,9 @@ def simulate(
         mem_fraction_static: default SGLang's for the GPU.
         page_size: tokens per page.
         policy: ``sglang``, ``reserve_all`` or ``no_reserve`` (see :class:`Policy`).
+        radix_cache: SGLang's prefix cache on (its default) or off
+            (``--disable-radix-cache``).
+        sglang_version: the SGLang release followed, ``"0.5.23"`` or ``"0.5.9"``.
         max_total_tokens: cap on the pool in tokens (SGLang ``--max-total-tokens``).
         tp: attention tensor-parallel size; the pool is one GPU's (see ``plan_pool``).
         weights_bytes: weights per GPU, overriding the estimate (quantized models).
@@ -80,21 +86,24 @@ def simulate(
                      page_size=page_size, max_total_tokens=max_total_tokens,
                      weights_bytes=weights_bytes)
     options: dict[str, object] = {
-        "chunked_prefill_size": gpu_memory_defaults(card.memory_mib)[0],
+        "chunked_prefill_size": gpu_memory_defaults(card.memory_mib, tp, sglang_version)[0],
         "max_running_requests": plan.max_running_requests,
         **scheduler_options,
         "policy": policy,
+        "sglang_version": sglang_version,
     }
     config = SchedulerConfig.from_env(**options)
     meta = TraceMeta(
         max_total_num_tokens=plan.max_total_num_tokens, page_size=page_size, model=spec.name,
-        gpu=card.name, policy=config.policy.value, mem_fraction_static=plan.mem_fraction_static,
+        gpu=card.name, policy=config.policy.value, sglang_version=sglang_version,
+        radix_cache=radix_cache, mem_fraction_static=plan.mem_fraction_static,
         cell_size=plan.cell_size, gpu_memory_bytes=card.memory_bytes,
         weights_bytes=plan.weights_bytes, arrival_rate=arrival_rate)
     step_time = RooflineStepTime(plan.weights_bytes, spec.num_params, plan.cell_size,
                                  card.hbm_bandwidth, card.bf16_flops)
     sched = Scheduler(requests, max_total_num_tokens=plan.max_total_num_tokens,
-                      page_size=page_size, config=config, step_time=step_time, meta=meta,
+                      page_size=page_size, config=config, radix_cache=radix_cache,
+                      context_len=spec.context_len, step_time=step_time, meta=meta,
                       record_page_tables=record_page_tables)
     trace = sched.run()
     return SimResult(trace, Metrics.from_run(sched.reqs, trace), sched.reqs, plan, config)

@@ -1,13 +1,16 @@
-"""What the simulator records, step by step, in a columnar JSON-able form.
+"""What the scheduler records, step by step, in a columnar JSON-able form (simulated and real
+runs alike).
 
 :meth:`Trace.to_dict` returns (keys may be added later, never renamed)::
 
-    {"meta": {"model", "gpu", "policy", "page_size", "mem_fraction_static",
-              "max_total_num_tokens", "cell_size", "num_pages", "gpu_memory_bytes",
-              "weights_bytes", "kv_pool_bytes", "arrival_rate"},
+    {"meta": {"model", "gpu", "policy", "sglang_version", "radix_cache", "page_size",
+              "mem_fraction_static", "max_total_num_tokens", "cell_size", "num_pages",
+              "gpu_memory_bytes", "weights_bytes", "kv_pool_bytes", "arrival_rate"},
      "steps": {"step", "time_s", "kind", "tokens_used", "tokens_reserved", "tokens_free",
-               "pages_used", "num_running", "num_waiting", "new_token_ratio"},
-     "events": [[step, "admit"|"chunk"|"finish"|"retract"|"reprefill", rid, extra|None], ...],
+               "pages_used", "num_running", "num_waiting", "new_token_ratio",
+               "tokens_evictable", "tokens_protected"},
+     "events": [[step, "admit"|"chunk"|"finish"|"retract"|"reprefill"|"abort", rid,
+                 extra|None], ...],
      "page_tables": None or [per step: [[rid, seq_len, [page ids]], ...]],
      "log": [str, ...],
      "log_steps": [int, ...]}
@@ -17,22 +20,28 @@ Columns, one entry per step, all read at the end of the step:
 - ``time_s``: modeled clock (see :mod:`pagedkv.model_executor.sim_executor`), seconds.
 - ``kind``: ``prefill``, ``decode``, or ``idle`` (nothing to run; the clock jumps to the next
   arrival and ``new_token_ratio`` is reset).
-- ``tokens_used``: KV slots that hold a token (sum of ``kv_len``).
+- ``tokens_used``: KV tokens the live requests hold (sum of ``kv_len``; a shared prefix
+  counts once per request that uses it).
 - ``tokens_reserved``: what admission holds back for the running requests' future tokens
   (ratio-weighted under the ``sglang`` policy).
 - ``tokens_free``: the allocator's ``available_size()`` (free pages times page size).
 - ``pages_used``: pages handed out (``num_pages - free pages``); partial pages count whole.
 - ``num_running``: running requests (plus a request being chunk-prefilled);
   ``num_waiting``: arrived requests in the waiting queue.
+- ``tokens_evictable``, ``tokens_protected``: slots the radix cache holds, unlocked (free on
+  demand) and locked by running requests. ``tokens_free + tokens_evictable +
+  tokens_protected`` plus the requests' own slots is the pool. SGLang's logged ``#token`` is
+  ``max_total_num_tokens - tokens_free - tokens_evictable``.
 
 ``page_tables[i]`` lists, after step ``i``, each request holding KV as ``[rid, seq_len,
 [page ids]]``: ``seq_len`` is the number of tokens whose KV is in the pool (the newest sampled
 token's KV is written by the next decode step), and page ``k`` of the list holds the request's
 tokens ``k * page_size .. (k + 1) * page_size - 1``. Page 0 is never listed (padding page).
 
-Events' ``extra``: ``admit`` / ``reprefill``: ``extend`` (tokens prefilled now) and ``charge``
-(tokens the admission budget was charged); ``chunk``: ``prefix`` and ``tokens``; ``retract``:
-``output_len`` (kept) and ``freed`` (KV tokens released); ``finish``: ``output_len``.
+Events' ``extra``: ``admit`` / ``reprefill``: ``extend`` (tokens prefilled now) and ``cached``
+(tokens served from the radix cache); ``chunk``: ``prefix`` and ``tokens``; ``retract``:
+``output_len`` (kept) and ``freed`` (KV tokens the request held, to be recomputed; its prompt
+prefix may stay cached); ``finish`` / ``abort``: ``output_len``.
 
 ``log`` holds SGLang-format log lines; ``log_steps[i]`` is the step that printed ``log[i]``.
 """
@@ -44,8 +53,9 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 STEP_COLUMNS = ("step", "time_s", "kind", "tokens_used", "tokens_reserved", "tokens_free",
-                "pages_used", "num_running", "num_waiting", "new_token_ratio")
-EVENT_KINDS = ("admit", "chunk", "finish", "retract", "reprefill")
+                "pages_used", "num_running", "num_waiting", "new_token_ratio",
+                "tokens_evictable", "tokens_protected")
+EVENT_KINDS = ("admit", "chunk", "finish", "retract", "reprefill", "abort")
 
 
 @dataclass(frozen=True)
@@ -57,6 +67,8 @@ class TraceMeta:
     model: str = "custom"
     gpu: str = "custom"
     policy: str = "sglang"
+    sglang_version: str = "0.5.23"
+    radix_cache: bool = True
     mem_fraction_static: float = 0.0
     cell_size: int = 0
     gpu_memory_bytes: int = 0

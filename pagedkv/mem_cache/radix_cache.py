@@ -1,309 +1,152 @@
-"""SGLang's prefix cache: a radix tree whose edges are token ids and whose values are KV slots.
+"""SGLang's prefix cache over a request's life: what is inserted, freed, locked and when.
 
-Follows ``python/sglang/srt/mem_cache/radix_cache.py`` (``RadixCache``, ``TreeNode``). Each
-node holds a run of token ids (``key``) and the KV slots that hold those tokens' K/V
-(``value``, one slot per token). The path from the root to a node spells a token prefix; a
-request whose prompt starts with that prefix reuses those slots instead of recomputing them.
+Follows ``python/sglang/srt/mem_cache/radix_cache.py`` (``RadixCache.cache_unfinished_req``,
+``cache_finished_req``, 0.5.9) and, for 0.5.23, ``mem_cache/unified_radix_cache.py``
+(``checkpoint_into_tree``) with ``mem_cache/common.py`` (``release_kv_cache``,
+``evict_from_tree_cache``). The tree itself is :class:`~pagedkv.mem_cache.radix_tree.RadixTree`.
 
-- :meth:`RadixCache.match_prefix` walks the tree along a key and returns the slots of the
-  longest cached prefix. A match that ends inside a node splits it in two, so that every
-  match ends on a node boundary.
-- :meth:`RadixCache.insert` adds a key and its slots, splitting where the key leaves an
-  existing edge and adding a new leaf for the rest; it returns how much was already there.
-- ``lock_ref``: a running request locks the path to its last matched node
-  (:meth:`inc_lock_ref`), so eviction cannot free slots it reads.
-- :meth:`RadixCache.evict` frees least-recently-used unlocked leaves until enough slots are
-  free; a parent whose last child goes becomes a leaf and a candidate in turn.
+- After a request's prefill (and at the next step for each middle chunk),
+  :meth:`RadixCache.cache_unfinished_req` inserts its computed tokens, cut to whole pages,
+  frees the request's own copies of slots another request inserted first, points its row at
+  the tree's slots, and moves its lock to the new deepest node.
+- At finish, :meth:`RadixCache.cache_finished_req` inserts prompt + output (all but the last
+  sampled token, whose KV is never written), page-aligned; frees duplicates and the partial
+  last page; drops the lock: the tokens stay cached, evictable.
+- At retraction, ``cache_finished_req(is_insert=False)`` inserts nothing: the prompt prefix
+  inserted at prefill stays in the tree (now evictable), everything after it is freed.
 
-With ``page_size`` p > 1 the tree works in whole pages: keys are cut to a multiple of p,
-children are keyed by their first page of token ids, and matches advance a page at a time.
+Where 0.5.23 differs from 0.5.9 (``sglang_version``):
 
-Where we simplify: access times come from a counter, not ``time.monotonic()``, so eviction
-order is the same on every run; LRU is the only eviction policy (SGLang's default of
-``--radix-eviction-policy``); no ``extra_key`` namespaces (LoRA, cache salt), no host
-(hierarchical) cache and no ``pop_committed_kv_cache`` bookkeeping.
+- duplicates are freed node by node during the insert walk, and all cache frees go through
+  ``free_segment`` (pages in row order) instead of ``free`` (sorted pages);
+- after each insert of a key longer than the page-aligned prompt, a second insert of the
+  prompt splits the leaf at the prompt boundary, so the output can be evicted on its own;
+- the row is repointed along the insert's path (0.5.9 matches the key once more);
+- :meth:`evict_from_tree_cache` evicts only until the allocator has enough free slots
+  (0.5.9 evicts the whole amount asked for).
 """
 
 from __future__ import annotations
 
-import heapq
-from collections.abc import Iterator, Sequence
-from dataclasses import dataclass, field
-from itertools import count
-
 import numpy as np
-import torch
 
-from pagedkv.errors import AllocatorError, bad_value, check_positive_int
-from pagedkv.mem_cache.allocator import IN_USE, BaseTokenToKVPoolAllocator, IntsLike
-
-ChildKey = int | tuple[int, ...]  # first token (p = 1) or first page of tokens (p > 1)
-
-
-@dataclass(eq=False)
-class TreeNode:
-    """One edge of the tree and the node it leads to.
-
-    Attributes:
-        id: creation order (the root is 0).
-        key: token ids on the edge into this node; a multiple of ``page_size`` long.
-        value: int64 ``[len(key)]`` KV slots of those tokens.
-        parent: None for the root.
-        children: child nodes keyed by their first token (first page when p > 1).
-        lock_ref: running requests whose matched path passes through this node.
-        last_access_time: the cache's access counter when a match or insert last touched it.
-    """
-
-    id: int
-    key: tuple[int, ...] = ()
-    value: np.ndarray = field(default_factory=lambda: np.empty(0, dtype=np.int64))
-    parent: TreeNode | None = None
-    children: dict[ChildKey, TreeNode] = field(default_factory=dict)
-    lock_ref: int = 0
-    last_access_time: int = 0
-
-    def is_leaf(self) -> bool:
-        return not self.children
+from pagedkv.errors import bad_value
+from pagedkv.mem_cache.allocator import BaseTokenToKVPoolAllocator
+from pagedkv.mem_cache.base_prefix_cache import SGLANG_VERSIONS, CacheReq
+from pagedkv.mem_cache.memory_pool import ReqToTokenPool
+from pagedkv.mem_cache.radix_tree import RadixTree, TreeNode
 
 
-@dataclass(frozen=True)
-class MatchResult:
-    """What :meth:`RadixCache.match_prefix` found.
-
-    Attributes:
-        device_indices: int64 ``[n]`` KV slots of the first ``n`` tokens of the key.
-        last_device_node: the node the match ended on (the root when nothing matched); lock
-            it with :meth:`RadixCache.inc_lock_ref` while a request uses the slots.
-    """
-
-    device_indices: torch.Tensor
-    last_device_node: TreeNode
-
-
-class RadixCache:
-    """The prefix tree over one KV pool.
+class RadixCache(RadixTree):
+    """The radix tree plus the request-life operations the scheduler calls.
 
     Args:
-        allocator: the pool's allocator; the tree frees evicted slots into it and takes its
-            ``page_size``.
+        req_to_token_pool: the page table (rows are read and repointed).
+        allocator: the pool's allocator.
+        sglang_version: ``"0.5.23"`` (default) or ``"0.5.9"``.
 
-    Attributes:
-        root_node: the empty-key root, always locked (``lock_ref`` 1) so it is never evicted.
-        evictable_size_: slots in nodes no running request locks (SGLang's name).
-        protected_size_: slots in locked nodes.
-
-    Source: ``mem_cache/radix_cache.py`` (``RadixCache``; ``match_prefix``, ``insert``,
-    ``_split_node``, ``evict``, ``inc_lock_ref``, ``dec_lock_ref``).
+    Raises:
+        ConfigError: an unknown ``sglang_version``, or a page table whose rows cannot hold
+            a token of the pool.
     """
 
-    def __init__(self, allocator: BaseTokenToKVPoolAllocator) -> None:
-        self.allocator = allocator
-        self.page_size = allocator.page_size
-        self.reset()
+    def __init__(self, req_to_token_pool: ReqToTokenPool, allocator: BaseTokenToKVPoolAllocator,
+                 sglang_version: str = "0.5.23") -> None:
+        if sglang_version not in SGLANG_VERSIONS:
+            raise bad_value("sglang_version", sglang_version, ", ".join(SGLANG_VERSIONS))
+        super().__init__(allocator, sglang_version)
+        self.req_to_token_pool = req_to_token_pool
+        self._table = req_to_token_pool.req_to_token.numpy()  # a view: writes reach the pool
 
-    def reset(self) -> None:
-        """Drop every node (their slots are NOT freed: call on an empty tree or a fresh pool)."""
-        self._ids = count()
-        self._clock = count(1)
-        self.root_node = TreeNode(id=next(self._ids), lock_ref=1)
-        self.evictable_size_ = 0
-        self.protected_size_ = 0
+    # ----- memory -----------------------------------------------------------------------
+    def evict_from_tree_cache(self, num_tokens: int) -> None:
+        """Make room for ``num_tokens`` slots by evicting, if the free list is short.
 
-    # ----- sizes ------------------------------------------------------------------------
-    def evictable_size(self) -> int:
-        """Slots :meth:`evict` could free now; SGLang counts them as available for admission."""
-        return self.evictable_size_
-
-    def protected_size(self) -> int:
-        """Slots in nodes locked by running requests."""
-        return self.protected_size_
-
-    def total_size(self) -> int:
-        """Slots held by the tree, locked or not."""
-        return self.evictable_size_ + self.protected_size_
-
-    # ----- keys -------------------------------------------------------------------------
-    def _page_aligned(self, key: Sequence[int]) -> tuple[int, ...]:
-        """``key`` as a tuple of ints, cut to whole pages; ConfigError if it is not token ids."""
-        if isinstance(key, (str, bytes)) or not all(isinstance(t, (int, np.integer))
-                                                    for t in key):
-            raise bad_value("key", key if len(key) < 20 else f"{key[:20]}...",
-                            "a sequence of integer token ids")
-        key = tuple(int(t) for t in key)
-        return key[:len(key) // self.page_size * self.page_size]
-
-    def _child_key(self, key: tuple[int, ...]) -> ChildKey:
-        return key[0] if self.page_size == 1 else key[:self.page_size]
-
-    def _key_match(self, a: tuple[int, ...], b: tuple[int, ...]) -> int:
-        """Length of the common prefix of ``a`` and ``b``, in whole pages."""
-        n = 0
-        for x, y in zip(a, b, strict=False):
-            if x != y:
-                break
-            n += 1
-        return n // self.page_size * self.page_size
-
-    def _touch(self, node: TreeNode) -> None:
-        node.last_access_time = next(self._clock)
-
-    # ----- match and insert -------------------------------------------------------------
-    def match_prefix(self, key: Sequence[int]) -> MatchResult:
-        """Slots of the longest cached prefix of ``key`` (token ids; cut to whole pages).
-
-        Splits the node the match ends inside, marks every node on the path as just used.
-        Returns an empty ``device_indices`` and the root when nothing matches.
+        0.5.9 (``mem_cache/common.py: evict_from_tree_cache``): evict ``num_tokens`` slots'
+        worth of LRU leaves; 0.5.23 (``allocator.evict_to_free_tokens``): evict until
+        ``available_size() >= num_tokens``.
         """
-        key = self._page_aligned(key)
-        node, found = self.root_node, []
-        self._touch(node)
-        while key and self._child_key(key) in node.children:
-            child = node.children[self._child_key(key)]
-            self._touch(child)
-            n = self._key_match(child.key, key)
-            if n < len(child.key):
-                node = self._split_node(child, n)
-                found.append(node.value)
-                break
-            found.append(child.value)
-            node, key = child, key[n:]
-        slots = np.concatenate(found) if found else np.empty(0, dtype=np.int64)
-        return MatchResult(torch.from_numpy(slots), node)
+        if self.allocator.available_size() >= num_tokens:
+            return
+        if self.sglang_version == "0.5.9":
+            self.evict(num_tokens)
+        else:
+            self.evict_for_alloc(num_tokens)
 
-    def _split_node(self, child: TreeNode, n: int) -> TreeNode:
-        """Cut ``child``'s edge after ``n`` tokens; return the new node holding the first part."""
-        parent = child.parent
-        assert parent is not None and 0 < n < len(child.key)
-        new = TreeNode(id=next(self._ids), key=child.key[:n], value=child.value[:n],
-                       parent=parent, lock_ref=child.lock_ref,
-                       last_access_time=child.last_access_time)
-        parent.children[self._child_key(new.key)] = new
-        child.key, child.value, child.parent = child.key[n:], child.value[n:], new
-        new.children[self._child_key(child.key)] = child
-        return new
+    def _free_row(self, row: np.ndarray, start: int, end: int) -> None:
+        """Free ``row[start:end]``: 0.5.9 ``free`` (sorted pages), 0.5.23 ``free_segment``."""
+        if end <= start:
+            return
+        if self.sglang_version == "0.5.9":
+            self.allocator.free(row[start:end])
+        else:
+            self.allocator.free_segment(row[start:end])
 
-    def insert(self, key: Sequence[int], value: IntsLike) -> int:
-        """Add ``key`` (token ids) with ``value`` (their slots, int64 ``[len(key)]``).
+    # ----- a request's life -------------------------------------------------------------
+    def _insert_req(self, req: CacheReq, row: np.ndarray, keys: np.ndarray) -> TreeNode:
+        """Insert ``keys`` with the row's slots, free the request's duplicates, repoint the
+        row to the tree's slots and move the request's lock; return the new deepest node."""
+        cpl = req.cache_protected_len
+        values = row[:len(keys)].astype(np.int64)
+        had, node, overlaps = self.insert(keys, values)
+        if self.sglang_version == "0.5.9":
+            self._free_row(row, cpl, had)
+            match = self.match_prefix(keys)
+            new_indices, node = match.device_indices, match.last_device_node
+        else:
+            for start, end in overlaps:  # the walk frees duplicates node by node
+                self._free_row(row, max(start, cpl), end)
+            prompt = req.origin_len // self.page_size * self.page_size
+            if 0 < prompt < len(keys):  # split at the prompt boundary (frees nothing)
+                self.insert(keys[:prompt], values[:prompt])
+            new_indices = self.path_indices(node)
+        assert len(new_indices) == len(keys)
+        row[cpl:len(keys)] = new_indices[cpl:]
+        req.cache_protected_len = len(keys)
+        if req.last_node is not None:
+            self.dec_lock_ref(req.last_node)
+        self.inc_lock_ref(node)
+        req.last_node = node
+        return node
 
-        Both are cut to whole pages. Returns the length of the prefix that was already in
-        the tree: the caller owns ``value[:that]`` twice over and must free those slots
-        (the tree keeps its own copy). New nodes are unlocked, so they count as evictable.
-        Raises ConfigError when ``len(value) != len(key)``.
+    def cache_unfinished_req(self, req: CacheReq) -> None:
+        """After a prefill pass (or before the next chunk): put the request's computed
+        tokens, page-aligned, into the tree; it keeps computing on the tree's slots.
+
+        ``req.kv_committed_len`` tokens are computed; afterwards ``cache_protected_len`` is
+        that cut to whole pages and ``prefix_len`` is all of it (a partial last page stays
+        the request's own). Source: ``RadixCache.cache_unfinished_req`` (0.5.9),
+        ``checkpoint_kv_cache`` (0.5.23).
         """
-        slots = np.asarray(value.cpu() if isinstance(value, torch.Tensor) else value,
-                           dtype=np.int64)
-        if len(slots) != len(key):
-            raise bad_value("len(value)", len(slots), f"len(key) = {len(key)}")
-        key = self._page_aligned(key)
-        slots = slots[:len(key)]
-        node, done = self.root_node, 0
-        self._touch(node)
-        while done < len(key) and self._child_key(key[done:]) in node.children:
-            child = node.children[self._child_key(key[done:])]
-            self._touch(child)
-            n = self._key_match(child.key, key[done:])
-            if n < len(child.key):
-                child = self._split_node(child, n)
-            node, done = child, done + n
-        if done < len(key):
-            leaf = TreeNode(id=next(self._ids), key=key[done:], value=slots[done:].copy(),
-                            parent=node)
-            self._touch(leaf)
-            node.children[self._child_key(leaf.key)] = leaf
-            self.evictable_size_ += len(leaf.key)
-        return done
+        row = self._table[req.req_pool_idx]
+        keys = self.page_aligned(req.token_ids(req.kv_committed_len))
+        self._insert_req(req, row, keys)
+        req.prefix_len = req.kv_committed_len
 
-    # ----- locks ------------------------------------------------------------------------
-    def inc_lock_ref(self, node: TreeNode) -> None:
-        """Lock the path from ``node`` up to the root: its slots stop being evictable."""
-        while node is not self.root_node:
-            if node.lock_ref == 0:
-                self.evictable_size_ -= len(node.key)
-                self.protected_size_ += len(node.key)
-            node.lock_ref += 1
-            assert node.parent is not None
-            node = node.parent
+    def cache_finished_req(self, req: CacheReq, is_insert: bool = True) -> None:
+        """Release a request's KV: with ``is_insert`` (it finished) its prompt and output but
+        the last token, page-aligned, stay cached; without (it was retracted) nothing new is
+        inserted. Either way every slot it holds outside the tree is freed and its lock
+        dropped; the caller frees its ``req_to_token`` row.
 
-    def dec_lock_ref(self, node: TreeNode) -> None:
-        """Undo one :meth:`inc_lock_ref` on the same node; AllocatorError if not locked."""
-        walk = node
-        while walk is not self.root_node:
-            if walk.lock_ref < 1:
-                raise AllocatorError(f"dec_lock_ref on node {node.id}: node {walk.id} is not "
-                                     "locked (unlocked twice?)")
-            assert walk.parent is not None
-            walk = walk.parent
-        while node is not self.root_node:
-            if node.lock_ref == 1:
-                self.evictable_size_ += len(node.key)
-                self.protected_size_ -= len(node.key)
-            node.lock_ref -= 1
-            assert node.parent is not None
-            node = node.parent
-
-    # ----- eviction ---------------------------------------------------------------------
-    def evict(self, num_tokens: int) -> int:
-        """Free unlocked leaves, least recently used first, until ``num_tokens`` slots are
-        freed or nothing unlocked is left. Returns the slots freed (may exceed the ask by
-        up to one node, or fall short)."""
-        check_positive_int("num_tokens", num_tokens, minimum=0)
-        heap = [(n.last_access_time, n.id, n) for n in self.nodes()
-                if n.is_leaf() and n.lock_ref == 0 and n is not self.root_node]
-        heapq.heapify(heap)
-        freed = 0
-        while freed < num_tokens and heap:
-            _, _, leaf = heapq.heappop(heap)
-            parent = leaf.parent
-            assert parent is not None
-            self.allocator.free(leaf.value)
-            del parent.children[self._child_key(leaf.key)]
-            self.evictable_size_ -= len(leaf.key)
-            freed += len(leaf.key)
-            if parent.is_leaf() and parent.lock_ref == 0:
-                heapq.heappush(heap, (parent.last_access_time, parent.id, parent))
-        return freed
-
-    # ----- reading the tree -------------------------------------------------------------
-    def nodes(self) -> Iterator[TreeNode]:
-        """Every node, root first, depth first, children in insertion order."""
-        stack = [self.root_node]
-        while stack:
-            node = stack.pop()
-            yield node
-            stack.extend(reversed(node.children.values()))
-
-    def check_invariants(self) -> None:
-        """Raise AllocatorError unless the tree is consistent with itself and the allocator.
-
-        Checks: every edge is non-empty, whole pages long, keyed by its first page and as
-        long as its slots; parents (below the root, which stays at 1) hold at least their
-        children's locks; the two size
-        counters equal the unlocked and locked slot totals; no slot is in two nodes; and
-        the allocator holds every slot the tree holds.
+        Source: ``RadixCache.cache_finished_req`` (0.5.9), ``release_kv_cache`` (0.5.23).
         """
-        evictable = protected = 0
-        slots = []
-        for node in self.nodes():
-            for ck, child in node.children.items():
-                if child.parent is not node or ck != self._child_key(child.key):
-                    raise AllocatorError(f"node {child.id} is filed under the wrong parent or key")
-                if node is not self.root_node and child.lock_ref > node.lock_ref:
-                    raise AllocatorError(f"node {child.id} has more locks than its parent")
-            if node is self.root_node:
-                continue
-            if not node.key or len(node.key) % self.page_size or len(node.value) != len(node.key):
-                raise AllocatorError(f"node {node.id}: key of {len(node.key)} tokens, "
-                                     f"{len(node.value)} slots, page_size {self.page_size}")
-            if node.lock_ref:
-                protected += len(node.key)
+        row = self._table[req.req_pool_idx]
+        committed = req.kv_committed_len
+        keys = self.page_aligned(req.token_ids(committed))
+        cpl = req.cache_protected_len
+        if self.sglang_version == "0.5.9":
+            if is_insert:
+                had, _, _ = self.insert(keys, row[:len(keys)].astype(np.int64))
+                self._free_row(row, cpl, had)
             else:
-                evictable += len(node.key)
-            slots.append(node.value)
-        if (evictable, protected) != (self.evictable_size_, self.protected_size_):
-            raise AllocatorError(f"size counters {self.evictable_size_}/{self.protected_size_} "
-                                 f"!= evictable/protected totals {evictable}/{protected}")
-        held = np.concatenate(slots) if slots else np.empty(0, dtype=np.int64)
-        if len(np.unique(held)) != len(held):
-            raise AllocatorError("a KV slot is held by two tree nodes")
-        if (self.allocator.slot_state.numpy()[held] != IN_USE).any():
-            raise AllocatorError("the tree holds slots the allocator does not")
+                self._free_row(row, cpl, len(keys))
+            self._free_row(row, len(keys), committed)  # the partial last page
+        else:
+            if is_insert:
+                self._insert_req(req, row, keys)
+            self._free_row(row, req.cache_protected_len, committed)
+        if req.last_node is not None:
+            self.dec_lock_ref(req.last_node)
+        req.last_node = None
+        req.cache_protected_len = req.prefix_len = 0

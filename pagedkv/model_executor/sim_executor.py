@@ -1,4 +1,9 @@
-"""How long a step takes: a roofline MODEL, not a measurement.
+"""The simulated executor: no tensors, just how long a step takes (a roofline MODEL, not a
+measurement).
+
+:class:`SimExecutor` is the scheduler's fast executor (the other is a real model on the
+paged pool): it runs nothing, produces no tokens (a simulated request's outputs come from
+its workload) and times each pass with a :class:`StepTime`.
 
 A decode step is memory-bound: it reads every weight once and every running request's KV
 once, so it takes ``(weights_bytes + kv_tokens * cell_size) / hbm_bandwidth`` seconds (or the
@@ -16,6 +21,7 @@ from dataclasses import dataclass
 from typing import Protocol
 
 from pagedkv.errors import bad_value
+from pagedkv.model_executor.forward_batch_info import ForwardBatch, ForwardResult
 
 
 class StepTime(Protocol):
@@ -79,3 +85,25 @@ class FixedStepTime:
     def decode_s(self, batch_size: int, kv_tokens: int) -> float:
         """``step_s``."""
         return self.step_s
+
+
+class SimExecutor:
+    """Times passes with ``step_time`` and runs nothing.
+
+    Args:
+        step_time: the step-time model (default: 10 ms per step).
+    """
+
+    def __init__(self, step_time: StepTime | None = None) -> None:
+        self.step_time = step_time or FixedStepTime()
+
+    def forward(self, batch: ForwardBatch) -> ForwardResult:
+        """An extend of ``sum(extend_lens)`` tokens or a decode of ``bs`` tokens, timed."""
+        if batch.mode == "extend":
+            return ForwardResult(self.step_time.prefill_s(int(batch.extend_lens.sum()),
+                                                          batch.kv_tokens))
+        return ForwardResult(self.step_time.decode_s(len(batch.reqs), batch.kv_tokens))
+
+    def decode_seconds(self, batch_size: int, kv_tokens: int) -> float:
+        """A decode step's modelled time (so the scheduler may take several at once)."""
+        return self.step_time.decode_s(batch_size, kv_tokens)

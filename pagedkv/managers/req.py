@@ -1,0 +1,167 @@
+"""One request: its tokens, its place in the pool and the tree, and what happened to it.
+
+Follows SGLang's ``Req`` (``python/sglang/srt/managers/schedule_batch.py``; in 0.5.23 the KV
+fields live in ``ReqKvInfo`` beside it). SGLang keeps ``Req`` and ``ScheduleBatch`` in one
+file; here they are two, to keep each module to one job.
+
+Token bookkeeping, as in SGLang: a prefill writes the KV of every token it is given and
+samples one new token, so after a prefill over ``prompt_len + generated`` tokens the request
+has ``generated + 1`` output tokens. Each decode step writes the KV of the newest token and
+samples the next. The last sampled token's KV is never written, so a running request holds
+``kv_committed_len = prompt_len + generated - 1`` tokens of KV.
+
+Token ids. A prefix cache matches token ids, so every request has them: the workload's
+(``input_ids``, ``output_ids``) when it gives them, else made-up ids that no other request
+shares (a request's own prompt still goes into the tree, as in SGLang, and is evicted when
+room is needed). A real model (:mod:`pagedkv.model_executor.model_runner`) appends the
+tokens it samples to ``output_ids``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+import numpy as np
+
+from pagedkv.errors import bad_value, check_positive_int
+
+_POSITION_BITS = 24  # made-up token ids: (rid + 1) << 24 | position, never a real id's range
+
+
+def synthetic_ids(rid: int, start: int, end: int) -> np.ndarray:
+    """Made-up token ids for positions ``start .. end - 1`` of request ``rid``: unique to
+    the request, so they never match another request's tokens in the tree."""
+    return (np.int64(rid + 1) << _POSITION_BITS) | np.arange(start, end, dtype=np.int64)
+
+
+class RequestLike(Protocol):
+    """What the scheduler reads from a workload entry (:class:`pagedkv.workloads.RequestSpec`)."""
+
+    prompt_len: int
+    output_len: int
+    max_new_tokens: int
+    arrival_s: float
+
+
+@dataclass(eq=False)
+class Req:
+    """A request's tokens and the scheduler's state for it.
+
+    Attributes:
+        rid: request id (position in the submitted workload).
+        prompt_len: prompt tokens (``len(origin_input_ids)``).
+        output_len: tokens it generates before it stops (EOS), known to the simulator only;
+            None for a real model, which stops on EOS or ``max_new_tokens``.
+        max_new_tokens: the client's cap (SGLang clamps it at arrival to what fits).
+        arrival_s: arrival time, seconds.
+        ignore_eos: the client asked to ignore EOS (admission treats it differently).
+        input_ids: int64 ``[prompt_len]`` prompt tokens, or None (made-up ids).
+        output_ids: the output tokens when known (workload-given, or sampled by a real
+            model), else None (made-up ids).
+        follows: rid of the request that must finish before this one arrives (the previous
+            turn of a conversation), or None.
+        generated: output tokens so far (kept across retraction, as SGLang keeps
+            ``output_ids``).
+        kv_committed_len: tokens whose KV is in the pool now (0 while waiting).
+        req_pool_idx: row in ``req_to_token``, -1 while it holds none.
+        prefix_len: tokens already computed before this pass's extend (a matched prefix, or
+            earlier chunks); ``extend_len``: tokens this pass computes.
+        cache_protected_len, last_node: the tree prefix it locks (see
+            :class:`pagedkv.mem_cache.base_prefix_cache.CacheReq`).
+        finished: it has stopped (its KV is released); ``finish_reason`` says why.
+        first_admit_s, first_token_s, finish_s: times in seconds, None until they happen.
+        num_retractions: times ``retract_decode`` sent it back.
+        recomputed_tokens: KV tokens retraction freed that were computed again.
+        cached_tokens: prompt (and kept output) tokens served from the tree, over all its
+            prefills (SGLang's ``#cached-token`` summed for this request).
+        queue_s: total seconds in the waiting queue (arrival and every retraction).
+    """
+
+    rid: int
+    prompt_len: int
+    output_len: int | None
+    max_new_tokens: int
+    arrival_s: float = 0.0
+    ignore_eos: bool = False
+    input_ids: np.ndarray | None = None
+    output_ids: list[int] | None = None
+    follows: int | None = None
+    generated: int = 0
+    kv_committed_len: int = 0
+    req_pool_idx: int = -1
+    prefix_len: int = 0
+    extend_len: int = 0
+    cache_protected_len: int = 0
+    last_node: Any = None
+    finished: bool = False
+    finish_reason: str = ""
+    first_admit_s: float | None = None
+    first_token_s: float | None = None
+    finish_s: float | None = None
+    num_retractions: int = 0
+    recomputed_tokens: int = 0
+    cached_tokens: int = 0
+    queue_s: float = 0.0
+    enqueued_s: float = field(default=0.0, repr=False)
+    admitted_before: bool = field(default=False, repr=False)
+
+    def __post_init__(self) -> None:
+        check_positive_int("prompt_len", self.prompt_len)
+        if self.output_len is not None:
+            check_positive_int("output_len", self.output_len)
+        check_positive_int("max_new_tokens", self.max_new_tokens)
+        if self.output_len is not None and self.max_new_tokens < self.output_len:
+            raise bad_value("max_new_tokens", self.max_new_tokens,
+                            f"an integer >= output_len={self.output_len}")
+        if not self.arrival_s >= 0 or self.arrival_s == float("inf"):
+            raise bad_value("arrival_s", self.arrival_s, "finite seconds >= 0")
+        if self.input_ids is not None and len(self.input_ids) != self.prompt_len:
+            raise bad_value("len(input_ids)", len(self.input_ids), f"prompt_len={self.prompt_len}")
+        self.enqueued_s = self.arrival_s
+
+    @classmethod
+    def from_spec(cls, rid: int, spec: RequestLike) -> Req:
+        """A fresh request from a workload entry; ConfigError on inconsistent lengths."""
+        ids = getattr(spec, "input_ids", None)
+        out = getattr(spec, "output_ids", None)
+        return cls(rid, int(spec.prompt_len), int(spec.output_len), int(spec.max_new_tokens),
+                   float(spec.arrival_s), bool(getattr(spec, "ignore_eos", False)),
+                   None if ids is None else np.asarray(ids, dtype=np.int64),
+                   None if out is None else list(out), getattr(spec, "follows", None))
+
+    # ----- tokens -----------------------------------------------------------------------
+    @property
+    def origin_len(self) -> int:
+        """Prompt tokens (``len(origin_input_ids)``), the name the caches use."""
+        return self.prompt_len
+
+    @property
+    def fill_len(self) -> int:
+        """Tokens a (re)prefill covers: the prompt plus the output so far (SGLang ``fill_ids``)."""
+        return self.prompt_len + self.generated
+
+    def token_ids(self, end: int) -> np.ndarray:
+        """The first ``end`` tokens of prompt + output, int64 ``[end]``."""
+        p = self.prompt_len
+        prompt = (self.input_ids[:min(end, p)] if self.input_ids is not None
+                  else synthetic_ids(self.rid, 0, min(end, p)))
+        if end <= p:
+            return prompt
+        n = end - p
+        if self.output_ids is not None and len(self.output_ids) >= n:
+            out = np.asarray(self.output_ids[:n], dtype=np.int64)
+        else:
+            out = synthetic_ids(self.rid, p, end)
+        return np.concatenate((prompt, out))
+
+    # ----- stopping ---------------------------------------------------------------------
+    def should_stop(self) -> str:
+        """Why it stops after its latest token ("" if it goes on): ``"length"`` at
+        ``max_new_tokens``, ``"stop"`` at its ``output_len`` (the simulated EOS, which
+        ``ignore_eos`` ignores)."""
+        if self.generated >= self.max_new_tokens:
+            return "length"
+        if not self.ignore_eos and self.output_len is not None and self.generated >= self.output_len:
+            return "stop"
+        return ""

@@ -1,0 +1,216 @@
+"""Prefill passes: choose them with ``PrefillAdder``, give them slots, cache their prompts.
+
+Follows SGLang's ``python/sglang/srt/managers/scheduler.py`` (``get_new_batch_prefill`` /
+``_get_new_batch_prefill_raw``), ``schedule_batch.py`` (``Req.init_next_round_input``,
+``prepare_for_extend``), ``schedule_policy.py`` (``calc_priority``) and
+``scheduler_output_processor_mixin.py`` (``process_batch_result_prefill``; 0.5.23:
+``scheduler_components/batch_result_processor.py``). A mixin of
+:class:`~pagedkv.managers.scheduler.Scheduler`, as SGLang splits its scheduler.
+
+A pass: the chunked request (if any) goes first and is always admitted; then the waiting
+queue in FCFS order, each request matched against the tree (at most all but its last token:
+one token must be computed to get the next token's logits), until a request does not fit.
+Admitted requests leave the queue and get a ``req_to_token`` row; their prefix slots are
+written into it and the rest is allocated (evicting from the tree first if short). After the
+forward pass each request whose prompt is complete samples a token and is cached
+(``cache_unfinished_req``), or released if that token ends it.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from pagedkv.errors import OutOfMemoryError
+from pagedkv.managers.req import Req
+from pagedkv.managers.schedule_policy import AddReqResult, PrefillAdder
+from pagedkv.mem_cache.common import release_kv_cache
+from pagedkv.model_executor.forward_batch_info import ForwardBatch
+
+WAITING_PREFIX_REFRESH_INTERVAL = 32  # 0.5.23: refresh waiting prefixes every 32 passes
+WAITING_PREFIX_REFRESH_REQS = 128  # ... of the first 128 waiting requests
+
+
+class SchedulerPrefillMixin:
+    """Prefill-side methods of the scheduler (state lives on the scheduler)."""
+
+    # attributes provided by Scheduler (typed loosely to keep this module import-free of it)
+    config: Any
+    tree_cache: Any
+    allocator: Any
+    req_to_token_pool: Any
+    running: Any
+    waiting: Any
+    trace: Any
+
+    def num_allocatable_reqs(self, running_bs: int) -> int:
+        """``max_running_requests - running_bs`` (0.5.23: also at most the free rows).
+        Source: ``Scheduler.get_num_allocatable_reqs``."""
+        n = self.max_running_requests - running_bs
+        if self.config.sglang_version != "0.5.9":
+            held = int(self.chunked_req is not None)
+            n = min(n, self.req_to_token_pool.available_size() + held)
+        return n
+
+    def _touch_waiting_prefixes(self) -> None:
+        """0.5.23, FCFS with the tree on: every 32nd pass, mark the prefixes of the first 128
+        waiting requests as just used (head last). Source: ``SchedulePolicy.
+        _touch_waiting_prefixes``."""
+        if self.config.sglang_version == "0.5.9" or self.tree_cache.disable or not self.waiting:
+            return
+        refresh = self._refresh_calls % WAITING_PREFIX_REFRESH_INTERVAL == 0
+        self._refresh_calls += 1
+        if refresh:
+            head = [self.waiting[i] for i in range(min(WAITING_PREFIX_REFRESH_REQS, len(self.waiting)))]
+            for req in reversed(head):
+                self.tree_cache.touch_prefix(req.token_ids(req.fill_len))
+
+    def init_next_round_input(self, req: Req) -> None:
+        """Match ``req``'s prompt + output so far (all but the last token) against the tree.
+        Source: ``Req.init_next_round_input``."""
+        match = self.tree_cache.match_prefix(req.token_ids(max(req.fill_len - 1, 0)))
+        req.prefix_len = req.cache_protected_len = len(match.device_indices)
+        req.last_node = match.last_device_node
+        req._prefix_slots = match.device_indices
+
+    def get_new_batch_prefill(self) -> PrefillAdder | None:
+        """SGLang's ``get_new_batch_prefill``: the pass's adder, or None if nobody is admitted.
+
+        Sets ``batch_is_full`` when the pass stops for memory (0.5.23: only if something is
+        admitted or running) or for request slots.
+        """
+        v0509 = self.config.sglang_version == "0.5.9"
+        running = self.running
+        if not v0509 and not len(running):
+            running.batch_is_full = False
+        if (running.batch_is_full or not self.waiting) and self.chunked_req is None:
+            return None
+        running_bs = len(running)
+        allocatable = self.num_allocatable_reqs(running_bs)
+        if allocatable <= 0 and (self.chunked_req is not None if v0509 else self.chunked_req is None):
+            running.batch_is_full = True
+            return None
+        self._touch_waiting_prefixes()
+        adder = PrefillAdder(self.config, self.tree_cache, self.allocator, running,
+                             self.new_token_ratio)
+        if self.chunked_req is not None:
+            self.chunked_req = adder.add_chunked_req(self.chunked_req)
+        for req in self.waiting:
+            if not v0509 and adder.budget_state() is AddReqResult.OTHER:
+                break
+            if len(adder.can_run_list) >= self.num_allocatable_reqs(running_bs):
+                running.batch_is_full = True
+            if running.batch_is_full:
+                break
+            self.init_next_round_input(req)
+            result = adder.add_one_req(req)
+            if result is not AddReqResult.CONTINUE:
+                if result is AddReqResult.NO_TOKEN:
+                    running.batch_is_full = v0509 or bool(adder.can_run_list) or bool(len(running))
+                break
+        if not adder.can_run_list:
+            return None
+        if adder.new_chunked_req is not None:
+            self.chunked_req = adder.new_chunked_req
+        return adder
+
+    def run_prefill(self, adder: PrefillAdder) -> None:
+        """``prepare_for_extend``, the forward pass and ``process_batch_result_prefill``."""
+        step, start, p = self.num_steps, self.clock, self.allocator.page_size
+        admitted = adder.can_run_list
+        table = self.req_to_token_pool.req_to_token.numpy()  # a view: writes reach the pool
+        running_bs = len(self.running)
+        for req in admitted:
+            if req.req_pool_idx >= 0:  # the chunked request keeps its row
+                self.trace.event(step, "chunk", req.rid, {"prefix": req.prefix_len,
+                                                          "tokens": req.extend_len})
+                continue
+            if self.waiting.popleft() is not req:
+                raise AssertionError("admitted requests must be a prefix of the queue (FCFS)")
+            self.waiting_tokens -= req.fill_len
+            req.req_pool_idx = self.req_to_token_pool.alloc(1)[0]
+            table[req.req_pool_idx, :req.prefix_len] = req._prefix_slots
+            req.queue_s += start - req.enqueued_s
+            req.cached_tokens += req.prefix_len
+            if req.first_admit_s is None:
+                req.first_admit_s = start
+            kind = "reprefill" if req.admitted_before else "admit"
+            req.admitted_before = True
+            self.trace.event(step, kind, req.rid, {"extend": req.extend_len,
+                                                   "cached": req.prefix_len})
+            if req is adder.new_chunked_req:
+                self.trace.event(step, "chunk", req.rid, {"prefix": req.prefix_len,
+                                                          "tokens": req.extend_len})
+        n = len(admitted)
+        prefix = np.fromiter((r.prefix_len for r in admitted), np.int64, n)
+        ext = np.fromiter((r.extend_len for r in admitted), np.int64, n)
+        rows = np.fromiter((r.req_pool_idx for r in admitted), np.int64, n)
+        total = int(ext.sum())
+        last = np.full(n, -1, dtype=np.int64)
+        held = prefix > 0
+        last[held] = table[rows[held], prefix[held] - 1]
+        self.tree_cache.evict_from_tree_cache(total if p == 1 else total + n * p)
+        out = self.allocator.alloc_extend(prefix, prefix + ext, last, total)
+        if out is None:
+            raise OutOfMemoryError(f"prefill of {total} tokens does not fit "
+                                   f"{self.allocator.available_size()} free slots")
+        slots = out.numpy()
+        ends = np.cumsum(ext)
+        table[np.repeat(rows, ext), np.arange(total) - np.repeat(ends - ext - prefix, ext)] = slots
+        sample = np.fromiter((r is not self.chunked_req for r in admitted), bool, n)
+        for req, e in zip(admitted, ext.tolist(), strict=True):
+            req.kv_committed_len = req.prefix_len + e
+        batch = ForwardBatch("extend", admitted, rows, prefix, ext, slots, sample,
+                             int(prefix.sum()))
+        result = self.executor.forward(batch)
+        self.clock += result.seconds
+        self.process_batch_result_prefill(batch, result.next_token_ids)
+        self.log_prefill(adder, running_bs)
+
+    def process_batch_result_prefill(self, batch: ForwardBatch, tokens: np.ndarray | None) -> None:
+        """Each request whose prompt is complete samples a token; it is cached in the tree
+        (``cache_unfinished_req``) or, if that token ends it, released. A chunk cut short
+        does nothing here: it is cached at the start of the next step."""
+        group = self.config.sglang_version != "0.5.9"
+        if group:
+            self.allocator.free_group_begin()
+        done: list[Req] = []
+        for i, req in enumerate(batch.reqs):
+            if not batch.sample[i]:
+                continue
+            self.append_token(req, None if tokens is None else int(tokens[i]))
+            if req.first_token_s is None:
+                req.first_token_s = self.clock
+            if req.finished:
+                release_kv_cache(req, self.tree_cache, self.req_to_token_pool, is_insert=True)
+                self.on_finish(req)
+            else:
+                self.tree_cache.cache_unfinished_req(req)
+                done.append(req)
+        if group:
+            self.allocator.free_group_end()
+        self.decoded += int(batch.sample.sum())
+        # SGLang merges the pass into the running batch at the start of the next step; no
+        # one looks in between, so it is done here. A pass that lost requests (finished, or
+        # the chunked one held back) clears batch_is_full, and so does an empty running
+        # batch (SGLang makes the pass the new running batch).
+        running = self.running
+        if len(done) < len(batch.reqs) or not len(running):
+            running.batch_is_full = False
+        running.merge(done)
+
+    def log_prefill(self, adder: PrefillAdder, running_bs: int) -> None:
+        """SGLang's prefill log line, in the chosen release's format (throughput omitted:
+        it is wall-clock in SGLang)."""
+        n = len(adder.can_run_list)
+        line = (f"Prefill batch, #new-seq: {n}, #new-token: {adder.log_input_tokens}, "
+                f"#cached-token: {adder.log_hit_tokens}, token usage: {self.token_usage():.2f}, "
+                f"#running-req: {running_bs}, #queue-req: {len(self.waiting)}")
+        if self.config.sglang_version != "0.5.9":
+            pending = self.waiting_tokens
+            if self.chunked_req is not None:
+                c = self.chunked_req
+                pending += c.fill_len - c.kv_committed_len
+            line += f", #pending-token: {pending}"
+        self.trace.add_log(self.num_steps, line)

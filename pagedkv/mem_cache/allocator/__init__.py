@@ -1,0 +1,39 @@
+"""Token-to-KV-slot allocators: which physical KV slots hold which request's tokens.
+
+A package as in SGLang 0.5.23 (``mem_cache/allocator/``): ``base`` (the free list, ``free``,
+``free_page_ids``, free groups, the ownership record), ``paged`` (``alloc_extend``,
+``alloc_decode``) and ``token`` (page size 1).
+"""
+
+from pagedkv.mem_cache.allocator.base import (
+    FREED,
+    IN_USE,
+    NEVER,
+    BaseTokenToKVPoolAllocator,
+    IntsLike,
+    as_i64,
+    ceil_to_page,
+    decode_need,
+)
+from pagedkv.mem_cache.allocator.paged import PagedTokenToKVPoolAllocator
+from pagedkv.mem_cache.allocator.token import TokenToKVPoolAllocator
+
+
+def make_allocator(size: int, page_size: int) -> BaseTokenToKVPoolAllocator:
+    """The allocator SGLang builds for ``page_size``: the token allocator for 1, else paged."""
+    return TokenToKVPoolAllocator(size) if page_size == 1 else PagedTokenToKVPoolAllocator(size, page_size)
+
+
+__all__ = [
+    "FREED",
+    "IN_USE",
+    "NEVER",
+    "BaseTokenToKVPoolAllocator",
+    "IntsLike",
+    "PagedTokenToKVPoolAllocator",
+    "TokenToKVPoolAllocator",
+    "as_i64",
+    "ceil_to_page",
+    "decode_need",
+    "make_allocator",
+]

@@ -1,0 +1,386 @@
+"""The core of SGLang's prefix cache: a radix tree whose edges are token ids and whose values
+are KV slots.
+
+Follows ``python/sglang/srt/mem_cache/radix_cache.py`` (``RadixCache``, 0.5.9) and the
+default tree of 0.5.23, ``mem_cache/unified_radix_cache.py`` (``UnifiedRadixCache`` with a
+Rust core; its matches, inserts, locks and eviction order are those of 0.5.9's tree, checked
+by the reference tests). Each node holds a run of token ids (``key``) and the KV slots that
+hold those tokens' K/V (``value``, one slot per token). The path from the root to a node
+spells a token prefix; a request whose prompt starts with that prefix reuses those slots.
+
+- :meth:`RadixTree.match_prefix` walks the tree along a key and returns the slots of the
+  longest cached prefix; a match that ends inside a node splits it in two.
+- :meth:`RadixTree.insert` adds a key and its slots, splitting where the key leaves an
+  edge, and returns how much was already there.
+- ``lock_ref``: a running request locks the path to its last matched node, so eviction
+  cannot free slots it reads (:meth:`inc_lock_ref` / :meth:`dec_lock_ref`).
+- :meth:`RadixTree.evict` frees least-recently-used unlocked leaves until enough slots are
+  freed; a parent whose last child goes becomes a leaf and a candidate in turn.
+  :meth:`RadixTree.evict_for_alloc` (0.5.23's ``evict_for_alloc``) instead stops as soon as
+  the allocator has enough free slots.
+
+With ``page_size`` p > 1 keys are cut to whole pages, children are keyed by their first page
+of token ids and matches advance a page at a time.
+
+What a request's life does to the tree (``cache_unfinished_req``, ``cache_finished_req``,
+where the two releases differ) is :class:`pagedkv.mem_cache.radix_cache.RadixCache`, built on
+this core as 0.5.23 builds ``UnifiedRadixCache`` on its tree core.
+
+Where we simplify: access times come from an integer clock, not ``time.monotonic()``: one
+tick per match or insert for every node it walks, a later tick for every node it creates.
+For sequential calls this is the order both releases produce. LRU is the only eviction
+policy (SGLang's default ``--radix-eviction-policy``); no ``extra_key`` namespaces, no host
+(hierarchical) cache. Unlocked leaves wait in a heap kept across calls (SGLang rebuilds it
+on every ``evict``); the order popped is the same.
+"""
+
+from __future__ import annotations
+
+import heapq
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from itertools import count
+
+import numpy as np
+
+from pagedkv.errors import AllocatorError, bad_value, check_positive_int
+from pagedkv.mem_cache.allocator import IN_USE, BaseTokenToKVPoolAllocator, IntsLike, as_i64
+
+_EMPTY = np.empty(0, dtype=np.int64)
+
+
+@dataclass(eq=False)
+class TreeNode:
+    """One edge of the tree and the node it leads to.
+
+    Attributes:
+        id: creation order (the root is 0); the tie-break of the eviction order.
+        key: int64 ``[n]`` token ids on the edge into this node, ``n`` a multiple of p.
+        value: int64 ``[n]`` KV slots of those tokens.
+        parent: None for the root.
+        children: child nodes keyed by their first token (first page, as bytes, for p > 1).
+        lock_ref: running requests whose locked path passes through this node.
+        last_access_time: the tree's clock when a match or insert last walked it.
+    """
+
+    id: int
+    key: np.ndarray = field(default_factory=lambda: _EMPTY)
+    value: np.ndarray = field(default_factory=lambda: _EMPTY)
+    parent: TreeNode | None = None
+    children: dict[object, TreeNode] = field(default_factory=dict)
+    lock_ref: int = 0
+    last_access_time: int = 0
+
+    def is_leaf(self) -> bool:
+        return not self.children
+
+
+@dataclass(frozen=True)
+class MatchResult:
+    """What :meth:`RadixTree.match_prefix` found: the slots of the first ``n`` tokens
+    (int64 ``[n]``) and the node the match ended on (the root when nothing matched)."""
+
+    device_indices: np.ndarray
+    last_device_node: TreeNode
+
+
+class RadixTree:
+    """The prefix tree over one KV pool.
+
+    Args:
+        allocator: the pool's allocator; evicted slots go back to it.
+        sglang_version: ``"0.5.23"`` (default) or ``"0.5.9"``: how evicted pages are freed
+            (0.5.23: in the leaf's key order, ``free_segment``; 0.5.9: ``free``, sorted).
+
+    Attributes:
+        root_node: the empty-key root, always locked (``lock_ref`` 1) so it is never evicted.
+        evictable_size_: slots in nodes no running request locks (SGLang's name).
+        protected_size_: slots in locked nodes.
+    """
+
+    def __init__(self, allocator: BaseTokenToKVPoolAllocator, sglang_version: str = "0.5.23") -> None:
+        self.allocator = allocator
+        self.page_size = allocator.page_size
+        self.sglang_version = sglang_version
+        self.disable = False
+        self.reset()
+
+    def reset(self) -> None:
+        """Drop every node (their slots are NOT freed: call on an empty tree or a fresh pool)."""
+        self._ids = count()
+        self._clock = count(1)
+        self.root_node = TreeNode(id=next(self._ids), lock_ref=1)
+        self.evictable_size_ = 0
+        self.protected_size_ = 0
+        self._heap: list[tuple[int, int, TreeNode]] = []  # candidate leaves, lazily pruned
+        self._num_nodes = 1
+
+    # ----- sizes ------------------------------------------------------------------------
+    def evictable_size(self) -> int:
+        """Slots :meth:`evict` could free now; admission counts them as available."""
+        return self.evictable_size_
+
+    def protected_size(self) -> int:
+        """Slots in nodes locked by running requests."""
+        return self.protected_size_
+
+    def total_size(self) -> int:
+        """Slots held by the tree, locked or not."""
+        return self.evictable_size_ + self.protected_size_
+
+    # ----- keys and the clock -----------------------------------------------------------
+    def page_aligned(self, key: IntsLike) -> np.ndarray:
+        """``key`` as int64 token ids cut to whole pages; ConfigError if not integers."""
+        if isinstance(key, np.ndarray) and key.dtype == np.int64 and key.ndim == 1:
+            return key[:len(key) // self.page_size * self.page_size]  # the common case, fast
+        if isinstance(key, (str, bytes)):
+            raise bad_value("key", key, "a sequence of integer token ids")
+        a = np.asarray(key)
+        if a.ndim != 1 or (a.size and not np.issubdtype(a.dtype, np.integer)):
+            raise bad_value("key", key if len(a) < 20 else f"{list(a[:20])}...",
+                            "a 1-D sequence of integer token ids")
+        a = a.astype(np.int64, copy=False)
+        return a[:len(a) // self.page_size * self.page_size]
+
+    def _child_key(self, key: np.ndarray) -> object:
+        return int(key[0]) if self.page_size == 1 else key[:self.page_size].tobytes()
+
+    def _key_match(self, a: np.ndarray, b: np.ndarray) -> int:
+        """Length of the common prefix of ``a`` and ``b``, in whole pages."""
+        n = min(len(a), len(b))
+        diff = np.flatnonzero(a[:n] != b[:n])
+        m = int(diff[0]) if len(diff) else n
+        return m // self.page_size * self.page_size
+
+    def _stamp(self, node: TreeNode, tick: int) -> None:
+        node.last_access_time = tick
+        self._maybe_candidate(node)
+
+    def _maybe_candidate(self, node: TreeNode) -> None:
+        """Queue ``node`` for eviction if it is now an unlocked leaf."""
+        if not node.children and node.lock_ref == 0 and node is not self.root_node:
+            heapq.heappush(self._heap, (node.last_access_time, node.id, node))
+            if len(self._heap) > 4 * self._num_nodes + 64:  # mostly stale entries: rebuild
+                self._heap = [(n.last_access_time, n.id, n) for n in self.nodes()
+                              if not n.children and n.lock_ref == 0 and n is not self.root_node]
+                heapq.heapify(self._heap)
+
+    def _new_node(self, parent: TreeNode, key: np.ndarray, value: np.ndarray,
+                  lock_ref: int = 0) -> TreeNode:
+        node = TreeNode(id=next(self._ids), key=key, value=value, parent=parent,
+                        lock_ref=lock_ref, last_access_time=next(self._clock))
+        self._num_nodes += 1
+        return node
+
+    # ----- match and insert -------------------------------------------------------------
+    def match_prefix(self, key: IntsLike) -> MatchResult:
+        """Slots of the longest cached prefix of ``key`` (token ids, cut to whole pages).
+
+        Splits the node the match ends inside and marks every node on the path as just
+        used. Source: ``RadixCache.match_prefix`` / ``_match_prefix_helper``.
+        """
+        key = self.page_aligned(key)
+        tick = next(self._clock)
+        node, found = self.root_node, []
+        node.last_access_time = tick
+        while len(key) and self._child_key(key) in node.children:
+            child = node.children[self._child_key(key)]
+            self._stamp(child, tick)
+            n = self._key_match(child.key, key)
+            if n < len(child.key):
+                node = self._split_node(child, n)
+                found.append(node.value)
+                break
+            found.append(child.value)
+            node, key = child, key[n:]
+        slots = np.concatenate(found) if found else _EMPTY
+        return MatchResult(slots, node)
+
+    def touch_prefix(self, key: IntsLike) -> None:
+        """A match whose result is dropped: it only refreshes access times along the path
+        (0.5.23's ``touch_prefix``, used by its waiting-queue refresh)."""
+        self.match_prefix(key)
+
+    def _split_node(self, child: TreeNode, n: int) -> TreeNode:
+        """Cut ``child``'s edge after ``n`` tokens; return the new node holding the first part."""
+        parent = child.parent
+        assert parent is not None and 0 < n < len(child.key)
+        new = self._new_node(parent, child.key[:n], child.value[:n], lock_ref=child.lock_ref)
+        parent.children[self._child_key(new.key)] = new
+        child.key, child.value, child.parent = child.key[n:], child.value[n:], new
+        new.children[self._child_key(child.key)] = child
+        return new
+
+    def insert(self, key: IntsLike, value: IntsLike) -> tuple[int, TreeNode, list[tuple[int, int]]]:
+        """Add ``key`` (token ids) with ``value`` (their slots, int64 ``[len(key)]``).
+
+        Both are cut to whole pages. New nodes are unlocked, so they count as evictable.
+
+        Returns:
+            ``(prefix_len, node, overlaps)``: how many tokens of the key were already in the
+            tree (the caller owns ``value[:prefix_len]`` twice over and must free its own
+            copies), the node the key ends on, and the ``(start, end)`` token ranges of the
+            key that each existing node covered, in walk order (0.5.23 frees duplicates
+            node by node).
+        Raises:
+            ConfigError: ``len(value) != len(key)``.
+        Source: ``RadixCache.insert`` / ``_insert_helper`` (0.5.9); the insert walk of
+        ``UnifiedTreeCore`` (0.5.23).
+        """
+        slots = as_i64("value", value)
+        key = np.asarray(key)
+        if len(slots) != len(key):
+            raise bad_value("len(value)", len(slots), f"len(key) = {len(key)}")
+        key = self.page_aligned(key)
+        slots = slots[:len(key)]
+        tick = next(self._clock)
+        node, done, overlaps = self.root_node, 0, []
+        node.last_access_time = tick
+        while done < len(key) and self._child_key(key[done:]) in node.children:
+            child = node.children[self._child_key(key[done:])]
+            self._stamp(child, tick)
+            n = self._key_match(child.key, key[done:])
+            if n < len(child.key):
+                child = self._split_node(child, n)
+            overlaps.append((done, done + n))
+            node, done = child, done + n
+        if done < len(key):
+            leaf = self._new_node(node, key[done:].copy(), slots[done:].copy())
+            node.children[self._child_key(leaf.key)] = leaf
+            self.evictable_size_ += len(leaf.key)
+            self._maybe_candidate(leaf)
+            node = leaf
+        return done, node, overlaps
+
+    def path_indices(self, node: TreeNode) -> np.ndarray:
+        """The slots on the path from the root to ``node``, in token order."""
+        parts = []
+        while node is not self.root_node:
+            parts.append(node.value)
+            assert node.parent is not None
+            node = node.parent
+        return np.concatenate(parts[::-1]) if parts else _EMPTY
+
+    # ----- locks ------------------------------------------------------------------------
+    def inc_lock_ref(self, node: TreeNode) -> None:
+        """Lock the path from ``node`` up to the root: its slots stop being evictable."""
+        while node is not self.root_node:
+            if node.lock_ref == 0:
+                self.evictable_size_ -= len(node.key)
+                self.protected_size_ += len(node.key)
+            node.lock_ref += 1
+            assert node.parent is not None
+            node = node.parent
+
+    def dec_lock_ref(self, node: TreeNode) -> None:
+        """Undo one :meth:`inc_lock_ref` on the same node; AllocatorError if not locked."""
+        walk = node
+        while walk is not self.root_node:
+            if walk.lock_ref < 1:
+                raise AllocatorError(f"dec_lock_ref on node {node.id}: node {walk.id} is not "
+                                     "locked (unlocked twice?)")
+            assert walk.parent is not None
+            walk = walk.parent
+        while node is not self.root_node:
+            if node.lock_ref == 1:
+                self.evictable_size_ += len(node.key)
+                self.protected_size_ -= len(node.key)
+            node.lock_ref -= 1
+            if node.lock_ref == 0:
+                self._maybe_candidate(node)
+            assert node.parent is not None
+            node = node.parent
+
+    # ----- eviction ---------------------------------------------------------------------
+    def _pop_lru_leaf(self) -> TreeNode | None:
+        """The least recently used unlocked leaf, or None (stale heap entries dropped)."""
+        heap = self._heap
+        while heap:
+            t, _, node = heapq.heappop(heap)
+            if (node.parent is not None and not node.children and node.lock_ref == 0
+                    and node.last_access_time == t):
+                return node
+        return None
+
+    def _evict_leaf(self, leaf: TreeNode) -> int:
+        parent = leaf.parent
+        assert parent is not None
+        if self.sglang_version == "0.5.9":
+            self.allocator.free(leaf.value)
+        else:
+            self.allocator.free_segment(leaf.value)
+        del parent.children[self._child_key(leaf.key)]
+        leaf.parent = None
+        self._num_nodes -= 1
+        self.evictable_size_ -= len(leaf.key)
+        self._maybe_candidate(parent)
+        return len(leaf.key)
+
+    def evict(self, num_tokens: int) -> int:
+        """Free unlocked leaves, least recently used first, until ``num_tokens`` slots are
+        freed or nothing unlocked is left; return the slots freed (may exceed the ask by up
+        to one node). Source: ``RadixCache.evict``."""
+        check_positive_int("num_tokens", num_tokens, minimum=0)
+        freed = 0
+        while freed < num_tokens:
+            leaf = self._pop_lru_leaf()
+            if leaf is None:
+                break
+            freed += self._evict_leaf(leaf)
+        return freed
+
+    def evict_for_alloc(self, num_tokens: int) -> int:
+        """Free LRU unlocked leaves one at a time until the allocator has ``num_tokens``
+        free slots or nothing unlocked is left; return the slots freed.
+        Source: 0.5.23 ``UnifiedRadixCache.evict_for_alloc``."""
+        freed = 0
+        while self.allocator.available_size() < num_tokens:
+            leaf = self._pop_lru_leaf()
+            if leaf is None:
+                break
+            freed += self._evict_leaf(leaf)
+        return freed
+
+    # ----- reading the tree -------------------------------------------------------------
+    def nodes(self) -> Iterator[TreeNode]:
+        """Every node, root first, depth first, children in insertion order."""
+        stack = [self.root_node]
+        while stack:
+            node = stack.pop()
+            yield node
+            stack.extend(reversed(node.children.values()))
+
+    def check_invariants(self) -> None:
+        """Raise AllocatorError unless the tree is consistent with itself and the allocator.
+
+        Checks: every edge non-empty, whole pages, filed under its first page, as long as
+        its slots; no child holds more locks than its parent (below the root); the size
+        counters equal the unlocked and locked totals; no slot in two nodes; every slot the
+        tree holds is in use in the allocator.
+        """
+        evictable = protected = 0
+        slots = []
+        for node in self.nodes():
+            for ck, child in node.children.items():
+                if child.parent is not node or ck != self._child_key(child.key):
+                    raise AllocatorError(f"node {child.id} is filed under the wrong parent or key")
+                if node is not self.root_node and child.lock_ref > node.lock_ref:
+                    raise AllocatorError(f"node {child.id} has more locks than its parent")
+            if node is self.root_node:
+                continue
+            if not len(node.key) or len(node.key) % self.page_size or len(node.value) != len(node.key):
+                raise AllocatorError(f"node {node.id}: key of {len(node.key)} tokens, "
+                                     f"{len(node.value)} slots, page_size {self.page_size}")
+            if node.lock_ref:
+                protected += len(node.key)
+            else:
+                evictable += len(node.key)
+            slots.append(node.value)
+        if (evictable, protected) != (self.evictable_size_, self.protected_size_):
+            raise AllocatorError(f"size counters {self.evictable_size_}/{self.protected_size_} "
+                                 f"!= evictable/protected totals {evictable}/{protected}")
+        held = np.concatenate(slots) if slots else _EMPTY
+        if len(np.unique(held)) != len(held):
+            raise AllocatorError("a KV slot is held by two tree nodes")
+        if (self.allocator.slot_state.numpy()[held] != IN_USE).any():
+            raise AllocatorError("the tree holds slots the allocator does not")

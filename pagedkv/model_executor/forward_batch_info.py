@@ -1,0 +1,71 @@
+"""What the scheduler hands an executor for one forward pass, and what it gets back.
+
+Follows SGLang's ``python/sglang/srt/model_executor/forward_batch_info.py`` (``ForwardBatch``,
+``ForwardMode``), reduced to what pagedkv's two executors read: the simulated one
+(:class:`~pagedkv.model_executor.sim_executor.SimExecutor`, which only needs token counts)
+and a real model on the paged pool (``model_runner``, which reads every field).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Protocol
+
+import numpy as np
+
+from pagedkv.managers.req import Req
+
+
+@dataclass(frozen=True)
+class ForwardBatch:
+    """One extend (prefill) or decode pass.
+
+    Attributes:
+        mode: ``"extend"`` or ``"decode"``.
+        reqs: the requests, in batch order (``[bs]``).
+        req_pool_indices: int64 ``[bs]`` rows of ``req_to_token``.
+        prefix_lens: int64 ``[bs]`` tokens whose KV is already in the pool (decode: all but
+            the newest token).
+        extend_lens: int64 ``[bs]`` tokens computed now (decode: 1 each).
+        out_cache_loc: int64 ``[sum(extend_lens)]`` slots the new tokens' K/V go to,
+            request after request.
+        sample: bool ``[bs]``: which requests sample a token (all but a chunk cut short).
+        kv_tokens: tokens of KV the pass reads (the timing model's input).
+    """
+
+    mode: str
+    reqs: list[Req]
+    req_pool_indices: np.ndarray
+    prefix_lens: np.ndarray
+    extend_lens: np.ndarray
+    out_cache_loc: np.ndarray
+    sample: np.ndarray
+    kv_tokens: int
+
+    @property
+    def seq_lens(self) -> np.ndarray:
+        """int64 ``[bs]`` tokens in KV after the pass."""
+        return self.prefix_lens + self.extend_lens
+
+
+@dataclass(frozen=True)
+class ForwardResult:
+    """How long the pass took (seconds; modelled or measured) and the sampled token of each
+    sampling request (int64 ``[bs]``, -1 where none was sampled), or None when the executor
+    does not produce tokens (the simulator: outputs come from the workload)."""
+
+    seconds: float
+    next_token_ids: np.ndarray | None = None
+
+
+class Executor(Protocol):
+    """Runs forward passes for the scheduler (SGLang's ``TpModelWorker`` / ``ModelRunner``)."""
+
+    def forward(self, batch: ForwardBatch) -> ForwardResult:
+        """Run ``batch``; its K/V go to ``batch.out_cache_loc``."""
+        ...
+
+    def decode_seconds(self, batch_size: int, kv_tokens: int) -> float | None:
+        """A decode step's time without running it, if the executor can tell (the simulator
+        can, so the scheduler may take many decode steps at once); None otherwise."""
+        ...
