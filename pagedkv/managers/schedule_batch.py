@@ -103,10 +103,12 @@ class ScheduleBatch:
         self.finished = np.concatenate((self.finished, [r.finished for r in reqs]))
 
     def sync(self, idx: Sequence[int] | None = None) -> None:
-        """Copy ``generated`` and ``kv_len`` back into the :class:`Req` objects."""
+        """Copy ``generated`` and ``kv_len`` back into the live :class:`Req` objects (a
+        finished request keeps what it had when it released its KV)."""
         for i in range(len(self.reqs)) if idx is None else idx:
-            r = self.reqs[i]
-            r.generated, r.kv_committed_len = int(self.generated[i]), int(self.kv_len[i])
+            if not self.finished[i]:
+                r = self.reqs[i]
+                r.generated, r.kv_committed_len = int(self.generated[i]), int(self.kv_len[i])
 
     def filter_batch(self, keep: Sequence[int] | np.ndarray) -> None:
         """Keep the requests at indices ``keep``, in that order (SGLang ``filter_batch``)."""

@@ -100,7 +100,7 @@ class Scheduler(SchedulerPrefillMixin, SchedulerDecodeMixin):
         self.reqs = [Req.from_spec(i, spec) for i, spec in enumerate(requests)]
         self.max_running_requests = (cfg.max_running_requests
                                      or default_max_running_requests(max_total_num_tokens, context_len))
-        self._admit_checks()
+        self._admit_checks(radix_cache)
         self.allocator = make_allocator(max_total_num_tokens, p)
         longest = max((r.prompt_len + r.max_new_tokens for r in self.reqs), default=1)
         self.req_to_token_pool = ReqToTokenPool(self.max_running_requests + 1, longest + p)
@@ -132,14 +132,18 @@ class Scheduler(SchedulerPrefillMixin, SchedulerDecodeMixin):
         self._idle_blocked = 0
         self._log_clock, self._log_tokens = 0.0, 0
 
-    def _admit_checks(self) -> None:
+    def _admit_checks(self, radix_cache: bool) -> None:
         """Refuse what SGLang could never serve; clamp ``max_new_tokens`` as it does at arrival.
 
         ``max_req_len = min(context_len - 1, max_total_num_tokens - 1)``, prompts must be
         shorter than ``max_req_input_len = max_req_len - 5``; ``max_new_tokens`` becomes
         ``min(max_new_tokens, max_req_len - prompt_len - 1)`` (0.5.23: and at most
-        ``max_total_num_tokens - ceil_to_page(prompt_len) - page_size - 1``).
-        Source: ``TpModelWorker`` (``max_req_input_len``), ``Scheduler.handle_generate_request``.
+        ``max_total_num_tokens - ceil_to_page(prompt_len) - page_size - 1``). With the radix
+        cache off, an ignore-EOS request must pass SGLang's worst-case test on an empty pool
+        (``pool - ceil_to_page(prompt) - overhead - max_new_tokens > 1``), or SGLang would
+        keep it waiting forever.
+        Source: ``TpModelWorker`` (``max_req_input_len``), ``Scheduler.handle_generate_request``,
+        ``PrefillAdder.add_one_req_ignore_eos``.
         """
         cfg, p, total = self.config, self.page_size, self.max_total_num_tokens
         max_req_len = min(total - 1, (self.context_len or total) - 1)
@@ -155,6 +159,13 @@ class Scheduler(SchedulerPrefillMixin, SchedulerDecodeMixin):
             if cfg.sglang_version != "0.5.9":
                 cap = min(cap, total - int(ceil_to_page(r.prompt_len, p)) - p - 1)
             r.max_new_tokens = max(1, min(r.max_new_tokens, cap))
+            overhead = 0 if cfg.sglang_version == "0.5.9" else p
+            slack = total - int(ceil_to_page(r.prompt_len, p)) - overhead - r.max_new_tokens
+            if r.ignore_eos and not radix_cache and slack <= 1:
+                raise bad_value(f"request {r.rid} (ignore_eos) prompt_len + max_new_tokens",
+                                r.prompt_len + r.max_new_tokens,
+                                f"< {total - overhead - 1} so that admission ever takes it "
+                                "with the radix cache off")
             if cfg.policy is Policy.RESERVE_ALL and footprint(r.prompt_len, r.max_new_tokens, p) > total:
                 raise bad_value(f"request {r.rid} prompt_len + max_new_tokens",
                                 r.prompt_len + r.max_new_tokens,
@@ -212,9 +223,11 @@ class Scheduler(SchedulerPrefillMixin, SchedulerDecodeMixin):
         if adder is not None:
             kind = "prefill"
             self.run_prefill(adder)
+            self._idle_blocked = 0
         elif len(self.running) and self.update_running_batch():
             kind = "decode"
             self.run_decode()
+            self._idle_blocked = 0
         else:
             kind = "idle"
             self.on_idle()
@@ -250,7 +263,7 @@ class Scheduler(SchedulerPrefillMixin, SchedulerDecodeMixin):
         if self.config.sglang_version == "0.5.9" or fully_idle:
             self.check_memory()
             self.new_token_ratio = self.config.init_ratio
-        if self.waiting and not len(self.running):
+        if self.waiting and not len(self.running):  # consecutive idle steps with a queue
             self._idle_blocked += 1
             if self._idle_blocked > 2:
                 head = self.waiting[0]
@@ -258,8 +271,6 @@ class Scheduler(SchedulerPrefillMixin, SchedulerDecodeMixin):
                                    f"max_new_tokens={head.max_new_tokens}) is refused by an "
                                    f"idle server with {self.allocator.available_size()} slots "
                                    "free; the pool is too small for it")
-        else:
-            self._idle_blocked = 0
         if not self.waiting and self._arrivals:
             self.clock = max(self.clock, self._arrivals[0][0])
 

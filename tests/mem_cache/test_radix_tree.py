@@ -1,4 +1,5 @@
-"""RadixCache: hand-checked trees, splits, locks, LRU eviction, pages, and a reference model."""
+"""RadixTree (the radix cache's core): hand-checked trees, splits, locks, LRU eviction,
+pages, and a reference model."""
 
 from __future__ import annotations
 
@@ -8,25 +9,26 @@ from hypothesis import strategies as st
 
 from pagedkv.errors import AllocatorError, ConfigError
 from pagedkv.mem_cache.allocator import PagedTokenToKVPoolAllocator, TokenToKVPoolAllocator
-from pagedkv.mem_cache.radix_cache import RadixCache
+from pagedkv.mem_cache.radix_tree import RadixTree
 
 
-def cache(size: int = 64, p: int = 1) -> RadixCache:
+def cache(size: int = 64, p: int = 1) -> RadixTree:
     alloc = TokenToKVPoolAllocator(size) if p == 1 else PagedTokenToKVPoolAllocator(size, p)
-    return RadixCache(alloc)
+    return RadixTree(alloc)
 
 
-def put(tree: RadixCache, key: list[int]) -> list[int]:
+def put(tree: RadixTree, key: list[int]) -> list[int]:
     """Allocate slots for ``key``, insert it, free what the tree already had; return the slots."""
     slots = tree.allocator.alloc(len(key), strict=True).tolist()
-    had = tree.insert(key, slots)
+    had, _, _ = tree.insert(key, slots)
     tree.allocator.free(slots[:had])
     return slots
 
 
-def edges(tree: RadixCache) -> dict[tuple[int, ...], list[tuple[int, ...]]]:
+def edges(tree: RadixTree) -> dict[tuple[int, ...], list[tuple[int, ...]]]:
     """Each node's key mapped to its children's keys (root's key is ())."""
-    return {n.key: [c.key for c in n.children.values()] for n in tree.nodes()}
+    return {tuple(n.key.tolist()): [tuple(c.key.tolist()) for c in n.children.values()]
+            for n in tree.nodes()}
 
 
 def test_inserts_split_edges_into_the_expected_tree():
@@ -47,9 +49,9 @@ def test_inserts_split_edges_into_the_expected_tree():
 
 def test_insert_returns_the_length_already_cached():
     tree = cache()
-    assert tree.insert([1, 2, 3], tree.allocator.alloc(3).tolist()) == 0
+    assert tree.insert([1, 2, 3], tree.allocator.alloc(3).tolist())[0] == 0
     slots = tree.allocator.alloc(5).tolist()
-    assert tree.insert([1, 2, 3, 4, 5], slots) == 3
+    assert tree.insert([1, 2, 3, 4, 5], slots)[0] == 3
     tree.allocator.free(slots[:3])
     tree.check_invariants()
 
@@ -59,7 +61,7 @@ def test_match_returns_first_inserted_slots_and_splits_inside_a_node():
     first = put(tree, [5, 6, 7, 8])
     match = tree.match_prefix([5, 6, 9])
     assert match.device_indices.tolist() == first[:2]
-    assert match.last_device_node.key == (5, 6)
+    assert match.last_device_node.key.tolist() == [5, 6]
     assert edges(tree)[(5, 6)] == [(7, 8)]
     assert tree.match_prefix([9]).device_indices.tolist() == []
     assert tree.match_prefix([9]).last_device_node is tree.root_node
@@ -111,7 +113,7 @@ def test_pages_cut_keys_and_match_a_page_at_a_time():
     tree = cache(size=64, p=4)
     slots = tree.allocator.alloc(8).tolist() + tree.allocator.alloc(4).tolist()
     key = list(range(100, 110))  # 10 tokens: two whole pages, 2 tokens cut off
-    assert tree.insert(key, slots[:10]) == 0
+    assert tree.insert(key, slots[:10])[0] == 0
     assert tree.total_size() == 8
     tree.allocator.free(slots[8:])  # the partial page is the caller's to free
     # the same first page, then a change inside the second page: only one page matches

@@ -1,4 +1,5 @@
-"""Whole runs on tiny pools, every admission and retraction worked out by hand."""
+"""Whole runs on tiny pools, every admission and retraction worked out by hand: SGLang 0.5.9
+with ``--disable-radix-cache`` (the server chapters 4 and 5 were first written against)."""
 
 from __future__ import annotations
 
@@ -14,7 +15,8 @@ DECAY_03 = (0.21 - 0.21 * 0.14) / 600  # schedule_conservativeness 0.3: init 0.2
 
 
 def run(specs: list[RequestSpec], pool: int, page: int = 1, **cfg: object) -> Scheduler:
-    s = Scheduler(specs, max_total_num_tokens=pool, page_size=page, config=SchedulerConfig(**cfg))
+    s = Scheduler(specs, max_total_num_tokens=pool, page_size=page, radix_cache=False,
+                  config=SchedulerConfig(sglang_version="0.5.9", **cfg))
     while s.step():
         s.check_invariants()
     return s
@@ -28,28 +30,32 @@ def test_admission_waits_for_a_finish() -> None:
     # pool 100, page 1; A(20 prompt, 10 out), B(30, 20 out, max_new 60), C(10, 5)
     s = run([RequestSpec(20, 10, 10), RequestSpec(30, 20, 60), RequestSpec(10, 5, 5)], 100)
     # step 0: A: 20 + 10 = 30 < 100, charged 30 -> 70 left; B: 30 + 60 = 90 >= 70: NO_TOKEN
+    #         (batch_is_full set on the empty running batch)
+    # step 1: A's pass becomes the running batch (a fresh object: batch_is_full False); B is
+    #         offered again: A reserves (10 - 1) * 0.7 = 6.3, 80 free -> 73.7 < 90: NO_TOKEN
     # steps 1-9: A decodes 9 tokens (1 from prefill + 9 = 10) and finishes at step 9
     # step 10: batch_is_full still set -> update_running_batch finds the batch empty: idle
     # step 11: B: 90 < 100, charged 90 -> 10 left; C: 10 + 5 = 15 >= 10: NO_TOKEN
-    # steps 12-30: B decodes 19 tokens, finishes; 31 idle; 32 C admitted; 33-36 decode
-    assert events(s) == [(0, "admit", 0), (9, "finish", 0), (11, "admit", 1), (30, "finish", 1),
-                         (32, "admit", 2), (36, "finish", 2)]
+    # step 12: B's pass becomes the running batch (flag cleared); C: 70 free - 59 * 0.7
+    #          = 28.7 > 15: admitted. C decodes at 13-16 (finishes), B at 13-31.
+    assert events(s) == [(0, "admit", 0), (9, "finish", 0), (11, "admit", 1), (12, "admit", 2),
+                         (16, "finish", 2), (31, "finish", 1)]
     kinds = s.trace.steps["kind"]
-    assert len(kinds) == 37 and kinds[10] == kinds[31] == "idle"
-    assert kinds.count("prefill") == 3 and kinds.count("decode") == 32
+    assert len(kinds) == 32 and kinds[10] == "idle" and kinds.count("idle") == 1
+    assert kinds.count("prefill") == 3 and kinds.count("decode") == 28
     ratio = s.trace.steps["new_token_ratio"]
     assert ratio[0] == 0.7 and ratio[1] == pytest.approx(0.7 - 0.602 / 600)
     assert ratio[10] == 0.7  # reset when idle
     assert [r.generated for r in s.reqs] == [10, 20, 5]
     # 10 ms per prefill or decode step, idle steps take no time: B is admitted at the start
-    # of step 11 (10 working steps done), C at the start of step 32 (30 working steps done)
-    assert [r.queue_s for r in s.reqs] == pytest.approx([0.0, 0.10, 0.30])
-    assert [r.first_token_s for r in s.reqs] == pytest.approx([0.01, 0.11, 0.31])
-    assert [r.finish_s for r in s.reqs] == pytest.approx([0.10, 0.30, 0.35])
+    # of step 11 (10 working steps done), C at the start of step 12
+    assert [r.queue_s for r in s.reqs] == pytest.approx([0.0, 0.10, 0.11])
+    assert [r.first_token_s for r in s.reqs] == pytest.approx([0.01, 0.11, 0.12])
+    assert [r.finish_s for r in s.reqs] == pytest.approx([0.10, 0.31, 0.16])
     m = Metrics.from_run(s.reqs, s.trace)
-    assert (m.num_prefill_steps, m.num_decode_steps, m.num_idle_steps) == (3, 32, 2)
-    assert m.output_tokens == 35 and m.tokens_per_step == pytest.approx(35 / 35)
-    assert m.duration_s == pytest.approx(0.35) and m.mean_queue_s == pytest.approx(0.4 / 3)
+    assert (m.num_prefill_steps, m.num_decode_steps, m.num_idle_steps) == (3, 28, 1)
+    assert m.output_tokens == 35 and m.tokens_per_step == pytest.approx(35 / 31)
+    assert m.duration_s == pytest.approx(0.31) and m.mean_queue_s == pytest.approx(0.21 / 3)
     # B's peak: 30 + 19 - 1 = 48 after its 19th token; the 20th finishes it in the same step
     assert m.peak_tokens_used == 48 and m.peak_usage == 0.48
 
@@ -60,7 +66,9 @@ def test_retraction_by_hand() -> None:
     s = run(specs, 100, schedule_conservativeness=0.3)
     # step 0: A 10 + 2 = 12 < 100 (charge 12, 88 left); B 10 + 60 = 70 < 88 (18 left);
     #         C 70 >= 18: NO_TOKEN.
-    # step 1: decode; A finishes. step 2: batch_is_full -> decode (flag cleared); B kv 12, 3 out.
+    # step 1: the pass is the running batch (flag cleared); C offered again: A reserves
+    #         1 * 0.21, B 59 * 0.21, 80 free -> 67.4 < 70: NO_TOKEN. Decode; A finishes.
+    # step 2: batch_is_full -> decode (A filtered, flag cleared); B kv 12, 3 out.
     # step 3: free 88, B reserves (60 - 3) * (0.21 - 2 * decay) = 11.94 -> rem 76.06;
     #         C: 70 < 76.06 -> admitted.
     # steps 4-42: B and C decode, 2 slots a step: free 78 -> 0 after 39 steps.
@@ -74,7 +82,7 @@ def test_retraction_by_hand() -> None:
                          (81, "finish", 2)]
     old = 0.21 - 41 * DECAY_03  # decays at steps 1, 2 and 4-42
     assert s.trace.log.count(f"KV cache pool is full. Retract requests. #retracted_reqs: 1, "
-                             f"#new_token_ratio: {old:.4f} -> 1.0000") == 1
+                             f"#new_tokens_gained: 49, #new_token_ratio: {old:.4f} -> 1.0000") == 1
     retract = s.trace.events_of("retract")[0]
     assert retract[3] == {"output_len": 40, "freed": 49}
     c = s.reqs[2]
@@ -124,8 +132,14 @@ def test_page_tables_recorded() -> None:
 
 
 def test_request_larger_than_pool_is_rejected() -> None:
-    with pytest.raises(ConfigError, match="request 0 prompt_len"):
-        Scheduler([RequestSpec(90, 10, 10)], max_total_num_tokens=100)
+    # max_req_input_len = min(context_len - 1, pool - 1) - 5 = 94: a prompt of 94 is refused,
+    # 93 is served with max_new_tokens clamped to 99 - 93 - 1 = 5 (SGLang at arrival)
+    with pytest.raises(ConfigError, match=r"request 0 prompt_len=94 .* max_req_input_len=94"):
+        Scheduler([RequestSpec(94, 10, 10)], max_total_num_tokens=100)
+    with pytest.raises(ConfigError, match=r"prompt_len=60 .* max_req_input_len=58"):
+        Scheduler([RequestSpec(60, 1, 1)], max_total_num_tokens=100, context_len=64)
+    s = run([RequestSpec(93, 10, 10)], 100)
+    assert s.reqs[0].max_new_tokens == 5 and s.reqs[0].generated == 5
     with pytest.raises(ConfigError, match="chunked_prefill_size"):
         Scheduler([RequestSpec(9, 1, 1)], max_total_num_tokens=64, page_size=16,
                   config=SchedulerConfig(chunked_prefill_size=8))
@@ -139,13 +153,13 @@ def test_simulate_trace_format_and_metrics() -> None:
     assert set(d["meta"]) >= {"model", "gpu", "policy", "page_size", "mem_fraction_static",
                               "max_total_num_tokens", "cell_size", "num_pages",
                               "gpu_memory_bytes", "weights_bytes", "kv_pool_bytes",
-                              "arrival_rate"}
+                              "arrival_rate", "sglang_version", "radix_cache"}
     meta = d["meta"]
     assert meta["max_total_num_tokens"] == 2000 and meta["num_pages"] == 125
     assert meta["cell_size"] == 131072 and meta["kv_pool_bytes"] == 2000 * 131072
     assert list(d["steps"]) == ["step", "time_s", "kind", "tokens_used", "tokens_reserved",
                                 "tokens_free", "pages_used", "num_running", "num_waiting",
-                                "new_token_ratio"]
+                                "new_token_ratio", "tokens_evictable", "tokens_protected"]
     assert len({len(col) for col in d["steps"].values()}) == 1
     assert d["page_tables"] is None
     m = res.metrics
