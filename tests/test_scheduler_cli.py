@@ -33,8 +33,9 @@ def test_log_lines_in_sglang_format(capsys: pytest.CaptureFixture[str]) -> None:
                  "--policy", "no_reserve", "--log")
     assert run_simulate(args) == 0
     out = capsys.readouterr().out
-    assert "Prefill batch. #new-seq: " in out and "Decode batch. #running-req: " in out
+    assert "Prefill batch, #new-seq: " in out and "Decode batch, #running-req: " in out
     assert "KV cache pool is full. Retract requests. #retracted_reqs: " in out
+    assert "#new_tokens_gained: " in out and "cuda graph: " in out
     assert "num_retractions: " in out
 
 

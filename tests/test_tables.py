@@ -4,12 +4,8 @@ from __future__ import annotations
 
 from types import SimpleNamespace
 
-from pagedkv.lessons.analysis import (
-    UniformBatch,
-    admission_state,
-    first_retraction,
-    retraction_episodes,
-)
+from pagedkv.lessons.admission import UniformBatch, admission_state
+from pagedkv.lessons.analysis import first_retraction, retraction_episodes
 from pagedkv.lessons.examples import ObservationColumn, ObservationStudy, tiny_retraction_run
 from pagedkv.lessons.fragmentation import MemoryShare
 from pagedkv.managers import SchedulerConfig
@@ -48,17 +44,20 @@ def test_admission_state_md() -> None:
 
 def test_tiny_run_tables() -> None:
     first = first_retraction(tiny_retraction_run())
-    assert batch_table(first.rows).data.splitlines()[2] == (
-        "| 2 | 56 | 57 | 112 | 4, 5, 7, 9, 13, 10, 14 | yes |")
+    row = batch_table(first.rows).data.splitlines()[2].split(" | ")
+    assert row[:4] == ["| 2", "39", "54", "92"] and row[-1] == " |"  # no new page needed
     text = first_retraction_md(first).data
-    assert "request **3**, with 37 outputs" in text and "(5 pages)" in text
-    assert "(94 + 20 x 2) / (100 + 1)) = **1.0000**" in text
+    assert "request **2**, with 54 outputs" in text and "92 KV tokens in 6 pages" in text
+    assert "keeps the 32 tokens of its prompt it already held (2 pages), so **64** slots" in text
+    assert "(108 + 20 x 2) / (140 + 1)) = **1.0000**" in text
+    plain = first_retraction_md(first_retraction(tiny_retraction_run(radix_cache=False))).data
+    assert "and **96** slots come back" in plain
 
 
 def test_episodes_and_observation_tables() -> None:
     tr = Trace(TraceMeta(max_total_num_tokens=10))
     for i in range(1000):
-        tr.record_step(i, 0.0, "decode", 0, 0.0, 0, 0, 1, 0, 0.098)
+        tr.record_step(i, 0.0, "decode", 0, 0.0, 0, 0, 1, 0, 0.098, 0, 0)
     for step in (10, 620, 900):
         tr.event(step, "retract", 0, {"output_len": 1, "freed": 1})
     row = episodes_table({"run": retraction_episodes(tr, 0.098)}, 0.098).data.splitlines()[2]
@@ -77,7 +76,7 @@ def test_run_figures() -> None:
     assert len(fig.data) == 2 and fig.data[1].y[0] == 0.7
     tr = Trace(TraceMeta(max_total_num_tokens=10))
     for i in range(4):
-        tr.record_step(i, 0.1 * i, "decode", i, 1.0, 10 - i, i, 1, 0, 0.5)
+        tr.record_step(i, 0.1 * i, "decode", i, 1.0, 10 - i, i, 1, 0, 0.5, 0, 0)
     tr.event(2, "retract", 0, {"output_len": 1, "freed": 1})
     run = SimpleNamespace(trace=tr)
     fig = run_timeline_figure({"a": run, "b": run}, 10, visible="b")
@@ -104,7 +103,13 @@ def test_strip_and_lookup_text() -> None:
 
 
 def test_page_cost_and_admission_tables() -> None:
-    from pagedkv.lessons.analysis import AdmissionState, SweepRow, admission_pass, same_requests
+    from pagedkv.lessons.admission import (
+        SweepRow,
+        UniformBatch,
+        admission_pass,
+        admission_state,
+        same_requests,
+    )
     from pagedkv.lessons.fragmentation import page_size_costs
     from pagedkv.managers import AddReqResult
     from pagedkv.workloads.synthetic import fixed
@@ -112,11 +117,12 @@ def test_page_cost_and_admission_tables() -> None:
 
     (four,) = page_size_costs(fixed(1, 5, 1), (4,))  # 6 tokens in 2 pages of 4
     assert page_cost_table([four]).data.splitlines()[2] == "| 4 | 6 | 8 | 25.0 % | 2 |"
-    adder, _ = admission_pass(SchedulerConfig(), AdmissionState(10_000, 10_000, 0.0, 0.0),
-                              same_requests(1, 3000, 2000))
-    assert admissions_table(adder).data.splitlines()[2] == "| 0 | 3,000 | 5,000 |  |"
-    row = SweepRow(0.5, AdmissionState(100, 80, 2.5, 30.0), 2, AddReqResult.NO_TOKEN)
-    assert ratio_sweep_table([row]).data.splitlines()[2] == "| 0.500 | 80 | 30 | 50 | 2 | NO_TOKEN |"
+    state = admission_state(UniformBatch(0, 1, 1, 1), 10_000, SchedulerConfig(), 0.5)
+    adder, _ = admission_pass(state, same_requests(1, 3000, 2000))
+    assert admissions_table(adder).data.splitlines()[2] == "| 0 | 3,000 | 5,001 |  |"
+    busy = admission_state(UniformBatch(2, 10, 30, 1), 100, SchedulerConfig(), 0.5)
+    row = SweepRow(0.5, busy, 2, AddReqResult.NO_TOKEN)  # 2 x 10 held, 2 x 29 x 0.5 reserved
+    assert ratio_sweep_table([row]).data.splitlines()[2] == "| 0.500 | 80 | 29 | 51 | 2 | NO_TOKEN |"
 
 
 def test_run_metric_tables() -> None:

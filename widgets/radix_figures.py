@@ -11,12 +11,12 @@ import plotly.graph_objects as go
 
 from pagedkv.errors import bad_value
 from pagedkv.lessons.prefix_examples import NodeView, TreeFrame
-from pagedkv.lessons.prefix_trace import ServeResult
+from pagedkv.lessons.prefix_runs import PrefixRun
 
 LOCKED, EVICTABLE = "#EE7733", "#33BBEE"  # protected (a running request holds it) / evictable
-SPLIT_COLORS = {"running": "#4477AA", "protected": LOCKED, "evictable": EVICTABLE,
+SPLIT_COLORS = {"own": "#4477AA", "protected": LOCKED, "evictable": EVICTABLE,
                 "free": "#DDDDDD"}
-SPLIT_NAMES = {"running": "running requests' own tokens", "protected": "tree, locked",
+SPLIT_NAMES = {"own": "running requests' own tokens", "protected": "tree, locked",
                "evictable": "tree, evictable (finished requests)", "free": "free"}
 
 
@@ -102,18 +102,18 @@ def radix_tree_slider(frames: Sequence[TreeFrame], title: str) -> go.Figure:
     return fig
 
 
-def pool_split_slider(runs: Mapping[str, ServeResult], title: str) -> go.Figure:
-    """Stacked areas of the pool's slots over steps (``ServeResult.steps``), one run per
+def pool_split_slider(runs: Mapping[str, PrefixRun], title: str) -> go.Figure:
+    """Stacked areas of the pool's slots over steps (``PrefixRun.split``), one run per
     slider position: running requests' own tokens, tree locked, tree evictable, free."""
     if not runs:
-        raise bad_value("runs", dict(runs), "at least one labelled ServeResult")
+        raise bad_value("runs", dict(runs), "at least one labelled PrefixRun")
     fig = go.Figure()
     labels = list(runs)
     for i, label in enumerate(labels):
-        steps = runs[label].steps
-        x = [s.step for s in steps]
+        split = runs[label].split
+        x = split.step
         for key, color in SPLIT_COLORS.items():
-            fig.add_scatter(x=x, y=[getattr(s, key) for s in steps], name=SPLIT_NAMES[key],
+            fig.add_scatter(x=x, y=getattr(split, key), name=SPLIT_NAMES[key],
                             stackgroup="pool", line={"width": 0.5, "color": color},
                             fillcolor=color, visible=i == 0, legendgroup=key,
                             showlegend=True, hovertemplate="step %{x}: %{y:,} slots")

@@ -35,9 +35,10 @@ def page_cost_table(costs: Sequence[object]) -> Markdown:
 def admissions_table(adder: object) -> Markdown:
     """Chapter 4: one line per request a ``PrefillAdder`` admitted in its pass."""
     return markdown_table(("#", "tokens prefilled now", "charged", "chunk?"),
-                          ((i, f"{a.extend_len:,}", f"{a.charge:,.0f}",
-                            "cut here" if a.truncated else "")
-                           for i, a in enumerate(adder.can_run_list)))
+                          ((i, f"{r.extend_len:,}", f"{c:,.0f}",
+                            "cut here" if r is adder.new_chunked_req else "")
+                           for i, (r, c) in enumerate(zip(adder.can_run_list, adder.charges,
+                                                          strict=True))))
 
 
 def conservativeness_table(runs: Mapping[float, object]) -> Markdown:
@@ -109,7 +110,7 @@ def observation_table(study: object) -> Markdown:
 def admission_state_md(batch: object, state: object, ratio: float, clip: int) -> Markdown:
     """Chapter 4's worked example: pool, use, one request's reservation, ``rem_total_tokens``.
 
-    ``batch`` is an ``analysis.UniformBatch``, ``state`` its ``analysis.AdmissionState``.
+    ``batch`` is an ``admission.UniformBatch``, ``state`` its ``admission.AdmissionState``.
     """
     b, s = batch, state
     return Markdown(
@@ -122,7 +123,7 @@ def admission_state_md(batch: object, state: object, ratio: float, clip: int) ->
 
 
 def ratio_sweep_table(rows: Sequence[object]) -> Markdown:
-    """Chapter 4: ``analysis.SweepRow`` per ``new_token_ratio``."""
+    """Chapter 4: ``admission.SweepRow`` per ``new_token_ratio``."""
     return markdown_table(("new_token_ratio", "free", "reserved", "rem_total_tokens", "admitted",
                            "pass ended by"),
                           ((f"{r.ratio:.3f}", f"{r.state.available:,}", f"{r.state.reserved:,.0f}",
@@ -138,9 +139,13 @@ def first_retraction_md(first: object) -> Markdown:
            f"shorter than its {f.victim_prompt})" if f.tied_with is not None else "")
     stay = len(f.rows) - 1
     pages = -(-f.freed // f.page_size)
+    kept = (f"; the radix cache keeps the {f.kept} tokens of its prompt it already held "
+            f"({f.kept // f.page_size} pages), so **{f.gained}** slots come back to the free list "
+            "(the log's `#new_tokens_gained`)" if f.kept else
+            f", and **{f.gained}** slots come back to the free list")
     return Markdown(
         f"- victim: request **{f.victim}**, with {f.output_len} outputs, the fewest in the batch"
-        f"{tie}; its {f.freed} KV tokens ({pages} pages) go back to the pool\n"
+        f"{tie}; it held {f.freed} KV tokens in {pages} pages{kept}\n"
         f"- ratio over the {stay} that stay: min(1, ({f.decoded} + {f.retract_steps} x {stay}) / "
         f"({f.budget} + 1)) = **{f.ratio:.4f}**")
 
@@ -159,10 +164,11 @@ def lookups_text(lookups: Sequence[object]) -> str:
 
 
 def prefix_runs_table(runs: Mapping[str, object]) -> Markdown:
-    """Chapter 8: ``pagedkv.lessons.prefix_trace.ServeResult`` per run: what the cache reused."""
+    """Chapter 8: ``pagedkv.lessons.prefix_runs.PrefixRun`` per run: what the cache reused."""
     return markdown_table(
         ("run", "prompt tokens", "served from the tree", "hit rate", "slots evicted",
-         "most running at once", "peak slots held by running requests", "steps"),
+         "most running at once", "peak slots held by running requests", "retractions",
+         "steps"),
         ([label, f"{r.prompt_tokens:,}", f"{r.reused_tokens:,}", f"{r.hit_rate:.1%}",
-          f"{sum(s.evicted for s in r.steps):,}", r.max_running_reqs, f"{r.peak_held:,}",
-          f"{len(r.steps):,}"] for label, r in runs.items()))
+          f"{r.evicted:,}", r.max_running_reqs, f"{r.peak_held:,}", r.retractions,
+          f"{r.num_steps:,}"] for label, r in runs.items()))

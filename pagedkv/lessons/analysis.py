@@ -113,7 +113,9 @@ class FirstRetraction:
     """The first retraction of a run recorded with page tables, read back from its trace.
 
     ``rows``: the batch before the step; ``free`` / ``need``: slots free and needed by the
-    step; ``victim``, its prompt, its ``output_len`` (kept) and ``freed`` KV tokens;
+    step; ``victim``, its prompt, its ``output_len`` (kept), its ``freed`` KV tokens, the
+    ``kept`` ones the radix cache holds on to (its cached prompt prefix) and the slots
+    ``gained`` on the free list (the log's ``#new_tokens_gained``);
     ``tied_with`` / ``tied_prompt``: a surviving request with as many outputs (None if none);
     ``decoded`` / ``budget``: sums over the survivors that set ``ratio``
     (with ``retract_steps``, ``SGLANG_RETRACT_DECODE_STEPS``); ``log``: the SGLang
@@ -130,6 +132,8 @@ class FirstRetraction:
     victim_prompt: int
     output_len: int
     freed: int
+    kept: int
+    gained: int
     tied_with: int | None
     tied_prompt: int | None
     decoded: int
@@ -153,6 +157,7 @@ def first_retraction(sched: Scheduler) -> FirstRetraction:
         raise bad_value("sched", "no retraction or no page tables",
                         "a finished run with record_page_tables=True that retracted")
     step, _, victim, info = events[0]
+    log = trace.log[trace.log_steps.index(step)]
     rows = [BatchRow(rid, sched.reqs[rid].prompt_len, kv - sched.reqs[rid].prompt_len + 1, kv,
                      list(pages), kv % p == 0)
             for rid, kv, pages in trace.page_tables[step - 1]]
@@ -163,12 +168,13 @@ def first_retraction(sched: Scheduler) -> FirstRetraction:
     return FirstRetraction(
         step, rows, int(trace.steps["tokens_free"][step - 1]),
         decode_need([r.kv_len for r in rows], p), p, victim, sched.reqs[victim].prompt_len,
-        info["output_len"], info["freed"], tied[0] if tied else None,
+        info["output_len"], info["freed"], info["kept"],
+        int(log.split("#new_tokens_gained: ")[1].split(",")[0]), tied[0] if tied else None,
         sched.reqs[tied[0]].prompt_len if tied else None, sum(r.outputs for r in stay),
         sum(budget), sched.config.retract_decode_steps,
         retract_ratio([r.outputs for r in stay], budget,
                       sched.config.retract_decode_steps),
-        trace.log[trace.log_steps.index(step)], re[0], re[3]["extend"])
+        log, re[0], re[3]["extend"])
 
 
 def first_ratio_jump(trace: Trace) -> tuple[str, str] | None:

@@ -33,14 +33,19 @@ def exact_budgets(specs: Sequence[RequestSpec]) -> list[RequestSpec]:
     return [replace(s, max_new_tokens=s.output_len) for s in specs]
 
 
-def tiny_retraction_run() -> Scheduler:
+TINY_SPECS = (RequestSpec(23, 100, 100), RequestSpec(28, 100, 100), RequestSpec(39, 70, 70),
+              RequestSpec(24, 70, 70), RequestSpec(27, 70, 70))
+
+
+def tiny_retraction_run(radix_cache: bool = True, sglang_version: str = "0.5.23") -> Scheduler:
     """Chapter 5's visible example, finished: 5 requests arriving at once on a 256-token pool
     in 16 pages of 16, ``max_new_tokens`` = output length, the ratio decaying in 60 steps
-    instead of 600 (``SGLANG_NEW_TOKEN_RATIO_DECAY_STEPS=60``). Page tables are recorded."""
-    specs = [RequestSpec(40, 90, 90), RequestSpec(24, 70, 70), RequestSpec(56, 60, 60),
-             RequestSpec(30, 80, 80), RequestSpec(20, 40, 40)]
-    sched = Scheduler(specs, max_total_num_tokens=256, page_size=16, record_page_tables=True,
-                      config=SchedulerConfig(new_token_ratio_decay_steps=60))
+    instead of 600 (``SGLANG_NEW_TOKEN_RATIO_DECAY_STEPS=60``). Page tables are recorded.
+    SGLang's default server (the radix cache on) unless asked otherwise."""
+    sched = Scheduler(TINY_SPECS, max_total_num_tokens=256, page_size=16, record_page_tables=True,
+                      radix_cache=radix_cache,
+                      config=SchedulerConfig(new_token_ratio_decay_steps=60,
+                                             sglang_version=sglang_version))
     sched.run()
     return sched
 

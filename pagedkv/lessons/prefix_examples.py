@@ -2,8 +2,9 @@
 seeded workloads its figures serve.
 
 Words stand in for tokens (one word = one token id, numbered in order of first use) so that a
-reader can read the tree. Every frame is read off a real :class:`~pagedkv.mem_cache.radix_cache.RadixCache`
-over a real allocator.
+reader can read the tree. Every frame is read off a real
+:class:`~pagedkv.mem_cache.radix_tree.RadixTree` (the radix cache's tree) over a real
+allocator; the workloads run on the scheduler (:func:`pagedkv.lessons.prefix_runs.serve`).
 """
 
 from __future__ import annotations
@@ -11,10 +12,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from pagedkv.errors import bad_value
-from pagedkv.lessons.prefix_serving import serve
-from pagedkv.lessons.prefix_trace import ServeResult
+from pagedkv.lessons.prefix_runs import PrefixRun, serve
 from pagedkv.mem_cache.allocator import TokenToKVPoolAllocator
-from pagedkv.mem_cache.radix_cache import RadixCache, TreeNode
+from pagedkv.mem_cache.radix_tree import RadixTree, TreeNode
 from pagedkv.workloads.prefix import PrefixRequest, multi_turn, shared_system_prompt
 
 
@@ -42,14 +42,14 @@ class TreeFrame:
 
 
 class WordTree:
-    """A :class:`RadixCache` fed with sentences; records a :class:`TreeFrame` per event.
+    """A :class:`RadixTree` fed with sentences; records a :class:`TreeFrame` per event.
 
     Args:
         size: KV slots of the pool (page size 1, so that every word can be matched).
     """
 
     def __init__(self, size: int = 64) -> None:
-        self.tree = RadixCache(TokenToKVPoolAllocator(size))
+        self.tree = RadixTree(TokenToKVPoolAllocator(size))
         self.vocab: dict[str, int] = {}
         self.frames: list[TreeFrame] = []
         self.locked: dict[str, TreeNode] = {}
@@ -64,7 +64,7 @@ class WordTree:
         return tuple(names[t] for t in key)
 
     def record(self, caption: str) -> None:
-        nodes = tuple(NodeView(n.id, n.parent.id if n.parent else None, self.words(n.key),
+        nodes = tuple(NodeView(n.id, n.parent.id if n.parent else None, self.words(tuple(n.key.tolist())),
                                tuple(int(s) for s in n.value), n.lock_ref, n.last_access_time)
                       for n in self.tree.nodes())
         t = self.tree
@@ -77,7 +77,7 @@ class WordTree:
         key = self.ids(sentence)
         cached = self.tree.match_prefix(key).device_indices.tolist()
         new = self.tree.allocator.alloc(len(key) - len(cached), strict=True).tolist()
-        had = self.tree.insert(key, cached + new)
+        had, _, _ = self.tree.insert(key, cached + new)
         self.record(f'insert "{sentence}": {had} cached, {len(key) - had} new')
         return had
 
@@ -135,19 +135,24 @@ def chat_service() -> list[PrefixRequest]:
     return multi_turn(24, 4, (20, 120), (20, 200), system_len=300, seed=0)
 
 
-def support_bot_runs() -> dict[bool, ServeResult]:
+SUPPORT_MAX_NEW, CHAT_MAX_NEW = 512, 512  # the cap every client sends (tokens)
+
+
+def support_bot_runs() -> dict[bool, PrefixRun]:
     """The support bot served with the radix cache (True) and without (False)."""
     reqs = support_bot()
-    return {radix: serve(reqs, SUPPORT_POOL, max_running=SUPPORT_RUNNING, radix=radix)
+    return {radix: serve(reqs, SUPPORT_POOL, max_running=SUPPORT_RUNNING, radix=radix,
+                         max_new_tokens=SUPPORT_MAX_NEW)
             for radix in (True, False)}
 
 
-def chat_runs(page_sizes: tuple[int, ...] = (1, 16, 64)) -> dict[str, ServeResult]:
+def chat_runs(page_sizes: tuple[int, ...] = (1, 16, 64)) -> dict[str, PrefixRun]:
     """The chat service at each page size with the radix cache (``"p = 16"``), plus page size 1
     without it (``"p = 1, cache disabled"``: SGLang's ``--disable-radix-cache``), keyed by
     those labels for the figure's slider."""
     reqs = chat_service()
-    runs = {f"p = {p}": serve(reqs, CHAT_POOL, p, CHAT_RUNNING)
+    runs = {f"p = {p}": serve(reqs, CHAT_POOL, p, CHAT_RUNNING, max_new_tokens=CHAT_MAX_NEW)
             for p in page_sizes}
-    runs["p = 1, cache disabled"] = serve(reqs, CHAT_POOL, 1, CHAT_RUNNING, radix=False)
+    runs["p = 1, cache disabled"] = serve(reqs, CHAT_POOL, 1, CHAT_RUNNING, radix=False,
+                                          max_new_tokens=CHAT_MAX_NEW)
     return runs

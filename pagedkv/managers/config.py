@@ -117,7 +117,9 @@ class SchedulerConfig:
         chunked_prefill_size: tokens per prefill pass per request before chunking; None
             disables chunking. ``simulate`` defaults it by GPU memory, as SGLang does.
         max_running_requests: cap on the running batch; None: the pool's value.
-        decode_log_interval: a "Decode batch." log line every this many decode steps (40).
+        decode_log_interval: a "Decode batch" log line every this many decode steps (40).
+        cuda_graph_max_bs: the largest decode batch a CUDA graph serves (the log's
+            ``cuda graph`` field only); ``simulate`` sets SGLang's default for the GPU.
         sglang_version: the SGLang release followed, ``"0.5.23"`` or ``"0.5.9"``.
     """
 
@@ -132,6 +134,7 @@ class SchedulerConfig:
     chunked_prefill_size: int | None = 8192
     max_running_requests: int | None = None
     decode_log_interval: int = 40
+    cuda_graph_max_bs: int = 256
     sglang_version: str = DEFAULT_SGLANG_VERSION
 
     def __post_init__(self) -> None:
@@ -149,7 +152,7 @@ class SchedulerConfig:
         if not isinstance(factor, (int, float)) or not 0 <= factor <= 1:
             raise bad_value("min_new_token_ratio_factor", factor, "a number in [0, 1]")
         for name in ("new_token_ratio_decay_steps", "clip_max_new_tokens", "max_prefill_tokens",
-                     "decode_log_interval"):
+                     "decode_log_interval", "cuda_graph_max_bs"):
             check_positive_int(name, getattr(self, name))
         check_positive_int("retract_decode_steps", self.retract_decode_steps, minimum=0)
         if self.chunked_prefill_size is not None:

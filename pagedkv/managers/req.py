@@ -75,6 +75,8 @@ class Req:
         recomputed_tokens: KV tokens retraction freed that were computed again.
         cached_tokens: prompt (and kept output) tokens served from the tree, over all its
             prefills (SGLang's ``#cached-token`` summed for this request).
+        kept_at_retract: tokens of its KV the tree kept at its latest retraction (its cached
+            prompt prefix).
         queue_s: total seconds in the waiting queue (arrival and every retraction).
     """
 
@@ -102,6 +104,7 @@ class Req:
     num_retractions: int = 0
     recomputed_tokens: int = 0
     cached_tokens: int = 0
+    kept_at_retract: int = 0
     queue_s: float = 0.0
     enqueued_s: float = field(default=0.0, repr=False)
     admitted_before: bool = field(default=False, repr=False)

@@ -158,7 +158,9 @@ class ScheduleBatch:
         now evictable) and its row, then evict ``remaining * retract_decode_steps`` slots'
         worth of room. Source: ``ScheduleBatch.release_req``."""
         self.sync([i])
-        release_kv_cache(self.reqs[i], self.tree_cache, self.req_to_token_pool, is_insert=False)
+        req = self.reqs[i]
+        req.kept_at_retract = req.cache_protected_len
+        release_kv_cache(req, self.tree_cache, self.req_to_token_pool, is_insert=False)
         self.tree_cache.evict_from_tree_cache(remaining * retract_decode_steps)
 
     def retract_decode(self, retract_decode_steps: int = 20,

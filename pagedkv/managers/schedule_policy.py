@@ -102,6 +102,7 @@ class PrefillAdder:
         rem_input_tokens: what is left of ``max_prefill_tokens``.
         rem_chunk_tokens: what is left of ``chunked_prefill_size`` (None: no chunking).
         can_run_list: the admitted requests, in order; each one's ``extend_len`` is set.
+        charges: what each admitted request was charged on ``rem_total_tokens`` (tokens).
         new_chunked_req: the request whose prompt was cut this pass, if any.
         log_hit_tokens, log_input_tokens: the prefill log's ``#cached-token`` and
             ``#new-token``.
@@ -126,6 +127,7 @@ class PrefillAdder:
                 config, p, new_token_ratio, b.prompt_len, b.max_new_tokens, b.generated,
                 b.kv_len, b.ignore_eos)
         self.can_run_list: list[Req] = []
+        self.charges: list[float] = []
         self.new_chunked_req: Req | None = None
         self.log_hit_tokens = self.log_input_tokens = 0
         self.req_states: list[tuple[float, int]] | None = None
@@ -155,6 +157,7 @@ class PrefillAdder:
     def _charge(self, req: Req, extend: int, future: int, truncated: bool) -> None:
         """Admit ``req`` for ``extend`` tokens (SGLang ``_update_prefill_budget``)."""
         pages = ceil_to_page(extend, self.page_size)
+        self.charges.append(pages + self.overhead + future)
         self.rem_total_token_offset += pages + self.overhead + future
         self.cur_rem_token_offset += pages + self.overhead
         self.rem_input_tokens -= pages

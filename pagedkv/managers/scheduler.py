@@ -31,13 +31,15 @@ import heapq
 from collections import deque
 from collections.abc import Sequence
 
-from pagedkv.errors import PagedKVError, bad_value, check_positive_int
+from pagedkv.errors import bad_value, check_positive_int
 from pagedkv.managers.config import Policy, SchedulerConfig
 from pagedkv.managers.req import Req, RequestLike
 from pagedkv.managers.schedule_batch import ScheduleBatch
 from pagedkv.managers.schedule_policy import footprint, running_reservation
 from pagedkv.managers.scheduler_decode import SchedulerDecodeMixin
+from pagedkv.managers.scheduler_metrics import SchedulerMetricsMixin
 from pagedkv.managers.scheduler_prefill import SchedulerPrefillMixin
+from pagedkv.managers.scheduler_runtime_checker import SchedulerRuntimeCheckerMixin
 from pagedkv.managers.trace import Trace, TraceMeta
 from pagedkv.mem_cache.allocator import ceil_to_page, make_allocator
 from pagedkv.mem_cache.chunk_cache import ChunkCache
@@ -55,7 +57,8 @@ def default_max_running_requests(max_total_num_tokens: int, context_len: int | N
     return max(1, min(rows, max_total_num_tokens // 2))
 
 
-class Scheduler(SchedulerPrefillMixin, SchedulerDecodeMixin):
+class Scheduler(SchedulerPrefillMixin, SchedulerDecodeMixin, SchedulerMetricsMixin,
+                SchedulerRuntimeCheckerMixin):
     """SGLang's scheduler over a fixed list of requests.
 
     Args:
@@ -251,29 +254,6 @@ class Scheduler(SchedulerPrefillMixin, SchedulerDecodeMixin):
         if self.config.sglang_version != "0.5.9" and self.running.filter_finished():
             self.running.batch_is_full = False
 
-    def on_idle(self) -> None:
-        """Nothing to run: check memory and reset ``new_token_ratio`` (0.5.9: always; 0.5.23:
-        only when nothing waits or runs); jump the clock to the next arrival.
-
-        Raises:
-            PagedKVError: waiting requests can never be admitted (nothing runs, nothing is
-                due to arrive, admission refused them twice).
-        """
-        fully_idle = not self.waiting and not len(self.running) and self.chunked_req is None
-        if self.config.sglang_version == "0.5.9" or fully_idle:
-            self.check_memory()
-            self.new_token_ratio = self.config.init_ratio
-        if self.waiting and not len(self.running):  # consecutive idle steps with a queue
-            self._idle_blocked += 1
-            if self._idle_blocked > 2:
-                head = self.waiting[0]
-                raise PagedKVError(f"stuck: request {head.rid} (prompt_len={head.prompt_len}, "
-                                   f"max_new_tokens={head.max_new_tokens}) is refused by an "
-                                   f"idle server with {self.allocator.available_size()} slots "
-                                   "free; the pool is too small for it")
-        if not self.waiting and self._arrivals:
-            self.clock = max(self.clock, self._arrivals[0][0])
-
     # ----- what happens to a request ------------------------------------------------------
     def append_token(self, req: Req, token: int | None) -> None:
         """``req`` sampled one more token (``token`` from a real model, else None); mark it
@@ -308,79 +288,4 @@ class Scheduler(SchedulerPrefillMixin, SchedulerDecodeMixin):
         self.waiting.append(req)
         self.waiting_tokens += req.fill_len
         self.trace.event(self.num_steps, "retract", req.rid,
-                         {"output_len": req.generated, "freed": freed})
-
-    # ----- records and checks -------------------------------------------------------------
-    def record(self, kind: str) -> None:
-        """Append this step's row (and page tables) to the trace."""
-        live = int((~self.running.finished).sum()) + (self.chunked_req is not None)
-        self.record_row(kind, self.tokens_used, self.tokens_reserved,
-                        self.allocator.available_size(), live)
-        if self.trace.page_tables is not None:
-            self.trace.page_tables.append(self._page_tables())
-
-    def record_row(self, kind: str, used: int, reserved: float, free: int, running: int) -> None:
-        """One trace row; the tree's split is read now (it does not change within a window)."""
-        self.trace.record_step(self.num_steps, self.clock, kind, used, reserved, free,
-                               (self.max_total_num_tokens - free) // self.page_size, running,
-                               len(self.waiting), self.new_token_ratio,
-                               self.tree_cache.evictable_size(), self.tree_cache.protected_size())
-
-    def _page_tables(self) -> list[list[object]]:
-        """``[[rid, kv_len, [page ids]], ...]`` for the live running batch and a chunked
-        request."""
-        b = self.running
-        b.sync()
-        reqs = [r for r, f in zip(b.reqs, b.finished.tolist(), strict=True) if not f]
-        if self.chunked_req is not None:
-            reqs.append(self.chunked_req)
-        table, p = self.req_to_token_pool.req_to_token, self.page_size
-        return [[r.rid, r.kv_committed_len, (table[r.req_pool_idx, :r.kv_committed_len:p] // p).tolist()]
-                for r in reqs]
-
-    def check_memory(self) -> None:
-        """SGLang's idle self-check: ``available + evictable + protected == pool`` (0.5.9
-        ``_check_radix_cache_memory``, 0.5.23 ``_check_full_pool``) and no row held.
-
-        Raises:
-            PagedKVError: slots leaked or were counted twice.
-        """
-        free = self.allocator.available_size()
-        tree = self.tree_cache.evictable_size() + self.tree_cache.protected_size()
-        if free + tree != self.max_total_num_tokens:
-            raise PagedKVError(f"memory leak: available {free} + tree {tree} != pool "
-                               f"{self.max_total_num_tokens} while idle")
-        held = self.req_to_token_pool.size - self.req_to_token_pool.available_size()
-        if held:
-            raise PagedKVError(f"memory leak: {held} request rows held while idle")
-
-    def check_invariants(self) -> None:
-        """Every slot accounted for, and the scheduler's own bookkeeping.
-
-        ``available + evictable + protected + sum over live requests of (pages they hold
-        beyond their locked prefix) == pool``; allocator, page table and tree consistent;
-        each request waiting, running, pending, chunked or finished exactly once.
-
-        Raises:
-            AssertionError / AllocatorError: when they do not hold.
-        """
-        self.allocator.check_invariants()
-        self.req_to_token_pool.check_invariants()
-        self.tree_cache.check_invariants()
-        p, b = self.page_size, self.running
-        b.sync()
-        holders = [r for r, f in zip(b.reqs, b.finished.tolist(), strict=True) if not f]
-        holders += [self.chunked_req] if self.chunked_req is not None else []
-        own = sum(int(ceil_to_page(r.kv_committed_len, p)) - r.cache_protected_len for r in holders)
-        tree = self.tree_cache.evictable_size() + self.tree_cache.protected_size()
-        free = self.allocator.available_size()
-        assert free + tree + own == self.max_total_num_tokens, (free, tree, own)
-        assert self.tokens_reserved >= 0 and self.new_token_ratio >= 0
-        queued = {r.rid for r in self.waiting}
-        assert len(queued) == len(self.waiting)
-        assert self.waiting_tokens == sum(r.fill_len for r in self.waiting)
-        pending = len(self._arrivals) + sum(len(v) for v in self._followers.values())
-        live = len(holders)
-        assert len(self.waiting) + live + pending + self.num_finished == len(self.reqs), (
-            len(self.waiting), live, pending, self.num_finished)
-        assert len(holders) <= self.max_running_requests + 1
+                         {"output_len": req.generated, "freed": freed, "kept": req.kept_at_retract})

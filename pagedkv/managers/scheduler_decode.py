@@ -119,19 +119,6 @@ class SchedulerDecodeMixin:
         if self.num_decode_steps % self.config.decode_log_interval == 0:
             self.log_decode(len(batch))
 
-    def log_decode(self, bs: int, used: int | None = None) -> None:
-        """SGLang's decode log line. ``#token`` (default: :meth:`tokens_in_use`) and
-        ``token usage`` leave out evictable tokens; the throughput is modelled tokens per
-        modelled second (SGLang's is wall-clock)."""
-        used = self.tokens_in_use() if used is None else used
-        elapsed = self.clock - self._log_clock
-        rate = (self.decoded - self._log_tokens) / elapsed if elapsed > 0 else 0.0
-        self._log_clock, self._log_tokens = self.clock, self.decoded
-        self.trace.add_log(self.num_steps, f"Decode batch, #running-req: {bs}, #token: {used}, "
-                                           f"token usage: {used / self.max_total_num_tokens:.2f}, "
-                                           f"gen throughput (token/s): {rate:.2f}, "
-                                           f"#queue-req: {len(self.waiting)}")
-
     # ----- many decode steps at once (the simulator) -------------------------------------
     def window_length(self) -> int:
         """How many decode steps, from this one, can be taken together (1: none).

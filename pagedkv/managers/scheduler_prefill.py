@@ -166,7 +166,7 @@ class SchedulerPrefillMixin:
         result = self.executor.forward(batch)
         self.clock += result.seconds
         self.process_batch_result_prefill(batch, result.next_token_ids)
-        self.log_prefill(adder, running_bs)
+        self.log_prefill(adder, running_bs, total, result.seconds)
 
     def process_batch_result_prefill(self, batch: ForwardBatch, tokens: np.ndarray | None) -> None:
         """Each request whose prompt is complete samples a token; it is cached in the tree
@@ -199,18 +199,3 @@ class SchedulerPrefillMixin:
         if len(done) < len(batch.reqs) or not len(running):
             running.batch_is_full = False
         running.merge(done)
-
-    def log_prefill(self, adder: PrefillAdder, running_bs: int) -> None:
-        """SGLang's prefill log line, in the chosen release's format (throughput omitted:
-        it is wall-clock in SGLang)."""
-        n = len(adder.can_run_list)
-        line = (f"Prefill batch, #new-seq: {n}, #new-token: {adder.log_input_tokens}, "
-                f"#cached-token: {adder.log_hit_tokens}, token usage: {self.token_usage():.2f}, "
-                f"#running-req: {running_bs}, #queue-req: {len(self.waiting)}")
-        if self.config.sglang_version != "0.5.9":
-            pending = self.waiting_tokens
-            if self.chunked_req is not None:
-                c = self.chunked_req
-                pending += c.fill_len - c.kv_committed_len
-            line += f", #pending-token: {pending}"
-        self.trace.add_log(self.num_steps, line)

@@ -85,8 +85,10 @@ def simulate(
     plan = plan_pool(spec, gpu=card, mem_fraction_static=mem_fraction_static, tp=tp,
                      page_size=page_size, max_total_tokens=max_total_tokens,
                      weights_bytes=weights_bytes)
+    chunk, graph_bs = gpu_memory_defaults(card.memory_mib, tp, sglang_version)
     options: dict[str, object] = {
-        "chunked_prefill_size": gpu_memory_defaults(card.memory_mib, tp, sglang_version)[0],
+        "chunked_prefill_size": chunk,
+        "cuda_graph_max_bs": graph_bs,
         "max_running_requests": plan.max_running_requests,
         **scheduler_options,
         "policy": policy,

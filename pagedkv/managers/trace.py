@@ -40,8 +40,9 @@ tokens ``k * page_size .. (k + 1) * page_size - 1``. Page 0 is never listed (pad
 
 Events' ``extra``: ``admit`` / ``reprefill``: ``extend`` (tokens prefilled now) and ``cached``
 (tokens served from the radix cache); ``chunk``: ``prefix`` and ``tokens``; ``retract``:
-``output_len`` (kept) and ``freed`` (KV tokens the request held, to be recomputed; its prompt
-prefix may stay cached); ``finish`` / ``abort``: ``output_len``.
+``output_len`` (kept), ``freed`` (KV tokens the request held, to be recomputed) and ``kept``
+(those of them the radix cache keeps: its cached prompt prefix); ``finish`` / ``abort``:
+``output_len``.
 
 ``log`` holds SGLang-format log lines; ``log_steps[i]`` is the step that printed ``log[i]``.
 """

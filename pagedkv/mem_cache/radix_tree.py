@@ -96,6 +96,7 @@ class RadixTree:
         root_node: the empty-key root, always locked (``lock_ref`` 1) so it is never evicted.
         evictable_size_: slots in nodes no running request locks (SGLang's name).
         protected_size_: slots in locked nodes.
+        evicted_tokens: slots evicted so far (a counter of ours, for the book).
     """
 
     def __init__(self, allocator: BaseTokenToKVPoolAllocator, sglang_version: str = "0.5.23") -> None:
@@ -114,6 +115,7 @@ class RadixTree:
         self.protected_size_ = 0
         self._heap: list[tuple[int, int, TreeNode]] = []  # candidate leaves, lazily pruned
         self._num_nodes = 1
+        self.evicted_tokens = 0  # slots evicted since the last reset
 
     # ----- sizes ------------------------------------------------------------------------
     def evictable_size(self) -> int:
@@ -313,6 +315,7 @@ class RadixTree:
         leaf.parent = None
         self._num_nodes -= 1
         self.evictable_size_ -= len(leaf.key)
+        self.evicted_tokens += len(leaf.key)
         self._maybe_candidate(parent)
         return len(leaf.key)
 

@@ -19,6 +19,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from pagedkv.errors import bad_value, check_positive_int
+from pagedkv.workloads.synthetic import RequestSpec, arrivals
 
 VOCAB = 128_256  # Llama-3's vocabulary size; any large number would do
 
@@ -104,3 +105,26 @@ def multi_turn(conversations: int, turns: int, message_len: tuple[int, int],
             out.append(req)
             history[c], last[c] = prompt + req.output_ids, req.rid
     return out
+
+
+def as_specs(reqs: list[PrefixRequest], max_new_tokens: int | None = None,
+             rate: float | None = None, seed: int = 0) -> list[RequestSpec]:
+    """The scheduler's workload entries for ``reqs``, token ids and turn order kept.
+
+    ``max_new_tokens`` is the cap every client sends (default: each request's true output
+    length, a client that knows its answer's length); it must cover every output. Arrivals
+    are a Poisson process at ``rate`` requests/s, or all at t=0 (a later turn still waits for
+    the turn before it).
+
+    Raises:
+        ConfigError: ``max_new_tokens`` shorter than an output, or a bad ``rate``.
+    """
+    longest = max((len(r.output_ids) for r in reqs), default=1)
+    if max_new_tokens is not None and (isinstance(max_new_tokens, bool) or
+                                       not isinstance(max_new_tokens, int) or max_new_tokens < longest):
+        raise bad_value("max_new_tokens", max_new_tokens, f"None or an integer >= {longest} "
+                        "(the longest output)")
+    times = arrivals(len(reqs), rate, np.random.default_rng(seed))
+    return [RequestSpec(len(r.input_ids), len(r.output_ids), max_new_tokens or len(r.output_ids),
+                        float(t), r.input_ids, r.output_ids, r.follows)
+            for r, t in zip(reqs, times, strict=True)]

@@ -6,7 +6,7 @@ same call gives the same requests on every machine; the book's numbers depend on
 
 from __future__ import annotations
 
-from dataclasses import astuple, dataclass
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -29,12 +29,23 @@ class RequestSpec:
             <= ``max_new_tokens``); unknown to the server until it happens.
         max_new_tokens: the cap the client sent (SGLang's sampling param of that name).
         arrival_s: arrival time in seconds from the start of the run.
+        input_ids: the prompt's token ids (``prompt_len`` of them), or None: made-up ids
+            that no other request shares. A prefix cache can only match real ids.
+        output_ids: the tokens it will generate, when a later request resends them (a next
+            turn); None: made-up ids.
+        follows: index of the request that must finish before this one arrives (the
+            previous turn of the same conversation), or None.
+        ignore_eos: the client asked to ignore EOS (it runs to ``max_new_tokens``).
     """
 
     prompt_len: int
     output_len: int
     max_new_tokens: int
     arrival_s: float = 0.0
+    input_ids: tuple[int, ...] | None = None
+    output_ids: tuple[int, ...] | None = None
+    follows: int | None = None
+    ignore_eos: bool = False
 
 
 def arrivals(n: int, rate: float | None, rng: np.random.Generator) -> np.ndarray:
@@ -111,7 +122,7 @@ def sharegpt_like(n: int, max_new_tokens: int = 2048, rate: float | None = None,
 
 def to_arrays(specs: list[RequestSpec]) -> dict[str, np.ndarray]:
     """Column arrays keyed by field name: int64 lengths, float64 ``arrival_s``."""
-    cols = list(zip(*(astuple(s) for s in specs), strict=True)) or [()] * 4
     names = ("prompt_len", "output_len", "max_new_tokens", "arrival_s")
+    cols = [[getattr(s, n) for s in specs] for n in names]
     return {name: np.asarray(col, dtype=np.float64 if name == "arrival_s" else np.int64)
             for name, col in zip(names, cols, strict=True)}

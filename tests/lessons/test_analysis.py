@@ -1,4 +1,4 @@
-"""pagedkv.lessons.analysis and .examples: the numbers chapters 4 and 5 read, by hand."""
+"""pagedkv.lessons (admission, analysis, examples): the numbers chapters 4 and 5 read, by hand."""
 
 from __future__ import annotations
 
@@ -8,22 +8,23 @@ import numpy as np
 import pytest
 
 from pagedkv.errors import ConfigError
-from pagedkv.lessons.analysis import (
-    AdmissionState,
+from pagedkv.lessons.admission import (
     UniformBatch,
     admission_pass,
     admission_state,
+    ratio_curve,
+    ratio_sweep,
+    same_requests,
+)
+from pagedkv.lessons.analysis import (
     completion,
     first_ratio_jump,
     first_retraction,
     freed_per_retraction,
     most_free_while_waiting,
-    ratio_curve,
-    ratio_sweep,
     retract_ratio,
     retraction_episodes,
     retraction_steps,
-    same_requests,
 )
 from pagedkv.lessons.examples import (
     exact_budgets,
@@ -53,19 +54,24 @@ def test_uniform_batch_and_admission_state() -> None:
         admission_state(b, 100_000, CFG, 0.7)
 
 
+def empty(free: int, page: int = 1) -> object:
+    """A pool of ``free`` slots with nothing running."""
+    return admission_state(UniformBatch(0, 1, 1, 1), free, CFG, 0.7, page)
+
+
 def test_admission_pass_stops_at_the_first_refusal() -> None:
-    refused, why = admission_pass(CFG, AdmissionState(0, 1000, 0.0, 0.0),
-                                  same_requests(3, prompt_len=500, max_new_tokens=600))
+    refused, why = admission_pass(empty(1000), same_requests(3, prompt_len=500, max_new_tokens=600))
     assert why is AddReqResult.NO_TOKEN and refused.can_run_list == []
-    # 10,000 free, nothing reserved: 3,000 + 2,000 fits, charged 3,000 + 2,000
-    adder, why = admission_pass(CFG, AdmissionState(10_000, 10_000, 0.0, 0.0),
-                                [Req(0, 3000, 2000, 2000)])
-    assert why is AddReqResult.CONTINUE
-    assert [a.charge for a in adder.can_run_list] == [5000]
-    # at page size 64 the prompt is charged in whole pages: 47 * 64 = 3,008
-    adder, _ = admission_pass(CFG, AdmissionState(10_000, 10_000, 0.0, 0.0),
-                              [Req(0, 3000, 2000, 2000)], page_size=64)
-    assert [a.charge for a in adder.can_run_list] == [5008]
+    # 10,000 free, nothing reserved: 3,000 + 2,000 + 1 (0.5.23's page) fits and is charged
+    adder, why = admission_pass(empty(10_000), [Req(0, 3000, 2000, 2000)])
+    assert why is AddReqResult.CONTINUE and adder.rem_total_tokens == 10_000 - 5001
+    # at page size 64 the prompt is charged in whole pages: 47 * 64 = 3,008, plus a page
+    adder, _ = admission_pass(empty(10_048, 64), [Req(0, 3000, 2000, 2000)])
+    assert adder.rem_total_tokens == 10_048 - (3008 + 64 + 2000)
+    # the state is not changed by asking: the same pass again gives the same answer
+    state = empty(10_000)
+    assert admission_pass(state, [Req(0, 3000, 2000, 2000)])[0].rem_total_tokens == 4999
+    assert admission_pass(state, [Req(0, 3000, 2000, 2000)])[0].rem_total_tokens == 4999
 
 
 def test_ratio_sweep_admits_more_as_the_ratio_falls() -> None:
@@ -91,18 +97,18 @@ def test_decode_need_and_retract_ratio() -> None:
 
 
 def test_retract_ratio_matches_retract_decode() -> None:
-    batch = running_batch((500, 200, 300, 800), (40, 10, 10, 300), (1000, 500, 400, 2000))
+    batch = running_batch((500, 200, 300, 800), (40, 10, 10, 300), (1000, 500, 400, 2000), free=2)
     assert batch.kv_len.tolist() == [539, 209, 309, 1099]
-    victims, ratio = batch.retract_decode(available_size=2, page_size=1, retract_decode_steps=20)
-    assert np.flatnonzero(victims).tolist() == [2]  # 10 outputs, tied with 1, longer prompt
-    assert ratio == pytest.approx(retract_ratio([40, 10, 300], [1000, 500, 2000]))
+    retracted, ratio, _ = batch.retract_decode()
+    assert [r.rid for r in retracted] == [2]  # 10 outputs, tied with 1, longer prompt
+    assert ratio == pytest.approx(retract_ratio([300, 40, 10], [2000, 1000, 500]))
 
 
 def _trace(kinds: list[str], ratios: list[float], free: list[int], waiting: list[int],
            retract_at: list[int]) -> Trace:
     tr = Trace(TraceMeta(max_total_num_tokens=100))
     for i, (k, r, f, w) in enumerate(zip(kinds, ratios, free, waiting, strict=True)):
-        tr.record_step(i, 0.01 * i, k, 100 - f, 5.0 * i, f, 100 - f, 3, w, r)
+        tr.record_step(i, 0.01 * i, k, 100 - f, 5.0 * i, f, 100 - f, 3, w, r, 0, 0)
     for step in retract_at:
         tr.event(step, "retract", step, {"output_len": 7, "freed": 10 + step})
     return tr
@@ -141,17 +147,24 @@ def test_first_ratio_jump() -> None:
     assert first_ratio_jump(tr) == ("0.0980", "0.3512")
 
 
-def test_first_retraction_of_the_tiny_run() -> None:
-    first = first_retraction(tiny_retraction_run())
-    assert (first.step, first.free, first.need, first.page_size) == (129, 0, 16, 16)
+@pytest.mark.parametrize("radix", [True, False])
+def test_first_retraction_of_the_tiny_run(radix: bool) -> None:
+    first = first_retraction(tiny_retraction_run(radix_cache=radix))
+    # requests 0 and 1 finished at step 100; 2, 3 and 4 ran since steps 101-102 and have 54
+    # outputs each. Request 4's kv_len 80 = 5 pages: its next token needs a 16-token page
+    assert (first.step, first.free, first.need, first.page_size) == (156, 0, 16, 16)
     assert [r.rid for r in first.rows] == [2, 3, 4]
-    assert [r.new_page for r in first.rows] == [True, False, False]  # kv_len 112 = 7 pages
-    # requests 3 and 4 both have 37 outputs; 3 has the longer prompt (30 > 20)
-    assert (first.victim, first.tied_with, first.output_len, first.freed) == (3, 4, 37, 66)
-    assert (first.decoded, first.budget) == (57 + 37, 60 + 40)
-    assert first.ratio == 1.0  # (94 + 20 * 2) / 101 > 1
-    assert first.reprefill_extend == 30 + 37
-    assert first.log.endswith("#new_token_ratio: 0.0980 -> 1.0000")
+    assert [r.new_page for r in first.rows] == [False, False, True]
+    # all tied on outputs: the longest prompt goes (39 > 27 > 24); it held 39 + 54 - 1 = 92
+    assert (first.victim, first.tied_with, first.output_len, first.freed) == (2, 3, 54, 92)
+    assert (first.decoded, first.budget) == (54 + 54, 70 + 70)
+    assert first.ratio == 1.0  # (108 + 20 * 2) / 141 > 1
+    # with the tree, its prompt's 2 whole pages (32 tokens) stay cached: 6 - 2 pages come
+    # back and the re-prefill computes 92 + 1 - 32 tokens; without, all 6 pages and 93
+    gained, extend = (64, 61) if radix else (96, 93)
+    assert first.reprefill_extend == extend
+    assert first.log == ("KV cache pool is full. Retract requests. #retracted_reqs: 1, "
+                         f"#new_tokens_gained: {gained}, #new_token_ratio: 0.0980 -> 1.0000")
 
 
 def test_first_retraction_needs_page_tables() -> None:
@@ -164,8 +177,8 @@ def test_first_retraction_needs_page_tables() -> None:
 
 
 def test_completion() -> None:
-    done = SimpleNamespace(num_retractions=1, generated=5, output_len=5)
-    fresh = SimpleNamespace(num_retractions=0, generated=3, output_len=3)
+    done = SimpleNamespace(num_retractions=1, generated=5, output_len=5, max_new_tokens=9)
+    fresh = SimpleNamespace(num_retractions=0, generated=3, output_len=3, max_new_tokens=3)
     res = SimpleNamespace(requests=[done, fresh], metrics=SimpleNamespace(recomputed_tokens=42))
     c = completion(res)
     assert (c.retracted, c.requests, c.complete, c.recomputed_tokens) == (1, 2, True, 42)

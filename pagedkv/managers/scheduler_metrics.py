@@ -1,0 +1,85 @@
+"""What the scheduler reports: SGLang's log lines and the trace's rows.
+
+Follows SGLang's ``python/sglang/srt/managers/scheduler_metrics_mixin.py`` (0.5.9:
+``log_prefill_stats``, ``log_decode_stats``) and
+``scheduler_components/metrics_reporter.py`` (0.5.23: ``report_prefill_stats``,
+``report_decode_stats``). The lines are SGLang's, field for field, in the chosen release's
+order. Two fields are modelled, not measured: the throughputs (modelled tokens per modelled
+second) and ``cuda graph`` (True for a decode batch of at most ``cuda_graph_max_bs``
+requests; pagedkv does not model prefill CUDA graphs, so False for a prefill). A mixin of
+:class:`~pagedkv.managers.scheduler.Scheduler`.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+
+class SchedulerMetricsMixin:
+    """Log lines and trace rows (state lives on the scheduler)."""
+
+    config: Any
+    tree_cache: Any
+    allocator: Any
+    running: Any
+    waiting: Any
+    trace: Any
+
+    def log_prefill(self, adder: Any, running_bs: int, extend_tokens: int, seconds: float) -> None:
+        """SGLang's prefill line, after the pass's result was processed."""
+        n = len(adder.can_run_list)
+        rate = extend_tokens / seconds if seconds > 0 else 0.0
+        head = (f"Prefill batch, #new-seq: {n}, #new-token: {adder.log_input_tokens}, "
+                f"#cached-token: {adder.log_hit_tokens}, token usage: {self.token_usage():.2f}, "
+                f"#running-req: {running_bs}, #queue-req: {len(self.waiting)}, ")
+        if self.config.sglang_version == "0.5.9":
+            line = f"{head}input throughput (token/s): {rate:.2f}, cuda graph: False"
+        else:
+            pending = self.waiting_tokens
+            if self.chunked_req is not None:
+                c = self.chunked_req
+                pending += c.fill_len - c.kv_committed_len
+            line = (f"{head}#pending-token: {pending}, cuda graph: False, "
+                    f"input throughput (token/s): {rate:.2f}")
+        self.trace.add_log(self.num_steps, line)
+
+    def log_decode(self, bs: int, used: int | None = None) -> None:
+        """SGLang's decode line. ``#token`` (default: :meth:`tokens_in_use`) and
+        ``token usage`` leave out evictable tokens."""
+        used = self.tokens_in_use() if used is None else used
+        elapsed = self.clock - self._log_clock
+        rate = (self.decoded - self._log_tokens) / elapsed if elapsed > 0 else 0.0
+        self._log_clock, self._log_tokens = self.clock, self.decoded
+        graph = bs <= self.config.cuda_graph_max_bs
+        self.trace.add_log(self.num_steps, f"Decode batch, #running-req: {bs}, #token: {used}, "
+                                           f"token usage: {used / self.max_total_num_tokens:.2f}, "
+                                           f"cuda graph: {graph}, gen throughput (token/s): "
+                                           f"{rate:.2f}, #queue-req: {len(self.waiting)}")
+
+    def record(self, kind: str) -> None:
+        """Append this step's row (and page tables) to the trace."""
+        live = int((~self.running.finished).sum()) + (self.chunked_req is not None)
+        self.record_row(kind, self.tokens_used, self.tokens_reserved,
+                        self.allocator.available_size(), live)
+        if self.trace.page_tables is not None:
+            self.trace.page_tables.append(self._page_tables())
+
+    def record_row(self, kind: str, used: int, reserved: float, free: int, running: int) -> None:
+        """One trace row; the tree's split is read now (it does not change within a window)."""
+        self.trace.record_step(self.num_steps, self.clock, kind, used, reserved, free,
+                               (self.max_total_num_tokens - free) // self.page_size, running,
+                               len(self.waiting), self.new_token_ratio,
+                               self.tree_cache.evictable_size(), self.tree_cache.protected_size())
+
+    def _page_tables(self) -> list[list[object]]:
+        """``[[rid, kv_len, [page ids]], ...]`` for the live running batch and a chunked
+        request."""
+        b = self.running
+        b.sync()
+        reqs = [r for r, f in zip(b.reqs, b.finished.tolist(), strict=True) if not f]
+        if self.chunked_req is not None:
+            reqs.append(self.chunked_req)
+        table, p = self.req_to_token_pool.req_to_token, self.page_size
+        return [[r.rid, r.kv_committed_len, (table[r.req_pool_idx, :r.kv_committed_len:p] // p).tolist()]
+                for r in reqs]
+
