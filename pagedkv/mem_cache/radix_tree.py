@@ -150,8 +150,8 @@ class RadixTree:
     def _key_match(self, a: np.ndarray, b: np.ndarray) -> int:
         """Length of the common prefix of ``a`` and ``b``, in whole pages."""
         n = min(len(a), len(b))
-        diff = np.flatnonzero(a[:n] != b[:n])
-        m = int(diff[0]) if len(diff) else n
+        eq = a[:n] == b[:n]
+        m = n if eq.all() else int(eq.argmin())  # the first mismatch
         return m // self.page_size * self.page_size
 
     def _stamp(self, node: TreeNode, tick: int) -> None:

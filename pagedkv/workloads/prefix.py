@@ -128,3 +128,17 @@ def as_specs(reqs: list[PrefixRequest], max_new_tokens: int | None = None,
     return [RequestSpec(len(r.input_ids), len(r.output_ids), max_new_tokens or len(r.output_ids),
                         float(t), r.input_ids, r.output_ids, r.follows)
             for r, t in zip(reqs, times, strict=True)]
+
+
+def with_system_prompt(specs: list[RequestSpec], system_len: int, seed: int = 0) -> list[RequestSpec]:
+    """``specs`` with one shared ``system_len``-token system prompt in front of each prompt
+    (``prompt_len`` grows by ``system_len``); the rest of each prompt is drawn at random, so
+    requests share exactly the system prompt. Token ids are int64 arrays (compact for large
+    workloads)."""
+    check_positive_int("system_len", system_len)
+    rng = np.random.default_rng(seed)
+    system = rng.integers(0, VOCAB, system_len, dtype=np.int64)
+    return [RequestSpec(s.prompt_len + system_len, s.output_len, s.max_new_tokens, s.arrival_s,
+                        np.concatenate((system, rng.integers(0, VOCAB, s.prompt_len, dtype=np.int64))),
+                        s.output_ids, s.follows, s.ignore_eos)
+            for s in specs]

@@ -260,13 +260,17 @@ class BaseTokenToKVPoolAllocator:
             return
         if pages.min() < 1 or pages.max() > self.num_pages:
             raise AllocatorError(f"cannot free pages {pages.tolist()}: outside 1..{self.num_pages}")
-        srt = np.sort(pages)
-        if (srt[1:] == srt[:-1]).any():
-            raise AllocatorError("page_ids lists a page twice")
+        if len(pages) > 1:
+            srt = np.sort(pages)
+            if (srt[1:] == srt[:-1]).any():
+                raise AllocatorError("page_ids lists a page twice")
         by_page = self._state.reshape(-1, self.page_size)
-        empty = ~(by_page[pages] == IN_USE).any(axis=1)
-        if empty.any():
-            raise AllocatorError(f"cannot free pages {pages[empty].tolist()}: they hold no token")
+        if self.page_size == 1:
+            held = by_page[pages, 0] == IN_USE
+        else:
+            held = (by_page[pages] == IN_USE).any(axis=1)
+        if not held.all():
+            raise AllocatorError(f"cannot free pages {pages[~held].tolist()}: they hold no token")
         by_page[pages] = FREED
         if self._group is not None:
             self._group[1].append(pages)
