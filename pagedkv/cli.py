@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 from collections.abc import Sequence
 
@@ -117,6 +118,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     except PagedKVError as exc:
         print(f"pagedkv {args.command}: error: {exc}", file=sys.stderr)
         return 2
+    except BrokenPipeError:  # the reader went away (``| head``): stop quietly, as cat does
+        sys.stderr = open(os.devnull, "w")  # noqa: SIM115 - Python flushes stderr at exit
+        return 0
 
 
 if __name__ == "__main__":

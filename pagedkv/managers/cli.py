@@ -16,6 +16,7 @@ from pagedkv.gpus import GPU_PRESETS
 from pagedkv.managers.config import Policy
 from pagedkv.model import MODEL_PRESETS
 from pagedkv.units import gib
+from pagedkv.workloads.prefix import as_specs, multi_turn, with_system_prompt
 from pagedkv.workloads.synthetic import RequestSpec, fixed, sharegpt_like, uniform
 
 
@@ -26,17 +27,40 @@ def _long_workload(n: int, rate: float | None, seed: int) -> list[RequestSpec]:
     return observation_workload(rate, seed, n)
 
 
+def _system_prompt(n: int, rate: float | None, seed: int) -> list[RequestSpec]:
+    """ShareGPT-like requests behind one 1,000-token system prompt."""
+    return with_system_prompt(sharegpt_like(n, rate=rate, seed=seed), 1000, seed)
+
+
+def _few_shot(n: int, rate: float | None, seed: int) -> list[RequestSpec]:
+    """Short questions behind the same 2,000 tokens of worked examples, short answers."""
+    return with_system_prompt(uniform(n, (20, 80), (5, 60), 64, rate=rate, seed=seed), 2000, seed)
+
+
+def _chat(n: int, rate: float | None, seed: int) -> list[RequestSpec]:
+    """Conversations of 4 turns after a 300-token system prompt; each turn resends the
+    conversation so far and arrives when the turn before it has answered."""
+    convs = max(1, -(-n // 4))
+    reqs = multi_turn(convs, 4, (20, 200), (20, 400), system_len=300, seed=seed)[:n]
+    return as_specs(reqs, max_new_tokens=512, rate=rate, seed=seed)
+
+
 WORKLOADS: dict[str, Callable[[int, float | None, int], list[RequestSpec]]] = {
     "sharegpt": lambda n, rate, seed: sharegpt_like(n, rate=rate, seed=seed),
     "uniform": lambda n, rate, seed: uniform(n, (32, 1024), (32, 1024), 1024, rate=rate,
                                              seed=seed),
     "fixed": lambda n, rate, seed: fixed(n, 512, 256, rate=rate, seed=seed),
     "long": _long_workload,
+    "system-prompt": _system_prompt,
+    "few-shot": _few_shot,
+    "chat": _chat,
 }
 """Workloads by name: ShareGPT-like (max_new_tokens 2048), uniform 32-1024 prompt and output
-tokens (max_new_tokens 1024), fixed 512-token prompts with 256-token outputs, and long:
+tokens (max_new_tokens 1024), fixed 512-token prompts with 256-token outputs, long:
 ~386-token prompts with log-normal outputs (median 2,340, at most 10,540 tokens,
-max_new_tokens = output), the shape of the Qwen3-4B report in chapter 5."""
+max_new_tokens = output), the shape of the Qwen3-4B report in chapter 5; and three with
+shared prefixes for the radix cache: ShareGPT-like behind a 1,000-token system prompt,
+few-shot (2,000 shared tokens, short questions and answers) and multi-turn chat."""
 
 
 def add_simulate_parser(subparsers: argparse._SubParsersAction) -> None:
@@ -69,6 +93,10 @@ def add_simulate_parser(subparsers: argparse._SubParsersAction) -> None:
                    help=f"request lengths: {', '.join(WORKLOADS)} (default sharegpt)")
     p.add_argument("--policy", default=Policy.SGLANG.value,
                    help=f"admission policy: {', '.join(x.value for x in Policy)} (default sglang)")
+    p.add_argument("--disable-radix-cache", action="store_true",
+                   help="turn SGLang's prefix cache off (it is on by default)")
+    p.add_argument("--sglang-version", default="0.5.23", choices=("0.5.23", "0.5.9"),
+                   help="the SGLang release whose scheduler is followed (default 0.5.23)")
     p.add_argument("--schedule-conservativeness", type=float, default=1.0, metavar="C",
                    help="scales the initial new_token_ratio, 0.7 x C capped at 1 (default 1.0)")
     p.add_argument("--seed", type=int, default=0, help="workload seed (default 0)")
@@ -104,7 +132,8 @@ def run_simulate(args: argparse.Namespace) -> int:
                    mem_fraction_static=args.mem_fraction_static, page_size=args.page_size,
                    policy=args.policy, max_total_tokens=args.max_total_tokens, tp=args.tp,
                    weights_bytes=None if args.weights_gib is None else gib(args.weights_gib),
-                   arrival_rate=args.rate,
+                   arrival_rate=args.rate, radix_cache=not args.disable_radix_cache,
+                   sglang_version=args.sglang_version,
                    schedule_conservativeness=args.schedule_conservativeness)
     meta = res.trace.meta.to_dict()
     if args.json:
@@ -115,9 +144,11 @@ def run_simulate(args: argparse.Namespace) -> int:
         return 0
     if args.log:
         print("\n".join(res.trace.log))
+    cache = "on" if meta["radix_cache"] else "off"
     print(f"{meta['model']} on {meta['gpu']}: pool {meta['max_total_num_tokens']:,} tokens "
           f"(page_size {meta['page_size']}, mem_fraction_static {meta['mem_fraction_static']}), "
-          f"policy {meta['policy']}, {args.num_requests} {args.workload} requests")
+          f"SGLang {meta['sglang_version']} scheduler, radix cache {cache}, policy "
+          f"{meta['policy']}, {args.num_requests} {args.workload} requests")
     for key, value in res.metrics.as_dict().items():
         print(f"{key}: {value:,.4g}" if isinstance(value, float) else f"{key}: {value:,}")
     return 0

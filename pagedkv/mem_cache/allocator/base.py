@@ -265,10 +265,7 @@ class BaseTokenToKVPoolAllocator:
             if (srt[1:] == srt[:-1]).any():
                 raise AllocatorError("page_ids lists a page twice")
         by_page = self._state.reshape(-1, self.page_size)
-        if self.page_size == 1:
-            held = by_page[pages, 0] == IN_USE
-        else:
-            held = (by_page[pages] == IN_USE).any(axis=1)
+        held = (by_page[pages] == IN_USE).any(axis=1)  # a page holds a token if a slot does
         if not held.all():
             raise AllocatorError(f"cannot free pages {pages[~held].tolist()}: they hold no token")
         by_page[pages] = FREED
