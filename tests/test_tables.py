@@ -5,7 +5,7 @@ from __future__ import annotations
 from types import SimpleNamespace
 
 from pagedkv.lessons.admission import UniformBatch, admission_state
-from pagedkv.lessons.analysis import first_retraction, retraction_episodes
+from pagedkv.lessons.analysis import RetractionAccounting, first_retraction, retraction_episodes
 from pagedkv.lessons.examples import ObservationColumn, ObservationStudy, tiny_retraction_run
 from pagedkv.lessons.fragmentation import MemoryShare
 from pagedkv.managers import SchedulerConfig
@@ -62,12 +62,14 @@ def test_episodes_and_observation_tables() -> None:
         tr.event(step, "retract", 0, {"output_len": 1, "freed": 1})
     row = episodes_table({"run": retraction_episodes(tr, 0.098)}, 0.098).data.splitlines()[2]
     assert row == "| run | 3 | 3 | 445 | 1 of 2 |"  # gaps 610 and 280
-    col = ObservationColumn(1.0, ["0.35", "0.40"], {"0.0980"}, 649.6, [19, 12], 0)
+    acc = RetractionAccounting(victims=4, held=1040.0, kept=390.4, gained=933.2)
+    col = ObservationColumn(1.0, ["0.35", "0.40"], {"0.0980"}, acc, [19, 12], 0)
     study = ObservationStudy([col], SimpleNamespace(), SimpleNamespace())
     lines = observation_table(study).data.splitlines()
     assert lines[0] == "|  | observed | simulated, 100% of peak |"
     assert lines[2].endswith("| ~0.35 | 0.35 / 0.40 |")
-    assert lines[3].endswith("| ~650 | 650 |")
+    assert lines[3].endswith("| ~650 | 650 own + 283 evicted = 933 |")
+    assert acc.own == 1040.0 - 390.4 and acc.evicted == 933.2 - acc.own
     assert study.start_ratios == ["0.0980"]
 
 

@@ -88,6 +88,12 @@ def policy_table(metrics: Mapping[tuple[str, str], object]) -> Markdown:
           f"{m.mean_usage:.0%}") for (w, p), m in metrics.items()))
 
 
+def _own_plus_evicted(acc: object) -> str:
+    """``own + evicted = gained`` rounded so that the shown numbers add up."""
+    own, gained = round(acc.own), round(acc.gained)
+    return f"{own:,} own + {gained - own:,} evicted = {gained:,}"
+
+
 def observation_table(study: object) -> Markdown:
     """Chapter 5: the public report next to ``examples.ObservationStudy``'s columns."""
     cols = study.columns
@@ -100,7 +106,7 @@ def observation_table(study: object) -> Markdown:
         [["at 2 req/s: `new_token_ratio` after the first retraction (seeds 0 / 1 / 2)", "~0.35"]
          + [joined(c.first_ratio) for c in cols],
          ["at 2 req/s: KV tokens regained per retraction (mean)", "~650"]
-         + ["-" if c.mean_freed is None else f"{c.mean_freed:,.0f}" for c in cols],
+         + ["-" if c.accounting is None else _own_plus_evicted(c.accounting) for c in cols],
          ["at 2 req/s: retractions (seeds 0 / 1 / 2)", "~19"]
          + [joined(c.retractions) for c in cols],
          ["at 0.35 req/s: retractions (seed 0)", "none"]

@@ -8,6 +8,7 @@ returns plain numbers; tables and figures are built in ``pagedkv_widgets``.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -188,8 +189,45 @@ def first_ratio_jump(trace: Trace) -> tuple[str, str] | None:
 
 
 def freed_per_retraction(trace: Trace) -> list[int]:
-    """KV tokens each retracted request gave back, in order."""
+    """KV tokens each retracted request held when it was retracted, in order."""
     return [int(e[3]["freed"]) for e in trace.events_of("retract")]
+
+
+@dataclass(frozen=True)
+class RetractionAccounting:
+    """Where retraction's tokens went, per victim, over some runs (mean tokens).
+
+    ``held``: KV tokens a victim held; ``kept``: those the radix cache keeps (its prompt's
+    cached whole pages); ``own`` = ``held - kept``, freed at once; ``gained``: the log's
+    ``#new_tokens_gained`` per victim, which also counts what the tree then evicted to leave
+    ``SGLANG_RETRACT_DECODE_STEPS`` slots per remaining request (``evicted`` = ``gained -
+    own``, pages rounding included).
+    """
+
+    victims: int
+    held: float
+    kept: float
+    gained: float
+
+    @property
+    def own(self) -> float:
+        return self.held - self.kept
+
+    @property
+    def evicted(self) -> float:
+        return self.gained - self.own
+
+
+def retraction_accounting(traces: Sequence[Trace]) -> RetractionAccounting | None:
+    """:class:`RetractionAccounting` over every retraction of ``traces``; None if none."""
+    events = [e[3] for tr in traces for e in tr.events_of("retract")]
+    if not events:
+        return None
+    gained = [int(line.split("#new_tokens_gained: ")[1].split(",")[0])
+              for tr in traces for line in tr.log if line.startswith("KV cache pool is full")]
+    n = len(events)
+    return RetractionAccounting(n, sum(e["freed"] for e in events) / n,
+                                sum(e["kept"] for e in events) / n, sum(gained) / n)
 
 
 @dataclass(frozen=True)

@@ -15,7 +15,7 @@ import numpy as np
 from pagedkv.errors import bad_value
 from pagedkv.gpus import get_gpu
 from pagedkv.lessons.admission import running_state
-from pagedkv.lessons.analysis import first_ratio_jump, freed_per_retraction
+from pagedkv.lessons.analysis import RetractionAccounting, first_ratio_jump, retraction_accounting
 from pagedkv.managers.config import SchedulerConfig
 from pagedkv.managers.metrics import Metrics
 from pagedkv.managers.req import Req
@@ -111,11 +111,12 @@ def observation_workload(rate: float, seed: int, n: int = 120) -> list[RequestSp
             for p, o, t in zip(prompts, outputs, arrivals(n, rate, rng), strict=True)]
 
 
-def observe(rate: float, seed: int, efficiency: float = 1.0) -> SimResult:
+def observe(rate: float, seed: int, efficiency: float = 1.0, **options: object) -> SimResult:
     """The report's setting: Qwen3-4B on an RTX 4090, pool capped at 87,552 tokens.
 
     ``efficiency`` in (0, 1] scales the card's peak bandwidth and FLOP/s (step times are a
-    roofline; real kernels reach part of the peak). Raises ConfigError outside (0, 1].
+    roofline; real kernels reach part of the peak). ``options`` go to ``simulate``
+    (``radix_cache``, ``sglang_version``, ...). Raises ConfigError outside (0, 1].
     """
     if not 0 < efficiency <= 1:
         raise bad_value("efficiency", efficiency, "(0, 1]")
@@ -123,7 +124,7 @@ def observe(rate: float, seed: int, efficiency: float = 1.0) -> SimResult:
     card = replace(card, hbm_bandwidth=card.hbm_bandwidth * efficiency,
                    bf16_flops=card.bf16_flops * efficiency)
     return simulate(observation_workload(rate, seed), model="qwen3-4b", gpu=card,
-                    max_total_tokens=REPORT_POOL, arrival_rate=rate)
+                    max_total_tokens=REPORT_POOL, arrival_rate=rate, **options)
 
 
 @dataclass(frozen=True)
@@ -132,14 +133,14 @@ class ObservationColumn:
 
     ``first_ratio``: ratio after each seed's first retraction (as logged; seeds that never
     retracted are left out); ``start_ratios``: the ratios those jumps started from;
-    ``mean_freed``: KV tokens per retraction over all seeds (None: no retraction);
+    ``accounting``: where the victims' tokens went, over all seeds (None: no retraction);
     ``retractions``: per seed; ``calm_retractions``: the light load, first seed.
     """
 
     efficiency: float
     first_ratio: list[str]
     start_ratios: set[str]
-    mean_freed: float | None
+    accounting: RetractionAccounting | None
     retractions: list[int]
     calm_retractions: int
 
@@ -172,10 +173,9 @@ def observation_study(efficiencies: Sequence[float] = (1.0, 0.6, 0.4),
         if busy is None:
             busy, calm = runs[0], light
         jumps = [j for j in (first_ratio_jump(r.trace) for r in runs) if j is not None]
-        freed = [f for r in runs for f in freed_per_retraction(r.trace)]
         columns.append(ObservationColumn(
             eff, [j[1] for j in jumps], {j[0] for j in jumps},
-            float(np.mean(freed)) if freed else None,
+            retraction_accounting([r.trace for r in runs]),
             [r.metrics.num_retractions for r in runs], light.metrics.num_retractions))
     if busy is None or calm is None:
         raise bad_value("efficiencies", efficiencies, "at least one value")
