@@ -178,3 +178,9 @@ def prefix_runs_table(runs: Mapping[str, object]) -> Markdown:
         ([label, f"{r.prompt_tokens:,}", f"{r.reused_tokens:,}", f"{r.hit_rate:.1%}",
           f"{r.evicted:,}", r.max_running_reqs, f"{r.peak_held:,}", r.retractions,
           f"{r.num_steps:,}"] for label, r in runs.items()))
+
+
+def version_changes_table(rows: Sequence[object]) -> Markdown:
+    """Chapter 5: ``versions.VersionRow`` per change, 0.5.9 next to 0.5.23 on one input."""
+    return markdown_table(("what changed", "the same input", "SGLang 0.5.9", "SGLang 0.5.23"),
+                          ([r.change, r.case, r.old, r.new] for r in rows))
