@@ -189,3 +189,51 @@ def ratio_curve(config: SchedulerConfig, steps: np.ndarray) -> np.ndarray:
     """
     return np.maximum(config.init_ratio - np.asarray(steps) * config.ratio_decay,
                       config.min_ratio)
+
+
+@dataclass(frozen=True)
+class CachedAdmission:
+    """One newcomer offered to ``PrefillAdder`` on a live server's state (tokens).
+
+    ``matched``: its prompt tokens found in the radix cache (off its charge); ``extend``:
+    tokens it must compute; ``need``: the newcomer test's left side; ``available``,
+    ``evictable``, ``reserved``: the state it was measured against (``rem_total_tokens =
+    available + evictable - reserved``, with its own prefix locked first: ``locked`` of those
+    evictable tokens stop counting); ``result``: the adder's answer.
+    """
+
+    matched: int
+    extend: int
+    need: float
+    available: int
+    evictable: int
+    locked: int
+    reserved: float
+    rem_total: float
+    result: AddReqResult
+
+
+def admission_snapshot(sched: object, newcomer: Req) -> CachedAdmission:
+    """Offer ``newcomer`` to a fresh ``PrefillAdder`` over ``sched``'s current state (a
+    :class:`~pagedkv.managers.scheduler.Scheduler` stopped between steps), as the next prefill
+    pass would. Matching touches the tree (access times, maybe a split), and the admission's
+    lock is released again: run no further steps of ``sched`` after asking.
+    Source: ``Scheduler.get_new_batch_prefill``, ``PrefillAdder.add_one_req``.
+    """
+    tree, alloc = sched.tree_cache, sched.allocator
+    adder = PrefillAdder(sched.config, tree, alloc, sched.running, sched.new_token_ratio)
+    available, evictable = alloc.available_size(), tree.evictable_size()
+    reserved = adder.rem_total_token_offset
+    match = tree.match_prefix(newcomer.token_ids(max(newcomer.fill_len - 1, 0)))
+    newcomer.prefix_len = newcomer.cache_protected_len = len(match.device_indices)
+    newcomer.last_node = match.last_device_node
+    extend = newcomer.fill_len - newcomer.prefix_len
+    tree.inc_lock_ref(newcomer.last_node)
+    locked = evictable - tree.evictable_size()
+    rem_total = adder.rem_total_tokens
+    tree.dec_lock_ref(newcomer.last_node)
+    result = adder.add_one_req(newcomer)
+    if newcomer in adder.can_run_list:
+        tree.dec_lock_ref(newcomer.last_node)
+    return CachedAdmission(newcomer.prefix_len, extend, adder.newcomer_need(newcomer, extend),
+                           available, evictable, locked, reserved, rem_total, result)
