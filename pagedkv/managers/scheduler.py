@@ -33,6 +33,7 @@ from collections.abc import Sequence
 
 from pagedkv.errors import bad_value, check_positive_int
 from pagedkv.managers.config import Policy, SchedulerConfig
+from pagedkv.managers.page_recorder import PageRecorder
 from pagedkv.managers.req import Req, RequestLike
 from pagedkv.managers.schedule_batch import ScheduleBatch
 from pagedkv.managers.schedule_policy import footprint, running_reservation
@@ -75,6 +76,8 @@ class Scheduler(SchedulerPrefillMixin, SchedulerDecodeMixin, SchedulerMetricsMix
         step_time: the simulated executor's step-time model (default: 10 ms per step).
         meta: the trace's ``meta`` block (default: built from the pool size).
         record_page_tables: keep every step's page tables in the trace (small pools only).
+        record_pages: record every page's owner changes (``trace.page_events``: what the
+            visualizer replays at card scale).
         fast_forward: take decode steps between events together (simulator only; the trace
             is the same either way).
 
@@ -88,7 +91,7 @@ class Scheduler(SchedulerPrefillMixin, SchedulerDecodeMixin, SchedulerMetricsMix
                  radix_cache: bool = True, context_len: int | None = None,
                  executor: Executor | None = None, step_time: StepTime | None = None,
                  meta: TraceMeta | None = None, record_page_tables: bool = False,
-                 fast_forward: bool = True) -> None:
+                 record_pages: bool = False, fast_forward: bool = True) -> None:
         self.page_size = p = check_positive_int("page_size", page_size)
         self.config = cfg = config or SchedulerConfig()
         self.max_total_num_tokens = check_positive_int("max_total_num_tokens",
@@ -113,11 +116,12 @@ class Scheduler(SchedulerPrefillMixin, SchedulerDecodeMixin, SchedulerMetricsMix
         self.real_tokens = self.executor.decode_seconds(1, 1) is None
         self.eos_token_ids = frozenset(getattr(self.executor, "eos_token_ids", ()) or ())
         self.fast_forward = fast_forward and not self.real_tokens
-        self.record_pages = record_page_tables
+        self.record_pages = record_page_tables or record_pages  # no fast-forward windows then
         self.trace = Trace(meta or TraceMeta(max_total_num_tokens, p, policy=cfg.policy.value,
                                              sglang_version=cfg.sglang_version,
                                              radix_cache=radix_cache),
-                           record_page_tables)
+                           record_page_tables,
+                           PageRecorder(max_total_num_tokens // p) if record_pages else None)
         self._arrivals = [(r.arrival_s, r.rid) for r in self.reqs if r.follows is None]
         heapq.heapify(self._arrivals)
         self._followers: dict[int, list[Req]] = {}

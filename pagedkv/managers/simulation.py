@@ -51,6 +51,7 @@ def simulate(
     weights_bytes: int | None = None,
     arrival_rate: float | None = None,
     record_page_tables: bool = False,
+    record_pages: bool = False,
     **scheduler_options: object,
 ) -> SimResult:
     """Run SGLang's scheduler over ``requests`` on the pool SGLang would build.
@@ -70,6 +71,7 @@ def simulate(
         weights_bytes: weights per GPU, overriding the estimate (quantized models).
         arrival_rate: requests/s the workload was drawn at, recorded in the trace only.
         record_page_tables: keep every step's page tables (small pools only).
+        record_pages: record every page's owner changes (the visualizer's page events).
         scheduler_options: any :class:`SchedulerConfig` field, e.g.
             ``schedule_conservativeness=0.5``; ``chunked_prefill_size`` defaults by GPU
             memory and ``max_running_requests`` to the pool's, as in SGLang.
@@ -106,6 +108,6 @@ def simulate(
     sched = Scheduler(requests, max_total_num_tokens=plan.max_total_num_tokens,
                       page_size=page_size, config=config, radix_cache=radix_cache,
                       context_len=spec.context_len, step_time=step_time, meta=meta,
-                      record_page_tables=record_page_tables)
+                      record_page_tables=record_page_tables, record_pages=record_pages)
     trace = sched.run()
     return SimResult(trace, Metrics.from_run(sched.reqs, trace), sched.reqs, plan, config)

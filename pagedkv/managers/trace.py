@@ -12,6 +12,7 @@ runs alike).
      "events": [[step, "admit"|"chunk"|"finish"|"retract"|"reprefill"|"abort", rid,
                  extra|None], ...],
      "page_tables": None or [per step: [[rid, seq_len, [page ids]], ...]],
+     "page_events": None or {"step": [...], "page": [...], "owner": [...]},
      "log": [str, ...],
      "log_steps": [int, ...]}
 
@@ -43,6 +44,11 @@ Events' ``extra``: ``admit`` / ``reprefill``: ``extend`` (tokens prefilled now) 
 ``output_len`` (kept), ``freed`` (KV tokens the request held, to be recomputed) and ``kept``
 (those of them the radix cache keeps: its cached prompt prefix); ``finish`` / ``abort``:
 ``output_len``.
+
+``page_events`` (with ``record_pages``) lists every change of a page's owner: after step
+``step``, page ``page`` belongs to request ``owner`` (>= 0), is free (-1), cached and
+evictable (-2) or cached and locked by a running request (-3); see
+:mod:`pagedkv.managers.page_recorder`.
 
 ``log`` holds SGLang-format log lines; ``log_steps[i]`` is the step that printed ``log[i]``.
 """
@@ -94,12 +100,14 @@ class TraceMeta:
 class Trace:
     """Step columns, events, optional page tables and log lines of one simulation."""
 
-    def __init__(self, meta: TraceMeta, record_page_tables: bool = False) -> None:
+    def __init__(self, meta: TraceMeta, record_page_tables: bool = False,
+                 page_events: Any = None) -> None:
         self.meta = meta
         self.steps: dict[str, list[Any]] = {name: [] for name in STEP_COLUMNS}
         self._columns = [self.steps[name] for name in STEP_COLUMNS]
         self.events: list[list[Any]] = []
         self.page_tables: list[list[list[Any]]] | None = [] if record_page_tables else None
+        self.page_events = page_events  # a PageRecorder, or None
         self.log: list[str] = []
         self.log_steps: list[int] = []
 
@@ -131,6 +139,7 @@ class Trace:
             "steps": {name: list(col) for name, col in self.steps.items()},
             "events": [list(e) for e in self.events],
             "page_tables": self.page_tables,
+            "page_events": None if self.page_events is None else self.page_events.to_dict(),
             "log": list(self.log),
             "log_steps": list(self.log_steps),
         }
