@@ -53,7 +53,8 @@ from pagedkv.layers.attention import (
     random_decode_case,
 )
 from pagedkv.layers.attention.checks import check_decode_inputs
-from pagedkv.layers.attention.decode_attention import _launch, decode_bytes
+from pagedkv.layers.attention.decode_attention import _launch
+from pagedkv.layers.attention.traffic import decode_bytes
 
 RESULTS = Path(__file__).resolve().parent / "results"
 

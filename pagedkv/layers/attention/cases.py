@@ -12,7 +12,7 @@ from dataclasses import dataclass
 import torch
 
 from pagedkv.errors import bad_value, check_positive_int
-from pagedkv.layers.attention.reference import pages_to_slots
+from pagedkv.layers.attention.reference import decode_tolerance, pages_to_slots
 
 
 @dataclass(frozen=True)
@@ -37,6 +37,13 @@ class DecodeCase:
         """Positional arguments of ``paged_decode_attention_by_page``."""
         return (self.q, self.k_cache, self.v_cache, self.page_table,
                 self.req_pool_indices, self.seq_lens, self.page_size)
+
+    def tolerance(self, reference: torch.Tensor) -> float:
+        """How far a kernel's output may be from ``reference`` (the torch reference's output
+        on this case): :func:`reference.decode_tolerance` with this case's sizes."""
+        return decode_tolerance(self.q.dtype, int(self.seq_lens.max()),
+                                float(self.v_cache.abs().max()),
+                                float(reference.abs().max()))
 
 
 def random_decode_case(
