@@ -220,7 +220,7 @@ def compile_build(build: Build, arch: int) -> list[KernelResources]:
 
     from pagedkv.layers.attention import decode_attention as da
     from pagedkv.layers.attention.cases import random_decode_case
-    from pagedkv.layers.attention.checks import check_decode_inputs, interpreted
+    from pagedkv.layers.attention.checks import interpreted
 
     if interpreted():
         raise PagedKVError("compile_build needs triton imported with TRITON_INTERPRET=0")
@@ -229,14 +229,7 @@ def compile_build(build: Build, arch: int) -> list[KernelResources]:
     case = random_decode_case(list(build.lens), num_q_heads=build.num_q_heads,
                               num_kv_heads=build.num_kv_heads, head_dim=build.head_dim,
                               page_size=build.page_size, dtype=getattr(torch, build.dtype))
-    per_page = build.walk == "per-page"
-    table = case.page_table if per_page else case.req_to_token
-    page_size = build.page_size if per_page else 1
-    shape = check_decode_inputs(case.q, case.k_cache, case.v_cache, table,
-                                case.req_pool_indices, case.seq_lens, page_size=page_size)
-    plan = da.plan_launch(case.q, case.k_cache, case.v_cache, table, case.req_pool_indices,
-                          case.seq_lens, shape, page_size=page_size, per_page=per_page,
-                          sm_scale=None, num_kv_splits=2)
+    plan = case.plan(per_page=build.walk == "per-page", num_kv_splits=2)
     if build.dot_fp32:
         plan.kwargs1["DOT_FP32"] = True
     previous = driver._active  # None until something asked for the real driver
@@ -253,3 +246,29 @@ def compile_build(build: Build, arch: int) -> list[KernelResources]:
         return out
     finally:
         driver._active = previous  # reset_active() would look for a GPU driver
+
+
+def loaded_resources(plan: object) -> dict[str, dict[str, int]]:
+    """Registers, local memory and shared memory of both stages as the CUDA driver loaded
+    them, for a plan about to run on a GPU: ``registers`` (``n_regs``), ``spill_bytes``
+    (the local memory per thread: Triton's ``n_spills`` counts it in 4-byte words) and
+    ``shared_bytes`` (``metadata.shared``).
+
+    Compiles (or fetches from Triton's cache) by warm-up; the benchmark records the result
+    next to its timings. Returns ``{}`` under the interpreter, which compiles nothing.
+    """
+    from pagedkv.layers.attention import decode_attention as da
+    from pagedkv.layers.attention.checks import interpreted
+
+    if interpreted():
+        return {}
+    out = {}
+    for name, kernel, grid, args, kwargs in (
+        ("stage1", da._decode_stage1, plan.grid1, plan.args1, plan.kwargs1),
+        ("stage2", da._decode_stage2, plan.grid2, plan.args2, plan.kwargs2),
+    ):
+        compiled = kernel.warmup(*args, grid=grid, **kwargs)
+        compiled._init_handles()  # loads the binary: the driver fills n_regs and n_spills
+        out[name] = {"registers": compiled.n_regs, "spill_bytes": 4 * compiled.n_spills,
+                     "shared_bytes": compiled.metadata.shared}
+    return out
