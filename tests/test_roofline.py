@@ -11,6 +11,7 @@ from pagedkv.layers.attention.roofline import (
     TargetGPU,
     occupancy,
     predict,
+    predict_decode,
     register_budget,
     target_gpus,
 )
@@ -82,3 +83,13 @@ def test_split_count_is_one_under_the_interpreter_and_checks_its_inputs() -> Non
         default_num_kv_splits(1, 8, 4, 4096, sm_count=0, arch=90)
     with pytest.raises(ConfigError, match="batch=0"):
         default_num_kv_splits(0, 8, 4, 4096, sm_count=1, arch=90)
+
+
+def test_predict_decode_plans_the_splits_and_picks_the_compiled_row() -> None:
+    rows = [{**STAGE1, "kernel": "stage1 per-page", "dtype": "bfloat16", "page_size": 16,
+             "dot_fp32": False, "purpose": "benchmark"}]
+    p = predict_decode(rows, H200, batch=16, context=4096)
+    assert (p.num_splits, p.programs) == (5, 640)  # 16 requests * 8 KV heads * 5 splits
+    assert p.latency == pytest.approx(640 * 2 * 16384 / 1e-6)
+    with pytest.raises(ConfigError, match=r"sm_90 bfloat16 page 16 \(dot_fp32=True\)"):
+        predict_decode(rows, H200, batch=16, context=4096, dot_fp32=True)

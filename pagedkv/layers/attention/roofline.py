@@ -27,10 +27,11 @@ datasheets and architecture whitepapers for each GPU.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from pagedkv.errors import bad_value, check_positive_int
 from pagedkv.gpus import get_gpu
+from pagedkv.layers.attention.decode_attention import BLOCK_H, BLOCK_N, default_num_kv_splits
 from pagedkv.units import KiB
 
 ISSUE_PER_CLOCK = 4  # warp-instructions per SM per clock (4 schedulers), sm_70 and later
@@ -149,6 +150,7 @@ class Prediction:
     memory: float
     issue: float
     latency: float
+    num_splits: int = 1  # the split count behind ``programs``
 
     @property
     def ceiling(self) -> float:
@@ -199,3 +201,38 @@ def predict(gpu: TargetGPU, stage1: dict, programs: int, tile_bytes: int,
         issue=active_sms * gpu.clock_hz * tile_bytes / clocks,
         latency=resident * buffers * tile_bytes / latency_s,
     )
+
+
+def stage1_row(rows: list[dict], arch: int, dtype: str, page_size: int = 16,
+               dot_fp32: bool = False) -> dict:
+    """The benchmark's per-page stage-1 kernel for ``sm_<arch>`` in a compile table
+    (``compile_matrix``); ``dot_fp32`` picks the fp32-dot contrast instead.
+
+    Raises:
+        ConfigError: the table has no such row (not compiled, or it failed).
+    """
+    for r in rows:
+        if ("error" not in r and r["arch"] == arch and r["kernel"] == "stage1 per-page"
+                and r["dtype"] == dtype and r["page_size"] == page_size
+                and r["dot_fp32"] == dot_fp32 and r["purpose"] != "book"):
+            return r
+    raise bad_value("rows", f"{len(rows)} rows", f"a compiled stage-1 row for sm_{arch} "
+                    f"{dtype} page {page_size} (dot_fp32={dot_fp32})")
+
+
+def predict_decode(rows: list[dict], gpu: TargetGPU, batch: int, context: int, *,
+                   num_kv_heads: int = 8, group: int = 4, head_dim: int = 128,
+                   dtype: str = "bfloat16", dot_fp32: bool = False) -> Prediction:
+    """The roofs of one decode step (Llama-3-8B heads by default) on ``gpu``: the compiled
+    per-page kernel, launched with the split count ``default_num_kv_splits`` picks there.
+
+    Raises:
+        ConfigError: a size < 1, or no compiled row for the GPU (see :func:`stage1_row`).
+    """
+    splits = default_num_kv_splits(batch, num_kv_heads, group, context, sm_count=gpu.sms,
+                                   arch=gpu.arch)
+    programs = batch * num_kv_heads * math.ceil(group / BLOCK_H) * splits
+    elem = 4 if dtype == "float32" else 2
+    roofs = predict(gpu, stage1_row(rows, gpu.arch, dtype, dot_fp32=dot_fp32), programs,
+                    tile_bytes=2 * BLOCK_N * head_dim * elem)
+    return replace(roofs, num_splits=splits)
