@@ -30,8 +30,10 @@ The report is rewritten after every point with ``"complete": false``, and once m
 ``true`` at the end, so a run stopped by a time limit keeps what it measured; an error at
 one point (out of memory, a failed compile) is recorded in its rows and the sweep goes on.
 The target point (batch 64, context 4,096) runs first. ``--time-budget`` stops starting new
-points after that many seconds. The default sweep of 20 points takes about 2-3 minutes on
-an H100 or H200, compiles included. ``bash bench/gpu_check.sh`` runs it after the GPU tests.
+points after that many seconds. The default sweep has 20 points of up to 12 timings, each a
+``do_bench`` of about 0.15 s, so it should take 2-3 minutes on an H100 or H200 with the
+compiles (an estimate until a run's log says). ``bash bench/gpu_check.sh`` runs it after the
+GPU tests.
 
 Without CUDA it refuses to run. ``--cpu-smoke`` runs tiny shapes through Triton's CPU
 interpreter to show the script works; it prints timings of the interpreter (not of any

@@ -40,7 +40,8 @@ kernel for MHA too (G = 1 fills one row of the 16-row tile).
 Tensor cores: the dots stay in the cache's dtype
 ------------------------------------------------
 ``tl.dot`` on bf16 or fp16 operands becomes tensor-core ``mma`` instructions (``HMMA`` in
-the machine code): exact 16-bit products summed in fp32. Cast the operands to fp32 first
+the machine code) from sm_80 on: exact 16-bit products summed in fp32. (Triton 3.9 leaves
+the sm_75 tensor cores of a T4 unused and emits fp32 FMAs there.) Cast the operands to fp32 first
 and the same dot becomes thousands of scalar fp32 fused multiply-adds per tile, enough
 instructions to make a memory-bound kernel wait on instruction issue instead. So q, K and
 V are loaded and multiplied in their own dtype; the softmax weights ``p`` are computed in

@@ -170,7 +170,7 @@ def predict(gpu: TargetGPU, stage1: dict, programs: int, tile_bytes: int,
 
     Args:
         gpu: where it runs; ``stage1`` must be compiled for ``gpu.arch``.
-        stage1: a row of ``compiled.compile_report``: ``registers``, ``shared_bytes``,
+        stage1: a row of ``compile_matrix.compile_matrix``: ``registers``, ``shared_bytes``,
             ``num_warps``, ``loop_instructions``, ``loop_ops`` (SASS counts per tile).
         programs: stage-1 programs (``batch * H_kv * ceil(G / 16) * splits``).
         tile_bytes: K and V bytes one loop pass reads (``2 * BLOCK_N * D * elem_bytes``).
