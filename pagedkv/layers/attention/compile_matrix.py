@@ -26,7 +26,7 @@ from pagedkv.layers.attention.compiled import (
     launched_builds,
 )
 
-SOURCES = ("compiled.py", "compile_matrix.py", "decode_attention.py", "cases.py")
+SOURCES = ("compiled.py", "compile_matrix.py", "decode_attention.py", "cases.py", "checks.py")
 
 
 def compile_target(arch: int) -> list[dict[str, object]]:
