@@ -1,43 +1,50 @@
-"""Decode-attention bandwidth on a GPU: pagedkv's Triton kernel, paged and contiguous, vs SDPA.
+"""Decode-attention bandwidth on a GPU: pagedkv's kernel, paged and contiguous, against SDPA,
+FlashInfer and a plain copy.
 
 Llama-3-8B attention shapes (32 query heads, 8 KV heads, head dim 128, bf16), batch 1-256,
-context 512-32K, page sizes 1/16/64. For every point it reports the time of one decode
-step of one layer, the bytes that step must read (K and V of every token, plus q and o)
-and the achieved GB/s, as a fraction of the GPU's peak HBM bandwidth. Implementations:
+context 512-32K, page sizes 1/16/64. For every point it reports the time of one decode step
+of one layer, the bytes that step must read, counted as FlashInfer counts them (K and V of
+every token, plus q and o), and the achieved GB/s (10^9 bytes/s), as a fraction of the GPU's
+peak HBM bandwidth and of the measured copy bandwidth. Implementations:
 
-- ``pagedkv-per-token``: :func:`pagedkv.layers.attention.paged_decode_attention` on a shuffled pool
-  (one slot id per token, as SGLang's Triton backend);
-- ``pagedkv-per-page``: :func:`pagedkv.layers.attention.paged_decode_attention_by_page` on the same
-  pool (one page id per page, as FlashInfer/FA3 take it);
-- ``pagedkv-contiguous``: the per-token kernel on consecutive slots (the cost of paging is
-  the gap to the paged rows);
+- ``pagedkv-per-token``: the kernel on a shuffled pool, one slot id per token (SGLang's
+  Triton backend's table);
+- ``pagedkv-per-page``: the same pool, one page id per page (FlashInfer's and FA3's table);
+- ``pagedkv-contiguous``: the per-token kernel on consecutive slots; the gap to the paged
+  rows is the cost of paging;
 - ``torch-sdpa``: ``scaled_dot_product_attention`` on a contiguous ``[B, H_kv, L, D]`` cache;
-- ``flashinfer``: ``BatchDecodeWithPagedKVCacheWrapper`` when ``flashinfer`` imports.
+- ``flashinfer``: ``BatchDecodeWithPagedKVCacheWrapper``, when ``flashinfer`` imports;
+- ``device-copy``: a copy of the K pool (bytes read + written): the practical roofline.
+
+A point whose time is under ``LAUNCH_BOUND`` empty launches (measured at the start) is
+marked ``launch_bound``: at least half of it may be launch overhead, so its GB/s says little
+and chapter 6 does not plot it. The contiguous row also records ``max |kernel - SDPA|``
+against twice ``reference.decode_tolerance`` (each may be that far from exact attention).
 
 Usage (GPU)::
 
     python bench/bench_decode.py        # writes bench/results/decode-<gpu>-<date>.json
-    python bench/bench_decode.py --batch 1 64 --context 4096
+    python bench/bench_decode.py --batch 1 64 --context 4096 --out-dir /tmp/x
 
-The file is rewritten after every (batch, context) point with ``"complete": false``, and
-once more with ``true`` at the end, so a run stopped by a time limit keeps what it measured.
-The default sweep is 23 points of 8 timings each (11 with FlashInfer), each a ``do_bench``
-of about 0.15 s, so with the kernels' compilation a run should take 1-3 minutes on an H100
-or H200. ``bash bench/gpu_check.sh`` runs it after the GPU tests.
+The report is rewritten after every point with ``"complete": false``, and once more with
+``true`` at the end, so a run stopped by a time limit keeps what it measured; an error at
+one point (out of memory, a failed compile) is recorded in its rows and the sweep goes on.
+The target point (batch 64, context 4,096) runs first. ``--time-budget`` stops starting new
+points after that many seconds. The default sweep has 20 points of up to 12 timings, each a
+``do_bench`` of about 0.15 s, so it should take 2-3 minutes on an H100 or H200 with the
+compiles (an estimate until a run's log says). ``bash bench/gpu_check.sh`` runs it after the
+GPU tests.
 
 Without CUDA it refuses to run. ``--cpu-smoke`` runs tiny shapes through Triton's CPU
 interpreter to show the script works; it prints timings of the interpreter (not of any
-GPU) and writes nothing unless ``--out`` is given.
+GPU) and writes nothing unless ``--out`` or ``--out-dir`` is given.
 """
 
 from __future__ import annotations
 
 import argparse
-import datetime as dt
 import json
-import platform
 import re
-import subprocess
 import sys
 import time
 from collections.abc import Callable
@@ -45,17 +52,22 @@ from pathlib import Path
 
 import torch
 
-import pagedkv
 from pagedkv.gpus import get_gpu
-from pagedkv.layers.attention import (
-    paged_decode_attention,
-    paged_decode_attention_by_page,
-    random_decode_case,
+from pagedkv.layers.attention import random_decode_case
+from pagedkv.layers.attention.baselines import (
+    copy_bytes,
+    copy_runner,
+    flashinfer_runner,
+    sdpa_runner,
 )
-from pagedkv.layers.attention.checks import check_decode_inputs
-from pagedkv.layers.attention.decode_attention import _launch, decode_bytes
+from pagedkv.layers.attention.compiled import loaded_resources
+from pagedkv.layers.attention.decode_attention import run_plan
+from pagedkv.layers.attention.provenance import environment
+from pagedkv.layers.attention.traffic import decode_bytes
 
 RESULTS = Path(__file__).resolve().parent / "results"
+TARGET = (64, 4096)  # (batch, context) of the issue's targets: measured first
+LAUNCH_BOUND = 4  # a point under 4 empty launches (two per decode step) is launch-bound
 
 # Which pagedkv.gpus preset a CUDA device name is (first match wins). A device that matches
 # none (H100 PCIe or NVL, A100 PCIe, ...) gets no peak unless --gpu-preset names one.
@@ -95,124 +107,138 @@ def time_call(fn: Callable[[], object], cuda: bool) -> float:
     return time.perf_counter() - start
 
 
-def flashinfer_runner(case, num_q_heads: int, num_kv_heads: int, head_dim: int
-                      ) -> Callable[[], object]:
-    """A FlashInfer paged decode over the same pool and pages (NHD layout)."""
-    import flashinfer
-
-    ps = case.page_size
-    pages = case.page_table[case.req_pool_indices.long()]
-    lens = case.seq_lens.long()
-    num_pages = (lens + ps - 1) // ps
-    keep = torch.arange(pages.shape[1], device=pages.device)[None, :] < num_pages[:, None]
-    indptr = torch.cat([num_pages.new_zeros(1), num_pages.cumsum(0)]).to(torch.int32)
-    last_page_len = ((lens - 1) % ps + 1).to(torch.int32)
-    workspace = torch.empty(256 << 20, dtype=torch.uint8, device=case.q.device)
-    wrapper = flashinfer.BatchDecodeWithPagedKVCacheWrapper(workspace, "NHD")
-    wrapper.plan(indptr, pages[keep].to(torch.int32), last_page_len, num_q_heads,
-                 num_kv_heads, head_dim, ps, q_data_type=case.q.dtype,
-                 kv_data_type=case.k_cache.dtype)
-    shape = (-1, ps, num_kv_heads, head_dim)
-    kv = (case.k_cache.view(shape), case.v_cache.view(shape))
-    return lambda: wrapper.run(case.q, kv)
+def launch_floor(cuda: bool) -> float:
+    """Seconds of a near-empty launch (filling one element), the fixed cost of any kernel."""
+    one = torch.empty(1, device="cuda" if cuda else "cpu")
+    return time_call(lambda: one.fill_(1.0), cuda)
 
 
-def bench_point(batch: int, context: int, page_sizes: list[int], args: argparse.Namespace,
-                cuda: bool, peak: float | None) -> list[dict[str, object]]:
-    """All implementations at one (batch, context); rows of the results table."""
-    h_q, h_kv, d = args.num_q_heads, args.num_kv_heads, args.head_dim
-    dtype = getattr(torch, args.dtype)
-    device = "cuda" if cuda else "cpu"
-    lens = [context] * batch
-    nbytes = decode_bytes(torch.tensor(lens), h_q, h_kv, d, torch.finfo(dtype).bits // 8)
-    rows: list[dict[str, object]] = []
+class Point:
+    """The rows of one (batch, context) point; :meth:`record` times one implementation and
+    never raises: a failure becomes a row with an ``"error"``."""
 
-    def record(impl: str, page_size: int | None, fn: Callable[[], object]) -> None:
-        seconds = time_call(fn, cuda)
-        gbps = nbytes / seconds / 1e9
-        rows.append({"impl": impl, "batch": batch, "context": context, "page_size": page_size,
-                     "time_us": seconds * 1e6, "bytes": nbytes,
-                     "gb_per_s": gbps if cuda else None,
-                     "fraction_of_peak": nbytes / seconds / peak if cuda and peak else None})
-        print(f"{impl:20s} B={batch:4d} L={context:6d} page={page_size!s:>4s} "
-              f"{seconds * 1e6:10.1f} us" + (f" {gbps:8.1f} GB/s" if cuda else ""))
+    def __init__(self, batch: int, context: int, nbytes: int, cuda: bool,
+                 peak: float | None, floor: float) -> None:
+        self.batch, self.context, self.nbytes = batch, context, nbytes
+        self.cuda, self.peak, self.floor = cuda, peak, floor
+        self.rows: list[dict[str, object]] = []
 
-    def launcher(case, per_page: bool) -> Callable[[], object]:
-        """The kernel without the per-call input checks (they run once, here)."""
-        table = case.page_table if per_page else case.req_to_token
-        ps = case.page_size if per_page else 1
-        shape = check_decode_inputs(case.q, case.k_cache, case.v_cache, table,
-                                    case.req_pool_indices, case.seq_lens, page_size=ps)
-        return lambda: _launch(case.q, case.k_cache, case.v_cache, table,
-                               case.req_pool_indices, case.seq_lens, shape, page_size=ps,
-                               per_page=per_page, sm_scale=None, num_kv_splits=None)
-
-    for page_size in page_sizes:
-        case = random_decode_case(lens, num_q_heads=h_q, num_kv_heads=h_kv, head_dim=d,
-                                  page_size=page_size, dtype=dtype, device=device)
-        # One checked call of each entry point; they must agree before anything is timed.
-        diff = (paged_decode_attention(*case.slot_args()).float()
-                - paged_decode_attention_by_page(*case.page_args()).float()).abs().max()
-        if diff.item() > 1e-2:
-            raise RuntimeError(f"per-token and per-page kernels disagree by {diff.item()}")
-        record("pagedkv-per-token", page_size, launcher(case, per_page=False))
-        record("pagedkv-per-page", page_size, launcher(case, per_page=True))
-        if args.flashinfer:
-            try:
-                record("flashinfer", page_size, flashinfer_runner(case, h_q, h_kv, d))
-            except Exception as exc:  # an optional third-party baseline: note it, go on
-                rows.append({"impl": "flashinfer", "batch": batch, "context": context,
-                             "page_size": page_size, "error": repr(exc)})
-        del case
-
-    flat = random_decode_case(lens, num_q_heads=h_q, num_kv_heads=h_kv, head_dim=d,
-                              page_size=1, dtype=dtype, device=device, shuffle=False)
-    record("pagedkv-contiguous", None, launcher(flat, per_page=False))
-    k = flat.k_cache[1:1 + batch * context].view(batch, context, h_kv, d).transpose(1, 2)
-    v = flat.v_cache[1:1 + batch * context].view(batch, context, h_kv, d).transpose(1, 2)
-    k, v, q = k.contiguous(), v.contiguous(), flat.q[:, :, None, :]
-    del flat
-    record("torch-sdpa", None, lambda: torch.nn.functional.scaled_dot_product_attention(
-        q, k, v, enable_gqa=True))
-    return rows
-
-
-def environment(cuda: bool) -> dict[str, object]:
-    """GPU, driver and library versions for the results file."""
-    env: dict[str, object] = {
-        "date": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
-        "python": platform.python_version(), "torch": torch.__version__,
-        "pagedkv": pagedkv.__version__, "cuda": torch.version.cuda,
-    }
-    import triton
-
-    env["triton"] = triton.__version__
-    try:
-        import flashinfer
-
-        env["flashinfer"] = getattr(flashinfer, "__version__", "unknown")
-    except ImportError:
-        env["flashinfer"] = None
-    if cuda:
-        env["gpu"] = torch.cuda.get_device_name()
+    def record(self, impl: str, page_size: int | None, make: Callable[[], object],
+               nbytes: int | None = None, **extra: object) -> None:
+        """Build the callable with ``make()`` and time it; ``extra`` fields join the row.
+        ``make`` may return ``(fn, fields)`` to add fields it computed (split count, kernel
+        resources)."""
+        row: dict[str, object] = {"impl": impl, "batch": self.batch, "context": self.context,
+                                  "page_size": page_size, "bytes": nbytes or self.nbytes}
         try:
-            out = subprocess.run(["nvidia-smi", "--query-gpu=driver_version",
-                                  "--format=csv,noheader"], capture_output=True, text=True,
-                                 timeout=30, check=True)
-            env["driver"] = out.stdout.strip().splitlines()[0]
-        except (OSError, subprocess.SubprocessError, IndexError):
-            env["driver"] = None
-    else:
-        env["gpu"] = None
-        env["device"] = "cpu (TRITON_INTERPRET=1): interpreter timings, not a GPU measurement"
-    return env
+            made = make()
+            fn, fields = made if isinstance(made, tuple) else (made, {})
+            row.update(fields)
+            seconds = time_call(fn, self.cuda)
+        except Exception as exc:  # recorded; the sweep goes on
+            self.rows.append({**row, **extra, "error": repr(exc)[:500]})
+            print(f"{impl:20s} B={self.batch:4d} L={self.context:6d} ERROR {exc!r:.200}")
+            if self.cuda:
+                torch.cuda.empty_cache()
+            return
+        gbps = row["bytes"] / seconds / 1e9
+        row.update({"time_us": seconds * 1e6, "gb_per_s": gbps if self.cuda else None,
+                    "fraction_of_peak": gbps * 1e9 / self.peak if self.cuda and self.peak
+                    else None,
+                    "launch_bound": self.cuda and seconds < LAUNCH_BOUND * self.floor,
+                    **extra})
+        self.rows.append(row)
+        print(f"{impl:20s} B={self.batch:4d} L={self.context:6d} page={page_size!s:>4s} "
+              f"{seconds * 1e6:10.1f} us" + (f" {gbps:8.1f} GB/s" if self.cuda else "")
+              + ("  (launch-bound)" if row["launch_bound"] else ""))
+
+    def finish(self) -> list[dict[str, object]]:
+        """Add each row's fraction of this point's copy bandwidth; return the rows."""
+        copy = next((r["gb_per_s"] for r in self.rows
+                     if r["impl"] == "device-copy" and r.get("gb_per_s")), None)
+        for r in self.rows:
+            r["fraction_of_copy"] = r["gb_per_s"] / copy if copy and r.get("gb_per_s") else None
+        return self.rows
+
+
+def kernel_run(case, per_page: bool) -> tuple[Callable[[], object], dict[str, object]]:
+    """The kernel planned once over ``case`` (inputs checked once), its split count and the
+    registers and spills of its compiled stages."""
+    plan = case.plan(per_page)
+    return (lambda: run_plan(plan)), {"num_splits": plan.num_splits,
+                                       "kernel": loaded_resources(plan)}
+
+
+def bench_point(batch: int, context: int, args: argparse.Namespace, cuda: bool,
+                peak: float | None, floor: float) -> list[dict[str, object]]:
+    """All implementations at one (batch, context); rows of the results table."""
+    shape = {"num_q_heads": args.num_q_heads, "num_kv_heads": args.num_kv_heads,
+             "head_dim": args.head_dim, "dtype": getattr(torch, args.dtype),
+             "device": "cuda" if cuda else "cpu"}
+    lens = [context] * batch
+    nbytes = decode_bytes(torch.tensor(lens), args.num_q_heads, args.num_kv_heads,
+                          args.head_dim, shape["dtype"].itemsize)
+    point = Point(batch, context, nbytes, cuda, peak, floor)
+    for page_size in args.page_size:
+        try:
+            case = random_decode_case(lens, page_size=page_size, **shape)
+        except Exception as exc:  # e.g. out of memory: this page size is recorded as failed
+            point.rows.append({"impl": "pool", "batch": batch, "context": context,
+                               "page_size": page_size, "error": repr(exc)[:500]})
+            continue
+        point.record("pagedkv-per-token", page_size, lambda c=case: kernel_run(c, False))
+        point.record("pagedkv-per-page", page_size, lambda c=case: kernel_run(c, True),
+                     **walks_agree(case))
+        if args.flashinfer:
+            point.record("flashinfer", page_size, lambda c=case: flashinfer_runner(c))
+        del case
+    try:
+        flat = random_decode_case(lens, page_size=1, shuffle=False, **shape)
+    except Exception as exc:
+        point.rows.append({"impl": "pool", "batch": batch, "context": context,
+                           "page_size": None, "error": repr(exc)[:500]})
+        return point.finish()
+    point.record("pagedkv-contiguous", None, lambda: kernel_run(flat, False),
+                 **sdpa_agreement(flat))
+    point.record("torch-sdpa", None, lambda: sdpa_runner(flat))
+    point.record("device-copy", None, lambda: copy_runner(flat), nbytes=copy_bytes(flat))
+    return point.finish()
+
+
+def walks_agree(case) -> dict[str, object]:
+    """Whether the per-page walk returns exactly the per-token walk's output (same tiles in
+    the same order, so it must, bit for bit)."""
+    try:
+        same = torch.equal(run_plan(case.plan(per_page=True)),
+                           run_plan(case.plan(per_page=False)))
+        return {"equals_per_token": same}
+    except Exception as exc:
+        return {"agreement_error": repr(exc)[:500]}
+
+
+def sdpa_agreement(flat) -> dict[str, object]:
+    """``max |kernel - SDPA|`` on the contiguous case, and the bound it must stay under
+    (twice ``decode_tolerance``: both approximate the exact attention)."""
+    try:
+        ours = run_plan(flat.plan(per_page=False)).float()
+        theirs = sdpa_runner(flat)()[:, :, 0, :].float()
+        diff, bound = float((ours - theirs).abs().max()), 2 * flat.tolerance(theirs)
+        return {"max_diff_vs_sdpa": diff, "diff_bound": bound, "agrees": diff <= bound}
+    except Exception as exc:
+        return {"agreement_error": repr(exc)[:500]}
+
+
+def sweep_order(batches: list[int], contexts: list[int]) -> list[tuple[int, int]]:
+    """Every (batch, context), the target point first, then by batch and context."""
+    points = [(b, c) for b in batches for c in contexts]
+    return sorted(points, key=lambda p: (p != TARGET, p))
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
     """Command-line options; ``--cpu-smoke`` swaps in tiny shapes."""
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--batch", type=int, nargs="+", default=[1, 8, 32, 64, 128, 256])
-    p.add_argument("--context", type=int, nargs="+", default=[512, 2048, 8192, 32768])
+    p.add_argument("--batch", type=int, nargs="+", default=[1, 8, 16, 32, 64, 128, 256])
+    p.add_argument("--context", type=int, nargs="+", default=[512, 4096, 32768])
     p.add_argument("--page-size", type=int, nargs="+", default=[1, 16, 64])
     p.add_argument("--num-q-heads", type=int, default=32)
     p.add_argument("--num-kv-heads", type=int, default=8)
@@ -223,10 +249,18 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--no-flashinfer", dest="flashinfer", action="store_false")
     p.add_argument("--gpu-preset", help="pagedkv.gpus preset for the peak bandwidth, if the "
                    "device name does not identify one (e.g. h100-sxm-80gb)")
-    p.add_argument("--out", type=Path, help="results file (default: bench/results/...)")
+    p.add_argument("--time-budget", type=float, help="seconds after which no new point starts")
+    out = p.add_mutually_exclusive_group()
+    out.add_argument("--out", type=Path, help="results file (default: bench/results/...)")
+    out.add_argument("--out-dir", type=Path, help="folder for the default file name")
     p.add_argument("--cpu-smoke", action="store_true",
                    help="tiny shapes on the CPU interpreter, to check the script itself")
     args = p.parse_args(argv)
+    if args.flashinfer:
+        try:
+            import flashinfer  # noqa: F401
+        except ImportError:
+            args.flashinfer = False  # optional: only its rows are skipped
     if args.cpu_smoke:
         args.batch, args.context, args.page_size = [2], [40], [1, 16]
         args.num_q_heads, args.num_kv_heads, args.head_dim = 4, 2, 64
@@ -236,6 +270,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
 
 def main(argv: list[str] | None = None) -> int:
     """Run the sweep and write the JSON; exit status 2 without CUDA (unless --cpu-smoke)."""
+    started = time.monotonic()
     args = parse_args(argv)
     cuda = torch.cuda.is_available()
     if not cuda and not args.cpu_smoke:
@@ -246,9 +281,10 @@ def main(argv: list[str] | None = None) -> int:
     env = environment(cuda)
     peak, peak_source = peak_bandwidth(env["gpu"], args.gpu_preset) if cuda else (None, None)
     out = args.out
-    if out is None and cuda:
-        slug = re.sub(r"[^a-z0-9]+", "-", str(env["gpu"]).lower()).strip("-")
-        out = RESULTS / f"decode-{slug}-{env['date'][:10]}.json"
+    if out is None and (cuda or args.out_dir):
+        slug = re.sub(r"[^a-z0-9]+", "-", str(env["gpu"] or "cpu").lower()).strip("-")
+        out = (args.out_dir or RESULTS) / f"decode-{slug}-{env['date'][:10]}.json"
+    floor = launch_floor(cuda)
     results: list[dict[str, object]] = []
     skipped = []
 
@@ -257,7 +293,8 @@ def main(argv: list[str] | None = None) -> int:
         if out is None:
             return
         report = {
-            "schema": 1, **env, "peak_hbm_bytes_per_s": peak, "peak_source": peak_source,
+            "schema": 2, **env, "peak_hbm_bytes_per_s": peak, "peak_source": peak_source,
+            "launch_floor_us": floor * 1e6,
             "shape": {"num_q_heads": args.num_q_heads, "num_kv_heads": args.num_kv_heads,
                       "head_dim": args.head_dim, "dtype": args.dtype},
             "complete": complete, "results": results, "skipped": skipped,
@@ -267,15 +304,16 @@ def main(argv: list[str] | None = None) -> int:
         tmp.write_text(json.dumps(report, indent=1) + "\n")
         tmp.replace(out)
 
-    for batch in args.batch:
-        for context in args.context:
-            if batch * context > args.max_tokens:
-                skipped.append({"batch": batch, "context": context, "why": "--max-tokens"})
-                continue
-            results += bench_point(batch, context, args.page_size, args, cuda, peak)
-            write(complete=False)
+    for batch, context in sweep_order(args.batch, args.context):
+        if batch * context > args.max_tokens:
+            skipped.append({"batch": batch, "context": context, "why": "--max-tokens"})
+        elif args.time_budget is not None and time.monotonic() - started > args.time_budget:
+            skipped.append({"batch": batch, "context": context, "why": "--time-budget"})
+        else:
+            results += bench_point(batch, context, args, cuda, peak, floor)
             if cuda:
                 torch.cuda.empty_cache()
+        write(complete=False)
     write(complete=True)
     if out is not None:
         print(f"wrote {out}")

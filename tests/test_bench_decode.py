@@ -14,6 +14,7 @@ import pagedkv.layers.attention  # noqa: F401  (sets TRITON_INTERPRET before the
 from pagedkv.errors import ConfigError
 
 SCRIPT = Path(__file__).resolve().parents[1] / "bench" / "bench_decode.py"
+NO_GPU = pytest.mark.skipif(torch.cuda.is_available(), reason="the smoke mode is for CPU machines")
 
 
 def _load() -> ModuleType:
@@ -30,19 +31,51 @@ def test_refuses_without_cuda(capsys: pytest.CaptureFixture[str]) -> None:
     assert "needs CUDA" in capsys.readouterr().err
 
 
-@pytest.mark.skipif(torch.cuda.is_available(), reason="the smoke mode is for CPU machines")
+@NO_GPU
 def test_cpu_smoke_writes_a_report_without_gpu_numbers(tmp_path: Path) -> None:
-    out = tmp_path / "smoke.json"
-    assert _load().main(["--cpu-smoke", "--out", str(out)]) == 0
+    assert _load().main(["--cpu-smoke", "--out-dir", str(tmp_path)]) == 0
+    (out,) = tmp_path.glob("decode-cpu-*.json")  # --out-dir keeps the default file name
     report = json.loads(out.read_text())
     assert report["gpu"] is None and report["peak_hbm_bytes_per_s"] is None
-    impls = {row["impl"] for row in report["results"]}
-    assert impls == {"pagedkv-per-token", "pagedkv-per-page", "pagedkv-contiguous", "torch-sdpa"}
-    assert all(row["gb_per_s"] is None for row in report["results"])
+    assert report["git"]["commit"] and report["triton"] and report["launch_floor_us"] > 0
+    rows = report["results"]
+    assert {r["impl"] for r in rows} == {"pagedkv-per-token", "pagedkv-per-page",
+                                         "pagedkv-contiguous", "torch-sdpa", "device-copy"}
+    assert all(r["gb_per_s"] is None and r["launch_bound"] is False for r in rows)
+    kernel_rows = [r for r in rows if r["impl"].startswith("pagedkv")]
+    assert all(r["num_splits"] == 1 for r in kernel_rows)  # the interpreter never splits
+    assert all(r["equals_per_token"] for r in rows if r["impl"] == "pagedkv-per-page")
+    (flat,) = [r for r in rows if r["impl"] == "pagedkv-contiguous"]
+    assert flat["agrees"] and flat["max_diff_vs_sdpa"] <= flat["diff_bound"]
+    (copy,) = [r for r in rows if r["impl"] == "device-copy"]
+    # the K pool (page 0, then 40 + 1 one-slot pages per request), read and written
+    assert copy["bytes"] == 2 * (1 + 2 * 41) * 2 * 64 * 4
     assert report["complete"] is True
 
 
-@pytest.mark.skipif(torch.cuda.is_available(), reason="the smoke mode is for CPU machines")
+@NO_GPU
+def test_an_error_at_one_point_is_recorded_and_the_sweep_goes_on(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    bench = _load()
+    run = bench.kernel_run
+
+    def fail_on_pages_of_16(case, per_page: bool):
+        if case.page_size == 16:
+            raise torch.cuda.OutOfMemoryError("pretend")
+        return run(case, per_page)
+
+    monkeypatch.setattr(bench, "kernel_run", fail_on_pages_of_16)
+    out = tmp_path / "errors.json"
+    assert bench.main(["--cpu-smoke", "--out", str(out)]) == 0
+    rows = json.loads(out.read_text())["results"]
+    failed = [r for r in rows if "error" in r]
+    assert {(r["impl"], r["page_size"]) for r in failed} == {
+        ("pagedkv-per-token", 16), ("pagedkv-per-page", 16)}
+    assert "OutOfMemoryError" in failed[0]["error"]
+    assert {r["impl"] for r in rows if "error" not in r} >= {"pagedkv-contiguous", "device-copy"}
+
+
+@NO_GPU
 def test_a_stopped_sweep_keeps_the_points_it_measured(tmp_path: Path,
                                                       monkeypatch: pytest.MonkeyPatch) -> None:
     bench = _load()
@@ -68,6 +101,22 @@ def test_a_stopped_sweep_keeps_the_points_it_measured(tmp_path: Path,
     report = json.loads(out.read_text())
     assert report["complete"] is False
     assert {row["context"] for row in report["results"]} == {40}
+
+
+@NO_GPU
+def test_the_time_budget_skips_the_points_it_cannot_start(tmp_path: Path) -> None:
+    out = tmp_path / "budget.json"
+    assert _load().main(["--cpu-smoke", "--time-budget", "0", "--out", str(out)]) == 0
+    report = json.loads(out.read_text())
+    assert report["results"] == [] and report["complete"] is True
+    assert report["skipped"] == [{"batch": 2, "context": 40, "why": "--time-budget"}]
+
+
+def test_the_target_point_runs_first() -> None:
+    order = _load().sweep_order([1, 64, 256], [512, 4096])
+    assert order[0] == (64, 4096) and sorted(order) == sorted(
+        (b, c) for b in (1, 64, 256) for c in (512, 4096))
+    assert order[1:] == sorted(order[1:])
 
 
 def test_peak_bandwidth_comes_from_pagedkv_gpus() -> None:

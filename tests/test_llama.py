@@ -5,10 +5,11 @@ from __future__ import annotations
 import pytest
 import torch
 
+import pagedkv.layers.attention  # noqa: F401  (first: sets TRITON_INTERPRET on a CPU)
 from pagedkv.errors import ConfigError, OutOfMemoryError
-from pagedkv.model_executor.paged_llama import PagedLlamaRunner  # first: sets TRITON_INTERPRET on a CPU
 
-transformers = pytest.importorskip("transformers")
+transformers = pytest.importorskip("transformers")  # optional: only this file needs it
+from pagedkv.model_executor.paged_llama import PagedLlamaRunner  # noqa: E402  (needs transformers)
 
 MAX_NEW_TOKENS = 17  # the prefill picks the first, then 16 decode steps
 LOGIT_TOL = 1e-4  # fp32: max |pagedkv - transformers| over every step's logits

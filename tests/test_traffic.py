@@ -39,7 +39,8 @@ def test_within() -> None:
 
 def test_agreement_checks_small() -> None:
     shape = dict(num_q_heads=4, num_kv_heads=2, head_dim=16, page_size=4)
-    per_token, per_page = kernel_errors([3, 9], torch.float32, seed=0, **shape)
-    assert per_token < 1e-5 and per_page < 1e-5
+    per_token, per_page, bound = kernel_errors([3, 9], torch.float32, seed=0, **shape)
+    assert per_token <= bound and per_page <= bound
+    assert bound < 1e-4  # fp32 rounds no weights: only fp32 sums and exp remain
     diffs = split_differences([40, 5], (2,), seed=1, **shape)
     assert list(diffs) == [2] and diffs[2] < 1e-5

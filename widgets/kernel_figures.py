@@ -1,4 +1,5 @@
-"""Figures of the kernel chapter: where a batch's tokens sit in the pool, and measured GB/s.
+"""Figures of the kernel chapter: where a batch's tokens sit in the pool, the predicted
+bandwidth roofs per GPU, and measured GB/s.
 
 Plain plotly figures (buttons and hover work in the static book); show them with
 :func:`pagedkv_widgets.figures.show`.
@@ -12,6 +13,7 @@ from pathlib import Path
 import plotly.graph_objects as go
 
 from pagedkv.layers.attention import DecodeCase, random_decode_case
+from pagedkv.layers.attention.roofline import Prediction
 
 POOL_COLUMNS = 32  # slots per row of the pool picture
 
@@ -111,17 +113,30 @@ def load_decode_results(directory: str | Path) -> list[dict[str, object]]:
 
 
 def provenance(report: dict[str, object]) -> str:
-    """One line: which GPU, driver and library versions produced ``report``, and when."""
-    return (f"{report['gpu']}, driver {report.get('driver')}, CUDA {report.get('cuda')}, "
-            f"torch {report.get('torch')}, triton {report.get('triton')}, "
-            f"flashinfer {report.get('flashinfer')}; measured {report['date']} "
+    """One line: which GPU, clocks, driver, library versions and commit produced ``report``
+    (fields the report lacks are left out)."""
+    clocks = report.get("clocks") or {}
+    hardware = [report.get("compute_capability"),
+                f"{report['sm_count']} SMs" if report.get("sm_count") else None,
+                f"SM clock {clocks['clocks.sm']} (max {clocks.get('clocks.max.sm')})"
+                if clocks.get("clocks.sm") else None]
+    hardware = [h for h in hardware if h]
+    git = report.get("git") or {}
+    commit = (git["commit"][:12] + (" with uncommitted changes" if git.get("dirty") else "")
+              if git.get("commit") else "unknown")
+    return (f"{report['gpu']}" + (f" ({', '.join(hardware)})" if hardware else "")
+            + f", driver {report.get('driver')}, CUDA {report.get('cuda')}, torch "
+            f"{report.get('torch')}, triton {report.get('triton')}, flashinfer "
+            f"{report.get('flashinfer')}, pagedkv commit {commit}; measured {report['date']} "
             f"({report.get('file', '?')})")
 
 
 def bandwidth_figure(report: dict[str, object]) -> go.Figure:
     """Achieved GB/s against context length, one line per implementation and page size,
-    one view per batch size; the dashed line is the GPU's peak HBM bandwidth."""
-    rows = [r for r in report["results"] if r.get("gb_per_s")]
+    one view per batch size; the dashed line is the GPU's peak HBM bandwidth. Launch-bound
+    points and points that failed are left out (the title counts them)."""
+    measured = [r for r in report["results"] if r.get("gb_per_s")]
+    rows = [r for r in measured if not r.get("launch_bound")]
     batches = sorted({r["batch"] for r in rows})
     fig = go.Figure()
     owner = []
@@ -136,19 +151,61 @@ def bandwidth_figure(report: dict[str, object]) -> go.Figure:
             fig.add_trace(go.Scatter(
                 x=[p["context"] for p in points], y=[p["gb_per_s"] for p in points],
                 mode="lines+markers", name=name, visible=batch == batches[0],
+                line={"dash": "dot"} if name == "device-copy" else None,
                 hovertemplate="context %{x}<br>%{y:.0f} GB/s<extra>" + name + "</extra>"))
             owner.append(batch)
     peak = report.get("peak_hbm_bytes_per_s")
     if peak:
         fig.add_hline(y=peak / 1e9, line_dash="dash",
                       annotation_text=f"peak {peak / 1e12:.2f} TB/s ({report['peak_source']})")
+    left_out = len(measured) - len(rows)
+    failed = sum(1 for r in report["results"] if "error" in r)
     fig.update_layout(
         updatemenus=[{"buttons": [{"label": f"batch {b}", "method": "update",
                                    "args": [{"visible": [o == b for o in owner]}]}
                                   for b in batches], "x": 0, "y": 1.15, "xanchor": "left"}],
-        title_text=f"Decode attention, one layer: {report['gpu']}",
+        title_text=(f"Decode attention, one layer: {report['gpu']}<br><sup>{left_out} "
+                    f"launch-bound and {failed} failed measurements not plotted</sup>"),
         xaxis={"title": "context length (tokens)", "type": "log"},
-        yaxis={"title": "achieved GB/s (K+V+q+o bytes / time)"}, height=450, margin={"t": 90},
+        yaxis={"title": "achieved GB/s (K+V+q+o bytes / time)"}, height=470, margin={"t": 100},
     )
     return fig
 
+
+def roofline_figure(predictions: dict[int, list[Prediction]]) -> go.Figure:
+    """The three predicted roofs (memory, instruction issue, latency) per GPU as bars, and
+    the predicted ceiling (the lowest) as a marker, one view per batch size (buttons).
+
+    Args:
+        predictions: batch size -> one :class:`Prediction` per GPU, same GPUs in each.
+    """
+    fig = go.Figure()
+    batches = list(predictions)
+    roofs = (("memory", "#4477AA"), ("issue", "#CCBB44"), ("latency", "#EE6677"))
+    for i, batch in enumerate(batches):
+        preds = predictions[batch]
+        gpus = [p.gpu for p in preds]
+        for roof, colour in roofs:
+            fig.add_bar(x=gpus, y=[getattr(p, roof) / 1e9 for p in preds], name=f"{roof} roof",
+                        marker_color=colour, visible=i == 0, legendgroup=roof,
+                        hovertemplate="%{x}: %{y:,.0f} GB/s<extra>" + roof + " roof</extra>")
+        fig.add_scatter(x=gpus, y=[p.ceiling / 1e9 for p in preds], mode="markers",
+                        name="predicted ceiling", visible=i == 0,
+                        marker={"symbol": "diamond", "size": 12, "color": "black"},
+                        customdata=[[p.bound, p.num_splits] for p in preds],
+                        hovertemplate=("%{x}: %{y:,.0f} GB/s, bound by %{customdata[0]}"
+                                       " (%{customdata[1]} splits)<extra></extra>"))
+    per_view = len(roofs) + 1
+    fig.update_layout(
+        barmode="group",
+        updatemenus=[{"type": "buttons", "direction": "right", "x": 0, "y": 1.18,
+                      "xanchor": "left", "buttons": [
+                          {"label": f"batch {b}", "method": "update",
+                           "args": [{"visible": [j // per_view == i
+                                                 for j in range(per_view * len(batches))]}]}
+                          for i, b in enumerate(batches)]}],
+        title_text="Predicted bandwidth roofs of one decode step (a prediction, not a measurement)",
+        yaxis={"title": "GB/s (10^9 bytes/s), log scale", "type": "log"},
+        height=460, margin={"t": 110},
+    )
+    return fig

@@ -33,7 +33,6 @@ if not torch.cuda.is_available():
 # Only now import the modules that import triton.
 from pagedkv.layers.attention.cases import DecodeCase, random_decode_case
 from pagedkv.layers.attention.decode_attention import (
-    decode_bytes,
     paged_decode_attention,
     paged_decode_attention_by_page,
     split_ranges,
@@ -43,6 +42,7 @@ from pagedkv.layers.attention.reference import (
     pages_to_slots,
     slots_to_pages,
 )
+from pagedkv.layers.attention.traffic import decode_bytes
 
 __all__ = [
     "DecodeCase",

@@ -12,14 +12,16 @@ from pagedkv.layers.attention.reference import paged_decode_attention_ref
 
 
 def kernel_errors(lens: list[int], dtype: torch.dtype, device: str = "cpu", seed: int = 0,
-                  **shape: int) -> tuple[float, float]:
+                  **shape: int) -> tuple[float, float, float]:
     """Max absolute difference of the per-token and the per-page kernel against the torch
-    reference on :func:`random_decode_case` (``shape``: its head and page arguments)."""
+    reference on :func:`random_decode_case` (``shape``: its head and page arguments), and
+    the bound both must stay under (``DecodeCase.tolerance``)."""
     case = random_decode_case(lens, dtype=dtype, device=device, seed=seed, **shape)
-    ref = paged_decode_attention_ref(*case.slot_args()).float()
+    ref = paged_decode_attention_ref(*case.slot_args())
     by_token = paged_decode_attention(*case.slot_args()).float()
     by_page = paged_decode_attention_by_page(*case.page_args()).float()
-    return float((by_token - ref).abs().max()), float((by_page - ref).abs().max())
+    return (float((by_token - ref.float()).abs().max()),
+            float((by_page - ref.float()).abs().max()), case.tolerance(ref))
 
 
 def split_differences(lens: list[int], splits: tuple[int, ...], device: str = "cpu",

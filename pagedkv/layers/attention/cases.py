@@ -12,7 +12,9 @@ from dataclasses import dataclass
 import torch
 
 from pagedkv.errors import bad_value, check_positive_int
-from pagedkv.layers.attention.reference import pages_to_slots
+from pagedkv.layers.attention.checks import check_decode_inputs
+from pagedkv.layers.attention.decode_attention import LaunchPlan, plan_launch
+from pagedkv.layers.attention.reference import decode_tolerance, pages_to_slots
 
 
 @dataclass(frozen=True)
@@ -37,6 +39,24 @@ class DecodeCase:
         """Positional arguments of ``paged_decode_attention_by_page``."""
         return (self.q, self.k_cache, self.v_cache, self.page_table,
                 self.req_pool_indices, self.seq_lens, self.page_size)
+
+    def plan(self, per_page: bool, num_kv_splits: int | None = None) -> LaunchPlan:
+        """Check the inputs once and plan both launches of the per-page walk (``per_page``)
+        or the per-slot walk over this case, for benchmarks and compile checks."""
+        table = self.page_table if per_page else self.req_to_token
+        page_size = self.page_size if per_page else 1
+        shape = check_decode_inputs(self.q, self.k_cache, self.v_cache, table,
+                                    self.req_pool_indices, self.seq_lens, page_size=page_size)
+        return plan_launch(self.q, self.k_cache, self.v_cache, table, self.req_pool_indices,
+                           self.seq_lens, shape, page_size=page_size, per_page=per_page,
+                           sm_scale=None, num_kv_splits=num_kv_splits)
+
+    def tolerance(self, reference: torch.Tensor) -> float:
+        """How far a kernel's output may be from ``reference`` (the torch reference's output
+        on this case): :func:`reference.decode_tolerance` with this case's sizes."""
+        return decode_tolerance(self.q.dtype, int(self.seq_lens.max()),
+                                float(self.v_cache.abs().max()),
+                                float(reference.abs().max()))
 
 
 def random_decode_case(

@@ -20,7 +20,7 @@ import math
 
 import torch
 
-from pagedkv.errors import check_positive_int
+from pagedkv.errors import bad_value, check_positive_int
 from pagedkv.layers.attention.checks import check_decode_inputs, check_scale_and_splits
 
 
@@ -100,3 +100,52 @@ def slots_to_pages(req_to_token: torch.Tensor, page_size: int) -> torch.Tensor:
     """
     check_positive_int("page_size", page_size)
     return (req_to_token[:, ::page_size] // page_size).to(torch.int32)
+
+
+# Significant bits of each dtype (bf16 8, fp16 11, fp32 24).
+_SIGNIFICAND_BITS = {torch.bfloat16: 8, torch.float16: 11, torch.float32: 24}
+_FP32_UNIT = 2.0**-24
+
+
+def decode_tolerance(dtype: torch.dtype, max_seq_len: int, v_absmax: float,
+                     o_absmax: float) -> float:
+    """A bound on ``|kernel - reference|`` for one decode step, on the CPU or a GPU.
+
+    Three sources, each bounded for the worst case (``u = 2^-24``, fp32's unit roundoff;
+    ``p`` are the softmax weights, ``n = max_seq_len``):
+
+    1. The kernel rounds ``p`` to the cache dtype before ``p @ V`` (the tensor cores take
+       16-bit inputs) but sums the unrounded ``p``; each weight is off by at most a relative
+       ``2^-s`` (``s`` significant bits: bf16 8, fp16 11), so the output by at most
+       ``2^-s * max|v|``. fp16 adds ``2^-25`` absolute per weight below its normal range
+       (``2^-14``): at most ``n * 2^-25 * max|v|``. fp32 caches round nothing here.
+    2. fp32 arithmetic, in the kernel and in the reference: sums of ``n`` terms (relative
+       error up to about ``n * u`` for the numerator and the denominator), ``exp`` (on a GPU
+       the approximate ``ex2.approx``, about ``2^-22`` relative, plus the rounding of its
+       argument, at most ``17 u`` relative for weights above ``2^-24``) and the approximate
+       division (2 ulp): ``(4 n + 32) * u * max|v|`` covers both implementations.
+    3. Both round the output to the dtype: at most one unit in the last place of
+       ``max|o|``.
+
+    Args:
+        dtype: of q, K, V and the output.
+        max_seq_len: the longest sequence, in tokens.
+        v_absmax: largest ``|V|`` the step reads (the whole pool's is a safe stand-in).
+        o_absmax: largest ``|o|`` of the reference.
+
+    Returns:
+        The bound, in the output's units.
+
+    Raises:
+        ConfigError: an unsupported dtype or ``max_seq_len`` < 1.
+    """
+    if dtype not in _SIGNIFICAND_BITS:
+        raise bad_value("dtype", dtype, "torch.float32, torch.float16 or torch.bfloat16")
+    check_positive_int("max_seq_len", max_seq_len)
+    bits = _SIGNIFICAND_BITS[dtype]
+    weights = 0.0 if dtype == torch.float32 else 2.0**-bits
+    if dtype == torch.float16:
+        weights += max_seq_len * 2.0**-25
+    fp32 = (4 * max_seq_len + 32) * _FP32_UNIT
+    last_place = 2.0 ** (math.floor(math.log2(o_absmax)) - (bits - 1)) if o_absmax > 0 else 0.0
+    return (weights + fp32) * v_absmax + last_place

@@ -12,7 +12,25 @@ from dataclasses import dataclass
 import torch
 
 from pagedkv.errors import check_positive_int
-from pagedkv.layers.attention.decode_attention import decode_bytes
+
+
+def decode_bytes(
+    seq_lens: torch.Tensor, num_q_heads: int, num_kv_heads: int, head_dim: int,
+    elem_bytes: int,
+) -> int:
+    """Bytes a decode step must move from HBM at least: K and V of every token, plus q and o.
+
+    Counted as FlashInfer's benchmarks count them. Table reads and the split intermediates
+    are left out (they are small next to K/V), so ``bytes / seconds`` is a lower bound on
+    the bandwidth the kernel achieved.
+
+    Args:
+        seq_lens: ``[B]`` tokens per request.
+        num_q_heads, num_kv_heads, head_dim: attention geometry.
+        elem_bytes: bytes per element of q, K, V and o (2 for bf16).
+    """
+    kv = 2 * int(seq_lens.sum()) * num_kv_heads * head_dim * elem_bytes
+    return kv + 2 * seq_lens.numel() * num_q_heads * head_dim * elem_bytes
 
 
 @dataclass(frozen=True)

@@ -1,0 +1,131 @@
+"""Chapter 6's tables: what the compiler made of the kernel per target, and what it predicts.
+
+Each builder takes rows of ``pagedkv.layers.attention.compile_matrix.compile_matrix`` (or
+``roofline.Prediction`` objects) and returns ``Markdown``; ``.data`` holds the text.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from IPython.display import Markdown
+
+from pagedkv.layers.attention.compiled import TENSOR_CORE_OPS
+from pagedkv.layers.attention.roofline import Prediction, TargetGPU, occupancy
+from pagedkv.units import KiB
+from pagedkv_widgets.tables import markdown_table
+
+KERNEL_ORDER = ("stage1 per-slot", "stage1 per-page", "stage2")
+
+
+def _gpus_of(arch: int, gpus: Sequence[TargetGPU]) -> str:
+    return f"sm_{arch} ({', '.join(g.label for g in gpus if g.arch == arch)})"
+
+
+def _tensor_ops(row: dict) -> str:
+    """Tensor-core instructions per loop pass, e.g. ``"16 HMMA"``, or ``"none"``."""
+    used = [f"{row['loop_ops'][op]} {op}" for op in TENSOR_CORE_OPS if row["loop_ops"][op]]
+    return ", ".join(used) or "none"
+
+
+def _fits(row: dict) -> str:
+    fit, limiter = occupancy(row["registers"], row["shared_bytes"], row["num_warps"],
+                             row["arch"])
+    return f"{fit} ({limiter})"
+
+
+def compiled_table(rows: Sequence[dict], gpus: Sequence[TargetGPU],
+                   dtype: str = "bfloat16") -> Markdown:
+    """The benchmark's kernels in ``dtype``, one line per target and kernel: registers per
+    thread, spilled bytes, shared memory, tensor-core instructions, asynchronous copies and
+    instructions per pass of the main loop, and the programs that fit on one SM."""
+    picked = [r for r in rows if "error" not in r and r["purpose"] == "benchmark"
+              and r["dtype"] == dtype and not r["dot_fp32"]]
+    picked.sort(key=lambda r: (r["arch"], KERNEL_ORDER.index(r["kernel"]), r["page_size"] or 0))
+    return markdown_table(
+        ("target", "kernel", "registers", "spilled bytes", "shared memory",
+         "tensor-core instructions / tile", "async copies / tile", "instructions / tile",
+         "programs per SM (limit)"),
+        ((_gpus_of(r["arch"], gpus),
+          r["kernel"] + (f", page {r['page_size']}" if r["page_size"] else ""),
+          r["registers"], r["spill_bytes"], f"{r['shared_bytes'] / KiB:.1f} KiB",
+          _tensor_ops(r) if r["kernel"] != "stage2" else "-",
+          r["loop_ops"]["LDGSTS"] if r["kernel"] != "stage2" else "-",
+          r["loop_instructions"] if r["kernel"] != "stage2" else "-", _fits(r))
+         for r in picked))
+
+
+def compiled_summary(rows: Sequence[dict]) -> str:
+    """One sentence over the whole table: how many kernels compiled, failed, spilled, and
+    the largest register count."""
+    ok = [r for r in rows if "error" not in r and not r["dot_fp32"]]
+    failed = [r for r in rows if "error" in r]
+    top = max(ok, key=lambda r: r["registers"])
+    spilled = sum(1 for r in ok if r["spill_bytes"])
+    return (f"{len(ok)} kernels compiled ({sum(r['purpose'] == 'benchmark' for r in ok)} for "
+            f"the benchmark in bf16 and fp16, {sum(r['purpose'] == 'book' for r in ok)} for "
+            f"this chapter's own examples), {len(failed)} failed; {spilled} spill. The most "
+            f"registers: {top['registers']} ({top['kernel']}, {top['dtype']}, "
+            f"head dim {top['head_dim']}, sm_{top['arch']}).")
+
+
+def contrast_table(rows: Sequence[dict], gpus: Sequence[TargetGPU]) -> Markdown:
+    """The bf16 per-page kernel against the same kernel with its dots widened to fp32, per
+    target from sm_80: registers, spills, tensor-core and fp32 FMA instructions per tile."""
+    def pick(arch: int, fp32: bool) -> dict:
+        return next(r for r in rows if "error" not in r and r["arch"] == arch
+                    and r["kernel"] == "stage1 per-page" and r["dtype"] == "bfloat16"
+                    and r["page_size"] == 16 and r["dot_fp32"] == fp32)
+
+    archs = sorted({r["arch"] for r in rows if r.get("dot_fp32")})
+    lines = []
+    for arch in archs:
+        for fp32 in (False, True):
+            r = pick(arch, fp32)
+            lines.append((_gpus_of(arch, gpus), "fp32 (widened)" if fp32 else "bf16",
+                          r["registers"], r["spill_bytes"], _tensor_ops(r),
+                          r["loop_ops"]["FFMA"], r["loop_instructions"], _fits(r)))
+    return markdown_table(("target", "dots in", "registers", "spilled bytes",
+                           "tensor-core instructions / tile", "fp32 FMAs / tile",
+                           "instructions / tile", "programs per SM (limit)"), lines)
+
+
+def prediction_table(pairs: Sequence[tuple[Prediction, Prediction]],
+                     gpus: Sequence[TargetGPU]) -> Markdown:
+    """Per GPU: the three roofs of the bf16 kernel, its predicted ceiling, and the ceiling
+    of the fp32-dot contrast (``None`` where it was not compiled, sm_75). GB/s = 10^9 B/s."""
+    peak = {g.label: g.hbm_bandwidth for g in gpus}
+
+    def gbs(x: float) -> str:
+        return f"{x / 1e9:,.0f}"
+
+    return markdown_table(
+        ("GPU", "splits", "programs per SM", "memory roof", "issue roof", "latency roof",
+         "predicted ceiling (GB/s)", "of peak", "bound by", "with fp32 dots (GB/s)"),
+        ((p.gpu, p.num_splits, f"{p.resident_per_sm:.1f}", gbs(p.memory), gbs(p.issue),
+          gbs(p.latency), gbs(p.ceiling), f"{p.ceiling / peak[p.gpu]:.0%}", p.bound,
+          f"{gbs(c.ceiling)} ({c.bound})" if c else "-")
+         for p, c in pairs))
+
+
+def _span(values: Sequence[int]) -> str:
+    lo, hi = min(values), max(values)
+    return f"{lo}" if lo == hi else f"{lo}-{hi}"
+
+
+def compiled_highlights(rows: Sequence[dict]) -> str:
+    """Two lines over the benchmark's 16-bit stage-1 kernels: on sm_80 and later, and on
+    sm_75 (per warp and per tile: tensor-core and FMA instructions, all instructions;
+    registers; spilled bytes)."""
+    lines = []
+    for label, keep in (("sm_80 and later", lambda a: a >= 80), ("sm_75", lambda a: a < 80)):
+        picked = [r for r in rows if "error" not in r and r["purpose"] == "benchmark"
+                  and r["kernel"] != "stage2" and not r["dot_fp32"] and keep(r["arch"])]
+        ops = [r["loop_ops"] for r in picked]
+        lines.append(
+            f"{label}: {_span([o['HMMA'] + o['HGMMA'] for o in ops])} tensor-core and "
+            f"{_span([o['FFMA'] for o in ops])} fp32 FMA instructions among "
+            f"{_span([r['loop_instructions'] for r in picked])} per warp per tile; "
+            f"{_span([r['registers'] for r in picked])} registers, "
+            f"{sum(r['spill_bytes'] for r in picked)} bytes spilled")
+    return "\n".join(lines)
