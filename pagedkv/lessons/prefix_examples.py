@@ -138,6 +138,16 @@ def chat_service() -> list[PrefixRequest]:
 SUPPORT_MAX_NEW, CHAT_MAX_NEW = 512, 512  # the cap every client sends (tokens)
 
 
+TIGHT_POOL, TIGHT_CHUNK = 2048, 512
+
+
+def tight_chat_run() -> PrefixRun:
+    """The chat service squeezed: a 2,048-slot pool, chunks of 512 tokens, clients that send
+    each answer's exact length as ``max_new_tokens`` (admission then reserves little), so
+    prompts are chunked and decode runs out of room: retraction with the tree on."""
+    return serve(chat_service(), TIGHT_POOL, 1, CHAT_RUNNING, chunked_prefill_size=TIGHT_CHUNK)
+
+
 def support_bot_runs() -> dict[bool, PrefixRun]:
     """The support bot served with the radix cache (True) and without (False)."""
     reqs = support_bot()

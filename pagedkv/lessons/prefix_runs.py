@@ -102,6 +102,24 @@ class PrefixRun:
     def retractions(self) -> int:
         return len(self.scheduler.trace.events_of("retract"))
 
+    @property
+    def chunks(self) -> int:
+        """Prefill passes that computed only part of a prompt (chunked prefill)."""
+        return len(self.scheduler.trace.events_of("chunk"))
+
+    def retractions_seen(self) -> list[tuple[int, int, int, int]]:
+        """Per retraction, in order: ``(rid, held, kept, cached_again)``: KV tokens the victim
+        held, those of them the tree kept (its cached prompt prefix), and the tokens its
+        re-prefill found in the tree."""
+        trace = self.scheduler.trace
+        again = [(e[2], e[3]["cached"]) for e in trace.events_of("reprefill")]
+        out = []
+        for _, _, rid, info in trace.events_of("retract"):
+            hit = next(c for r, c in again if r == rid)
+            again.remove((rid, hit))
+            out.append((rid, info["freed"], info["kept"], hit))
+        return out
+
     def first_prefill(self) -> tuple[int, int, int]:
         """The first prefill pass: requests admitted, prompt tokens computed, and slots the
         admitted requests hold after it (duplicates of a prefix computed twice are freed)."""
