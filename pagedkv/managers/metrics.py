@@ -31,13 +31,16 @@ class Metrics:
         output_tokens_per_s: ``output_tokens / duration_s``.
         num_retractions: requests sent back by ``retract_decode`` (a request may count twice).
         retraction_events: decode steps that retracted (log lines).
-        recomputed_tokens: KV tokens freed by retraction and computed again.
+        recomputed_tokens: KV tokens freed by retraction and computed again (less what
+            the re-prefills found in the radix cache).
         mean_queue_s, p50_queue_s, p99_queue_s: time spent in the waiting queue per request,
             arrival to first admission plus every wait after a retraction.
         mean_ttft_s: arrival to first token. mean_latency_s: arrival to finish.
         peak_tokens_used: most KV slots holding tokens at once.
-        peak_usage: most pages in use at once, as a fraction of the pool.
-        mean_usage: pages in use as a fraction of the pool, averaged over non-idle steps.
+        peak_usage: the most of the pool in use at once, as SGLang's ``token usage`` counts it:
+            ``(max_total_num_tokens - available - evictable) / max_total_num_tokens`` (cached
+            tokens no running request uses count as free: they are reclaimed on demand).
+        mean_usage: the same, averaged over non-idle steps.
     """
 
     num_requests: int
@@ -68,8 +71,9 @@ class Metrics:
         cols = trace.steps
         kind = np.asarray(cols["kind"])
         busy = kind != "idle"
-        pages = np.asarray(cols["pages_used"], dtype=np.int64)
-        pool_pages = max(trace.meta.num_pages, 1)
+        pool = max(trace.meta.max_total_num_tokens, 1)
+        used = (pool - np.asarray(cols["tokens_free"], dtype=np.int64)
+                - np.asarray(cols["tokens_evictable"], dtype=np.int64))
         queue = np.asarray([r.queue_s for r in reqs]) if reqs else np.zeros(1)
         arrival = np.asarray([r.arrival_s for r in reqs]) if reqs else np.zeros(1)
         first = np.asarray([r.first_token_s for r in reqs], dtype=float) if reqs else arrival
@@ -97,8 +101,8 @@ class Metrics:
             mean_ttft_s=float((first - arrival).mean()),
             mean_latency_s=float((finish - arrival).mean()),
             peak_tokens_used=max(cols["tokens_used"], default=0),
-            peak_usage=float(pages.max() / pool_pages) if len(pages) else 0.0,
-            mean_usage=float(pages[busy].mean() / pool_pages) if work_steps else 0.0,
+            peak_usage=float(used.max() / pool) if len(used) else 0.0,
+            mean_usage=float(used[busy].mean() / pool) if work_steps else 0.0,
         )
 
     def as_dict(self) -> dict[str, float | int]:

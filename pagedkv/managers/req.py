@@ -72,7 +72,8 @@ class Req:
         finished: it has stopped (its KV is released); ``finish_reason`` says why.
         first_admit_s, first_token_s, finish_s: times in seconds, None until they happen.
         num_retractions: times ``retract_decode`` sent it back.
-        recomputed_tokens: KV tokens retraction freed that were computed again.
+        recomputed_tokens: KV tokens retraction freed that were computed again (what a
+            re-prefill found in the radix cache is not recomputed).
         cached_tokens: prompt (and kept output) tokens served from the tree, over all its
             prefills (SGLang's ``#cached-token`` summed for this request).
         kept_at_retract: tokens of its KV the tree kept at its latest retraction (its cached

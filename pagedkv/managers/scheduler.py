@@ -287,7 +287,6 @@ class Scheduler(SchedulerPrefillMixin, SchedulerDecodeMixin, SchedulerMetricsMix
         """``req`` was retracted: it waits at the back of the queue, its output kept."""
         freed = req.fill_len - 1
         req.num_retractions += 1
-        req.recomputed_tokens += freed
         req.enqueued_s = self.clock
         self.waiting.append(req)
         self.waiting_tokens += req.fill_len

@@ -135,6 +135,8 @@ class SchedulerPrefillMixin:
             req.cached_tokens += req.prefix_len
             if req.first_admit_s is None:
                 req.first_admit_s = start
+            if req.admitted_before:  # its freed KV, less what the tree still had, is computed again
+                req.recomputed_tokens += req.fill_len - 1 - req.prefix_len
             kind = "reprefill" if req.admitted_before else "admit"
             req.admitted_before = True
             self.trace.event(step, kind, req.rid, {"extend": req.extend_len,

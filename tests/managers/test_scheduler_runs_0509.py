@@ -84,7 +84,7 @@ def test_retraction_by_hand() -> None:
     assert s.trace.log.count(f"KV cache pool is full. Retract requests. #retracted_reqs: 1, "
                              f"#new_tokens_gained: 49, #new_token_ratio: {old:.4f} -> 1.0000") == 1
     retract = s.trace.events_of("retract")[0]
-    assert retract[3] == {"output_len": 40, "freed": 49}
+    assert retract[3] == {"output_len": 40, "freed": 49, "kept": 0}
     c = s.reqs[2]
     assert (c.num_retractions, c.recomputed_tokens, c.generated) == (1, 49, 60)
     assert s.trace.events_of("reprefill")[0][3]["extend"] == 50
