@@ -237,3 +237,43 @@ def admission_snapshot(sched: object, newcomer: Req) -> CachedAdmission:
         tree.dec_lock_ref(newcomer.last_node)
     return CachedAdmission(newcomer.prefix_len, extend, adder.newcomer_need(newcomer, extend),
                            available, evictable, locked, reserved, rem_total, result)
+
+
+def admission_state_of(reqs: Sequence[Req], free: int, config: SchedulerConfig, ratio: float,
+                       page_size: int = 1) -> AdmissionState:
+    """``reqs`` running (their ``generated`` set) in a pool with exactly ``free`` free slots
+    beside their KV, at ``new_token_ratio`` ``ratio`` (``per_request``: the first one's)."""
+    p = page_size
+    held = sum(int(ceil_to_page(r.prompt_len + r.generated - 1, p)) for r in reqs)
+    running = running_state(reqs, held + int(ceil_to_page(free, p)), config, p)
+    adder = PrefillAdder(config, running.tree_cache, running.allocator, running, ratio)
+    one = (min(reqs[0].max_new_tokens - reqs[0].generated, config.clip_max_new_tokens) * ratio
+           if reqs else 0.0)
+    return AdmissionState(running.allocator.size, running.allocator.available_size(), 0, one,
+                          adder.rem_total_token_offset, ratio, config, running)
+
+
+SUPPORT_SNAPSHOT_POOL = 16_384
+
+
+def support_bot_snapshot() -> tuple[CachedAdmission, object]:
+    """Chapter 4's cached admission: the support bot (128 chats behind one 1,000-token system
+    prompt, ``max_new_tokens`` 512, 4 chats/s) on a 16,384-slot pool, stopped when 20 chats
+    have finished, at least 10 run and nobody waits; a newcomer with the same system prompt
+    and a 150-token question is offered to ``PrefillAdder``. Returns the answer and the
+    stopped scheduler."""
+    from pagedkv.lessons.prefix_examples import support_bot
+    from pagedkv.managers.scheduler import Scheduler
+    from pagedkv.workloads.prefix import as_specs
+
+    reqs = support_bot()
+    sched = Scheduler(as_specs(reqs, max_new_tokens=512, rate=4.0),
+                      max_total_num_tokens=SUPPORT_SNAPSHOT_POOL,
+                      config=SchedulerConfig(max_running_requests=64))
+    while sched.step():
+        if sched.num_finished >= 20 and len(sched.running) >= 10 and not sched.waiting:
+            break
+    system = np.asarray(reqs[0].input_ids[:1000], dtype=np.int64)
+    question = np.arange(10**6, 10**6 + 150, dtype=np.int64)  # ids no chat uses
+    newcomer = Req(len(reqs), 1150, None, 512, input_ids=np.concatenate((system, question)))
+    return admission_snapshot(sched, newcomer), sched

@@ -70,7 +70,8 @@ def retraction_episodes(trace: Trace, min_ratio: float, gap: int = 100) -> Episo
 
 @dataclass(frozen=True)
 class StepSnapshot:
-    """One step's memory and queue columns (tokens; ratio unitless)."""
+    """One step's memory and queue columns (tokens; ratio unitless). ``free`` counts what
+    SGLang's ``token usage`` counts as unused: free slots plus evictable cached ones."""
 
     step: int
     free: int
@@ -82,12 +83,13 @@ class StepSnapshot:
 
 
 def most_free_while_waiting(trace: Trace, pool: int) -> StepSnapshot:
-    """The decode step with the most free slots while requests waited in the queue.
+    """The decode step with the most unused room (free + evictable slots) while requests
+    waited in the queue.
 
     Raises ConfigError when no decode step had anyone waiting.
     """
     s = trace.steps
-    free = np.asarray(s["tokens_free"])
+    free = np.asarray(s["tokens_free"]) + np.asarray(s["tokens_evictable"])
     waiting = (np.asarray(s["num_waiting"]) > 0) & (np.asarray(s["kind"]) == "decode")
     if not waiting.any():
         raise bad_value("trace", "no decode step with a waiting request",
