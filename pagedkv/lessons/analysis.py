@@ -203,13 +203,15 @@ class RetractionAccounting:
     cached whole pages); ``own`` = ``held - kept``, freed at once; ``gained``: the log's
     ``#new_tokens_gained`` per victim, which also counts what the tree then evicted to leave
     ``SGLANG_RETRACT_DECODE_STEPS`` slots per remaining request (``evicted`` = ``gained -
-    own``, pages rounding included).
+    own``, pages rounding included); ``stay``: the fewest and most requests left running
+    after a retraction (each asks the tree for 20 slots).
     """
 
     victims: int
     held: float
     kept: float
     gained: float
+    stay: tuple[int, int] = (0, 0)  # fewest and most requests left running after a retraction
 
     @property
     def own(self) -> float:
@@ -228,8 +230,11 @@ def retraction_accounting(traces: Sequence[Trace]) -> RetractionAccounting | Non
     gained = [int(line.split("#new_tokens_gained: ")[1].split(",")[0])
               for tr in traces for line in tr.log if line.startswith("KV cache pool is full")]
     n = len(events)
+    stay = [tr.steps["num_running"][step - 1] - 1 for tr in traces
+            for step in sorted({e[0] for e in tr.events_of("retract")})]
     return RetractionAccounting(n, sum(e["freed"] for e in events) / n,
-                                sum(e["kept"] for e in events) / n, sum(gained) / n)
+                                sum(e["kept"] for e in events) / n, sum(gained) / n,
+                                (min(stay), max(stay)))
 
 
 @dataclass(frozen=True)
