@@ -92,6 +92,19 @@ def req_to_token_pool_size(max_total_num_tokens: int, context_len: int) -> int:
     return max_num_reqs + 1
 
 
+def max_req_input_len(max_total_num_tokens: int, context_len: int) -> int:
+    """SGLang's ``max_req_input_len``: ``min(context_len - 1, max_total_num_tokens - 1) - 5``.
+
+    A prompt of this many tokens or more is refused ("Input length exceeds the maximum
+    allowed length"; it is cut to fit only with ``--allow-auto-truncate``), so the longest
+    accepted prompt is ``min(context_len, max_total_num_tokens) - 7``.
+    Source: ``TpModelWorker.__init__`` (``managers/tp_worker.py``, 0.5.9 and 0.5.23).
+    """
+    check_positive_int("max_total_num_tokens", max_total_num_tokens)
+    check_positive_int("context_len", context_len)
+    return min(context_len - 1, max_total_num_tokens - 1) - 5
+
+
 def batch_cap(pool_bytes: float, context_len: int, cell_size: int) -> int:
     """``B_max = floor(pool / (context * bytes_per_token))``: requests that fit at full length."""
     check_positive_int("context_len", context_len)
@@ -126,6 +139,11 @@ class KVPoolPlan:
     def pool_bytes(self) -> int:
         """Bytes of KV the pool holds (``max_total_num_tokens * cell_size``, no padding page)."""
         return self.max_total_num_tokens * self.cell_size
+
+    @property
+    def longest_prompt(self) -> int:
+        """The longest prompt SGLang accepts on this pool: ``max_req_input_len - 1``."""
+        return max_req_input_len(self.max_total_num_tokens, self.context_len) - 1
 
     @property
     def batch_cap(self) -> int:
@@ -293,6 +311,7 @@ __all__ = [
     "batch_cap",
     "default_mem_fraction_static",
     "gpu_memory_defaults",
+    "max_req_input_len",
     "plan_pool",
     "profile_max_num_token",
     "req_to_token_pool_size",

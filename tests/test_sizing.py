@@ -142,3 +142,13 @@ def test_fraction_too_small_for_weights_is_sglangs_startup_error():
 def test_plan_pool_takes_preset_names():
     by_name = plan_pool("llama-3-8b", gpu="h100-sxm-80gb")
     assert by_name == plan_pool(load_model("llama-3-8b"), gpu=H100)
+
+
+def test_longest_prompt_is_the_smaller_bound_minus_seven() -> None:
+    from pagedkv.sizing import max_req_input_len
+
+    # min(context - 1, pool - 1) - 5; a prompt of that length is refused, one shorter accepted
+    assert max_req_input_len(100, 8192) == 94
+    assert max_req_input_len(444_500, 131_072) == 131_066
+    plan = plan_pool(load_model("llama-3.1-8b"), gpu=get_gpu("l4"))
+    assert plan.longest_prompt == min(plan.max_total_num_tokens, plan.context_len) - 7

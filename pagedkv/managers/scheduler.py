@@ -48,6 +48,7 @@ from pagedkv.mem_cache.memory_pool import ReqToTokenPool
 from pagedkv.mem_cache.radix_cache import RadixCache
 from pagedkv.model_executor.forward_batch_info import Executor
 from pagedkv.model_executor.sim_executor import SimExecutor, StepTime
+from pagedkv.sizing import max_req_input_len
 
 
 def default_max_running_requests(max_total_num_tokens: int, context_len: int | None) -> int:
@@ -153,8 +154,8 @@ class Scheduler(SchedulerPrefillMixin, SchedulerDecodeMixin, SchedulerMetricsMix
         ``PrefillAdder.add_one_req_ignore_eos``.
         """
         cfg, p, total = self.config, self.page_size, self.max_total_num_tokens
-        max_req_len = min(total - 1, (self.context_len or total) - 1)
-        limit = max_req_len - 5
+        limit = max_req_input_len(total, self.context_len or total)
+        max_req_len = limit + 5
         for r in self.reqs:
             if r.prompt_len >= limit:
                 raise bad_value(f"request {r.rid} prompt_len", r.prompt_len,
