@@ -25,6 +25,9 @@ class GPUSpec:
         hbm_bandwidth: peak memory bandwidth in bytes/s.
         bf16_flops: peak dense bf16 tensor FLOP/s (no sparsity).
         source: where the numbers come from.
+        platform: ``"cuda"`` (NVIDIA) or ``"rocm"`` (AMD); SGLang 0.5.23 captures prefill
+            CUDA graphs by default only on CUDA, which changes its default
+            ``mem_fraction_static``.
     """
 
     name: str
@@ -33,6 +36,7 @@ class GPUSpec:
     hbm_bandwidth: float
     bf16_flops: float
     source: str
+    platform: str = "cuda"
 
     @property
     def memory_bytes(self) -> int:
@@ -56,8 +60,11 @@ GPU_PRESETS: dict[str, GPUSpec] = {
                 f"NVIDIA L4 datasheet; {_NVSMI}"),
         GPUSpec("rtx-4090", "RTX 4090 24GB", 24564, 1.008e12, 165.2e12,
                 f"NVIDIA Ada Lovelace architecture whitepaper (GeForce RTX 4090); {_NVSMI}"),
+        GPUSpec("t4", "T4 16GB", 15360, 320e9, 65e12,
+                "NVIDIA T4 datasheet (peak fp16 tensor FLOP/s: the T4 has no bf16); "
+                f"{_NVSMI}"),
         GPUSpec("mi300x", "MI300X 192GB", 196592, 5.3e12, 1307.4e12,
-                "AMD Instinct MI300X datasheet; total memory as rocm-smi reports it"),
+                "AMD Instinct MI300X datasheet; total memory as rocm-smi reports it", "rocm"),
     )
 }
 

@@ -14,33 +14,60 @@ Follows SGLang ``python/sglang/srt/model_executor/model_runner.py`` (``profile_m
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 from pagedkv.errors import NotEnoughMemoryError, bad_value, check_fraction, check_positive_int
 from pagedkv.gpus import GPUSpec, get_gpu
 from pagedkv.model import ModelSpec, kv_dtype_bytes, load_model
+from pagedkv.releases import check_sglang_version
 from pagedkv.units import GiB, MiB, fmt_gib
 
 
 def gpu_memory_defaults(gpu_memory_mib: int, tp: int = 1,
                         sglang_version: str = "0.5.23") -> tuple[int, int]:
-    """SGLang's ``(chunked_prefill_size, cuda_graph_max_bs)`` for a card of this size.
+    """SGLang's ``(chunked_prefill_size, decode CUDA-graph max batch size)`` for one card.
 
     The classes are SGLang's: under 20 GiB (T4), under 35 GiB (RTX 4090, L4), under 60 GiB
     (A100-40GB, L40), under 160 GiB (H100, A100-80GB, H200), larger (MI300X). The one
-    difference between the releases: 20-35 GiB cards chunk at 4096 tokens in 0.5.23, 2048 in
-    0.5.9 (0.5.23 ``arg_groups/memory_hook.py``; 0.5.9 ``server_args.py``).
+    difference between the releases: 20-35 GiB cards chunk at 4096 tokens and capture decode
+    graphs up to 48 requests (160 at tp >= 4) in 0.5.23, 2048 and 24 (80) in 0.5.9.
+    Source: 0.5.23 ``srt/arg_groups/memory_hook.py`` ``handle_gpu_memory_settings`` (the
+    decode size is ``cuda_graph_config.decode.max_bs``); 0.5.9 ``srt/server_args.py``
+    ``ServerArgs._handle_gpu_memory_settings`` (the field is ``cuda_graph_max_bs``).
+
+    Raises:
+        ConfigError: a non-positive size, or an unknown ``sglang_version``.
     """
+    check_positive_int("gpu_memory_mib", gpu_memory_mib)
+    check_positive_int("tp", tp)
+    check_sglang_version(sglang_version)
     gib = 1024
     if gpu_memory_mib < 20 * gib:
         return 2048, 8
     if gpu_memory_mib < 35 * gib:
-        return 2048 if sglang_version == "0.5.9" else 4096, 24 if tp < 4 else 80
+        if sglang_version == "0.5.9":
+            return 2048, 24 if tp < 4 else 80
+        return 4096, 48 if tp < 4 else 160
     if gpu_memory_mib < 60 * gib:
         return 4096, 32 if tp < 4 else 160
     if gpu_memory_mib < 160 * gib:
         return 8192, 256 if tp < 4 else 512
     return 16384, 512
+
+
+def prefill_cuda_graph_sizes(max_bs: int) -> list[int]:
+    """The token counts SGLang 0.5.23 captures a prefill CUDA graph for, up to ``max_bs``.
+
+    4..32 step 4, 48..256 step 16, 288..512 step 32, 576..1024 step 64, 1280..4096 step 256,
+    then every 512 up to ``max_bs`` (= ``chunked_prefill_size``): 42 sizes for 2,048, 50 for
+    4,096, 58 for 8,192. Source: 0.5.23 ``srt/arg_groups/cuda_graph_hook.py``
+    ``generate_prefill_cuda_graph_batch_sizes``.
+    """
+    check_positive_int("max_bs", max_bs)
+    sizes = [*range(4, 33, 4), *range(48, 257, 16), *range(288, 513, 32),
+             *range(576, 1025, 64), *range(1280, 4097, 256), *range(4608, max_bs + 1, 512)]
+    return [s for s in sizes if s <= max_bs]
 
 
 def default_mem_fraction_static(
@@ -49,26 +76,54 @@ def default_mem_fraction_static(
     pp: int = 1,
     chunked_prefill_size: int | None = None,
     cuda_graph_max_bs: int | None = None,
+    *,
+    sglang_version: str = "0.5.23",
+    mla: bool = False,
+    prefill_cuda_graph: bool = True,
 ) -> float:
     """SGLang's default ``mem_fraction_static`` for one GPU of ``gpu_memory_mib`` MiB.
 
-    ``reserved = 512 + 1.5 * max(chunked_prefill_size, 2048) + 2 * cuda_graph_max_bs
-    + tp * pp / 8 * 1024`` MiB, at least 10 GiB on cards over 60 GiB, and
-    ``f = round((gpu_mem - reserved) / gpu_mem, 3)``. H100 80GB at tp 1: 0.835.
-    Older releases used fixed values by TP size instead (0.88 at tp 1, ..., 0.79 at tp 16).
+    A reserve in MiB for activations and CUDA graphs, then
+    ``f = round((gpu_mem - reserve) / gpu_mem, 3)``::
+
+        reserve = 512 + 1.5 * max(chunked_prefill_size, 2048) + tp * pp / 8 * 1024
+                  + 2 * cuda_graph_max_bs                                 # decode graphs
+                  + 8 * len(prefill_cuda_graph_sizes(chunk))              # 0.5.23 only
+        reserve = max(reserve, 10 GiB)  on cards over 60 GiB
+
+    0.5.23 captures CUDA graphs for prefill too (on CUDA, by default), 8 MiB per captured
+    size, or 1.5 GiB for an MLA model (``mla``); 0.5.9 has no such term. H100 80GB at tp 1:
+    0.830 in 0.5.23, 0.835 in 0.5.9; RTX 4090: 0.704 and 0.847 (0.5.23 also raised the
+    20-35 GiB card's chunk and graph size, see :func:`gpu_memory_defaults`). Pass
+    ``prefill_cuda_graph=False`` for a platform without it (ROCm) or with
+    ``--cuda-graph-backend-prefill disabled``. Held against SGLang's own ``ServerArgs``
+    (both releases, GPU memory mocked) by ``tests/reference``. Older releases used fixed
+    values by TP size instead (0.88 at tp 1, ..., 0.79 at tp 16).
+
+    Left out (both releases): speculative decoding (0.5.9 adds 2 or 6 GiB), data-parallel
+    attention, DeepEP buffers, multimodal models (scaled down again), and the AMD ``aiter``
+    backend's extra ``* 0.85`` for models with a context over 8,192 tokens.
+    Source: 0.5.23 ``srt/arg_groups/memory_hook.py`` ``handle_gpu_memory_settings`` and
+    ``reserve_for_graph_mb``; 0.5.9 ``srt/server_args.py``
+    ``ServerArgs._handle_gpu_memory_settings``.
 
     Raises:
-        ConfigError: non-positive sizes.
+        ConfigError: non-positive sizes, or an unknown ``sglang_version``.
     """
-    check_positive_int("gpu_memory_mib", gpu_memory_mib)
-    check_positive_int("tp", tp)
-    chunk, graph_bs = gpu_memory_defaults(gpu_memory_mib, tp, "0.5.9")
-    chunk = chunked_prefill_size or chunk
-    graph_bs = cuda_graph_max_bs or graph_bs
-    reserved = 512 + 1.5 * max(chunk, 2048) + 2 * graph_bs + tp * pp / 8 * 1024
+    chunk, graph_bs = gpu_memory_defaults(gpu_memory_mib, tp, sglang_version)
+    check_positive_int("pp", pp)
+    if chunked_prefill_size is not None:
+        check_positive_int("chunked_prefill_size", chunked_prefill_size)
+        chunk = chunked_prefill_size
+    if cuda_graph_max_bs is not None:
+        check_positive_int("cuda_graph_max_bs", cuda_graph_max_bs)
+        graph_bs = cuda_graph_max_bs
+    reserve = 512 + 1.5 * max(chunk, 2048) + tp * pp / 8 * 1024 + 2 * graph_bs
+    if sglang_version != "0.5.9" and prefill_cuda_graph:
+        reserve += 1.5 * 1024 if mla else 8 * len(prefill_cuda_graph_sizes(chunk))
     if gpu_memory_mib > 60 * 1024:
-        reserved = max(reserved, 10 * 1024)
-    return round((gpu_memory_mib - reserved) / gpu_memory_mib, 3)
+        reserve = max(reserve, 10 * 1024)
+    return round((gpu_memory_mib - reserve) / gpu_memory_mib, 3)
 
 
 def profile_max_num_token(
@@ -193,6 +248,29 @@ class KVPoolPlan:
         return out
 
 
+def _not_enough_memory(pre: int, post: int, f: float, sglang_version: str
+                       ) -> NotEnoughMemoryError:
+    """SGLang's start-up error when ``f * pre`` leaves no page for the pool after the weights.
+
+    When the weights take the whole static budget, 0.5.23 raises the error of
+    ``KVCacheConfigurator._profile_available_bytes`` ("Loaded weights leave no GPU memory");
+    0.5.9, and 0.5.23 when some bytes are left but less than a page of tokens, the "Not enough
+    memory" of ``init_memory_pool`` (0.5.23 ``MemoryPoolConfig.__post_init__``). pagedkv adds
+    what the weights take, in GiB (2^30 bytes).
+    """
+    need = (pre - post) / pre  # the smallest f whose budget holds the weights
+    why = (f"mem_fraction_static={f} keeps {fmt_gib(f * pre)} for weights + KV, but the "
+           f"weights alone take {fmt_gib(pre - post)}")
+    if sglang_version == "0.5.9":
+        return NotEnoughMemoryError(
+            f"Not enough memory. Please try to increase --mem-fraction-static: {why} "
+            f"(need f > {need:.3f})")
+    return NotEnoughMemoryError(
+        f"Loaded weights leave no GPU memory for the KV cache under --mem-fraction-static={f}. "
+        f"Raise --mem-fraction-static above {math.ceil(need * 1000) / 1000:.3f} (minimum "
+        f"viable = 1 - available/pre = {need:.4f}): {why}")
+
+
 def plan_pool(
     model: ModelSpec | str,
     *,
@@ -207,6 +285,7 @@ def plan_pool(
     max_total_tokens: int | None = None,
     max_running_requests: int | None = None,
     weights_bytes: int | None = None,
+    sglang_version: str = "0.5.23",
 ) -> KVPoolPlan:
     """Size the KV pool as SGLang does at start-up.
 
@@ -219,13 +298,15 @@ def plan_pool(
     Args:
         model: a :class:`ModelSpec`, a preset name or a ``config.json`` path.
         gpu: a GPU preset (or its name); required unless both free-memory readings are given.
-        mem_fraction_static: ``f`` in (0, 1]; default: SGLang's for ``gpu``.
+        mem_fraction_static: ``f`` in (0, 1]; default: SGLang's for ``gpu`` and this model
+            in ``sglang_version`` (:func:`default_mem_fraction_static`).
         tp: attention tensor-parallel size (memory is per GPU).
         page_size: tokens per page, >= 1; the token count is rounded down to a multiple.
         kv_cache_dtype: ``bf16``, ``fp16``, ``fp32``, ``fp8_e4m3`` or ``fp8_e5m2``.
         context_len: default the model's ``max_position_embeddings``.
         max_total_tokens: SGLang's ``--max-total-tokens`` cap.
         weights_bytes: override the weight size per GPU (needed for quantized models).
+        sglang_version: ``"0.5.23"`` (default) or ``"0.5.9"``: whose default ``f`` to use.
 
     Raises:
         ConfigError: any parameter outside its range (named in the message).
@@ -263,25 +344,23 @@ def plan_pool(
     if mem_fraction_static is None:
         if gpu is None:
             raise bad_value("mem_fraction_static", None, "a fraction in (0, 1] (no GPU preset given)")
-        mem_fraction_static = default_mem_fraction_static(gpu.memory_mib, tp)
+        mem_fraction_static = default_mem_fraction_static(
+            gpu.memory_mib, tp, sglang_version=sglang_version, mla=model.is_mla,
+            prefill_cuda_graph=gpu.platform == "cuda")
     check_fraction("mem_fraction_static", mem_fraction_static)
     context_len = model.context_len if context_len is None else context_len
     check_positive_int("context_len", context_len)
 
     cell = model.cell_size(kv_cache_dtype, tp)
     tokens = profile_max_num_token(pre_free_bytes, post_free_bytes, cell, mem_fraction_static)
+    weights_fill_budget = post_free_bytes - pre_free_bytes * (1.0 - mem_fraction_static) <= 0
+    if tokens < page_size:
+        raise _not_enough_memory(pre_free_bytes, post_free_bytes, mem_fraction_static,
+                                 "0.5.9" if not weights_fill_budget else sglang_version)
     if max_total_tokens is not None:
         check_positive_int("max_total_tokens", max_total_tokens)
         tokens = min(tokens, max_total_tokens)
     tokens = tokens // page_size * page_size
-    if tokens <= 0:
-        need = (pre_free_bytes - post_free_bytes) / pre_free_bytes
-        raise NotEnoughMemoryError(
-            f"Not enough memory. Please try to increase --mem-fraction-static: "
-            f"mem_fraction_static={mem_fraction_static} keeps "
-            f"{fmt_gib(mem_fraction_static * pre_free_bytes)} for weights + KV, but the weights "
-            f"alone take {fmt_gib(pre_free_bytes - post_free_bytes)} (need f > {need:.3f})"
-        )
     slots = req_to_token_pool_size(tokens, context_len)
     if max_running_requests is None:
         max_running_requests = min(tokens // 2, slots)

@@ -8,7 +8,9 @@ from pagedkv.model import load_model
 from pagedkv.sizing import (
     batch_cap,
     default_mem_fraction_static,
+    gpu_memory_defaults,
     plan_pool,
+    prefill_cuda_graph_sizes,
     profile_max_num_token,
     req_to_token_pool_size,
 )
@@ -56,29 +58,61 @@ def test_log_l2_qwq32b_4x_l4_tp4():
 
 def test_log_l3_qwen3_4b_rtx4090():
     """L3: pool 87,552 tokens = 12.0 GiB at 147,456 B per token."""
-    plan = plan_pool(load_model("qwen3-4b"), gpu=get_gpu("rtx-4090"), max_total_tokens=87_552)
+    # the report predates 0.5.23, whose default f (0.704) leaves only 68,414 tokens
+    plan = plan_pool(load_model("qwen3-4b"), gpu=get_gpu("rtx-4090"), max_total_tokens=87_552,
+                     sglang_version="0.5.9")
     assert plan.cell_size == 147_456
     assert plan.max_total_num_tokens == 87_552
     assert round(plan.pool_bytes / GiB, 1) == 12.0
 
 
 def test_default_mem_fraction_static_h100():
-    # reserved = 512 + 1.5 * 8192 + 2 * 256 + 1 * 1 / 8 * 1024 = 13,440 MiB
-    assert default_mem_fraction_static(81_559) == round((81_559 - 13_440) / 81_559, 3) == 0.835
+    # 0.5.9: reserve = 512 + 1.5 * 8192 + 2 * 256 + 1 * 1 / 8 * 1024 = 13,440 MiB
+    v0509 = default_mem_fraction_static(81_559, sglang_version="0.5.9")
+    assert v0509 == round((81_559 - 13_440) / 81_559, 3) == 0.835
+    # 0.5.23 adds 8 MiB for each of the 58 prefill CUDA-graph sizes up to 8,192: 13,904 MiB
+    assert len(prefill_cuda_graph_sizes(8192)) == 58
+    assert default_mem_fraction_static(81_559) == round((81_559 - 13_904) / 81_559, 3) == 0.830
 
 
 def test_default_mem_fraction_static_small_card_and_floor():
-    # RTX 4090: 512 + 1.5 * 2048 + 2 * 24 + 128 = 3,760 MiB
-    assert default_mem_fraction_static(24_564) == round((24_564 - 3_760) / 24_564, 3)
-    # H100 at tp 8 (cuda_graph_max_bs 512): 512 + 12288 + 1024 + 1024 = 14,848 MiB > 10 GiB floor
-    assert default_mem_fraction_static(81_559, tp=8) == round((81_559 - 14_848) / 81_559, 3)
-    for gpu in GPU_PRESETS.values():
-        assert 0.8 < default_mem_fraction_static(gpu.memory_mib) < 0.95
+    # RTX 4090, 0.5.9: 512 + 1.5 * 2048 + 2 * 24 + 128 = 3,760 MiB
+    assert default_mem_fraction_static(24_564, sglang_version="0.5.9") == 0.847
+    # 0.5.23: chunk 4096, decode graphs to 48, 50 prefill sizes: 512+6144+128+96+400 = 7,280
+    assert gpu_memory_defaults(24_564) == (4096, 48)
+    assert gpu_memory_defaults(24_564, tp=4) == (4096, 160)
+    assert gpu_memory_defaults(24_564, sglang_version="0.5.9") == (2048, 24)
+    assert default_mem_fraction_static(24_564) == round((24_564 - 7_280) / 24_564, 3) == 0.704
+    # H100 at tp 8 (graph bs 512): 512 + 12288 + 1024 + 1024 = 14,848 MiB > 10 GiB floor
+    assert default_mem_fraction_static(81_559, tp=8, sglang_version="0.5.9") == round(
+        (81_559 - 14_848) / 81_559, 3)
+    # T4, 0.5.23: 512 + 3072 + 128 + 16 + 42 * 8 = 4,064; the 10 GiB floor is for > 60 GiB
+    assert default_mem_fraction_static(15_360) == round((15_360 - 4_064) / 15_360, 3) == 0.735
+    # an MLA model reserves 1.5 GiB for prefill graphs instead; ROCm captures none
+    assert default_mem_fraction_static(81_559, mla=True) == round((81_559 - 14_976) / 81_559, 3)
+    assert default_mem_fraction_static(196_592, prefill_cuda_graph=False) == 0.867
+
+
+@pytest.mark.parametrize(("bad", "name"), [
+    ({"sglang_version": "0.4"}, "sglang_version"), ({"tp": 0}, "tp"), ({"pp": -1}, "pp"),
+    ({"chunked_prefill_size": 0}, "chunked_prefill_size"),
+    ({"cuda_graph_max_bs": 1.5}, "cuda_graph_max_bs")])
+def test_default_mem_fraction_static_bad_input(bad, name):
+    with pytest.raises(ConfigError, match=name):
+        default_mem_fraction_static(81_559, **bad)
+
+
+def test_plan_pool_default_fraction_follows_the_release():
+    """Llama-3.1-8B on an L4: 0.5.23's larger reserve leaves a ninth of 0.5.9's pool."""
+    new = plan_pool("llama-3.1-8b", gpu="l4")
+    old = plan_pool("llama-3.1-8b", gpu="l4", sglang_version="0.5.9")
+    assert (new.mem_fraction_static, old.mem_fraction_static) == (0.684, 0.837)
+    assert new.max_total_num_tokens < old.max_total_num_tokens / 8
 
 
 def test_card_arithmetic_llama3_8b_h100():
     """The seed card: pool = f * HBM - weights ~ 55 GB at f ~ 0.83 (decimal GB)."""
-    plan = plan_pool(load_model("llama-3-8b"), gpu=H100)
+    plan = plan_pool(load_model("llama-3-8b"), gpu=H100, sglang_version="0.5.9")
     assert plan.mem_fraction_static == 0.835
     expected = 0.835 * 81_559 * 2**20 - 16_060_522_496
     assert plan.pool_bytes == pytest.approx(expected, abs=131_072)
@@ -135,8 +169,19 @@ def test_weights_larger_than_the_card():
 
 
 def test_fraction_too_small_for_weights_is_sglangs_startup_error():
-    with pytest.raises(NotEnoughMemoryError, match=r"increase --mem-fraction-static.*need f > 0.188"):
+    # weights 16,060,522,496 B of 81,559 MiB: f must exceed 0.18780
+    with pytest.raises(NotEnoughMemoryError, match=r"^Loaded weights leave no GPU memory for the "
+                       r"KV cache under --mem-fraction-static=0.15. Raise --mem-fraction-static "
+                       r"above 0.188 \(minimum viable = 1 - available/pre = 0.1878\)"):
         plan_pool(load_model("llama-3-8b"), gpu=H100, mem_fraction_static=0.15)
+    with pytest.raises(NotEnoughMemoryError, match=r"^Not enough memory. Please try to increase "
+                       r"--mem-fraction-static.*need f > 0.188"):
+        plan_pool(load_model("llama-3-8b"), gpu=H100, mem_fraction_static=0.15,
+                  sglang_version="0.5.9")
+    # a budget just over the weights but under one page: the "Not enough memory" of both
+    f = 0.18781
+    with pytest.raises(NotEnoughMemoryError, match=r"^Not enough memory"):
+        plan_pool(load_model("llama-3-8b"), gpu=H100, mem_fraction_static=f, page_size=4096)
 
 
 def test_plan_pool_takes_preset_names():
@@ -152,3 +197,21 @@ def test_longest_prompt_is_the_smaller_bound_minus_seven() -> None:
     assert max_req_input_len(444_500, 131_072) == 131_066
     plan = plan_pool(load_model("llama-3.1-8b"), gpu=get_gpu("l4"))
     assert plan.longest_prompt == min(plan.max_total_num_tokens, plan.context_len) - 7
+
+
+# SGLang's own ServerArgs printed these for a dense text model, GPU memory mocked
+# (0.5.23: resolve_once(); 0.5.9: __post_init__). MI300X is ROCm: no prefill CUDA graph.
+SGLANG_DEFAULT_F = {
+    "h100-sxm-80gb": (0.830, 0.835), "h200-141gb": (0.903, 0.907),
+    "a100-40gb": (0.823, 0.833), "a100-80gb": (0.830, 0.836), "l4": (0.684, 0.837),
+    "rtx-4090": (0.704, 0.847), "t4": (0.735, 0.757), "mi300x": (0.867, 0.867),
+}
+
+
+@pytest.mark.parametrize("gpu", sorted(GPU_PRESETS))
+def test_default_fraction_of_every_preset(gpu):
+    card = get_gpu(gpu)
+    new, old = SGLANG_DEFAULT_F[gpu]
+    model = "qwen3-4b"  # fits every preset, the T4 included
+    assert plan_pool(model, gpu=card).mem_fraction_static == new
+    assert plan_pool(model, gpu=card, sglang_version="0.5.9").mem_fraction_static == old

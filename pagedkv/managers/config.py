@@ -33,9 +33,7 @@ from dataclasses import dataclass, fields, replace
 from enum import Enum
 
 from pagedkv.errors import bad_value, check_positive_int
-from pagedkv.mem_cache.base_prefix_cache import SGLANG_VERSIONS
-
-DEFAULT_SGLANG_VERSION = SGLANG_VERSIONS[0]
+from pagedkv.releases import DEFAULT_SGLANG_VERSION, check_sglang_version
 
 # What pagedkv switches on ``sglang_version``: (what, 0.5.9, 0.5.23, where in 0.5.23).
 VERSION_DIFFERENCES: tuple[tuple[str, str, str, str], ...] = (
@@ -138,8 +136,7 @@ class SchedulerConfig:
     sglang_version: str = DEFAULT_SGLANG_VERSION
 
     def __post_init__(self) -> None:
-        if self.sglang_version not in SGLANG_VERSIONS:
-            raise bad_value("sglang_version", self.sglang_version, ", ".join(SGLANG_VERSIONS))
+        check_sglang_version(self.sglang_version)
         try:
             object.__setattr__(self, "policy", Policy(self.policy))
         except ValueError:

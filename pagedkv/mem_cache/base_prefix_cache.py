@@ -12,7 +12,7 @@ from typing import Any, Protocol
 
 import numpy as np
 
-SGLANG_VERSIONS = ("0.5.23", "0.5.9")
+from pagedkv.releases import SGLANG_VERSIONS  # noqa: F401  (re-exported)
 
 
 class CacheReq(Protocol):

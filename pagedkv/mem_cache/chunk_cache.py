@@ -12,11 +12,11 @@ from __future__ import annotations
 
 import numpy as np
 
-from pagedkv.errors import bad_value
 from pagedkv.mem_cache.allocator import BaseTokenToKVPoolAllocator
-from pagedkv.mem_cache.base_prefix_cache import SGLANG_VERSIONS, CacheReq
+from pagedkv.mem_cache.base_prefix_cache import CacheReq
 from pagedkv.mem_cache.memory_pool import ReqToTokenPool
 from pagedkv.mem_cache.radix_tree import MatchResult
+from pagedkv.releases import check_sglang_version
 
 _EMPTY = np.empty(0, dtype=np.int64)
 
@@ -33,8 +33,7 @@ class ChunkCache:
 
     def __init__(self, req_to_token_pool: ReqToTokenPool, allocator: BaseTokenToKVPoolAllocator,
                  sglang_version: str = "0.5.23") -> None:
-        if sglang_version not in SGLANG_VERSIONS:
-            raise bad_value("sglang_version", sglang_version, ", ".join(SGLANG_VERSIONS))
+        check_sglang_version(sglang_version)
         self.req_to_token_pool = req_to_token_pool
         self.allocator = allocator
         self.page_size = allocator.page_size

@@ -30,11 +30,11 @@ from __future__ import annotations
 
 import numpy as np
 
-from pagedkv.errors import bad_value
 from pagedkv.mem_cache.allocator import BaseTokenToKVPoolAllocator
-from pagedkv.mem_cache.base_prefix_cache import SGLANG_VERSIONS, CacheReq
+from pagedkv.mem_cache.base_prefix_cache import CacheReq
 from pagedkv.mem_cache.memory_pool import ReqToTokenPool
 from pagedkv.mem_cache.radix_tree import RadixTree, TreeNode
+from pagedkv.releases import check_sglang_version
 
 
 class RadixCache(RadixTree):
@@ -52,8 +52,7 @@ class RadixCache(RadixTree):
 
     def __init__(self, req_to_token_pool: ReqToTokenPool, allocator: BaseTokenToKVPoolAllocator,
                  sglang_version: str = "0.5.23") -> None:
-        if sglang_version not in SGLANG_VERSIONS:
-            raise bad_value("sglang_version", sglang_version, ", ".join(SGLANG_VERSIONS))
+        check_sglang_version(sglang_version)
         super().__init__(allocator, sglang_version)
         self.req_to_token_pool = req_to_token_pool
         self._table = req_to_token_pool.req_to_token.numpy()  # a view: writes reach the pool
