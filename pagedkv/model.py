@@ -68,6 +68,8 @@ class ModelSpec:
         weight_dtype_bytes: bytes per weight as served: ``torch_dtype``, with float32
             checkpoints served in 16 bits as SGLang's ``--dtype auto`` does.
         is_moe, is_quantized: whether the weight estimate can be trusted.
+        architecture: the config's first ``architectures`` entry, e.g. ``"LlamaForCausalLM"``
+            (the model class SGLang names in its "Load weight end" line).
     """
 
     name: str
@@ -84,6 +86,7 @@ class ModelSpec:
     weight_dtype_bytes: int
     is_moe: bool
     is_quantized: bool
+    architecture: str = ""
 
     @property
     def is_mla(self) -> bool:
@@ -197,6 +200,7 @@ class ModelSpec:
             weight_dtype_bytes=weight_bytes,
             is_moe=bool(config.get("n_routed_experts") or config.get("num_local_experts")),
             is_quantized="quantization_config" in config,
+            architecture=str((config.get("architectures") or [""])[0]),
         )
 
 

@@ -139,12 +139,19 @@ def profile_max_num_token(
 
 
 def req_to_token_pool_size(max_total_num_tokens: int, context_len: int) -> int:
-    """Rows of ``req_to_token``: ``min(max(tokens / context_len * 512, 2048), 4096) + 1``.
+    """SGLang's default request slots: ``min(max(int(tokens / context_len * 512), 2048), 4096)``.
 
-    The ``+ 1`` is the padding row SGLang adds (``model_runner.init_memory_pool``).
+    That is the ``size`` of ``ReqToTokenPool``; 0.5.23 allocates one more row, row 0, as
+    padding, and hands out rows ``1..size``. ``max_running_requests`` is then
+    ``min(size, tokens // 2)``. Source: 0.5.23 ``mem_cache/kv_cache_configurator.py``
+    ``KVCacheConfigurator.resolve_max_num_reqs`` and ``mem_cache/memory_pool.py``
+    ``ReqToTokenPool``; 0.5.9 ``model_executor/model_runner_kv_cache_mixin.py``
+    ``init_memory_pool`` and ``model_runner.py``. (Releases of early 2025 added one padding
+    row to ``size``: their logs say ``max_running_requests=2049``.)
     """
-    max_num_reqs = min(max(int(max_total_num_tokens / context_len * 512), 2048), 4096)
-    return max_num_reqs + 1
+    check_positive_int("max_total_num_tokens", max_total_num_tokens)
+    check_positive_int("context_len", context_len)
+    return min(max(int(max_total_num_tokens / context_len * 512), 2048), 4096)
 
 
 def max_req_input_len(max_total_num_tokens: int, context_len: int) -> int:
@@ -164,6 +171,12 @@ def batch_cap(pool_bytes: float, context_len: int, cell_size: int) -> int:
     """``B_max = floor(pool / (context * bytes_per_token))``: requests that fit at full length."""
     check_positive_int("context_len", context_len)
     return max(0, int(pool_bytes // (context_len * cell_size)))
+
+
+_TORCH_DTYPES = {"bf16": "torch.bfloat16", "bfloat16": "torch.bfloat16", "fp16": "torch.float16",
+                 "float16": "torch.float16", "half": "torch.float16", "fp32": "torch.float32",
+                 "float32": "torch.float32", "fp8_e4m3": "torch.float8_e4m3fn",
+                 "fp8_e5m2": "torch.float8_e5m2"}
 
 
 @dataclass(frozen=True)
@@ -189,6 +202,9 @@ class KVPoolPlan:
     k_size_bytes: int
     v_size_bytes: int
     is_mla: bool
+    sglang_version: str = "0.5.23"
+    architecture: str = ""
+    chunked_prefill_size: int | None = None
 
     @property
     def pool_bytes(self) -> int:
@@ -206,19 +222,41 @@ class KVPoolPlan:
         return batch_cap(self.pool_bytes, self.context_len, self.cell_size)
 
     def log_lines(self) -> list[str]:
-        """The start-up lines SGLang prints for this pool, in its format ("GB" means GiB)."""
+        """SGLang's start-up lines for this pool, in ``sglang_version``'s words.
+
+        "GB" in them means GiB, as SGLang divides by 2^30. What pagedkv cannot know is left
+        out of the lines: the load's ``elapsed=`` time and quantization, and the free memory
+        left after CUDA-graph capture (``available_gpu_mem=``); ``chunked_prefill_size=`` is
+        printed only when a GPU preset gave it. Sources (both releases):
+        ``model_executor/model_runner.py`` ``ModelRunner.load_model``,
+        ``mem_cache/memory_pool.py`` ``_finalize_allocation_log``, ``managers/scheduler.py``
+        ``Scheduler.__init__`` (0.5.23 adds ``dtype:`` to the allocation line and drops it
+        from the load line).
+        """
         pre, post = self.pre_free_bytes / GiB, self.post_free_bytes / GiB
         size = (
             f"KV size: {self.k_size_bytes / GiB:.2f} GB"
             if self.is_mla
             else f"K size: {self.k_size_bytes / GiB:.2f} GB, V size: {self.v_size_bytes / GiB:.2f} GB"
         )
+        kv_dtype = _TORCH_DTYPES.get(self.kv_cache_dtype, self.kv_cache_dtype)
+        model = f"type={self.architecture}, " if self.architecture else ""
+        if self.sglang_version == "0.5.9":
+            load_end = f"Load weight end. {model}dtype=torch.bfloat16, "
+            allocated = f"KV Cache is allocated. #tokens: {self.max_total_num_tokens}, {size}"
+        else:
+            load_end = f"Load weight end. {model}"
+            allocated = (f"KV Cache is allocated. dtype: {kv_dtype}, "
+                         f"#tokens: {self.max_total_num_tokens}, {size}")
+        chunk = ("" if self.chunked_prefill_size is None
+                 else f"chunked_prefill_size={self.chunked_prefill_size}, ")
         return [
             f"Load weight begin. avail mem={pre:.2f} GB",
-            f"Load weight end. mem usage={pre - post:.2f} GB, avail mem={post:.2f} GB",
-            f"KV Cache is allocated. #tokens: {self.max_total_num_tokens}, {size}",
-            f"max_total_num_tokens={self.max_total_num_tokens}, "
-            f"max_running_requests={self.max_running_requests}, context_len={self.context_len}",
+            f"{load_end}avail mem={post:.2f} GB, mem usage={pre - post:.2f} GB.",
+            allocated,
+            f"max_total_num_tokens={self.max_total_num_tokens}, {chunk}"
+            f"max_prefill_tokens=16384, max_running_requests={self.max_running_requests}, "
+            f"context_len={self.context_len}",
         ]
 
     def as_dict(self) -> dict[str, object]:
@@ -306,7 +344,8 @@ def plan_pool(
         context_len: default the model's ``max_position_embeddings``.
         max_total_tokens: SGLang's ``--max-total-tokens`` cap.
         weights_bytes: override the weight size per GPU (needed for quantized models).
-        sglang_version: ``"0.5.23"`` (default) or ``"0.5.9"``: whose default ``f`` to use.
+        sglang_version: ``"0.5.23"`` (default) or ``"0.5.9"``: whose default ``f``,
+            ``max_running_requests``, start-up error and log lines to follow.
 
     Raises:
         ConfigError: any parameter outside its range (named in the message).
@@ -316,6 +355,7 @@ def plan_pool(
         model = load_model(model)
     if isinstance(gpu, str):
         gpu = get_gpu(gpu)
+    check_sglang_version(sglang_version)
     check_positive_int("page_size", page_size)
     check_positive_int("tp", tp)
     elem = kv_dtype_bytes(kv_cache_dtype)
@@ -361,9 +401,16 @@ def plan_pool(
         check_positive_int("max_total_tokens", max_total_tokens)
         tokens = min(tokens, max_total_tokens)
     tokens = tokens // page_size * page_size
-    slots = req_to_token_pool_size(tokens, context_len)
     if max_running_requests is None:
+        slots = req_to_token_pool_size(tokens, context_len)
         max_running_requests = min(tokens // 2, slots)
+        if sglang_version != "0.5.9":  # 0.5.23 sizes the rows to the cap
+            slots = max_running_requests
+    else:  # --max-running-requests: 0.5.23 still caps it at half the pool
+        check_positive_int("max_running_requests", max_running_requests)
+        if sglang_version != "0.5.9":
+            max_running_requests = min(max_running_requests, tokens // 2)
+        slots = max_running_requests
     rows = tokens + page_size  # each per-layer buffer has one padding page
     layers = model.num_hidden_layers
     if model.is_mla:
@@ -379,7 +426,9 @@ def plan_pool(
         post_free_bytes=post_free_bytes, weights_bytes=weights_bytes, cell_size=cell,
         max_total_num_tokens=tokens, req_to_token_pool_size=slots,
         max_running_requests=max_running_requests, k_size_bytes=k_size, v_size_bytes=v_size,
-        is_mla=model.is_mla,
+        is_mla=model.is_mla, sglang_version=sglang_version, architecture=model.architecture,
+        chunked_prefill_size=None if gpu is None else gpu_memory_defaults(
+            gpu.memory_mib, tp, sglang_version)[0],
     )
 
 

@@ -34,7 +34,11 @@ def test_profile_max_num_token_by_hand():
 
 
 def test_log_l1_llama31_8b_h100():
-    """L1: #tokens 444500; K 27.13 GB, V 27.13 GB; max_running_requests 2049."""
+    """L1: #tokens 444500; K 27.13 GB, V 27.13 GB; max_running_requests 2049.
+
+    The log is from January 2025, whose release added a padding row to the 2,048 request
+    slots; 0.5.9 and 0.5.23 give 2,048.
+    """
     plan = plan_pool(load_model("llama-3.1-8b"), pre_free_bytes=gib(78.81),
                      post_free_bytes=gib(63.72), mem_fraction_static=0.88)
     # (63.72 - 78.81 * 0.12) GiB / 128 KiB = 444,520.9
@@ -42,8 +46,7 @@ def test_log_l1_llama31_8b_h100():
     assert abs(plan.max_total_num_tokens - 444_500) <= rounding_bound(131_072, 0.88)
     assert round(plan.k_size_bytes / GiB, 2) == 27.13
     assert round(plan.v_size_bytes / GiB, 2) == 27.13
-    assert plan.req_to_token_pool_size == 2049
-    assert plan.max_running_requests == 2049
+    assert plan.req_to_token_pool_size == plan.max_running_requests == 2048
 
 
 def test_log_l2_qwq32b_4x_l4_tp4():
@@ -137,9 +140,9 @@ def test_max_total_tokens_cap_and_page_rounding():
 
 
 def test_req_to_token_pool_size():
-    assert req_to_token_pool_size(444_520, 131_072) == 2049  # floor at 2048 (+1 padding row)
-    assert req_to_token_pool_size(10_000_000, 8192) == 4097  # cap at 4096
-    assert req_to_token_pool_size(5_000_000, 1_000_000) == 2561
+    assert req_to_token_pool_size(444_520, 131_072) == 2048  # floor at 2048
+    assert req_to_token_pool_size(10_000_000, 8192) == 4096  # cap at 4096
+    assert req_to_token_pool_size(5_000_000, 1_000_000) == 2560
 
 
 def test_mla_reports_one_kv_size():
@@ -215,3 +218,31 @@ def test_default_fraction_of_every_preset(gpu):
     model = "qwen3-4b"  # fits every preset, the T4 included
     assert plan_pool(model, gpu=card).mem_fraction_static == new
     assert plan_pool(model, gpu=card, sglang_version="0.5.9").mem_fraction_static == old
+
+
+def test_log_lines_in_each_releases_words():
+    new = plan_pool("llama-3-8b", gpu="h100-sxm-80gb")
+    old = plan_pool("llama-3-8b", gpu="h100-sxm-80gb", sglang_version="0.5.9")
+    assert new.log_lines() == [
+        "Load weight begin. avail mem=79.65 GB",
+        "Load weight end. type=LlamaForCausalLM, avail mem=64.69 GB, mem usage=14.96 GB.",
+        "KV Cache is allocated. dtype: torch.bfloat16, #tokens: 419019, K size: 25.57 GB, "
+        "V size: 25.57 GB",
+        "max_total_num_tokens=419019, chunked_prefill_size=8192, max_prefill_tokens=16384, "
+        "max_running_requests=4096, context_len=8192",
+    ]
+    assert old.log_lines()[1] == ("Load weight end. type=LlamaForCausalLM, dtype=torch.bfloat16, "
+                                  "avail mem=64.69 GB, mem usage=14.96 GB.")
+    assert old.log_lines()[2] == "KV Cache is allocated. #tokens: 422282, K size: 25.77 GB, V size: 25.77 GB"
+
+
+def test_max_running_requests_is_at_most_half_the_pool():
+    # 0.5.23 caps an explicit --max-running-requests at tokens // 2; 0.5.9 keeps it
+    args = dict(pre_free_bytes=gib(20), post_free_bytes=gib(19.99), mem_fraction_static=0.1,
+                max_running_requests=9000)  # pool: 14,490 tokens
+    new = plan_pool("qwen3-4b", **args)
+    assert new.max_running_requests == new.max_total_num_tokens // 2
+    assert new.max_running_requests == 7245
+    assert plan_pool("qwen3-4b", sglang_version="0.5.9", **args).max_running_requests == 9000
+    with pytest.raises(ConfigError, match="sglang_version"):
+        plan_pool("qwen3-4b", sglang_version="0.6", **args)
