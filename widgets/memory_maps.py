@@ -34,11 +34,11 @@ def _strip(labels: list[str], colors: dict[str, tuple[str, str]], visible: bool)
 
 
 def slot_strip_slider(frames: list[tuple[str, list[str]]], title: str,
-                      page_sizes: list[int] | None = None) -> go.Figure:
+                      page_sizes: list[int] | None = None, control: str = "event") -> go.Figure:
     """One strip of slots per frame, a slider to step through them (none for one frame).
 
     ``frames`` are ``(caption, labels)``; with ``page_sizes`` (one per frame) dotted
-    lines mark the page boundaries of each frame.
+    lines mark the page boundaries of each frame. ``control`` names what the slider picks.
     """
     colors = _colors([labels for _, labels in frames])
     fig = go.Figure([_strip(labels, colors, i == len(frames) - 1)
@@ -57,7 +57,7 @@ def slot_strip_slider(frames: list[tuple[str, list[str]]], title: str,
         title=f"{title}: {frames[-1][0]}", height=230, bargap=0, yaxis_visible=False,
         xaxis={"title": "physical slot", "dtick": 1 if len(frames[-1][1]) <= 40 else None},
         sliders=[{"active": len(frames) - 1, "steps": steps, "pad": {"t": 40}, "x": 0.08,
-                  "len": 0.84}] if len(frames) > 1 else [],
+                  "len": 0.84, "name": control}] if len(frames) > 1 else [],
         margin={"l": 20, "r": 20, "t": 50, "b": 20}, shapes=steps[-1]["args"][1]["shapes"],
     )
     return fig

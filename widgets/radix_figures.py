@@ -98,7 +98,7 @@ def radix_tree_slider(frames: Sequence[TreeFrame], title: str) -> go.Figure:
         yaxis={"visible": False, "autorange": "reversed"},
         margin={"l": 10, "r": 10, "t": 70, "b": 10},
         sliders=[{"active": len(frames) - 1, "steps": steps,
-                  "currentvalue": {"prefix": "event "}, "pad": {"t": 10}}])
+                  "currentvalue": {"prefix": "event "}, "pad": {"t": 10}, "name": "event"}])
     return fig
 
 
@@ -126,5 +126,5 @@ def pool_split_slider(runs: Mapping[str, ServeResult], title: str) -> go.Figure:
                       margin={"t": 120},
                       legend={"orientation": "h", "x": 0, "y": 1.02, "yanchor": "bottom"},
                       sliders=[{"active": 0, "steps": steps, "pad": {"t": 50},
-                                "currentvalue": {"prefix": "run: "}}])
+                                "currentvalue": {"prefix": "run: "}, "name": "run"}])
     return fig

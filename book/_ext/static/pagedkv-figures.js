@@ -1,0 +1,206 @@
+// pagedkv book: every Plotly figure on the page gets
+//  - native, labelled controls in place of Plotly's sliders and menus, which a keyboard cannot
+//    reach: a range input for a slider, a select for a dropdown, toggle buttons for buttons.
+//    Each applies the step's own Plotly command (update, restyle or relayout), so the figure
+//    behaves as its Python author wrote it;
+//  - a phone layout below 600 px of width: legend under the plot, narrow margins, long titles
+//    wrapped;
+//  - the book's dark theme (pydata-sphinx-theme's html[data-theme="dark"]), followed live.
+// Loaded by book/_ext/pagedkv_book.py on pages that draw a Plotly figure; a figure's original
+// layout values are kept, so switching back to light or wide restores them exactly.
+(function () {
+  "use strict";
+  const NARROW = 600;
+  const AXIS = /^[xy]axis\d*$/;
+  const isDark = () => document.documentElement.dataset.theme === "dark";
+  const cssVar = (name, fallback) =>
+    getComputedStyle(document.documentElement).getPropertyValue(name).trim() || fallback;
+
+  // ---------- native controls ----------
+
+  function run(gd, step) {
+    const a = step.args || [];
+    const done = step.method === "update" ? Plotly.update(gd, a[0] || {}, a[1] || {}, a[2])
+      : step.method === "restyle" ? Plotly.restyle(gd, a[0] || {}, a[1])
+        : step.method === "relayout" ? Plotly.relayout(gd, a[0] || {}) : Promise.resolve();
+    return Promise.resolve(done).then(() => adapt(gd));
+  }
+
+  const plain = (s) => String(s ?? "").replace(/<[^>]*>/g, " ").replace(/\s+/g, " ").trim();
+
+  function sliderControl(gd, slider, label) {
+    const steps = slider.steps.filter((s) => s.visible !== false);
+    const wrap = document.createElement("label");
+    const input = document.createElement("input");
+    const out = document.createElement("output");
+    input.type = "range";
+    input.min = 0;
+    input.max = steps.length - 1;
+    input.step = 1;
+    input.value = Math.min(steps.length - 1, slider.active || 0);
+    const sync = () => {
+      const text = plain(steps[input.value].label);
+      out.textContent = text;
+      input.setAttribute("aria-valuetext", text);
+    };
+    input.addEventListener("input", () => { sync(); run(gd, steps[input.value]); });
+    sync();
+    wrap.append(`${label} `, input, out);
+    return wrap;
+  }
+
+  function selectControl(gd, menu, label) {
+    const wrap = document.createElement("label");
+    const select = document.createElement("select");
+    menu.buttons.forEach((b, i) => select.append(new Option(plain(b.label), i, false, i === (menu.active || 0))));
+    select.addEventListener("change", () => run(gd, menu.buttons[select.value]));
+    wrap.append(`${label} `, select);
+    return wrap;
+  }
+
+  function buttonsControl(gd, menu, label) {
+    const group = document.createElement("div");
+    group.setAttribute("role", "group");
+    group.setAttribute("aria-label", label);
+    group.append(`${label}: `);
+    const buttons = menu.buttons.map((b, i) => {
+      const button = document.createElement("button");
+      button.type = "button";
+      button.textContent = plain(b.label);
+      button.setAttribute("aria-pressed", String(i === (menu.active || 0)));
+      button.addEventListener("click", () => {
+        buttons.forEach((other) => other.setAttribute("aria-pressed", String(other === button)));
+        run(gd, b);
+      });
+      return button;
+    });
+    group.append(...buttons);
+    return group;
+  }
+
+  function replaceControls(gd) {
+    const sliders = gd.layout.sliders || [], menus = gd.layout.updatemenus || [];
+    if (!sliders.length && !menus.length) return;
+    const box = document.createElement("div");
+    box.className = "pkv-figure-controls";
+    const named = (c, fallback) => plain(c.name || c.currentvalue?.prefix || fallback).replace(/:$/, "");
+    menus.forEach((m) => box.append(m.type === "buttons"
+      ? buttonsControl(gd, m, named(m, "view")) : selectControl(gd, m, named(m, "view"))));
+    sliders.forEach((s) => box.append(sliderControl(gd, s, named(s, "step"))));
+    gd.before(box);
+    // Plotly's own controls go; the space they took above or below the plot goes with them.
+    Plotly.relayout(gd, { sliders: [], updatemenus: [] });
+  }
+
+  // ---------- phone layout and dark theme ----------
+
+  // Layout keys this script may change; their original values are kept per figure.
+  function keysOf(gd) {
+    const axes = Object.keys(gd._fullLayout).filter((k) => AXIS.test(k));
+    return ["paper_bgcolor", "plot_bgcolor", "font.color", "title.font.color", "legend.font.color",
+      "legend.bgcolor", "legend.orientation", "legend.x", "legend.y", "legend.xanchor",
+      "legend.yanchor", "margin.l", "margin.r", "margin.t", "margin.b", "height",
+      ...axes.flatMap((a) => [`${a}.gridcolor`, `${a}.linecolor`, `${a}.zerolinecolor`,
+        `${a}.tickfont.color`, `${a}.title.font.color`])];
+  }
+
+  const get = (obj, path) => path.split(".").reduce((o, k) => (o == null ? undefined : o[k]), obj);
+
+  function wrapTitle(text, width, size) {
+    const perLine = Math.max(16, Math.floor(width / (size * 0.55)));
+    return String(text).split("<br>").map((line) => {
+      if (line.replace(/<[^>]*>/g, "").length <= perLine || /<su[bp]>/.test(line)) return line;
+      const out = [];
+      let cur = "";
+      for (const word of line.split(" ")) {
+        if (cur && (cur + " " + word).length > perLine) { out.push(cur); cur = word; } else cur = cur ? `${cur} ${word}` : word;
+      }
+      return [...out, cur].join("<br>");
+    }).join("<br>");
+  }
+
+  function adapt(gd) {
+    if (!gd._fullLayout) return;
+    if (!gd._pkvOriginal) {
+      gd._pkvOriginal = {};
+      for (const k of keysOf(gd)) gd._pkvOriginal[k] = get(gd.layout, k) ?? null;
+    }
+    const o = gd._pkvOriginal, want = { ...o };
+    const narrow = gd.clientWidth > 0 && gd.clientWidth < NARROW;
+    if (narrow) {
+      const legend = gd._fullLayout.showlegend;
+      const right = Object.keys(gd._fullLayout).some((k) => /^yaxis\d+$/.test(k) && gd._fullLayout[k].side === "right");
+      Object.assign(want, {
+        "margin.l": Math.min(o["margin.l"] ?? 80, 48), "margin.r": right ? 52 : Math.min(o["margin.r"] ?? 80, 12),
+        "margin.t": Math.max(o["margin.t"] ?? 100, get(gd.layout, "title.text") ? 80 : 30),
+      });
+      if (legend) {
+        Object.assign(want, { "legend.orientation": "h", "legend.x": 0, "legend.xanchor": "left",
+          "legend.y": -0.22, "legend.yanchor": "top", "margin.b": Math.max(o["margin.b"] ?? 80, 60),
+          height: (o.height ?? gd._fullLayout.height) + 90 });
+      }
+    }
+    // The title: wrapped to the width on a phone. A control may set a new one (slider steps
+    // do), so the unwrapped text is whatever the figure shows that this script did not write.
+    const current = get(gd.layout, "title.text") ?? null;
+    if (current !== gd._pkvWrapped) gd._pkvTitle = current;
+    want["title.text"] = narrow && gd._pkvTitle ? wrapTitle(gd._pkvTitle, gd.clientWidth, 17) : gd._pkvTitle;
+    gd._pkvWrapped = want["title.text"];
+    if (isDark()) {
+      const text = cssVar("--pst-color-text-base", "#ced6dd"), grid = "#3d4654";
+      Object.assign(want, { paper_bgcolor: cssVar("--pst-color-background", "#14181e"),
+        plot_bgcolor: cssVar("--pst-color-on-background", "#1e252f"), "font.color": text,
+        "title.font.color": text, "legend.font.color": text, "legend.bgcolor": "rgba(0,0,0,0)" });
+      for (const k of Object.keys(o)) {
+        if (/\.(gridcolor|zerolinecolor)$/.test(k)) want[k] = grid;
+        if (/\.linecolor$/.test(k)) want[k] = "#6b778a";
+        if (/\.(tickfont|title\.font)\.color$/.test(k)) want[k] = text;
+      }
+    }
+    const update = {};
+    for (const [k, v] of Object.entries(want)) if ((get(gd.layout, k) ?? null) !== v) update[k] = v;
+    // Annotations and line shapes drawn in the default dark ink follow the theme too.
+    const ink = isDark() ? cssVar("--pst-color-text-base", "#ced6dd") : "#444";
+    (gd.layout.annotations || []).forEach((a, i) => {
+      if (!a.bgcolor && (a.font?.color ?? null) !== (isDark() ? ink : null)) update[`annotations[${i}].font.color`] = isDark() ? ink : null;
+    });
+    (gd.layout.shapes || []).forEach((s, i) => {
+      const c = s.line?.color;
+      if (isDark() && /^(black|#000(000)?)$/i.test(c || "")) update[`shapes[${i}].line.color`] = ink;
+      if (!isDark() && c === cssVar("--pst-color-text-base", "#ced6dd")) update[`shapes[${i}].line.color`] = "black";
+    });
+    // The div keeps the height Plotly was first given; a taller phone layout needs it too.
+    const height = want.height ?? gd._fullLayout.height;
+    if (height && gd.style.height !== `${height}px`) gd.style.height = `${height}px`;
+    if (Object.keys(update).length) Plotly.relayout(gd, update);
+  }
+
+  // ---------- wiring ----------
+
+  function enhance(gd) {
+    if (gd.dataset.pkvEnhanced) return;
+    gd.dataset.pkvEnhanced = "1";
+    replaceControls(gd);
+    adapt(gd);
+  }
+
+  function all() {
+    return [...document.querySelectorAll(".js-plotly-plot")];
+  }
+
+  function start() {
+    all().forEach(enhance);
+    new MutationObserver(() => all().forEach(adapt))
+      .observe(document.documentElement, { attributes: true, attributeFilter: ["data-theme"] });
+    let pending = null;
+    window.addEventListener("resize", () => {
+      clearTimeout(pending);
+      pending = setTimeout(() => all().forEach(adapt), 150);
+    });
+  }
+
+  // Figures drawn later (the budget explorer redraws its chart) call this after each draw.
+  window.pagedkvFigures = { enhance: (gd) => { delete gd._pkvOriginal; gd.dataset.pkvEnhanced = ""; enhance(gd); } };
+  if (document.readyState === "loading") document.addEventListener("DOMContentLoaded", start);
+  else start();
+})();
