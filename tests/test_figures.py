@@ -49,3 +49,14 @@ def test_chapter_1_says_where_qwen3_4b_runs_above_llama():
     assert all(abs(q - ll) <= 0.03 * ll for q, ll in zip(qwen["h100-sxm-80gb"],
                                                         llama["h100-sxm-80gb"], strict=True))
     assert all(q < ll for q, ll in zip(qwen["h200-141gb"], llama["h200-141gb"], strict=True))
+
+
+def test_ink_reads_on_every_owner_colour():
+    from plotly.colors import hex_to_rgb, qualitative
+
+    from pagedkv_widgets.ink import contrast, ink_on, tint
+
+    for colour in qualitative.Plotly:
+        for fill in (tint(colour, 1.0), tint(colour, 0.35)):
+            rgb = tuple(float(v) for v in fill[4:-1].split(","))
+            assert contrast(rgb, hex_to_rgb(ink_on(fill))) >= 4.5, fill

@@ -4,8 +4,9 @@
   ``django-static-mathjax``), are copied into the build's static folder once, and a page
   loads plotly.js only if its body draws a Plotly figure, MathJax only if it holds math.
   MathJax is MathJax 3's component loader with the TeX input and the CommonHTML output
-  (about 0.8 MB with its fonts, against 2.1 MB for the all-in-one ``tex-svg.js``), plus
-  ``textmacros`` so that ``\\text{max\\_total}`` prints an underscore, not ``\\_``.
+  (about 0.8 MB with its fonts, against 2.1 MB for the all-in-one ``tex-svg.js``). In
+  ``\\text{...}`` an underscore is written plain (``\\text{max_new_tokens}``): MathJax
+  prints ``\\_`` there as a backslash and an underscore.
 - The theme's ``fontawesome.js`` (1.5 MB) is left out: the theme's CSS already draws every
   icon from Font Awesome's web fonts (see ``templates/static/webpack-macros.html``).
 - ``static/pagedkv-book.css`` (every page) keeps pages within a phone's width and styles
@@ -34,10 +35,7 @@ MATHJAX_JS = f"{VENDOR}/mathjax/startup.js"
 # screen readers. Paths under MathJax's es5/ folder.
 MATHJAX_PARTS = ("startup.js", "core.js", "input/tex.js", "input/tex/extensions",
                  "output/chtml.js", "output/chtml/fonts", "a11y/assistive-mml.js")
-MATHJAX_CONFIG = {
-    "loader": {"load": ["input/tex", "[tex]/textmacros", "output/chtml", "a11y/assistive-mml"]},
-    "tex": {"packages": {"[+]": ["textmacros"]}},
-}
+MATHJAX_CONFIG = {"loader": {"load": ["input/tex", "output/chtml", "a11y/assistive-mml"]}}
 
 
 def _mathjax_root() -> Path:

@@ -41,7 +41,8 @@
     const sync = () => {
       const text = plain(steps[input.value].label);
       out.textContent = text;
-      input.setAttribute("aria-valuetext", text);
+      // A bare number reads out with what it counts: "event 7 of 9", not "7".
+      input.setAttribute("aria-valuetext", /^\d+$/.test(text) ? `${label} ${text} of ${steps.length - 1}` : text);
     };
     input.addEventListener("input", () => { sync(); run(gd, steps[input.value]); });
     sync();
@@ -88,8 +89,9 @@
       ? buttonsControl(gd, m, named(m, "view")) : selectControl(gd, m, named(m, "view"))));
     sliders.forEach((s) => box.append(sliderControl(gd, s, named(s, "step"))));
     gd.before(box);
-    // Plotly's own controls go; the space they took above or below the plot goes with them.
-    Plotly.relayout(gd, { sliders: [], updatemenus: [] });
+    // Plotly's own controls go; the space a menu took above an untitled plot goes with them.
+    const untitled = !gd.layout.title?.text && !(typeof gd.layout.title === "string" && gd.layout.title);
+    Plotly.relayout(gd, { sliders: [], updatemenus: [], ...(untitled && menus.length ? { "margin.t": 30 } : {}) });
   }
 
   // ---------- phone layout and dark theme ----------
@@ -134,11 +136,15 @@
         "margin.l": Math.min(o["margin.l"] ?? 80, 48), "margin.r": right ? 52 : Math.min(o["margin.r"] ?? 80, 12),
         "margin.t": Math.max(o["margin.t"] ?? 100, get(gd.layout, "title.text") ? 80 : 30),
       });
+      // A wrapped title takes more room on top, a legend below: the figure grows by both,
+      // so the plot area keeps its height.
+      let grow = Math.max(0, want["margin.t"] - (o["margin.t"] ?? 100));
       if (legend) {
         Object.assign(want, { "legend.orientation": "h", "legend.x": 0, "legend.xanchor": "left",
-          "legend.y": -0.22, "legend.yanchor": "top", "margin.b": Math.max(o["margin.b"] ?? 80, 60),
-          height: (o.height ?? gd._fullLayout.height) + 90 });
+          "legend.y": -0.22, "legend.yanchor": "top", "margin.b": Math.max(o["margin.b"] ?? 80, 60) });
+        grow += 90;
       }
+      if (grow) want.height = (o.height ?? gd._fullLayout.height) + grow;
     }
     // The title: wrapped to the width on a phone. A control may set a new one (slider steps
     // do), so the unwrapped text is whatever the figure shows that this script did not write.
@@ -173,6 +179,14 @@
     const height = want.height ?? gd._fullLayout.height;
     if (height && gd.style.height !== `${height}px`) gd.style.height = `${height}px`;
     if (Object.keys(update).length) Plotly.relayout(gd, update);
+    // Black markers (retraction crosses) would vanish on the dark plot: drawn in ink there.
+    const black = /^(black|#000(000)?)$/i;
+    gd.data.forEach((t, i) => {
+      const c = t.marker?.color;
+      if (typeof c !== "string") return;
+      if (isDark() && black.test(c)) Plotly.restyle(gd, { "marker.color": ink }, [i]);
+      if (!isDark() && c === cssVar("--pst-color-text-base", "#ced6dd")) Plotly.restyle(gd, { "marker.color": "black" }, [i]);
+    });
   }
 
   // ---------- wiring ----------
