@@ -68,5 +68,11 @@ SETTLED_JS = """async () => {
     await new Promise((r) => setTimeout(r, 50));
   }
   if (window.MathJax?.startup?.promise) await window.MathJax.startup.promise;
+  // Plotly draws after MathJax; the book's figure script then adapts each figure.
+  for (let k = 0; k < 200; k++) {
+    const figures = [...document.querySelectorAll('.plotly-graph-div, .js-plotly-plot')];
+    if (figures.every((g) => g.dataset.pkvEnhanced)) break;
+    await new Promise((r) => setTimeout(r, 50));
+  }
   await new Promise((r) => requestAnimationFrame(() => requestAnimationFrame(r)));
 }"""

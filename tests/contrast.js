@@ -1,6 +1,6 @@
 // WCAG contrast of every text item on the page, as the reader sees it (run in the browser
-// by tests/test_book_browser.py). Returns the items below `min` as
-// [{text, ratio, fg, bg, where}].
+// by tests/test_book_browser.py). Returns {checked, worst, bad}: how many items were
+// measured, the lowest ratio, and the items below `min` as [{text, ratio, fg, bg, where}].
 //
 // HTML text: its colour (with the opacity of its ancestors) against the stack of ancestor
 // backgrounds. SVG text (Plotly's figures, the visualizer): its fill against, in order of
@@ -71,8 +71,11 @@
   }
 
   const bad = [];
+  let checked = 0, lowest = 21;
   const report = (text, fg, bgs, where) => {
     const worst = Math.min(...bgs.map((bg) => ratio(over(fg, bg), bg)));
+    checked += 1;
+    lowest = Math.min(lowest, worst);
     if (worst < min) bad.push({ text: text.slice(0, 60), ratio: Number(worst.toFixed(2)), fg: fg.join(","), bg: bgs.map((b) => b.slice(0, 3).join(",")).join(" | "), where });
   };
   const where = (el) => {
@@ -131,5 +134,5 @@
     }
     report(text.textContent.trim(), fg, bgs, where(text));
   }
-  return bad;
+  return { checked, worst: Number(lowest.toFixed(2)), bad };
 }

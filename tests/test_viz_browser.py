@@ -229,6 +229,9 @@ def test_a_setting_that_cannot_run_says_why_and_leaves_no_stale_view(page):
     assert "weights take 14.96 GiB" in problem and "Try mem_fraction_static 0.70 or more" in problem
     assert "Error" not in problem
     assert _grey(page) == {"hbm": True, "timeline": True, "pagetable": False, "pool": False}
+    # No picture of the previous setting stays: the card's views are empty boxes.
+    assert page.locator(f"{VIZ} [data-view=hbm] svg, {VIZ} [data-view=timeline] svg").count() == 0
+    assert _text(page, "card-step") == ""
     assert "Llama-3-8B on RTX 4090 24GB · mem_fraction_static 0.50 · cannot run" in _text(
         page, "card-name")
     viz.locator("input[data-role=page_size]").fill("2")  # 64-token pages: the teaching pool too

@@ -67,7 +67,8 @@ def _tree_frame(frame: TreeFrame, visible: bool) -> tuple[list[go.Scatter], list
                         showlegend=False, visible=visible)
     boxes = [{"x": place[n.id][0], "y": place[n.id][1], "showarrow": False,
               "text": "root" if n.parent is None else
-              f"{' '.join(n.words)}<br><sub>slots {_short(n.slots)}</sub>",
+              f"{' '.join(n.words)}<br><span style='font-size:11px'>slots "
+              f"{_short(n.slots)}</span>",
               "bgcolor": "#FFFFFF" if n.parent is None else LOCKED if n.lock_ref else EVICTABLE,
               "bordercolor": "#444444", "borderpad": 4, "font": {"color": "#111111"}}
              for n in frame.nodes]

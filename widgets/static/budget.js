@@ -49,7 +49,7 @@ function pagedkvBudget(uid) {
   root.append(controls, chart, readout);
 
   const colors = ["#4477AA", "#CCBB44", "#228833"];
-  const names = ["weights", "reserve: 1 - mem_fraction_static (activations, CUDA graphs)", "KV pool"];
+  const names = ["weights", "reserve (1 - mem_fraction_static)", "KV pool"];
   function draw() {
     const f = spec.fractions[fRange.value], c = spec.contexts[cRange.value];
     const row = spec.table[[mSel.value, gSel.value, f, c].join("|")];

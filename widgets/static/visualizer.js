@@ -347,6 +347,13 @@ export function createViewer(el, config, source) {
       panel.classList.toggle("pkv-off", off);
       panel.inert = off;
       panel.setAttribute("aria-hidden", String(off));
+      if (!off) return;
+      // Nothing of the previous setting's run stays drawn: each view becomes an empty box
+      // of the same height (the page does not jump), its step line goes.
+      panel.querySelectorAll("[data-view]").forEach((view) => {
+        view.innerHTML = `<div class="pkv-blank" style="height:${Math.max(40, view.offsetHeight)}px"></div>`;
+      });
+      panel.querySelectorAll("[data-role=card-step], [data-role=pool-caption]").forEach((n) => { n.textContent = ""; });
     });
     const name = q("[data-role=card-name]");
     if (name && scene.card?.error) name.textContent = `${labelOf("model", settings.model)} on ${labelOf("gpu", settings.gpu)} · mem_fraction_static ${Number(settings.mem_fraction_static).toFixed(2)} · cannot run`;

@@ -16,6 +16,9 @@
   const cssVar = (name, fallback) =>
     getComputedStyle(document.documentElement).getPropertyValue(name).trim() || fallback;
 
+  // The box that sets a figure's height: plotly.py's wrapper div, else the figure's own.
+  const frameOf = (gd) => (gd.parentElement?.style.height ? gd.parentElement : gd);
+
   // ---------- native controls ----------
 
   function run(gd, step) {
@@ -88,7 +91,7 @@
     menus.forEach((m) => box.append(m.type === "buttons"
       ? buttonsControl(gd, m, named(m, "view")) : selectControl(gd, m, named(m, "view"))));
     sliders.forEach((s) => box.append(sliderControl(gd, s, named(s, "step"))));
-    gd.before(box);
+    frameOf(gd).before(box);
     // Plotly's own controls go; the space a menu took above an untitled plot goes with them.
     const untitled = !gd.layout.title?.text && !(typeof gd.layout.title === "string" && gd.layout.title);
     Plotly.relayout(gd, { sliders: [], updatemenus: [], ...(untitled && menus.length ? { "margin.t": 30 } : {}) });
@@ -108,16 +111,20 @@
 
   const get = (obj, path) => path.split(".").reduce((o, k) => (o == null ? undefined : o[k]), obj);
 
+  // A title's lines broken at words to fit `width`; a line that is all <sub> or <sup> (a
+  // subtitle, drawn at 70 %) keeps its tag on each piece.
   function wrapTitle(text, width, size) {
-    const perLine = Math.max(16, Math.floor(width / (size * 0.55)));
     return String(text).split("<br>").map((line) => {
-      if (line.replace(/<[^>]*>/g, "").length <= perLine || /<su[bp]>/.test(line)) return line;
+      const small = /^<(su[bp])>(.*)<\/\1>$/.exec(line);
+      const words = small ? small[2] : line;
+      const perLine = Math.max(16, Math.floor(width / (size * (small ? 0.7 : 1) * 0.55)));
+      if (words.replace(/<[^>]*>/g, "").length <= perLine || /<su[bp]>/.test(words)) return line;
       const out = [];
       let cur = "";
-      for (const word of line.split(" ")) {
+      for (const word of words.split(" ")) {
         if (cur && (cur + " " + word).length > perLine) { out.push(cur); cur = word; } else cur = cur ? `${cur} ${word}` : word;
       }
-      return [...out, cur].join("<br>");
+      return [...out, cur].map((piece) => (small ? `<${small[1]}>${piece}</${small[1]}>` : piece)).join("<br>");
     }).join("<br>");
   }
 
@@ -140,9 +147,11 @@
       // so the plot area keeps its height.
       let grow = Math.max(0, want["margin.t"] - (o["margin.t"] ?? 100));
       if (legend) {
+        // Under the x axis's tick labels and title (about 70 px), whatever the plot's height.
+        const below = -Math.min(0.6, 72 / Math.max(1, gd._fullLayout._size.h));
         Object.assign(want, { "legend.orientation": "h", "legend.x": 0, "legend.xanchor": "left",
-          "legend.y": -0.22, "legend.yanchor": "top", "margin.b": Math.max(o["margin.b"] ?? 80, 60) });
-        grow += 90;
+          "legend.y": below, "legend.yanchor": "top", "margin.b": Math.max(o["margin.b"] ?? 80, 60) });
+        grow += 110;
       }
       if (grow) want.height = (o.height ?? gd._fullLayout.height) + grow;
     }
@@ -175,9 +184,11 @@
       if (isDark() && /^(black|#000(000)?)$/i.test(c || "")) update[`shapes[${i}].line.color`] = ink;
       if (!isDark() && c === cssVar("--pst-color-text-base", "#ced6dd")) update[`shapes[${i}].line.color`] = "black";
     });
-    // The div keeps the height Plotly was first given; a taller phone layout needs it too.
+    // The box keeps the height Plotly was first given (plotly.py's wrapper div, else the
+    // figure's own div); a taller phone layout needs it too.
     const height = want.height ?? gd._fullLayout.height;
-    if (height && gd.style.height !== `${height}px`) gd.style.height = `${height}px`;
+    const frame = frameOf(gd);
+    if (height && frame.style.height !== `${height}px`) frame.style.height = `${height}px`;
     if (Object.keys(update).length) Plotly.relayout(gd, update);
     // Black markers (retraction crosses) would vanish on the dark plot: drawn in ink there.
     const black = /^(black|#000(000)?)$/i;
@@ -193,23 +204,30 @@
 
   function enhance(gd) {
     if (gd.dataset.pkvEnhanced) return;
+    // Plotly draws asynchronously (on a page with math it first waits for MathJax): act
+    // once the figure has its full layout.
+    if (!gd._fullLayout?._size) {
+      gd._pkvTries = (gd._pkvTries || 0) + 1;
+      if (gd._pkvTries < 200) setTimeout(() => enhance(gd), 50);
+      return;
+    }
     gd.dataset.pkvEnhanced = "1";
     replaceControls(gd);
     adapt(gd);
   }
 
   function all() {
-    return [...document.querySelectorAll(".js-plotly-plot")];
+    return [...document.querySelectorAll(".plotly-graph-div, .js-plotly-plot")];
   }
 
   function start() {
     all().forEach(enhance);
-    new MutationObserver(() => all().forEach(adapt))
+    new MutationObserver(() => all().filter((gd) => gd.dataset.pkvEnhanced).forEach(adapt))
       .observe(document.documentElement, { attributes: true, attributeFilter: ["data-theme"] });
     let pending = null;
     window.addEventListener("resize", () => {
       clearTimeout(pending);
-      pending = setTimeout(() => all().forEach(adapt), 150);
+      pending = setTimeout(() => all().filter((gd) => gd.dataset.pkvEnhanced).forEach(adapt), 150);
     });
   }
 
