@@ -69,6 +69,13 @@ function decodeLifetimes(segments) {
   }));
 }
 
+// Decoded once per encoded run: going back to a setting only redraws.
+const decoded = new WeakMap();
+function decodeRun(enc) {
+  if (!decoded.has(enc)) decoded.set(enc, decodeTrace(enc));
+  return decoded.get(enc);
+}
+
 function decodeTrace(enc) {
   const cols = {};
   for (const key of ["t", "time", "ratio", "used", "reserved", "pages", "running", "waiting"]) {
@@ -287,7 +294,7 @@ export function createViewer(el, config, source) {
   // The run the step control walks: the teaching run where the chapter shows one and it ran.
   const master = () => (usesPool && pool ? pool : card);
   const at = (run, i) => (run === master() ? i : Math.round((i * (run.samples - 1)) / Math.max(1, master().samples - 1)));
-  const drawWidth = () => clamp(Math.floor(el.clientWidth) - 26, 280, 720);
+  const drawWidth = (px = el.clientWidth) => clamp(Math.floor(px) - 26, 280, 720);
   const retractions = (run) => [...(run?.events.retract?.keys() || [])].sort((a, b) => a - b);
 
   function readout() {
@@ -340,10 +347,12 @@ export function createViewer(el, config, source) {
     const failed = [["card", usesCard], ["pool", usesPool]].filter(([p, used]) => used && scene[p]?.error);
     const both = usesCard && usesPool;
     const box = q("[data-role=problem]");
-    box.innerHTML = failed.map(([p]) => `<p><strong>${both ? (p === "card" ? "At card scale" : "In the teaching pool") + ", this" : "This"} setting cannot run.</strong> ` +
+    const text = failed.map(([p]) => `<p><strong>${both ? (p === "card" ? "At card scale" : "In the teaching pool") + ", this" : "This"} setting cannot run.</strong> ` +
       `${esc(scene[p].error)} ${esc(scene[p].fix || "")}</p>`).join("");
+    if (box.innerHTML !== text) box.innerHTML = text;
     el.querySelectorAll("[data-part]").forEach((panel) => {
       const off = failed.some(([p]) => p === panel.dataset.part);
+      if (!off && !panel.inert) return;  // was running, still runs: nothing to change
       panel.classList.toggle("pkv-off", off);
       panel.inert = off;
       panel.setAttribute("aria-hidden", String(off));
@@ -368,8 +377,9 @@ export function createViewer(el, config, source) {
     if (missing) return;
     const before = master(), frac = before ? index / Math.max(1, before.samples - 1) : 0;
     showProblems(scene);
-    card = scene.card && !scene.card.error ? decodeTrace(scene.card) : null;
-    pool = scene.pool && !scene.pool.error ? decodeTrace(scene.pool) : null;
+    const lastCard = card;
+    card = scene.card && !scene.card.error ? decodeRun(scene.card) : null;
+    pool = scene.pool && !scene.pool.error ? decodeRun(scene.pool) : null;
     const m = master();
     el.classList.toggle("pkv-nothing", !m);
     el.querySelectorAll(".pkv-player button, .pkv-player input").forEach((c) => { c.disabled = !m; });
@@ -383,11 +393,14 @@ export function createViewer(el, config, source) {
     // keep the same point of the run, so two settings compare at the same moment.
     index = opened ? clamp(Math.round(frac * (m.samples - 1)), 0, m.samples - 1) : m.open;
     opened = true;
-    width = drawWidth();
+    if (!width) width = drawWidth();  // later widths come from the ResizeObserver, no forced layout
     if (card) {
       const name = q("[data-role=card-name]");
       if (name) name.textContent = `${labelOf("model", settings.model)} on ${labelOf("gpu", settings.gpu)} · mem_fraction_static ${card.meta.mem_fraction_static} · ${num(card.meta.max_total_num_tokens)}-token pool in pages of ${card.meta.page_size}`;
-      if (views.timeline) views.timeline.innerHTML = timelineView(card, width);
+      // A page-size move leaves the card run as it was: its timeline stays.
+      if (views.timeline && (card !== lastCard || !views.timeline.querySelector("[data-role=cursor]"))) {
+        views.timeline.innerHTML = timelineView(card, width);
+      }
     }
     if (pool) {
       q("[data-role=pool-size]").textContent = `${pool.meta.num_pages} pages × ${pool.meta.page_size} ${pool.meta.page_size === 1 ? "token" : "tokens"} = ${pool.meta.max_total_num_tokens} tokens`;
@@ -478,9 +491,10 @@ export function createViewer(el, config, source) {
     });
   }
   // The drawings follow the panel's width (a phone gets narrower bars, not smaller text).
-  const resized = new ResizeObserver(() => {
-    if (!master() || drawWidth() === width) return;
-    width = drawWidth();
+  const resized = new ResizeObserver(([entry]) => {
+    const next = drawWidth(entry.borderBoxSize?.[0]?.inlineSize ?? el.clientWidth);
+    if (!master() || next === width) return;
+    width = next;
     if (card && views.timeline) views.timeline.innerHTML = timelineView(card, width);
     drawStep();
   });
