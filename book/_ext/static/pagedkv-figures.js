@@ -135,13 +135,29 @@
       for (const k of keysOf(gd)) gd._pkvOriginal[k] = get(gd.layout, k) ?? null;
     }
     const o = gd._pkvOriginal, want = { ...o };
+    // A table keeps its columns readable: on a phone it scrolls sideways in its figure.
+    if (gd.data.some((t) => t.type === "table")) {
+      const frame = frameOf(gd), wide = `${NARROW + 40}px`;
+      if (frame.closest("figure")?.clientWidth < NARROW && frame.style.minWidth !== wide) {
+        frame.style.minWidth = wide;
+        frame.closest("figure").style.overflowX = "auto";
+        Plotly.Plots.resize(gd);
+      }
+    }
     const narrow = gd.clientWidth > 0 && gd.clientWidth < NARROW;
+    // The title: wrapped to the width on a phone. A control may set a new one (slider steps
+    // do), so the unwrapped text is whatever the figure shows that this script did not write.
+    const current = get(gd.layout, "title.text") ?? null;
+    if (current !== gd._pkvWrapped) gd._pkvTitle = current;
+    want["title.text"] = narrow && gd._pkvTitle ? wrapTitle(gd._pkvTitle, gd.clientWidth, 17) : gd._pkvTitle;
+    gd._pkvWrapped = want["title.text"];
     if (narrow) {
       const legend = gd._fullLayout.showlegend;
       const right = Object.keys(gd._fullLayout).some((k) => /^yaxis\d+$/.test(k) && gd._fullLayout[k].side === "right");
+      const lines = want["title.text"] ? String(want["title.text"]).split("<br>").length : 0;
       Object.assign(want, {
         "margin.l": Math.min(o["margin.l"] ?? 80, 48), "margin.r": right ? 52 : Math.min(o["margin.r"] ?? 80, 12),
-        "margin.t": Math.max(o["margin.t"] ?? 100, get(gd.layout, "title.text") ? 80 : 30),
+        "margin.t": Math.max(o["margin.t"] ?? 100, lines ? 30 + 22 * lines : 30),
       });
       // A wrapped title takes more room on top, a legend below: the figure grows by both,
       // so the plot area keeps its height.
@@ -155,12 +171,6 @@
       }
       if (grow) want.height = (o.height ?? gd._fullLayout.height) + grow;
     }
-    // The title: wrapped to the width on a phone. A control may set a new one (slider steps
-    // do), so the unwrapped text is whatever the figure shows that this script did not write.
-    const current = get(gd.layout, "title.text") ?? null;
-    if (current !== gd._pkvWrapped) gd._pkvTitle = current;
-    want["title.text"] = narrow && gd._pkvTitle ? wrapTitle(gd._pkvTitle, gd.clientWidth, 17) : gd._pkvTitle;
-    gd._pkvWrapped = want["title.text"];
     if (isDark()) {
       const text = cssVar("--pst-color-text-base", "#ced6dd"), grid = "#3d4654";
       Object.assign(want, { paper_bgcolor: cssVar("--pst-color-background", "#14181e"),
