@@ -33,3 +33,16 @@ def test_contexts_beyond_the_model_are_marked():
     table = budget_table(["llama-3-8b"], ["h100-sxm-80gb"], [0.835], [8192, 32768])
     assert table["llama-3-8b|h100-sxm-80gb|0.835|32768"] == "context"
     assert table["llama-3-8b|h100-sxm-80gb|0.835|8192"][3] == 422_282  # chapter 1's default pool
+
+
+def test_explorer_shows_names_not_preset_ids(monkeypatch):
+    import json
+    import re
+
+    monkeypatch.setenv("PAGEDKV_BOOK_BUILD", "1")
+    html = budget_explorer().data
+    spec = json.loads(re.search(r'<script type="application/json"[^>]*>(.*?)</script>', html).group(1))
+    assert spec["labels"]["h100-sxm-80gb"] == "H100 SXM 80GB"
+    assert spec["labels"]["llama-3-8b"] == "Llama-3-8B"
+    assert set(spec["labels"]) == set(spec["models"]) | set(spec["gpus"])
+    assert "<figcaption>" in html

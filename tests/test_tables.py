@@ -82,9 +82,14 @@ def test_run_figures() -> None:
     tr.event(2, "retract", 0, {"output_len": 1, "freed": 1})
     run = SimpleNamespace(trace=tr)
     fig = run_timeline_figure({"a": run, "b": run}, 10, visible="b")
-    assert len(fig.data) == 8 and [t.visible for t in fig.data] == [False] * 4 + [True] * 4
+    assert len(fig.data) == 9 and [t.visible for t in fig.data[:8]] == [False] * 4 + [True] * 4
     assert list(fig.data[3].x) == [0.2]  # the retraction marker
-    assert len(run_timeline_figure({"a": run}, 10, show_reserved=False).data) == 3
+    # The pool line is named in the legend (shown for every run), not written over the
+    # curves and retraction marks just under it.
+    assert not fig.layout.annotations and fig.data[8].name == "pool: 10 tokens"
+    for button in fig.layout.updatemenus[0].buttons:
+        assert len(button.args[0]["visible"]) == 9 and button.args[0]["visible"][-1]
+    assert len(run_timeline_figure({"a": run}, 10, show_reserved=False).data) == 4
     m = SimpleNamespace(output_tokens_per_s=1.0, num_retractions=2, recomputed_tokens=3,
                         mean_queue_s=4.0)
     fig = policy_bars_figure({("w", "sglang"): m, ("w", "no_reserve"): m, ("v", "sglang"): m,
@@ -140,9 +145,10 @@ def test_run_metric_tables() -> None:
 
 
 def test_tradeoff_figure_axes_agree_and_ticks_are_round() -> None:
-    from pagedkv_widgets.share_charts import _nice_log_ticks, tradeoff_figure
+    from pagedkv_widgets.axes import nice_log_ticks
+    from pagedkv_widgets.share_charts import tradeoff_figure
 
-    assert _nice_log_ticks(800, 44_100) == [500, 1000, 2000, 5000, 10000, 20000, 50000]
+    assert nice_log_ticks(800, 44_100) == [500, 1000, 2000, 5000, 10000, 20000, 50000]
     fig = tradeoff_figure([1, 4, 16], [0.0, 3.0, 12.0], [44_100, 11_200, 2_900], "t")
     assert "page-table entries" in fig.data[1].name
     assert "page-table entries" in fig.layout.yaxis2.title.text

@@ -15,7 +15,7 @@ from pagedkv_widgets.chapters import CHAPTERS, chapter_config, grid_settings, re
 from pagedkv_widgets.encoding import decode_trace
 from pagedkv_widgets.mode import in_book_build
 from pagedkv_widgets.scenes import scene_keys, teaching_pages, teaching_tokens
-from pagedkv_widgets.static_page import build_grid, static_html
+from pagedkv_widgets.static_page import build_grid, pack, static_html, unpack
 
 
 def _config(chapter: str, **overrides):
@@ -57,13 +57,15 @@ def test_grid_holds_one_run_per_key_and_only_the_views_needs():
     assert pool["page_tables"] is not None
 
 
-def test_static_html_carries_the_grid_as_json():
+def test_static_html_carries_the_grid_packed():
     config = _config("memory")
-    grid = {"card": {"k": {"note": "</script><b>"}}}
+    grid = {"card": {"k": {"note": "</script><b>" * 1000}}}
     html = static_html(config, grid)
     assert html.count("</script>") == 2  # the data, then the renderer
-    payload = re.search(r'<script type="application/json">(.*?)</script>', html).group(1)
-    assert json.loads(payload) == {"config": config, "grid": grid}
+    payload = re.search(r'<script type="application/gzip">(.*?)</script>', html).group(1)
+    assert unpack(payload) == {"config": config, "grid": grid}
+    assert len(payload) < len(json.dumps(grid)) / 10
+    assert pack(grid) == pack(grid)  # no timestamp: the same data, the same page
 
 
 def test_static_or_live(monkeypatch):

@@ -8,27 +8,16 @@ anything not addressed to 127.0.0.1 is aborted and fails the test. Screenshots g
 
 from __future__ import annotations
 
-import http.server
 import json
-import os
 import re
 import shutil
-import threading
 from collections.abc import Iterator
-from functools import partial
 from pathlib import Path
-from urllib.parse import urlparse
 
 import pytest
+from browser_support import ARTIFACTS, BOOK, CHROMIUM, FLAGS, keep_local, serve
 
 pytestmark = pytest.mark.browser
-
-ROOT = Path(__file__).resolve().parents[1]
-BOOK = Path(os.environ.get("PAGEDKV_BOOK_HTML", ROOT / "_build" / "html"))
-ARTIFACTS = ROOT / "test-artifacts"
-CHROMIUM = os.environ.get("PAGEDKV_CHROMIUM", "/usr/bin/chromium")
-FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-         "--disable-background-networking", "--disable-component-update", "--disable-sync"]
 # Console noise every Jupyter Book 1 page makes; failed loads are checked by URL instead.
 BENIGN = ("THEBE_JS_URL", "invalid theme mode", "Failed to load resource")
 BENIGN_404 = re.compile(r"favicon\.ico$|\.(woff2?|ttf|eot)(\?.*)?$")
@@ -52,16 +41,8 @@ def page_url() -> Iterator[str]:
         pytest.skip(f"no built book with the full visualizer under {BOOK} (build the book first)")
     if not Path(CHROMIUM).exists():
         pytest.skip(f"no Chromium at {CHROMIUM} (apt-get install chromium)")
-    handler = partial(_QuietHandler, directory=str(BOOK))
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    yield f"http://127.0.0.1:{server.server_port}/{page.relative_to(BOOK).as_posix()}"
-    server.shutdown()
-
-
-class _QuietHandler(http.server.SimpleHTTPRequestHandler):
-    def log_message(self, *args: object) -> None:
-        pass
+    with serve(BOOK) as url:
+        yield f"{url}/{page.relative_to(BOOK).as_posix()}"
 
 
 @pytest.fixture(scope="module")
@@ -87,15 +68,7 @@ def page(browser, page_url, request):
     pg.on("response", lambda r: failed.append(r.url) if r.status >= 400 else None)
     pg.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
     pg.on("pageerror", lambda e: errors.append(str(e)))
-
-    def route(r):
-        if urlparse(r.request.url).hostname == "127.0.0.1" or r.request.url.startswith("data:"):
-            r.continue_()
-        else:
-            outside.append(r.request.url)
-            r.abort()
-
-    pg.route("**/*", route)
+    keep_local(pg, outside)
     pg.goto(page_url, wait_until="load")
     pg.locator(f"{VIZ} [data-view=pool] svg").wait_for()
     pg.errors, pg.outside, pg.failed = errors, outside, failed
@@ -114,7 +87,8 @@ def test_visualizer_renders_four_views(page):
         assert page.locator(f"{VIZ} [data-view={view}] svg").count() == 1, view
     widths = page.locator(f"{VIZ} [data-view=hbm] rect[data-segment]").evaluate_all(
         "rs => rs.map(r => Number(r.getAttribute('width')))")
-    assert len(widths) == 5 and sum(widths) == pytest.approx(700, abs=0.01)
+    bar = float(page.locator(f"{VIZ} [data-view=hbm] svg").get_attribute("width")) - 20
+    assert len(widths) == 5 and sum(widths) == pytest.approx(bar, abs=0.01)
     assert "GiB = 2" in page.locator(VIZ).inner_text()
 
 
@@ -146,6 +120,7 @@ def test_play_advances_the_step(page):
     assert int(after.split()[1]) > int(before.split()[1])
     page.locator(f"{VIZ} [data-role=step]").click()
     assert int(_text(page, "step-label").split()[1]) > int(after.split()[1])
+    assert page.locator(f"{VIZ} [data-role=step-label]").get_attribute("aria-live") == "polite"
 
 
 def test_no_console_errors_and_no_outside_requests(page):
@@ -178,14 +153,11 @@ def test_live_render_talks_to_the_kernel_through_the_model(browser, tmp_path):
         " on: (e, f) => { handlers[e] = f; }, off: () => {}};"
         "window.push = (scene) => { traits.scene = scene; handlers['change:scene'](); };"
         'widget.render({model, el: document.getElementById("el")});</script>')
-    handler = partial(_QuietHandler, directory=str(tmp_path))
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
     pg = browser.new_page()
     errors: list[str] = []
     pg.on("pageerror", lambda e: errors.append(str(e)))
-    try:
-        pg.goto(f"http://127.0.0.1:{server.server_port}/index.html")
+    with serve(tmp_path) as url:
+        pg.goto(f"{url}/index.html")
         pg.wait_for_timeout(500)
         assert errors == []
         pg.locator("[data-view=pagetable] svg").wait_for()
@@ -196,9 +168,13 @@ def test_live_render_talks_to_the_kernel_through_the_model(browser, tmp_path):
         pg.evaluate("(scene) => window.push(scene)", widget.scene)
         assert "× 64 tokens" in pg.locator("[data-role=pool-size]").inner_text()
         assert pg.locator("[data-role=status]").inner_text() == ""
-    finally:
-        pg.close()
-        server.shutdown()
+        # A setting the kernel cannot run: its reason, and the views greyed out, live too.
+        widget.settings = {**widget.settings, "mem_fraction_static": 0.5}
+        pg.evaluate("(scene) => window.push(scene)", widget.scene)
+        assert "teaching pool holds 128 tokens" in pg.locator("[data-role=problem]").inner_text()
+        assert pg.evaluate("document.querySelector('[data-part=pool]').inert")
+        assert errors == []
+    pg.close()
 
 
 @pytest.mark.parametrize("theme", ["light", "dark"])
@@ -229,7 +205,60 @@ def test_visible_owners_have_distinct_colours(page):
     owners = page.evaluate(
         f"[...document.querySelectorAll('{VIZ} [data-view=pagetable] g')].map((g) =>"
         " [g.querySelector('title').textContent.split(' ')[0],"
-        " g.querySelectorAll('rect')[1].getAttribute('fill')])")
+        " g.querySelectorAll('rect')[1].style.fill])")
     per_row = dict(owners)
     assert len(per_row) >= 2
     assert len(set(per_row.values())) == len(per_row)
+
+
+def _grey(page) -> dict[str, bool]:
+    return page.evaluate(
+        f"Object.fromEntries([...document.querySelectorAll('{VIZ} [data-view]')].map(v => [v.dataset.view,"
+        " v.closest('[data-part]').classList.contains('pkv-off') && v.closest('[data-part]').inert]))")
+
+
+def test_a_setting_that_cannot_run_says_why_and_leaves_no_stale_view(page):
+    """Llama-3-8B's weights do not fit in half an RTX 4090: the reason and a value that works
+    appear, the card views grey out (inert), the heading names the new setting, and a
+    working setting brings everything back."""
+    viz = page.locator(VIZ)
+    viz.locator("select[data-role=model]").select_option("llama-3-8b")
+    viz.locator("select[data-role=gpu]").select_option("rtx-4090")
+    viz.locator("input[data-role=mem_fraction_static]").fill("0")  # 0.50
+    problem = _text(page, "problem")
+    assert "weights take 14.96 GiB" in problem and "Try mem_fraction_static 0.70 or more" in problem
+    assert "Error" not in problem
+    assert _grey(page) == {"hbm": True, "timeline": True, "pagetable": False, "pool": False}
+    # No picture of the previous setting stays: the card's views are empty boxes.
+    assert page.locator(f"{VIZ} [data-view=hbm] svg, {VIZ} [data-view=timeline] svg").count() == 0
+    assert _text(page, "card-step") == ""
+    assert "Llama-3-8B on RTX 4090 24GB · mem_fraction_static 0.50 · cannot run" in _text(
+        page, "card-name")
+    viz.locator("input[data-role=page_size]").fill("2")  # 64-token pages: the teaching pool too
+    assert "teaching pool holds 128 tokens" in _text(page, "problem")
+    assert all(_grey(page).values())
+    assert page.locator(f"{VIZ} [data-role=play]").is_disabled()
+    viz.locator("input[data-role=mem_fraction_static]").fill("4")  # 0.70: both run
+    assert _text(page, "problem") == ""
+    assert not any(_grey(page).values())
+    assert "Llama-3-8B on RTX 4090 24GB · mem_fraction_static 0.7 ·" in _text(page, "card-name")
+    assert "× 64 tokens" in _text(page, "pool-size")
+
+
+def test_opens_on_a_busy_step_with_a_labelled_announced_step_control(page):
+    scrub = page.locator(f"{VIZ} input[data-role=scrub]")
+    assert int(scrub.input_value()) > 0  # not the empty pool of step 0
+    assert scrub.evaluate("s => s.labels[0].textContent.trim()") == "step"
+    assert scrub.get_attribute("aria-valuetext").startswith("step ")
+    assert page.locator(f"{VIZ} [data-role=step-label]").get_attribute("aria-live") == "polite"
+    assert page.locator(f"{VIZ} [data-role=prev-retract]").is_disabled()
+    before = int(scrub.input_value())
+    page.locator(f"{VIZ} [data-role=next-retract]").click()
+    after = int(scrub.input_value())
+    assert after > before and "retract" in _text(page, "pool-caption")
+    page.locator(f"{VIZ} [data-role=step]").click()
+    assert int(scrub.input_value()) == after + 1  # one sample
+    fraction = page.locator(f"{VIZ} input[data-role=mem_fraction_static]")
+    assert fraction.get_attribute("aria-valuetext") == "0.80"
+    assert page.locator(f"{VIZ} input[data-role=page_size]").get_attribute(
+        "aria-valuetext") == "16 tokens"

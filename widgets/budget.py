@@ -23,9 +23,14 @@ from pagedkv.gpus import get_gpu
 from pagedkv.model import load_model
 from pagedkv.sizing import plan_pool
 from pagedkv.units import GiB
+from pagedkv_widgets.catalog import gpu_label, model_label
 
 #: Set by the book's Sphinx extension; then plotly.js is on the page already.
 BOOK_BUILD_ENV = "PAGEDKV_BOOK_BUILD"
+CAPTION = ("One GPU's memory as a bar in GiB: the model's weights, the reserve that "
+           "1 - mem_fraction_static keeps for activations and CUDA graphs, and the KV pool, "
+           "for the chosen model, GPU, mem_fraction_static and context length; the line under "
+           "it turns the pool into tokens and requests.")
 
 
 def budget_table(
@@ -64,7 +69,8 @@ def budget_explorer(
     contexts: Sequence[int] = (4096, 8192, 32768, 131072),
     initial: tuple[str, str, float, int] = ("llama-3-8b", "h100-sxm-80gb", 0.835, 8192),
 ) -> HTML:
-    """An HTML output: selectors for model and GPU, sliders for fraction and context.
+    """An HTML output: selectors for model and GPU, sliders for fraction and context, the
+    bar, a readout and a caption. Models and GPUs show by name, the ids stay in the data.
 
     Raises:
         ConfigError: an unknown model or GPU name.
@@ -73,7 +79,8 @@ def budget_explorer(
     spec = {
         "models": list(models), "gpus": list(gpus), "fractions": [f"{f:.3f}" for f in fractions],
         "contexts": list(contexts), "initial": [initial[0], initial[1], f"{initial[2]:.3f}", initial[3]],
-        "table": table,
+        "table": table, "labels": {**{m: model_label(m) for m in models},
+                                   **{g: gpu_label(g) for g in gpus}},
     }
     script = resources.files("pagedkv_widgets").joinpath("static/budget.js").read_text()
     plotly = ""
@@ -83,7 +90,8 @@ def budget_explorer(
         plotly = f"<script>{get_plotlyjs()}</script>"
     uid = f"budget-{uuid.uuid4().hex[:8]}"
     return HTML(
-        f'{plotly}<div class="pagedkv-budget" id="{uid}"></div>'
+        f'{plotly}<figure class="pkv-figure"><div class="pagedkv-budget" id="{uid}"></div>'
+        f"<figcaption>{CAPTION}</figcaption></figure>"
         f'<script type="application/json" id="{uid}-data">{json.dumps(spec, separators=(",", ":"))}</script>'
         f"<script>{script}\npagedkvBudget('{uid}');</script>"
     )

@@ -11,17 +11,33 @@ from __future__ import annotations
 
 from dataclasses import replace
 
+from pagedkv.gpus import get_gpu
+from pagedkv.model import MODEL_PRESETS
 from pagedkv_widgets.chapters import Catalog
 from pagedkv_widgets.scenes import SceneRunner, Settings, Simulate, Workload, default_simulate
+
+# How the book names models (the Hugging Face repository's own spelling, without the owner's
+# prefix on Llama and in Gemma's capitals); other presets fall back to the repository name.
+MODEL_LABELS = {"llama-3-8b": "Llama-3-8B", "gemma-2-9b": "Gemma-2-9B"}
+
+
+def model_label(name: str) -> str:
+    """A model preset as readers know it: ``"qwen3-4b"`` -> ``"Qwen3-4B"``."""
+    return MODEL_LABELS.get(name) or MODEL_PRESETS.get(name, name).split("/")[-1]
+
+
+def gpu_label(name: str) -> str:
+    """A GPU preset as readers know it: ``"h100-sxm-80gb"`` -> ``"H100 SXM 80GB"``."""
+    return get_gpu(name).label
+
 
 _DEFAULTS = Settings(model="llama-3-8b", gpu="h100-sxm-80gb", workload="observed",
                      mem_fraction_static=0.85, page_size=16)
 _OBSERVED = replace(_DEFAULTS, model="qwen3-4b", gpu="rtx-4090", mem_fraction_static=0.80)
 
 CATALOG = Catalog(
-    models={"llama-3-8b": "Llama-3-8B", "qwen3-4b": "Qwen3-4B"},
-    gpus={"rtx-4090": "RTX 4090 24GB", "h100-sxm-80gb": "H100 SXM 80GB",
-          "h200-141gb": "H200 141GB"},
+    models={m: model_label(m) for m in ("llama-3-8b", "qwen3-4b")},
+    gpus={g: gpu_label(g) for g in ("rtx-4090", "h100-sxm-80gb", "h200-141gb")},
     workloads={
         "calm": Workload("calm: 0.35 requests/s", rate=0.35, teaching_rate=4.0),
         "observed": Workload("observed: 2 requests/s", rate=2.0, teaching_rate=25.0),

@@ -28,24 +28,44 @@ class Catalog:
 
 @dataclass(frozen=True)
 class Chapter:
-    """A chapter's view of the visualizer: which panels and which controls it shows."""
+    """A chapter's view of the visualizer: which panels and which controls it shows, and
+    the caption under it (what it shows, in words)."""
 
     title: str
     views: tuple[str, ...]
     controls: tuple[str, ...]
+    caption: str
 
 
+def _first(text: str) -> str:
+    """``text`` opening a sentence: its first letter upper case, the rest as written."""
+    return text[0].upper() + text[1:]
+
+
+_BAR = ("one GPU's memory as a bar (weights, the reserve that 1 - mem_fraction_static keeps, "
+        "KV in use, reserved by admission, free) at one step of a simulated run")
+_TIMELINE = ("the run's timeline of running and waiting requests, pool use and "
+             "new_token_ratio, with its admit, finish and retract events")
+_TEACHING = ("the teaching pool's page table (a row per request, a cell per page holding its "
+             "physical page id) and its physical pages coloured by owner")
 CHAPTERS = {
     "memory": Chapter("Where the card's memory goes", ("hbm", "timeline"),
-                      ("model", "gpu", "mem_fraction_static")),
+                      ("model", "gpu", "mem_fraction_static"),
+                      f"{_first(_BAR)}, and {_TIMELINE}; play or step through the run."),
     "paging": Chapter("Pages, page tables and the pool", ("pagetable", "pool"),
-                      ("page_size", "mem_fraction_static")),
+                      ("page_size", "mem_fraction_static"),
+                      f"{_first(_TEACHING)}, at one step of a simulated run."),
     "admission": Chapter("Admission: in use, reserved, free", ("hbm", "timeline"),
-                         ("workload", "mem_fraction_static")),
+                         ("workload", "mem_fraction_static"),
+                         f"{_first(_BAR)}, and {_TIMELINE}."),
     "retraction": Chapter("Retraction when the pool runs out", ("timeline", "pagetable", "pool"),
-                          ("workload", "mem_fraction_static")),
+                          ("workload", "mem_fraction_static"),
+                          f"{_first(_TIMELINE)}, and {_TEACHING}; a retraction frees a "
+                          "whole row."),
     "full": Chapter("Play with the memory", VIEWS,
-                    ("model", "gpu", "workload", "mem_fraction_static", "page_size")),
+                    ("model", "gpu", "workload", "mem_fraction_static", "page_size"),
+                    f"{_first(_BAR)}, {_TIMELINE}, and {_TEACHING}, at the same point of "
+                    "both runs."),
 }
 
 
@@ -73,7 +93,8 @@ def chapter_config(catalog: Catalog, chapter: str, settings: Settings) -> dict[s
             values = sorted([*values, current[name]])
             keys = values
         axes[name] = values if name in spec.controls else [values[keys.index(current[name])]]
-    return {"chapter": chapter, "title": spec.title, "views": list(spec.views),
+    return {"chapter": chapter, "title": spec.title, "caption": spec.caption,
+            "views": list(spec.views),
             "controls": list(spec.controls), "axes": axes, "settings": current}
 
 

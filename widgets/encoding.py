@@ -9,7 +9,8 @@ Input is ``Trace.to_dict()`` from ``pagedkv.managers`` (``meta``, columnar ``ste
   ``time_s`` in milliseconds), ``kind`` as one letter per sample;
 - ``ev``: per event kind, ``[sample delta, count, ...]`` pairs (events between two samples
   are counted at the later one);
-- ``pt``: the page tables as one segment per request lifetime (see :func:`encode_page_tables`).
+- ``pt``: the page tables as one segment per request lifetime (see :func:`encode_page_tables`);
+- ``open``: the sample the visualizer opens on (:func:`opening_sample`).
 
 :func:`decode_trace` inverts it (the JavaScript ``decodeTrace`` is its twin); tests check
 that the round trip keeps every kept sample and every page id.
@@ -168,7 +169,20 @@ def encode_trace(trace: dict[str, Any], max_samples: int) -> dict[str, Any]:
         enc[short] = delta(np.asarray(steps[name])[kept].tolist())
     if trace.get("page_tables") is not None:
         enc["pt"] = encode_page_tables([trace["page_tables"][i] for i in kept])
+    enc["open"] = opening_sample(enc)
     return enc
+
+
+def opening_sample(enc: dict[str, Any]) -> int:
+    """Where a reader should first see the run: a few samples (a second or so of play)
+    before the first retraction, when the pool is full and a row is about to be freed; in
+    a run without one, the sample where the pool is fullest (in use + reserved)."""
+    n = len(enc["t"])
+    retracts = decode_events(enc["ev"]).get("retract")
+    if retracts:
+        return max(0, min(retracts) - max(3, n // 25))
+    load = np.asarray(undelta(enc["used"])) + np.asarray(undelta(enc["reserved"]))
+    return int(np.argmax(load)) if n else 0
 
 
 def decode_trace(enc: dict[str, Any]) -> dict[str, Any]:

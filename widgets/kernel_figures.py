@@ -88,7 +88,8 @@ def pool_map_figure(seq_lens: list[int], page_sizes: list[int], seed: int = 0) -
                         marker={"symbol": "square", "size": 12, "color": colour})
     fig.update_layout(
         updatemenus=[{"type": "buttons", "direction": "right", "buttons": buttons,
-                      "x": 0, "y": -0.22, "xanchor": "left", "yanchor": "top"}],
+                      "x": 0, "y": -0.22, "xanchor": "left", "yanchor": "top",
+                      "name": "page size"}],
         xaxis={"title": f"slot % {POOL_COLUMNS}", "dtick": 4, "range": [-0.5, POOL_COLUMNS - 0.5]},
         yaxis={"title": f"row (slot // {POOL_COLUMNS})", "autorange": "reversed",
                "tickmode": "linear", "tick0": 0, "dtick": 1},
@@ -163,7 +164,8 @@ def bandwidth_figure(report: dict[str, object]) -> go.Figure:
     fig.update_layout(
         updatemenus=[{"buttons": [{"label": f"batch {b}", "method": "update",
                                    "args": [{"visible": [o == b for o in owner]}]}
-                                  for b in batches], "x": 0, "y": 1.15, "xanchor": "left"}],
+                                  for b in batches], "x": 0, "y": 1.15, "xanchor": "left",
+                      "name": "batch"}],
         title_text=(f"Decode attention, one layer: {report['gpu']}<br><sup>{left_out} "
                     f"launch-bound and {failed} failed measurements not plotted</sup>"),
         xaxis={"title": "context length (tokens)", "type": "log"},

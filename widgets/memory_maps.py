@@ -10,17 +10,21 @@ visibility, so they work in the static HTML book as well as in Jupyter.
 from __future__ import annotations
 
 import plotly.graph_objects as go
-from plotly.colors import hex_to_rgb, qualitative
+from plotly.colors import qualitative
+
+from pagedkv_widgets.ink import ink_on, tint
 
 FREE_COLOR, RESERVED_COLOR, RESERVED = "#eeeeee", "#9e9e9e", "×"
+FREE_ROW_COLOR = "#666666"  # text of a free row: grey, yet 5:1 on the table's cells
 
 
 def _colors(frames: list[list[str]]) -> dict[str, tuple[str, str]]:
-    """Owner letter -> (filled colour, light colour for held-but-empty slots)."""
+    """Owner letter -> (filled colour, pale colour for held-but-empty slots), both opaque,
+    so a slot looks the same on a light and a dark page."""
     owners = sorted({lab[0] for labels in frames for lab in labels if lab and lab != RESERVED})
-    palette = [hex_to_rgb(c) for c in qualitative.Plotly]
-    rgb = [palette[i % len(palette)] for i in range(len(owners))]
-    return {o: (f"rgb{c}", f"rgba{(*c, 0.35)}") for o, c in zip(owners, rgb, strict=True)}
+    palette = qualitative.Plotly
+    hexes = [palette[i % len(palette)] for i in range(len(owners))]
+    return {o: (tint(c, 1.0), tint(c, 0.35)) for o, c in zip(owners, hexes, strict=True)}
 
 
 def _strip(labels: list[str], colors: dict[str, tuple[str, str]], visible: bool) -> go.Bar:
@@ -28,17 +32,18 @@ def _strip(labels: list[str], colors: dict[str, tuple[str, str]], visible: bool)
             else colors[lab[0]][lab.endswith("·")] for lab in labels]
     return go.Bar(x=list(range(len(labels))), y=[1] * len(labels), marker_color=fill,
                   marker_line={"color": "white", "width": 2}, text=labels,
+                  textfont={"color": [ink_on(f) for f in fill]},
                   textposition="inside", insidetextanchor="middle", width=1.0,
                   hovertemplate="slot %{x}: %{text}<extra></extra>", visible=visible,
                   showlegend=False)
 
 
 def slot_strip_slider(frames: list[tuple[str, list[str]]], title: str,
-                      page_sizes: list[int] | None = None) -> go.Figure:
+                      page_sizes: list[int] | None = None, control: str = "event") -> go.Figure:
     """One strip of slots per frame, a slider to step through them (none for one frame).
 
     ``frames`` are ``(caption, labels)``; with ``page_sizes`` (one per frame) dotted
-    lines mark the page boundaries of each frame.
+    lines mark the page boundaries of each frame. ``control`` names what the slider picks.
     """
     colors = _colors([labels for _, labels in frames])
     fig = go.Figure([_strip(labels, colors, i == len(frames) - 1)
@@ -57,7 +62,7 @@ def slot_strip_slider(frames: list[tuple[str, list[str]]], title: str,
         title=f"{title}: {frames[-1][0]}", height=230, bargap=0, yaxis_visible=False,
         xaxis={"title": "physical slot", "dtick": 1 if len(frames[-1][1]) <= 40 else None},
         sliders=[{"active": len(frames) - 1, "steps": steps, "pad": {"t": 40}, "x": 0.08,
-                  "len": 0.84}] if len(frames) > 1 else [],
+                  "len": 0.84, "name": control}] if len(frames) > 1 else [],
         margin={"l": 20, "r": 20, "t": 50, "b": 20}, shapes=steps[-1]["args"][1]["shapes"],
     )
     return fig
@@ -78,10 +83,10 @@ def page_table_figure(req_to_token: list[list[int]], lens: dict[int, int],
         what = labels.get(row) or free_rows.get(row) or "free row"
         cells.append([f"row {row}", *(str(v) if j < n else ".." for j, v in
                                       enumerate(values)), what])
-        colours.append("#9e9e9e" if row in free_rows else "#222222")
+        colours.append(FREE_ROW_COLOR if row in free_rows else "#222222")
     header = ["request slot", *map(str, range(width)), "holds"]
     columns = list(zip(*cells, strict=True))
-    fig = go.Figure(go.Table(header={"values": header},
+    fig = go.Figure(go.Table(header={"values": header, "font": {"color": "#222222"}},
                              cells={"values": columns,
                                     "font": {"color": [colours] * len(columns)}},
                              columnwidth=[70, *[30] * width, 300]))

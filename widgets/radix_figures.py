@@ -67,7 +67,8 @@ def _tree_frame(frame: TreeFrame, visible: bool) -> tuple[list[go.Scatter], list
                         showlegend=False, visible=visible)
     boxes = [{"x": place[n.id][0], "y": place[n.id][1], "showarrow": False,
               "text": "root" if n.parent is None else
-              f"{' '.join(n.words)}<br><sub>slots {_short(n.slots)}</sub>",
+              f"{' '.join(n.words)}<br><span style='font-size:11px'>slots "
+              f"{_short(n.slots)}</span>",
               "bgcolor": "#FFFFFF" if n.parent is None else LOCKED if n.lock_ref else EVICTABLE,
               "bordercolor": "#444444", "borderpad": 4, "font": {"color": "#111111"}}
              for n in frame.nodes]
@@ -98,7 +99,7 @@ def radix_tree_slider(frames: Sequence[TreeFrame], title: str) -> go.Figure:
         yaxis={"visible": False, "autorange": "reversed"},
         margin={"l": 10, "r": 10, "t": 70, "b": 10},
         sliders=[{"active": len(frames) - 1, "steps": steps,
-                  "currentvalue": {"prefix": "event "}, "pad": {"t": 10}}])
+                  "currentvalue": {"prefix": "event "}, "pad": {"t": 10}, "name": "event"}])
     return fig
 
 
@@ -126,5 +127,5 @@ def pool_split_slider(runs: Mapping[str, PrefixRun], title: str) -> go.Figure:
                       margin={"t": 120},
                       legend={"orientation": "h", "x": 0, "y": 1.02, "yanchor": "bottom"},
                       sliders=[{"active": 0, "steps": steps, "pad": {"t": 50},
-                                "currentvalue": {"prefix": "run: "}}])
+                                "currentvalue": {"prefix": "run: "}, "name": "run"}])
     return fig

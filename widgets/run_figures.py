@@ -16,13 +16,15 @@ from pagedkv.managers.config import SchedulerConfig
 
 MAX_POINTS = 1500  # lines are thinned to about this many points to keep the page light
 COLORS = {"used": "#4477AA", "reserved": "#EE6677", "ratio": "#228833"}
+POOL_LINE = "#444444"
 
 
-def _dropdown(labels: Sequence[str], per_run: int) -> list[dict[str, object]]:
-    """``per_run`` traces per run, one button per run showing only its traces."""
+def _dropdown(labels: Sequence[str], per_run: int, shared: int = 0) -> list[dict[str, object]]:
+    """``per_run`` traces per run, one button per run showing only its traces (and the
+    ``shared`` traces after them, which every run shows)."""
     total = per_run * len(labels)
     return [dict(label=label, method="update",
-                 args=[{"visible": [j // per_run == i for j in range(total)]}])
+                 args=[{"visible": [j // per_run == i for j in range(total)] + [True] * shared}])
             for i, label in enumerate(labels)]
 
 
@@ -68,12 +70,16 @@ def run_timeline_figure(runs: Mapping[str, object], pool_tokens: int,
         marks = retraction_steps(res.trace)
         fig.add_scatter(x=t[marks], y=used[marks], name="retraction", visible=vis,
                         mode="markers", marker=dict(symbol="x", size=9, color="black"))
-    fig.add_hline(y=pool_tokens, line_dash="dot", annotation_text=f"pool: {pool_tokens:,} tokens",
-                  annotation_position="bottom left")
+    # The pool line is named in the legend, not labelled on the plot, where the curves and
+    # the retraction marks (all just under it) would cover the label.
+    fig.add_hline(y=pool_tokens, line_dash="dot", line_color=POOL_LINE)
+    fig.add_scatter(x=[None], y=[None], mode="lines", line=dict(dash="dot", color=POOL_LINE),
+                    name=f"pool: {pool_tokens:,} tokens", hoverinfo="skip")
     fig.update_layout(height=440, margin=dict(t=70, r=80), xaxis_title="modeled time (s)",
                       yaxis_title="tokens",
-                      updatemenus=[dict(buttons=_dropdown(list(runs), len(names)), x=0, y=1.2,
-                                        xanchor="left", active=list(runs).index(first))],
+                      updatemenus=[dict(buttons=_dropdown(list(runs), len(names), shared=1),
+                                        x=0, y=1.2, xanchor="left", name="run",
+                                        active=list(runs).index(first))],
                       yaxis2=dict(overlaying="y", side="right", range=[0, 1.05],
                                   tickmode="array", tickvals=[0, 0.2, 0.4, 0.6, 0.8, 1.0],
                                   tickformat=".1f", showgrid=False, title="new_token_ratio"),
@@ -106,5 +112,5 @@ def policy_bars_figure(metrics: Mapping[tuple[str, str], object]) -> go.Figure:
     fig.update_layout(height=380, margin=dict(t=110),
                       updatemenus=[dict(buttons=_dropdown([f"clients send {w}" for w in workloads],
                                                           len(POLICY_METRICS)),
-                                        x=0, y=1.42, xanchor="left")])
+                                        x=0, y=1.42, xanchor="left", name="workload")])
     return fig

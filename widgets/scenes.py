@@ -27,7 +27,7 @@ from typing import Any
 from pagedkv.errors import PagedKVError
 from pagedkv.gpus import get_gpu
 from pagedkv.model import load_model
-from pagedkv.sizing import plan_pool
+from pagedkv.sizing import KVPoolPlan, plan_pool
 from pagedkv.workloads.synthetic import RequestSpec, uniform
 from pagedkv_widgets.encoding import encode_trace
 
@@ -148,6 +148,25 @@ class SceneRunner:
     teaching_model: str
     teaching_gpu: str
 
+    def card_setup(self, s: Settings) -> tuple[KVPoolPlan, list[RequestSpec]]:
+        """The real-scale run's pool and requests (``plan_pool`` raises
+        ``NotEnoughMemoryError`` where the weights leave no pool)."""
+        plan = plan_pool(load_model(s.model), gpu=get_gpu(s.gpu),
+                         mem_fraction_static=s.mem_fraction_static, page_size=CARD_PAGE_SIZE)
+        return plan, self.workloads[s.workload].card_requests()
+
+    def pool_setup(self, s: Settings) -> tuple[KVPoolPlan, list[RequestSpec]]:
+        """The teaching run's pool (:func:`teaching_tokens`, in pages of ``s.page_size``)
+        and requests."""
+        plan = plan_pool(load_model(self.teaching_model), gpu=get_gpu(self.teaching_gpu),
+                         mem_fraction_static=s.mem_fraction_static, page_size=s.page_size,
+                         max_total_tokens=teaching_tokens(s.mem_fraction_static))
+        return plan, self.workloads[s.workload].teaching_requests(s.page_size)
+
+    def setup(self, part: str, s: Settings) -> tuple[KVPoolPlan, list[RequestSpec]]:
+        """:meth:`card_setup` or :meth:`pool_setup`."""
+        return self.card_setup(s) if part == "card" else self.pool_setup(s)
+
     def card(self, s: Settings) -> dict[str, Any]:
         """The real-scale run, encoded (no page tables).
 
@@ -158,9 +177,7 @@ class SceneRunner:
         third of a live re-simulation.
         """
         load = self.workloads[s.workload]
-        requests = load.card_requests()
-        plan = plan_pool(load_model(s.model), gpu=get_gpu(s.gpu),
-                         mem_fraction_static=s.mem_fraction_static, page_size=CARD_PAGE_SIZE)
+        plan, requests = self.card_setup(s)
         result = self.simulate(
             requests, model=s.model, gpu=s.gpu,
             mem_fraction_static=s.mem_fraction_static, page_size=CARD_PAGE_SIZE,
@@ -183,12 +200,13 @@ class SceneRunner:
 
     def run(self, part: str, s: Settings) -> dict[str, Any]:
         """``part`` is ``"card"`` or ``"pool"``. A setting the simulator refuses (weights
-        that leave no pool, a request larger than the pool) gives ``{"error": message}``,
-        which the renderer shows instead of the views."""
+        that leave no pool, a request larger than the pool) gives ``{"error": message}``;
+        :func:`pagedkv_widgets.limits.explained` turns it into plain words for the renderer,
+        which greys its views out."""
         try:
             return self.card(s) if part == "card" else self.pool(s)
         except PagedKVError as exc:
-            return {"error": f"{type(exc).__name__}: {exc}"}
+            return {"error": str(exc)}
 
 
 def runs_needed(views: list[str]) -> set[str]:

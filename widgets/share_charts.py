@@ -7,6 +7,8 @@ from collections.abc import Sequence
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
+from pagedkv_widgets.axes import log_axis, nice_log_ticks
+
 CATEGORY_COLORS = {"tokens": "#2ca02c", "reserved": "#1f77b4", "internal": "#ff7f0e",
                    "external": "#d62728", "free": "#cccccc"}
 
@@ -32,21 +34,6 @@ def shares_bar(shares: Sequence[object], title: str,
     return fig
 
 
-def _nice_log_ticks(lo: float, hi: float) -> list[int]:
-    """1-2-5 ticks from just below ``lo`` to just above ``hi`` (both > 0)."""
-    ticks, decade = [], 1
-    while decade * 10 <= lo:
-        decade *= 10
-    while True:
-        for m in (1, 2, 5):
-            v = m * decade
-            if v >= lo / 2.5 and (not ticks or ticks[-1] < hi):
-                ticks.append(v)
-        if ticks and ticks[-1] >= hi:
-            return ticks
-        decade *= 10
-
-
 def tradeoff_figure(page_sizes: Sequence[int], waste_pct: Sequence[float],
                     entries: Sequence[int], title: str) -> go.Figure:
     """Waste (% of held slots left empty, left axis) and page-table entries (right axis, log
@@ -57,12 +44,11 @@ def tradeoff_figure(page_sizes: Sequence[int], waste_pct: Sequence[float],
     fig.add_scatter(x=list(page_sizes), y=list(entries),
                     name="page-table entries (one per page held)",
                     mode="lines+markers", secondary_y=True)
-    fig.update_xaxes(type="log", title="page size p (slots per page)",
-                     tickvals=list(page_sizes))
+    fig.update_xaxes(**log_axis(list(page_sizes)), title="page size p (slots per page)")
     fig.update_yaxes(title="% of held slots wasted", ticksuffix=" %", rangemode="tozero",
                      secondary_y=False)
-    ticks = _nice_log_ticks(min(entries), max(entries))
-    fig.update_yaxes(title="page-table entries (pages held)", type="log", tickvals=ticks,
-                     ticktext=[f"{t:,}" for t in ticks], showgrid=False, secondary_y=True)
+    fig.update_yaxes(title="page-table entries (pages held)",
+                     **log_axis(nice_log_ticks(min(entries), max(entries))), showgrid=False,
+                     secondary_y=True)
     fig.update_layout(title=title, height=420, legend={"orientation": "h", "y": -0.25})
     return fig

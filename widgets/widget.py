@@ -22,6 +22,7 @@ from typing import Any
 import anywidget
 import traitlets
 
+from pagedkv_widgets.limits import explained
 from pagedkv_widgets.scenes import SceneRunner, Settings, runs_needed, scene_keys
 
 STATIC = Path(__file__).parent / "static"
@@ -38,6 +39,7 @@ class Visualizer(anywidget.AnyWidget):
 
     def __init__(self, config: dict[str, Any], runner: SceneRunner, prefetch: bool = True) -> None:
         self._runner = runner
+        self._config = config  # the trait is set only by super().__init__, after the first scene
         self._parts = runs_needed(config["views"])
         self._cache: dict[tuple[str, str], dict[str, Any]] = {}
         self._lock = threading.Lock()  # one simulation at a time; the cache stays consistent
@@ -56,7 +58,9 @@ class Visualizer(anywidget.AnyWidget):
             if part in self._parts:
                 with self._lock:
                     if (part, key) not in self._cache:
-                        self._cache[part, key] = self._runner.run(part, settings)
+                        run = self._runner.run(part, settings)
+                        self._cache[part, key] = explained(run, self._runner, part, settings,
+                                                           self._config)
                 scene[part] = self._cache[part, key]
         return scene
 

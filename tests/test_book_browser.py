@@ -1,0 +1,212 @@
+"""Every page of the built book as a reader gets it, in a real Chromium from 127.0.0.1: no
+sideways scroll on a 390 px phone, figures readable there, page weights, keyboard operation
+of every control, WCAG AA contrast of every text item in both themes, a caption under every
+figure, math without stray backslashes, labelled log axes, figures in the dark theme.
+
+Each test opens each page afresh (no cache), so what a page transfers is what it needs.
+About a minute and a half on two cores.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+from browser_support import ARTIFACTS, BOOK, CHROMIUM, FLAGS, SETTLED_JS, chapter_pages, keep_local, serve
+
+pytestmark = pytest.mark.browser
+
+PAGES = chapter_pages() if (BOOK / "book").is_dir() else []
+CONTRAST_JS = (Path(__file__).parent / "contrast.js").read_text()
+MB = 1_000_000
+MAX_HTML, MAX_PAGE = 1 * MB, 3 * MB  # a page's HTML; all it transfers but a cached plotly.js
+
+
+@pytest.fixture(scope="module")
+def site():
+    if not PAGES:
+        pytest.skip(f"no built book under {BOOK} (build the book first)")
+    if not Path(CHROMIUM).exists():
+        pytest.skip(f"no Chromium at {CHROMIUM} (apt-get install chromium)")
+    with serve(BOOK) as url:
+        yield url
+
+
+@pytest.fixture(scope="module")
+def chromium():
+    sync_api = pytest.importorskip("playwright.sync_api")
+    with sync_api.sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=CHROMIUM, headless=True, args=FLAGS)
+        yield browser
+        browser.close()
+
+
+@pytest.fixture
+def load(site, chromium):
+    """``load(page, width, theme)``: a fresh context (empty cache) with the theme chosen as a
+    reader would (pydata-sphinx-theme keeps it in localStorage), the page loaded and drawn."""
+    contexts = []
+
+    def open_page(name: str, width: int = 1280, theme: str = "light"):
+        context = chromium.new_context(viewport={"width": width, "height": 900})
+        context.add_init_script(f"localStorage.setItem('mode', '{theme}');"
+                                f"localStorage.setItem('theme', '{theme}');")
+        contexts.append(context)
+        page = context.new_page()
+        page.outside, page.errors = [], []
+        page.on("pageerror", lambda e: page.errors.append(str(e)))
+        keep_local(page, page.outside)
+        page.goto(f"{site}/{name}", wait_until="load")
+        page.evaluate(SETTLED_JS)
+        return page
+
+    yield open_page
+    for context in contexts:
+        context.close()
+
+
+@pytest.mark.parametrize("name", PAGES)
+def test_phone_no_sideways_scroll_and_readable_figures(load, name):
+    page = load(name, width=390)
+    assert page.evaluate("document.documentElement.scrollWidth") <= 390, "page wider than 390 px"
+    # Plotly figures: a plot area that is not crushed, the legend under it.
+    for w, h, legend_y, orient in page.evaluate(
+            "[...document.querySelectorAll('.js-plotly-plot')].map(g => [g._fullLayout._size.w,"
+            " g._fullLayout._size.h, g._fullLayout.legend?.y, g._fullLayout.legend?.orientation])"):
+        assert w >= 200 and h >= 100, (name, w, h)
+        assert legend_y is None or (orient == "h" and legend_y <= 0), (name, legend_y, orient)
+    # Every SVG text (figures and visualizer), and each styled run in it, at 11 px or more
+    # as drawn.
+    small = page.evaluate(
+        "[...document.querySelectorAll('svg text, svg tspan')].filter(t => t.textContent.trim() &&"
+        " t.checkVisibility()).map(t => [t.textContent.trim().slice(0, 30),"
+        " parseFloat(getComputedStyle(t).fontSize) * (t.getScreenCTM()?.a || 1)])"
+        ".filter(([, px]) => px < 10.95)")
+    assert small == [], (name, small[:10])
+    ARTIFACTS.mkdir(exist_ok=True)
+    page.screenshot(path=str(ARTIFACTS / f"phone-{Path(name).stem}.png"), full_page=True)
+
+
+@pytest.mark.parametrize("name", PAGES)
+def test_page_weight_what_it_loads_captions_math_and_log_axes(load, name):
+    assert (BOOK / name).stat().st_size <= MAX_HTML, "HTML over 1 MB"
+    page = load(name)
+    sizes = page.evaluate(
+        "[performance.getEntriesByType('navigation')[0],"
+        " ...performance.getEntriesByType('resource')].map(e => [e.name, e.transferSize])")
+    total = sum(size for url, size in sizes if not url.split("?")[0].endswith("plotly.min.js"))
+    assert total <= MAX_PAGE, (name, total, sorted(sizes, key=lambda s: -s[1])[:5])
+    urls = " ".join(url for url, _ in sizes)
+    html = (BOOK / name).read_text()
+    assert ("plotly.min.js" in urls) == ("Plotly." in html), "plotly.js only where a figure is"
+    assert ("mathjax" in urls) == ('class="math' in html), "MathJax only where there is math"
+    assert "fontawesome.js" not in urls
+    assert page.outside == []
+    assert [e for e in page.errors if "THEBE_JS_URL" not in e] == []  # Jupyter Book 1's own
+    # A caption under every figure; log axes with a label on every tick; math that renders
+    # (no stray backslash, no MathJax error).
+    uncaptioned = page.evaluate(
+        "[...document.querySelectorAll('.js-plotly-plot')].filter(g => !g.closest('figure')"
+        "?.querySelector('figcaption')?.textContent.trim()).length"
+        " + [...document.querySelectorAll('.pkv-static')].filter(v =>"
+        " !v.querySelector('.pkv-figcaption')?.textContent.trim()).length")
+    assert uncaptioned == 0
+    unlabelled = page.evaluate(
+        "[...document.querySelectorAll('.js-plotly-plot')].flatMap(g => Object.entries(g._fullLayout)"
+        ".filter(([k, a]) => /^[xy]axis\\d*$/.test(k) && a.type === 'log' && !(a.tickmode === 'array'"
+        " && a.ticktext?.length === a.tickvals?.length)).map(([k]) => k))")
+    assert unlabelled == [], "log axes need a label on every tick"
+    if page.evaluate("Boolean(window.MathJax?.startup?.document)"):
+        wrong = page.evaluate(
+            "MathJax.startup.document.getMathItemsWithin(document.body).map(m =>"
+            " MathJax.startup.toMML(m.root)).filter(mml => mml.includes('\\\\') ||"
+            " mml.includes('merror'))")
+        assert wrong == [], wrong[:3]
+
+
+# What the reader sees of the article: its markup, and the state of its controls (a select's
+# choice is not in the markup).
+ARTICLE_JS = """() => document.querySelector('.bd-article').innerHTML + JSON.stringify(
+  [...document.querySelectorAll('.bd-article input, .bd-article select')].map(c => c.value))"""
+CONTROLS_JS = """() => [...document.querySelectorAll(
+  '.bd-article input, .bd-article select, .bd-article button')].filter(e => e.checkVisibility()
+  && !e.closest('.cell_input, .highlight, [inert]') && !e.classList.contains('copybtn'))"""
+
+
+@pytest.mark.parametrize("name", PAGES)
+def test_every_control_is_labelled_reachable_and_operable_by_keyboard(load, name):
+    page = load(name)
+    # Plotly's own sliders and menus cannot be reached with a keyboard: none may remain.
+    assert page.locator(".js-plotly-plot .slider-container, .js-plotly-plot .updatemenu-container"
+                        ).count() == 0
+    controls = page.evaluate_handle(CONTROLS_JS)
+    count = page.evaluate("cs => cs.length", controls)
+    if not count:
+        return
+    # A label for each, and each slider reads out a value, not its position.
+    unnamed = page.evaluate("""cs => cs.filter(c => !(c.labels?.length || c.getAttribute('aria-label')
+      || (c.tagName === 'BUTTON' && c.textContent.trim()))).map(c => c.outerHTML.slice(0, 80))""",
+                            controls)
+    assert unnamed == [], unnamed
+    raw = page.evaluate("""cs => cs.filter(c => c.type === 'range' && (!c.getAttribute('aria-valuetext')
+      || c.getAttribute('aria-valuetext') === c.value)).map(c => c.outerHTML.slice(0, 80))""", controls)
+    assert raw == [], raw
+    # Tab from the first control reaches every other one, in order.
+    page.evaluate("cs => cs[0].focus()", controls)
+    reached = {page.evaluate("cs => cs.indexOf(document.activeElement)", controls)}
+    for _ in range(count * 6 + 40):
+        page.keyboard.press("Tab")
+        reached.add(page.evaluate("cs => cs.indexOf(document.activeElement)", controls))
+        if len(reached - {-1}) == count:
+            break
+    enabled = set(page.evaluate("cs => cs.map((c, i) => c.disabled ? -1 : i)", controls)) - {-1}
+    assert enabled <= reached, f"not reached by Tab: {sorted(enabled - reached)}"
+    # Each enabled control, used from the keyboard, changes what the page shows.
+    for i in sorted(enabled):
+        if page.evaluate("([cs, i]) => cs[i].disabled", [controls, i]):
+            continue  # an earlier control disabled it (the step buttons at a run's end)
+        kind = page.evaluate("([cs, i]) => cs[i].type || cs[i].tagName", [controls, i])
+        if page.evaluate("([cs, i]) => cs[i].getAttribute('aria-pressed') === 'true'",
+                         [controls, i]):
+            continue  # the view already shown: pressing it again changes nothing
+        before = page.evaluate(ARTICLE_JS)
+        page.evaluate("([cs, i]) => cs[i].focus()", [controls, i])
+        at_end = page.evaluate("([cs, i]) => cs[i].type === 'range' && cs[i].value === cs[i].max",
+                               [controls, i])
+        key = {"range": "ArrowLeft" if at_end else "ArrowRight",
+               "select-one": "ArrowDown"}.get(kind, "Enter")
+        if kind == "select-one" and page.evaluate(
+                "([cs, i]) => cs[i].selectedIndex === cs[i].options.length - 1", [controls, i]):
+            key = "ArrowUp"
+        page.keyboard.press(key)
+        page.wait_for_timeout(60)
+        after = page.evaluate(ARTICLE_JS)
+        assert after != before, (name, i, kind, key)
+        if page.evaluate("([cs, i]) => cs[i].textContent.includes('pause')", [controls, i]):
+            page.keyboard.press("Enter")  # stop playback again
+
+
+@pytest.mark.parametrize("theme", ["light", "dark"])
+@pytest.mark.parametrize("name", PAGES)
+def test_every_text_item_meets_wcag_aa_contrast(load, name, theme):
+    page = load(name, theme=theme)
+    assert page.evaluate("document.documentElement.dataset.theme") == theme
+    result = page.evaluate(CONTRAST_JS, 4.5)
+    low = result["bad"]
+    assert low == [], f"{len(low)} text items below 4.5:1 ({theme}): {low[:8]}"
+    assert result["checked"] > 50  # the page's text was found and measured
+    if theme == "dark":  # figures and the visualizer follow the theme, not white panels
+        backs = page.evaluate(
+            "[...document.querySelectorAll('.js-plotly-plot')].map(g => g._fullLayout.paper_bgcolor)"
+            ".concat([...document.querySelectorAll('.pkv-root')].map(r =>"
+            " getComputedStyle(r).backgroundColor))")
+        light = [b for b in backs if _brightness(b) > 0.4]
+        assert light == [], light
+
+
+def _brightness(css: str) -> float:
+    """0 (black) to 1 (white) for ``#rrggbb`` or ``rgb(...)``."""
+    rgb = ([int(css[i:i + 2], 16) for i in (1, 3, 5)] if css.startswith("#")
+           else [int(x) for x in re.findall(r"\d+", css)[:3]])
+    return sum(rgb) / 765

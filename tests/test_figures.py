@@ -1,0 +1,62 @@
+"""The book's figures: a caption in words, no mouse-only controls, readable on a phone, and
+chapter 1's batch cap figure as its text describes it."""
+
+from __future__ import annotations
+
+import plotly.graph_objects as go
+
+from pagedkv_widgets.capacity_figures import batch_cap_figure
+from pagedkv_widgets.figures import figure_html
+
+MODELS = ["llama-3-8b", "qwen2.5-7b", "mistral-7b-v0.3", "gemma-2-9b", "qwen3-4b"]
+GPUS = ["h100-sxm-80gb", "h200-141gb", "a100-40gb", "l4"]
+
+
+def test_figure_html_has_its_caption_and_no_toolbar_or_legend_switches():
+    fig = go.Figure(go.Bar(x=[1], y=[2], text=["a"]))
+    html = figure_html(fig, "A bar of height 2 & more")
+    assert html.startswith('<figure class="pkv-figure">')
+    assert "<figcaption>A bar of height 2 &amp; more</figcaption></figure>" in html
+    assert '"displayModeBar": false' in html
+    assert '"itemclick":false' in html and '"minsize":11' in html
+    assert fig.layout.uniformtext.minsize is None  # the caller's figure is left as it was
+
+
+def _by_gpu(fig, gpu_index):
+    per = len(MODELS)
+    return {t.name: list(t.y) for t in fig.data[gpu_index * per:(gpu_index + 1) * per]}
+
+
+def test_batch_cap_lines_apart_and_qwen_on_top_with_labelled_log_axes():
+    fig = batch_cap_figure(MODELS, GPUS, [2**k for k in range(10, 18)])
+    assert fig.data[len(MODELS) - 1].name == "Qwen3-4B"  # drawn last: on top
+    styles = {(t.line.dash, t.marker.symbol) for t in fig.data[:len(MODELS)]}
+    assert len(styles) == len(MODELS)
+    for axis in (fig.layout.xaxis, fig.layout.yaxis):
+        assert axis.type == "log" and len(axis.tickvals) == len(axis.ticktext) > 3
+    assert list(fig.layout.xaxis.ticktext)[:4] == ["1K", "2K", "4K", "8K"]
+    assert fig.layout.updatemenus[0].name == "GPU"
+
+
+def test_chapter_1_says_where_qwen3_4b_runs_above_llama():
+    """The text: above on the 40 GB and 24 GB cards, nearly equal on the H100, below on the
+    H200."""
+    fig = batch_cap_figure(MODELS, GPUS, [2**k for k in range(10, 18)])
+    qwen = {g: _by_gpu(fig, i)["Qwen3-4B"][:4] for i, g in enumerate(GPUS)}
+    llama = {g: _by_gpu(fig, i)["Llama-3-8B"] for i, g in enumerate(GPUS)}
+    assert all(q > 1.2 * ll for q, ll in zip(qwen["a100-40gb"], llama["a100-40gb"], strict=True))
+    assert all(q > 2 * ll for q, ll in zip(qwen["l4"], llama["l4"], strict=True))
+    assert all(abs(q - ll) <= 0.03 * ll for q, ll in zip(qwen["h100-sxm-80gb"],
+                                                        llama["h100-sxm-80gb"], strict=True))
+    assert all(q < ll for q, ll in zip(qwen["h200-141gb"], llama["h200-141gb"], strict=True))
+
+
+def test_ink_reads_on_every_owner_colour():
+    from plotly.colors import hex_to_rgb, qualitative
+
+    from pagedkv_widgets.ink import contrast, ink_on, tint
+
+    for colour in qualitative.Plotly:
+        for fill in (tint(colour, 1.0), tint(colour, 0.35)):
+            rgb = tuple(float(v) for v in fill[4:-1].split(","))
+            assert contrast(rgb, hex_to_rgb(ink_on(fill))) >= 4.5, fill
