@@ -7,9 +7,12 @@ the weights, and keeps ``mem_fraction_static`` (``f``) of ``pre`` for weights pl
     rest = post - pre * (1 - f)   ==   f * pre - (pre - post)
     max_total_num_tokens = floor(rest / cell_size)       then capped, then page-rounded
 
-Follows SGLang ``python/sglang/srt/model_executor/model_runner.py`` (``profile_max_num_token``,
-``init_memory_pool``) and ``python/sglang/srt/server_args.py``
-(``_handle_gpu_memory_settings``: the default ``mem_fraction_static``). All memory is bytes.
+Follows SGLang 0.5.23 ``python/sglang/srt/mem_cache/kv_cache_configurator.py``
+(``KVCacheConfigurator._profile_available_bytes``, ``resolve_max_num_reqs``) and
+``srt/model_executor/pool_configurator.py`` (``calculate_pool_sizes``); in 0.5.9
+``srt/model_executor/model_runner_kv_cache_mixin.py`` (``profile_max_num_token``,
+``init_memory_pool``). The default ``mem_fraction_static`` is in :mod:`pagedkv.server_args`.
+All memory is bytes.
 """
 
 from __future__ import annotations
@@ -21,109 +24,13 @@ from pagedkv.errors import NotEnoughMemoryError, bad_value, check_fraction, chec
 from pagedkv.gpus import GPUSpec, get_gpu
 from pagedkv.model import ModelSpec, kv_dtype_bytes, load_model
 from pagedkv.releases import check_sglang_version
+from pagedkv.server_args import (
+    default_mem_fraction_static,
+    gpu_memory_defaults,
+    prefill_cuda_graph_sizes,
+    static_reserve_mib,
+)
 from pagedkv.units import GiB, MiB, fmt_gib
-
-
-def gpu_memory_defaults(gpu_memory_mib: int, tp: int = 1,
-                        sglang_version: str = "0.5.23") -> tuple[int, int]:
-    """SGLang's ``(chunked_prefill_size, decode CUDA-graph max batch size)`` for one card.
-
-    The classes are SGLang's: under 20 GiB (T4), under 35 GiB (RTX 4090, L4), under 60 GiB
-    (A100-40GB, L40), under 160 GiB (H100, A100-80GB, H200), larger (MI300X). The one
-    difference between the releases: 20-35 GiB cards chunk at 4096 tokens and capture decode
-    graphs up to 48 requests (160 at tp >= 4) in 0.5.23, 2048 and 24 (80) in 0.5.9.
-    Source: 0.5.23 ``srt/arg_groups/memory_hook.py`` ``handle_gpu_memory_settings`` (the
-    decode size is ``cuda_graph_config.decode.max_bs``); 0.5.9 ``srt/server_args.py``
-    ``ServerArgs._handle_gpu_memory_settings`` (the field is ``cuda_graph_max_bs``).
-
-    Raises:
-        ConfigError: a non-positive size, or an unknown ``sglang_version``.
-    """
-    check_positive_int("gpu_memory_mib", gpu_memory_mib)
-    check_positive_int("tp", tp)
-    check_sglang_version(sglang_version)
-    gib = 1024
-    if gpu_memory_mib < 20 * gib:
-        return 2048, 8
-    if gpu_memory_mib < 35 * gib:
-        if sglang_version == "0.5.9":
-            return 2048, 24 if tp < 4 else 80
-        return 4096, 48 if tp < 4 else 160
-    if gpu_memory_mib < 60 * gib:
-        return 4096, 32 if tp < 4 else 160
-    if gpu_memory_mib < 160 * gib:
-        return 8192, 256 if tp < 4 else 512
-    return 16384, 512
-
-
-def prefill_cuda_graph_sizes(max_bs: int) -> list[int]:
-    """The token counts SGLang 0.5.23 captures a prefill CUDA graph for, up to ``max_bs``.
-
-    4..32 step 4, 48..256 step 16, 288..512 step 32, 576..1024 step 64, 1280..4096 step 256,
-    then every 512 up to ``max_bs`` (= ``chunked_prefill_size``): 42 sizes for 2,048, 50 for
-    4,096, 58 for 8,192. Source: 0.5.23 ``srt/arg_groups/cuda_graph_hook.py``
-    ``generate_prefill_cuda_graph_batch_sizes``.
-    """
-    check_positive_int("max_bs", max_bs)
-    sizes = [*range(4, 33, 4), *range(48, 257, 16), *range(288, 513, 32),
-             *range(576, 1025, 64), *range(1280, 4097, 256), *range(4608, max_bs + 1, 512)]
-    return [s for s in sizes if s <= max_bs]
-
-
-def default_mem_fraction_static(
-    gpu_memory_mib: int,
-    tp: int = 1,
-    pp: int = 1,
-    chunked_prefill_size: int | None = None,
-    cuda_graph_max_bs: int | None = None,
-    *,
-    sglang_version: str = "0.5.23",
-    mla: bool = False,
-    prefill_cuda_graph: bool = True,
-) -> float:
-    """SGLang's default ``mem_fraction_static`` for one GPU of ``gpu_memory_mib`` MiB.
-
-    A reserve in MiB for activations and CUDA graphs, then
-    ``f = round((gpu_mem - reserve) / gpu_mem, 3)``::
-
-        reserve = 512 + 1.5 * max(chunked_prefill_size, 2048) + tp * pp / 8 * 1024
-                  + 2 * cuda_graph_max_bs                                 # decode graphs
-                  + 8 * len(prefill_cuda_graph_sizes(chunk))              # 0.5.23 only
-        reserve = max(reserve, 10 GiB)  on cards over 60 GiB
-
-    0.5.23 captures CUDA graphs for prefill too (on CUDA, by default), 8 MiB per captured
-    size, or 1.5 GiB for an MLA model (``mla``); 0.5.9 has no such term. H100 80GB at tp 1:
-    0.830 in 0.5.23, 0.835 in 0.5.9; RTX 4090: 0.704 and 0.847 (0.5.23 also raised the
-    20-35 GiB card's chunk and graph size, see :func:`gpu_memory_defaults`). Pass
-    ``prefill_cuda_graph=False`` for a platform without it (ROCm) or with
-    ``--cuda-graph-backend-prefill disabled``. Held against SGLang's own ``ServerArgs``
-    (both releases, GPU memory mocked) by ``tests/reference``. Older releases used fixed
-    values by TP size instead (0.88 at tp 1, ..., 0.79 at tp 16).
-
-    Left out (both releases): speculative decoding (0.5.9 adds 2 or 6 GiB), data-parallel
-    attention, DeepEP buffers, multimodal models (scaled down again), and the AMD ``aiter``
-    backend's extra ``* 0.85`` for models with a context over 8,192 tokens.
-    Source: 0.5.23 ``srt/arg_groups/memory_hook.py`` ``handle_gpu_memory_settings`` and
-    ``reserve_for_graph_mb``; 0.5.9 ``srt/server_args.py``
-    ``ServerArgs._handle_gpu_memory_settings``.
-
-    Raises:
-        ConfigError: non-positive sizes, or an unknown ``sglang_version``.
-    """
-    chunk, graph_bs = gpu_memory_defaults(gpu_memory_mib, tp, sglang_version)
-    check_positive_int("pp", pp)
-    if chunked_prefill_size is not None:
-        check_positive_int("chunked_prefill_size", chunked_prefill_size)
-        chunk = chunked_prefill_size
-    if cuda_graph_max_bs is not None:
-        check_positive_int("cuda_graph_max_bs", cuda_graph_max_bs)
-        graph_bs = cuda_graph_max_bs
-    reserve = 512 + 1.5 * max(chunk, 2048) + tp * pp / 8 * 1024 + 2 * graph_bs
-    if sglang_version != "0.5.9" and prefill_cuda_graph:
-        reserve += 1.5 * 1024 if mla else 8 * len(prefill_cuda_graph_sizes(chunk))
-    if gpu_memory_mib > 60 * 1024:
-        reserve = max(reserve, 10 * 1024)
-    return round((gpu_memory_mib - reserve) / gpu_memory_mib, 3)
 
 
 def profile_max_num_token(
@@ -441,6 +348,8 @@ __all__ = [
     "gpu_memory_defaults",
     "max_req_input_len",
     "plan_pool",
+    "prefill_cuda_graph_sizes",
     "profile_max_num_token",
     "req_to_token_pool_size",
+    "static_reserve_mib",
 ]
