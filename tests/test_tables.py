@@ -6,7 +6,7 @@ from types import SimpleNamespace
 
 from pagedkv.lessons.admission import UniformBatch, admission_state
 from pagedkv.lessons.analysis import RetractionAccounting, first_retraction, retraction_episodes
-from pagedkv.lessons.examples import ObservationColumn, ObservationStudy, tiny_retraction_run
+from pagedkv.lessons.examples import CaseColumn, CaseStudy, tiny_retraction_run
 from pagedkv.lessons.fragmentation import MemoryShare
 from pagedkv.managers import SchedulerConfig
 from pagedkv.managers.trace import Trace, TraceMeta
@@ -14,10 +14,10 @@ from pagedkv_widgets.run_figures import policy_bars_figure, ratio_decay_figure, 
 from pagedkv_widgets.tables import (
     admission_state_md,
     batch_table,
+    case_study_table,
     episodes_table,
     first_retraction_md,
     markdown_table,
-    observation_table,
     shares_table,
 )
 
@@ -54,7 +54,7 @@ def test_tiny_run_tables() -> None:
     assert "and **96** slots come back" in plain
 
 
-def test_episodes_and_observation_tables() -> None:
+def test_episodes_and_case_study_tables() -> None:
     tr = Trace(TraceMeta(max_total_num_tokens=10))
     for i in range(1000):
         tr.record_step(i, 0.0, "decode", 0, 0.0, 0, 0, 1, 0, 0.098, 0, 0)
@@ -63,12 +63,14 @@ def test_episodes_and_observation_tables() -> None:
     row = episodes_table({"run": retraction_episodes(tr, 0.098)}, 0.098).data.splitlines()[2]
     assert row == "| run | 3 | 3 | 445 | 1 of 2 |"  # gaps 610 and 280
     acc = RetractionAccounting(victims=4, held=1040.0, kept=390.4, gained=933.2)
-    col = ObservationColumn(1.0, ["0.35", "0.40"], {"0.0980"}, acc, [19, 12], 0)
-    study = ObservationStudy([col], SimpleNamespace(), SimpleNamespace())
-    lines = observation_table(study).data.splitlines()
-    assert lines[0] == "|  | observed | simulated, 100% of peak |"
-    assert lines[2].endswith("| ~0.35 | 0.35 / 0.40 |")
-    assert lines[3].endswith("| ~650 | 650 own + 283 evicted = 933 |")
+    col = CaseColumn(1.0, ["0.35", "0.40"], {"0.0980"}, acc, [19, 12], 0)
+    study = CaseStudy([col], SimpleNamespace(), SimpleNamespace())
+    lines = case_study_table(study, 2.0, 0.35).data.splitlines()
+    assert lines[0] == "|  | 100% of peak |"
+    assert lines[2] == ("| at 2 req/s: `new_token_ratio` after the first retraction (seeds 0 / 1 / 2) "
+                        "| 0.35 / 0.40 |")
+    assert lines[3].endswith("| 650 own + 283 evicted = 933 |")
+    assert lines[5] == "| at 0.35 req/s: retractions (seed 0) | 0 |"
     assert acc.own == 1040.0 - 390.4 and acc.evicted == 933.2 - acc.own
     assert study.start_ratios == ["0.0980"]
 

@@ -94,23 +94,23 @@ def _own_plus_evicted(acc: object) -> str:
     return f"{own:,} own + {gained - own:,} evicted = {gained:,}"
 
 
-def observation_table(study: object) -> Markdown:
-    """Chapter 5: the public report next to ``examples.ObservationStudy``'s columns."""
+def case_study_table(study: object, busy_rate: float, calm_rate: float) -> Markdown:
+    """Chapter 5: the running case at each card speed of ``examples.CaseStudy``, seeds in
+    order; ``busy_rate`` and ``calm_rate`` label its two loads (requests/s)."""
     cols = study.columns
 
     def joined(values: Iterable[object]) -> str:
         return " / ".join(str(v) for v in values)
 
+    busy, calm = f"at {busy_rate:g} req/s", f"at {calm_rate:g} req/s"
     return markdown_table(
-        ["", "observed"] + [f"simulated, {c.efficiency:.0%} of peak" for c in cols],
-        [["at 2 req/s: `new_token_ratio` after the first retraction (seeds 0 / 1 / 2)", "~0.35"]
+        [""] + [f"{c.efficiency:.0%} of peak" for c in cols],
+        [[f"{busy}: `new_token_ratio` after the first retraction (seeds 0 / 1 / 2)"]
          + [joined(c.first_ratio) for c in cols],
-         ["at 2 req/s: KV tokens regained per retraction (mean)", "~650"]
+         [f"{busy}: KV tokens regained per retraction (mean)"]
          + ["-" if c.accounting is None else _own_plus_evicted(c.accounting) for c in cols],
-         ["at 2 req/s: retractions (seeds 0 / 1 / 2)", "~19"]
-         + [joined(c.retractions) for c in cols],
-         ["at 0.35 req/s: retractions (seed 0)", "none"]
-         + [str(c.calm_retractions) for c in cols]])
+         [f"{busy}: retractions (seeds 0 / 1 / 2)"] + [joined(c.retractions) for c in cols],
+         [f"{calm}: retractions (seed 0)"] + [str(c.calm_retractions) for c in cols]])
 
 
 def admission_state_md(batch: object, state: object, ratio: float, clip: int) -> Markdown:

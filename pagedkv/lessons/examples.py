@@ -10,8 +10,6 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
-import numpy as np
-
 from pagedkv.errors import bad_value
 from pagedkv.gpus import get_gpu
 from pagedkv.lessons.admission import running_state
@@ -22,7 +20,8 @@ from pagedkv.managers.req import Req
 from pagedkv.managers.schedule_batch import ScheduleBatch
 from pagedkv.managers.scheduler import Scheduler
 from pagedkv.managers.simulation import SimResult, simulate
-from pagedkv.workloads.synthetic import RequestSpec, arrivals, lognormal_lengths, sharegpt_like, uniform
+from pagedkv.workloads.cases import LONG_ANSWERS
+from pagedkv.workloads.synthetic import RequestSpec, sharegpt_like, uniform
 
 POLICIES = ("sglang", "reserve_all", "no_reserve")
 
@@ -96,40 +95,34 @@ def policy_comparison(n: int = 600, rate: float = 30.0, pool: int = 20_000,
             for w, specs in workloads.items() for p in POLICIES}
 
 
-REPORT_POOL = 87_552  # tokens, from the report's "KV Cache is allocated" line
-
-
-def observation_workload(rate: float, seed: int, n: int = 120) -> list[RequestSpec]:
-    """Requests shaped like the public Qwen3-4B report: prompts log-normal around 386 tokens
-    (10 % spread), outputs log-normal with median 2,340 and sigma 0.63 capped at 10,540,
-    ``max_new_tokens`` = output length, Poisson arrivals at ``rate`` requests/s."""
-    rng = np.random.default_rng(seed)
-    sigma = 0.63
-    prompts = lognormal_lengths(n, 386.0, 0.1, 4096, rng)
-    outputs = lognormal_lengths(n, 2340 * np.exp(sigma**2 / 2), sigma, 10_540, rng)
-    return [RequestSpec(int(p), int(o), int(o), float(t))
-            for p, o, t in zip(prompts, outputs, arrivals(n, rate, rng), strict=True)]
+def observation_workload(rate: float | None, seed: int, n: int = 120) -> list[RequestSpec]:
+    """The traffic of the book's running case (:data:`~pagedkv.workloads.cases.LONG_ANSWERS`):
+    prompts around 386 tokens, answers with median 2,340 capped at 10,540, ``max_new_tokens``
+    = answer length, Poisson arrivals at ``rate`` requests/s (None: all at once)."""
+    return LONG_ANSWERS.workload(rate, seed, n)
 
 
 def observe(rate: float, seed: int, efficiency: float = 1.0, **options: object) -> SimResult:
-    """The report's setting: Qwen3-4B on an RTX 4090, pool capped at 87,552 tokens.
+    """The running case: Qwen3-4B on an RTX 4090 at ``mem_fraction_static`` 0.80.
 
     ``efficiency`` in (0, 1] scales the card's peak bandwidth and FLOP/s (step times are a
     roofline; real kernels reach part of the peak). ``options`` go to ``simulate``
-    (``radix_cache``, ``sglang_version``, ...). Raises ConfigError outside (0, 1].
+    (``radix_cache``, ``sglang_version``, ``page_size``, ...). Raises ConfigError outside
+    (0, 1].
     """
     if not 0 < efficiency <= 1:
         raise bad_value("efficiency", efficiency, "(0, 1]")
-    card = get_gpu("rtx-4090")
+    card = get_gpu(LONG_ANSWERS.gpu)
     card = replace(card, hbm_bandwidth=card.hbm_bandwidth * efficiency,
                    bf16_flops=card.bf16_flops * efficiency)
-    return simulate(observation_workload(rate, seed), model="qwen3-4b", gpu=card,
-                    max_total_tokens=REPORT_POOL, arrival_rate=rate, **options)
+    options.setdefault("mem_fraction_static", LONG_ANSWERS.mem_fraction_static)
+    return simulate(observation_workload(rate, seed), model=LONG_ANSWERS.model, gpu=card,
+                    arrival_rate=rate, **options)
 
 
 @dataclass(frozen=True)
-class ObservationColumn:
-    """One card speed of :func:`observation_study`, seeds in order.
+class CaseColumn:
+    """One card speed of :func:`case_study`, seeds in order.
 
     ``first_ratio``: ratio after each seed's first retraction (as logged; seeds that never
     retracted are left out); ``start_ratios``: the ratios those jumps started from;
@@ -146,11 +139,11 @@ class ObservationColumn:
 
 
 @dataclass(frozen=True)
-class ObservationStudy:
-    """The report reproduced at several card speeds; ``busy`` / ``calm`` are the runs at full
-    speed and the first seed (chapter 5 plots them)."""
+class CaseStudy:
+    """The running case at several card speeds; ``busy`` / ``calm`` are the runs at full speed
+    and the first seed (chapter 5 plots them)."""
 
-    columns: list[ObservationColumn]
+    columns: list[CaseColumn]
     busy: SimResult
     calm: SimResult
 
@@ -160,9 +153,9 @@ class ObservationStudy:
         return sorted(set().union(*(c.start_ratios for c in self.columns)))
 
 
-def observation_study(efficiencies: Sequence[float] = (1.0, 0.6, 0.4),
+def case_study(efficiencies: Sequence[float] = (1.0, 0.6, 0.4),
                       seeds: Sequence[int] = (0, 1, 2), busy_rate: float = 2.0,
-                      calm_rate: float = 0.35) -> ObservationStudy:
+                      calm_rate: float = 0.35) -> CaseStudy:
     """Run :func:`observe` at ``busy_rate`` for every (efficiency, seed) and at ``calm_rate``
     for the first seed; summarise each efficiency. The first efficiency should be 1.0 (its
     first-seed runs are returned as ``busy`` and ``calm``)."""
@@ -173,10 +166,10 @@ def observation_study(efficiencies: Sequence[float] = (1.0, 0.6, 0.4),
         if busy is None:
             busy, calm = runs[0], light
         jumps = [j for j in (first_ratio_jump(r.trace) for r in runs) if j is not None]
-        columns.append(ObservationColumn(
+        columns.append(CaseColumn(
             eff, [j[1] for j in jumps], {j[0] for j in jumps},
             retraction_accounting([r.trace for r in runs]),
             [r.metrics.num_retractions for r in runs], light.metrics.num_retractions))
     if busy is None or calm is None:
         raise bad_value("efficiencies", efficiencies, "at least one value")
-    return ObservationStudy(columns, busy, calm)
+    return CaseStudy(columns, busy, calm)

@@ -16,15 +16,14 @@ from pagedkv.gpus import GPU_PRESETS
 from pagedkv.managers.config import Policy
 from pagedkv.model import MODEL_PRESETS
 from pagedkv.units import gib
+from pagedkv.workloads.cases import LONG_ANSWERS
 from pagedkv.workloads.prefix import as_specs, multi_turn, with_system_prompt
 from pagedkv.workloads.synthetic import RequestSpec, fixed, sharegpt_like, uniform
 
 
 def _long_workload(n: int, rate: float | None, seed: int) -> list[RequestSpec]:
-    """Chapter 5's observation workload, imported on use: ``examples`` pulls in torch."""
-    from pagedkv.lessons.examples import observation_workload
-
-    return observation_workload(rate, seed, n)
+    """The traffic of the book's running case (chapters 4, 5 and 7)."""
+    return LONG_ANSWERS.workload(rate, seed, n)
 
 
 def _system_prompt(n: int, rate: float | None, seed: int) -> list[RequestSpec]:
@@ -58,7 +57,7 @@ WORKLOADS: dict[str, Callable[[int, float | None, int], list[RequestSpec]]] = {
 """Workloads by name: ShareGPT-like (max_new_tokens 2048), uniform 32-1024 prompt and output
 tokens (max_new_tokens 1024), fixed 512-token prompts with 256-token outputs, long:
 ~386-token prompts with log-normal outputs (median 2,340, at most 10,540 tokens,
-max_new_tokens = output), the shape of the Qwen3-4B report in chapter 5; and three with
+max_new_tokens = output), the traffic of the book's running case; and three with
 shared prefixes for the radix cache: ShareGPT-like behind a 1,000-token system prompt,
 few-shot (2,000 shared tokens, short questions and answers) and multi-turn chat."""
 
