@@ -1,9 +1,10 @@
 """``simulate``: size the pool as SGLang would for a model on a GPU, then run the scheduler
-with the simulated executor."""
+with the simulated executor. :func:`prepare` does the first half alone, for callers that
+drive the scheduler step by step (``pagedkv simulate`` on a trace file)."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 from pagedkv.gpus import GPUSpec, get_gpu
@@ -12,6 +13,7 @@ from pagedkv.managers.metrics import Metrics
 from pagedkv.managers.req import Req, RequestLike
 from pagedkv.managers.scheduler import Scheduler
 from pagedkv.managers.trace import Trace, TraceMeta
+from pagedkv.managers.trace_summary import SummaryTrace
 from pagedkv.model import ModelSpec, load_model
 from pagedkv.model_executor.sim_executor import RooflineStepTime
 from pagedkv.sizing import KVPoolPlan, gpu_memory_defaults, plan_pool
@@ -34,6 +36,81 @@ class SimResult:
     requests: list[Req]
     plan: KVPoolPlan
     config: SchedulerConfig
+
+
+@dataclass(frozen=True)
+class SimSetup:
+    """Everything a simulated run needs but the requests: the pool, the scheduler's
+    constants, the trace's ``meta`` and the step-time model.
+
+    Attributes:
+        plan: the KV pool SGLang would build.
+        config: the scheduler constants.
+        meta: the trace's ``meta`` block.
+        step_time: the roofline step-time model (modelled seconds, not measured).
+        radix_cache: the prefix cache on or off.
+        context_len: the model's context length, tokens.
+    """
+
+    plan: KVPoolPlan
+    config: SchedulerConfig
+    meta: TraceMeta
+    step_time: RooflineStepTime
+    radix_cache: bool
+    context_len: int
+
+    def scheduler(self, requests: Iterable[RequestLike], *, record_page_tables: bool = False,
+                  trace: Trace | SummaryTrace | None = None) -> Scheduler:
+        """A :class:`Scheduler` over ``requests`` on this pool (``trace`` default: a full
+        :class:`Trace`)."""
+        return Scheduler(requests, max_total_num_tokens=self.plan.max_total_num_tokens,
+                         page_size=self.meta.page_size, config=self.config,
+                         radix_cache=self.radix_cache, context_len=self.context_len,
+                         step_time=self.step_time, meta=self.meta,
+                         record_page_tables=record_page_tables, trace=trace)
+
+
+def prepare(
+    *,
+    model: str | ModelSpec = "llama-3-8b",
+    gpu: str | GPUSpec = "h100-sxm-80gb",
+    mem_fraction_static: float | None = None,
+    page_size: int = 1,
+    policy: str | Policy = Policy.SGLANG,
+    radix_cache: bool = True,
+    sglang_version: str = DEFAULT_SGLANG_VERSION,
+    max_total_tokens: int | None = None,
+    tp: int = 1,
+    weights_bytes: int | None = None,
+    arrival_rate: float | None = None,
+    **scheduler_options: object,
+) -> SimSetup:
+    """Size the pool and fix the scheduler's constants as :func:`simulate` does (same
+    arguments, without the requests)."""
+    spec = model if isinstance(model, ModelSpec) else load_model(model)
+    card = gpu if isinstance(gpu, GPUSpec) else get_gpu(gpu)
+    plan = plan_pool(spec, gpu=card, mem_fraction_static=mem_fraction_static, tp=tp,
+                     page_size=page_size, max_total_tokens=max_total_tokens,
+                     weights_bytes=weights_bytes)
+    chunk, graph_bs = gpu_memory_defaults(card.memory_mib, tp, sglang_version)
+    options: dict[str, object] = {
+        "chunked_prefill_size": chunk,
+        "cuda_graph_max_bs": graph_bs,
+        "max_running_requests": plan.max_running_requests,
+        **scheduler_options,
+        "policy": policy,
+        "sglang_version": sglang_version,
+    }
+    config = SchedulerConfig.from_env(**options)
+    meta = TraceMeta(
+        max_total_num_tokens=plan.max_total_num_tokens, page_size=page_size, model=spec.name,
+        gpu=card.name, policy=config.policy.value, sglang_version=sglang_version,
+        radix_cache=radix_cache, mem_fraction_static=plan.mem_fraction_static,
+        cell_size=plan.cell_size, gpu_memory_bytes=card.memory_bytes,
+        weights_bytes=plan.weights_bytes, arrival_rate=arrival_rate)
+    step_time = RooflineStepTime(plan.weights_bytes, spec.num_params, plan.cell_size,
+                                 card.hbm_bandwidth, card.bf16_flops)
+    return SimSetup(plan, config, meta, step_time, radix_cache, spec.context_len)
 
 
 def simulate(
@@ -80,32 +157,11 @@ def simulate(
         ConfigError: unknown preset, parameter out of range, a request larger than the pool.
         NotEnoughMemoryError: the weights leave no room for a pool.
     """
-    spec = model if isinstance(model, ModelSpec) else load_model(model)
-    card = gpu if isinstance(gpu, GPUSpec) else get_gpu(gpu)
-    plan = plan_pool(spec, gpu=card, mem_fraction_static=mem_fraction_static, tp=tp,
-                     page_size=page_size, max_total_tokens=max_total_tokens,
-                     weights_bytes=weights_bytes)
-    chunk, graph_bs = gpu_memory_defaults(card.memory_mib, tp, sglang_version)
-    options: dict[str, object] = {
-        "chunked_prefill_size": chunk,
-        "cuda_graph_max_bs": graph_bs,
-        "max_running_requests": plan.max_running_requests,
-        **scheduler_options,
-        "policy": policy,
-        "sglang_version": sglang_version,
-    }
-    config = SchedulerConfig.from_env(**options)
-    meta = TraceMeta(
-        max_total_num_tokens=plan.max_total_num_tokens, page_size=page_size, model=spec.name,
-        gpu=card.name, policy=config.policy.value, sglang_version=sglang_version,
-        radix_cache=radix_cache, mem_fraction_static=plan.mem_fraction_static,
-        cell_size=plan.cell_size, gpu_memory_bytes=card.memory_bytes,
-        weights_bytes=plan.weights_bytes, arrival_rate=arrival_rate)
-    step_time = RooflineStepTime(plan.weights_bytes, spec.num_params, plan.cell_size,
-                                 card.hbm_bandwidth, card.bf16_flops)
-    sched = Scheduler(requests, max_total_num_tokens=plan.max_total_num_tokens,
-                      page_size=page_size, config=config, radix_cache=radix_cache,
-                      context_len=spec.context_len, step_time=step_time, meta=meta,
-                      record_page_tables=record_page_tables)
+    setup = prepare(model=model, gpu=gpu, mem_fraction_static=mem_fraction_static,
+                    page_size=page_size, policy=policy, radix_cache=radix_cache,
+                    sglang_version=sglang_version, max_total_tokens=max_total_tokens, tp=tp,
+                    weights_bytes=weights_bytes, arrival_rate=arrival_rate, **scheduler_options)
+    sched = setup.scheduler(requests, record_page_tables=record_page_tables)
     trace = sched.run()
-    return SimResult(trace, Metrics.from_run(sched.reqs, trace), sched.reqs, plan, config)
+    return SimResult(trace, Metrics.from_run(sched.reqs, trace), sched.reqs, setup.plan,
+                     setup.config)
