@@ -77,7 +77,11 @@ class Req:
             prefills (SGLang's ``#cached-token`` summed for this request).
         kept_at_retract: tokens of its KV the tree kept at its latest retraction (its cached
             prompt prefix).
-        queue_s: total seconds in the waiting queue (arrival and every retraction).
+        queue_s: total seconds in the waiting queue (from when it was sent, and after every
+            retraction).
+        sent_s: when the client sent it: ``arrival_s``, or for a later turn of a
+            conversation, when the turn before it finished if that is later (the client
+            sends the next turn only once it has the answer). Latencies count from here.
     """
 
     rid: int
@@ -106,6 +110,7 @@ class Req:
     cached_tokens: int = 0
     kept_at_retract: int = 0
     queue_s: float = 0.0
+    sent_s: float = 0.0
     enqueued_s: float = field(default=0.0, repr=False)
     admitted_before: bool = field(default=False, repr=False)
 
@@ -121,7 +126,7 @@ class Req:
             raise bad_value("arrival_s", self.arrival_s, "finite seconds >= 0")
         if self.input_ids is not None and len(self.input_ids) != self.prompt_len:
             raise bad_value("len(input_ids)", len(self.input_ids), f"prompt_len={self.prompt_len}")
-        self.enqueued_s = self.arrival_s
+        self.enqueued_s = self.sent_s = self.arrival_s
 
     @classmethod
     def from_spec(cls, rid: int, spec: RequestLike) -> Req:
