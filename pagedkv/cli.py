@@ -127,6 +127,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     except PagedKVError as exc:
         print(f"pagedkv {args.command}: error: {exc}", file=sys.stderr)
         return 2
+    except KeyboardInterrupt:  # Ctrl-C outside a run's loop (a run reports its partial summary)
+        print(f"pagedkv {args.command}: interrupted", file=sys.stderr)
+        return 130
     except BrokenPipeError:  # the reader went away (``| head``): stop quietly, as cat does
         sys.stderr = open(os.devnull, "w")  # noqa: SIM115 - Python flushes stderr at exit
         return 0
