@@ -189,3 +189,24 @@ def test_bad_input_exits_2_without_traceback_in_a_real_process(tmp_path: Path) -
                               capture_output=True, text=True, check=False)
         assert proc.returncode == 2 and "is invalid; valid:" in proc.stderr
         assert "Traceback" not in proc.stderr
+
+
+def readme_commands() -> list[list[str]]:
+    """The README's ``pagedkv simulate --trace`` commands, continuation lines joined."""
+    import shlex
+
+    text = (Path(__file__).parent.parent / "README.md").read_text().replace("\\\n", " ")
+    return [shlex.split(line.split(">")[0])[1:] for line in text.splitlines()
+            if line.startswith(".venv/bin/pagedkv simulate --trace")]
+
+
+def test_readme_trace_examples_run(capsys: pytest.CaptureFixture[str], tmp_path: Path,
+                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    commands = readme_commands()
+    assert len(commands) >= 4 and any("--sweep" in c for c in commands)
+    (tmp_path / "pagedkv").symlink_to(EXAMPLES.parent.parent, target_is_directory=True)
+    monkeypatch.chdir(tmp_path)  # the files they write land here
+    for argv in commands:
+        assert main([*argv, "--quiet"]) == 0, argv
+        capsys.readouterr()
+    assert (tmp_path / "per_request.csv").exists() and (tmp_path / "sweep.html").exists()

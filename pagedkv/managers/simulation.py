@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from pagedkv.gpus import GPUSpec, get_gpu
 from pagedkv.managers.config import DEFAULT_SGLANG_VERSION, Policy, SchedulerConfig
@@ -85,8 +86,30 @@ def prepare(
     arrival_rate: float | None = None,
     **scheduler_options: object,
 ) -> SimSetup:
-    """Size the pool and fix the scheduler's constants as :func:`simulate` does (same
-    arguments, without the requests)."""
+    """Size the pool SGLang would build and fix the scheduler's constants (what
+    :func:`simulate` does before it runs).
+
+    Args:
+        model: preset name, ``config.json`` path or a :class:`ModelSpec`.
+        gpu: preset name or a :class:`GPUSpec`.
+        mem_fraction_static: default SGLang's for the GPU.
+        page_size: tokens per page.
+        policy: ``sglang``, ``reserve_all`` or ``no_reserve`` (see :class:`Policy`).
+        radix_cache: SGLang's prefix cache on (its default) or off
+            (``--disable-radix-cache``).
+        sglang_version: the SGLang release followed, ``"0.5.23"`` or ``"0.5.9"``.
+        max_total_tokens: cap on the pool in tokens (SGLang ``--max-total-tokens``).
+        tp: attention tensor-parallel size; the pool is one GPU's (see ``plan_pool``).
+        weights_bytes: weights per GPU, overriding the estimate (quantized models).
+        arrival_rate: requests/s the workload was drawn at, recorded in the trace only.
+        scheduler_options: any :class:`SchedulerConfig` field, e.g.
+            ``schedule_conservativeness=0.5``; ``chunked_prefill_size`` defaults by GPU
+            memory and ``max_running_requests`` to the pool's, as in SGLang.
+
+    Raises:
+        ConfigError: unknown preset, parameter out of range.
+        NotEnoughMemoryError: the weights leave no room for a pool.
+    """
     spec = model if isinstance(model, ModelSpec) else load_model(model)
     card = gpu if isinstance(gpu, GPUSpec) else get_gpu(gpu)
     plan = plan_pool(spec, gpu=card, mem_fraction_static=mem_fraction_static, tp=tp,
@@ -113,43 +136,15 @@ def prepare(
     return SimSetup(plan, config, meta, step_time, radix_cache, spec.context_len)
 
 
-def simulate(
-    requests: Sequence[RequestLike],
-    *,
-    model: str | ModelSpec = "llama-3-8b",
-    gpu: str | GPUSpec = "h100-sxm-80gb",
-    mem_fraction_static: float | None = None,
-    page_size: int = 1,
-    policy: str | Policy = Policy.SGLANG,
-    radix_cache: bool = True,
-    sglang_version: str = DEFAULT_SGLANG_VERSION,
-    max_total_tokens: int | None = None,
-    tp: int = 1,
-    weights_bytes: int | None = None,
-    arrival_rate: float | None = None,
-    record_page_tables: bool = False,
-    **scheduler_options: object,
-) -> SimResult:
+def simulate(requests: Sequence[RequestLike], *, record_page_tables: bool = False,
+             **options: Any) -> SimResult:
     """Run SGLang's scheduler over ``requests`` on the pool SGLang would build.
 
     Args:
         requests: workload entries (``pagedkv.workloads.synthetic.RequestSpec`` or alike), any order.
-        model: preset name, ``config.json`` path or a :class:`ModelSpec`.
-        gpu: preset name or a :class:`GPUSpec`.
-        mem_fraction_static: default SGLang's for the GPU.
-        page_size: tokens per page.
-        policy: ``sglang``, ``reserve_all`` or ``no_reserve`` (see :class:`Policy`).
-        radix_cache: SGLang's prefix cache on (its default) or off
-            (``--disable-radix-cache``).
-        sglang_version: the SGLang release followed, ``"0.5.23"`` or ``"0.5.9"``.
-        max_total_tokens: cap on the pool in tokens (SGLang ``--max-total-tokens``).
-        tp: attention tensor-parallel size; the pool is one GPU's (see ``plan_pool``).
-        weights_bytes: weights per GPU, overriding the estimate (quantized models).
-        arrival_rate: requests/s the workload was drawn at, recorded in the trace only.
         record_page_tables: keep every step's page tables (small pools only).
-        scheduler_options: any :class:`SchedulerConfig` field, e.g.
-            ``schedule_conservativeness=0.5``; ``chunked_prefill_size`` defaults by GPU
-            memory and ``max_running_requests`` to the pool's, as in SGLang.
+        options: :func:`prepare`'s keyword arguments (``model``, ``gpu``, ``page_size``,
+            ``policy``, ``radix_cache``, ... and any :class:`SchedulerConfig` field).
 
     Returns:
         :class:`SimResult`; times are modeled by :class:`RooflineStepTime`.
@@ -157,10 +152,7 @@ def simulate(
         ConfigError: unknown preset, parameter out of range, a request larger than the pool.
         NotEnoughMemoryError: the weights leave no room for a pool.
     """
-    setup = prepare(model=model, gpu=gpu, mem_fraction_static=mem_fraction_static,
-                    page_size=page_size, policy=policy, radix_cache=radix_cache,
-                    sglang_version=sglang_version, max_total_tokens=max_total_tokens, tp=tp,
-                    weights_bytes=weights_bytes, arrival_rate=arrival_rate, **scheduler_options)
+    setup = prepare(**options)
     sched = setup.scheduler(requests, record_page_tables=record_page_tables)
     trace = sched.run()
     return SimResult(trace, Metrics.from_run(sched.reqs, trace), sched.reqs, setup.plan,
