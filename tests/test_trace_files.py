@@ -147,3 +147,21 @@ def test_sharegpt_with_a_local_tokenizer(tmp_path: Path) -> None:
 def test_tokenizer_folder_without_files_is_a_named_error(tmp_path: Path) -> None:
     with pytest.raises(ConfigError, match=r"--tokenizer=.* is invalid; valid: a folder holding one of"):
         load_tokenizer(str(tmp_path))
+
+
+@pytest.mark.parametrize("name", ["requests.csv", "plain.jsonl"])
+def test_columnar_fast_path_equals_the_row_by_row_path(tmp_path: Path, name: str,
+                                                       monkeypatch: pytest.MonkeyPatch) -> None:
+    import pagedkv.workloads.trace_files as trace_files
+
+    path = str(EXAMPLES / name) if name.endswith(".csv") else write(tmp_path, name, jsonl(
+        [{"prompt_len": 5 + i, "output_len": 1 + i % 3, "arrival_s": i / 4} for i in range(9)]
+        + [{"prompt_len": 7, "output_len": 2, "max_new_tokens": 30, "arrival_s": 3}]))
+    fast = load_trace(path, context_len=8192)
+    calls: list[int] = []
+    monkeypatch.setattr(trace_files, "plain_requests", lambda *a: calls.append(1))
+    slow = load_trace(path, context_len=8192)
+    assert calls  # the fast path was offered the file and declined
+    for col in ("line", "prompt_len", "output_len", "max_new_tokens", "arrival_s", "ignore_eos",
+                "follows", "conversation", "turn"):
+        assert np.array_equal(getattr(fast, col), getattr(slow, col)), col

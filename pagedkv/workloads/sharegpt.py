@@ -147,7 +147,7 @@ def _add_conversation(builder: TraceBuilder, where: str, ci: int, cid: str, msgs
                     row["prompt_len"] = history_len + pending_len
                 if not first_only:
                     row["conversation_id"] = cid
-                builder.add(f"{where} message {mi}", ci, row)
+                builder.add(ci, row, where=f"{where} message {mi}")
                 if first_only:
                     return skipped
             if ids is not None:

@@ -26,7 +26,7 @@ from collections.abc import Iterator
 from typing import TextIO
 
 from pagedkv.errors import bad_value
-from pagedkv.workloads.trace_rows import TraceBuilder, TraceRequests
+from pagedkv.workloads.trace_rows import PLAIN_KEYS, TraceBuilder, TraceRequests, plain_requests
 
 FORMATS = ("jsonl", "csv", "sharegpt")
 _INT_COLUMNS = ("prompt_len", "output_len", "max_new_tokens", "turn")
@@ -79,13 +79,35 @@ def load_trace(path: str, fmt: str | None = None, *, context_len: int | None = N
                 from pagedkv.workloads.sharegpt import read_sharegpt
 
                 return read_sharegpt(f, path, context_len=context_len, **sharegpt_options)
+            read = _jsonl_rows if fmt == "jsonl" else _csv_rows
+            fast = _plain_columns(read(f, path))
+            if fast is not None and (trace := plain_requests(path, context_len, *fast)) is not None:
+                return trace
+            f.seek(0)  # irregular rows, or a bad value: row by row, naming the first bad line
             builder = TraceBuilder(path, context_len)
-            rows = _jsonl_rows(f, path) if fmt == "jsonl" else _csv_rows(f, path)
-            for line, row in rows:
-                builder.add(f"{path} line {line}", line, row)
+            for line, row in read(f, path):
+                builder.add(line, row)
         except UnicodeDecodeError as exc:
             raise bad_value("--trace", path, f"UTF-8 text ({exc.reason} at byte {exc.start})") from None
     return builder.done()
+
+
+def _plain_columns(rows: Iterator[tuple[int, dict[str, object]]]) -> tuple[list[object], ...] | None:
+    """``(lines, prompt_len, output_len, max_new_tokens, arrival_s, ignore_eos)`` lists if
+    every row has only those keys (None where a row lacks one), else None as soon as one
+    has others."""
+    cols: tuple[list[object], ...] = ([], [], [], [], [], [])
+    line, prompt, output, cap, arrival, eos = cols
+    for n, row in rows:
+        if not row.keys() <= PLAIN_KEYS:
+            return None
+        line.append(n)
+        prompt.append(row.get("prompt_len"))
+        output.append(row.get("output_len"))
+        cap.append(row.get("max_new_tokens"))
+        arrival.append(row.get("arrival_s"))
+        eos.append(row.get("ignore_eos"))
+    return cols
 
 
 def _jsonl_rows(f: TextIO, path: str) -> Iterator[tuple[int, dict[str, object]]]:
