@@ -210,3 +210,25 @@ def test_readme_trace_examples_run(capsys: pytest.CaptureFixture[str], tmp_path:
         assert main([*argv, "--quiet"]) == 0, argv
         capsys.readouterr()
     assert (tmp_path / "per_request.csv").exists() and (tmp_path / "sweep.html").exists()
+
+
+def test_sigint_in_a_real_process_exits_130_without_traceback(tmp_path: Path) -> None:
+    """A real Ctrl-C (SIGINT) of a long run: exit status 130 and no traceback, whether it
+    lands in the run (partial summary) or before it (one line)."""
+    import signal
+    import time
+
+    from pagedkv.workloads.synthetic import sharegpt_like
+
+    trace = tmp_path / "long.jsonl"
+    trace.write_text("".join(f'{{"prompt_len": {s.prompt_len}, "output_len": {s.output_len}}}\n'
+                             for s in sharegpt_like(100_000, seed=1)))
+    proc = subprocess.Popen([sys.executable, "-m", "pagedkv", "simulate", "--trace", str(trace),
+                             "--disable-radix-cache", "--quiet"],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    time.sleep(6)
+    proc.send_signal(signal.SIGINT)
+    out, err = proc.communicate(timeout=120)
+    assert proc.returncode == 130, err
+    assert "Traceback" not in err
+    assert "INTERRUPTED (Ctrl-C): partial summary" in out or "interrupted" in err

@@ -53,7 +53,7 @@ def print_summary(run: RunOutcome, workload: Workload, out: TextIO | None = None
     if run.interrupted:
         print(f"INTERRUPTED (Ctrl-C): partial summary over the {s['completed']:,} of "
               f"{run.num_requests:,} requests that had finished", file=out)
-    print(f"{'':26}{'mean':>10}" + "".join(f"{'p' + str(q):>10}" for q in PERCENTILES)
+    print(f"{'':26}{'mean':>13}" + "".join(f"{'p' + str(q):>13}" for q in PERCENTILES)
           + "   (ms)", file=out)
     for name in TIMES:
         stem = name[:-2]
@@ -76,7 +76,7 @@ def print_summary(run: RunOutcome, workload: Workload, out: TextIO | None = None
 
 
 def _ms(seconds: float | None) -> str:
-    return f"{'-':>10}" if seconds is None else f"{1000 * seconds:>10,.2f}"
+    return f"{'-':>13}" if seconds is None else f"{1000 * seconds:>13,.2f}"
 
 
 def report_dict(run: RunOutcome, workload: Workload) -> dict[str, Any]:
