@@ -34,10 +34,10 @@ class Metrics:
         retraction_events: decode steps that retracted (log lines).
         recomputed_tokens: KV tokens freed by retraction and computed again.
         mean_queue_s, p50_queue_s, p99_queue_s: time spent in the waiting queue per request,
-            sent to first admission plus every wait after a retraction.
-        mean_ttft_s: sent to first token. mean_latency_s: sent to finish. A request is sent
-            at its arrival time, a later turn of a conversation no earlier than the turn
-            before it finished (``Req.sent_s``).
+            arrival to first admission plus every wait after a retraction.
+        mean_ttft_s: arrival to first token. mean_latency_s: arrival to finish. A later
+            turn of a conversation arrives no earlier than the turn before it finished
+            (``Req.arrival_s``).
         peak_tokens_used: most KV slots holding tokens at once.
         peak_usage: most pages in use at once, as a fraction of the pool.
         mean_usage: pages in use as a fraction of the pool, averaged over non-idle steps.
@@ -72,7 +72,7 @@ class Metrics:
         t = trace.totals()
         pool_pages = max(trace.meta.num_pages, 1)
         queue = np.asarray([r.queue_s for r in reqs]) if reqs else np.zeros(1)
-        arrival = np.asarray([r.sent_s for r in reqs]) if reqs else np.zeros(1)
+        arrival = np.asarray([r.arrival_s for r in reqs]) if reqs else np.zeros(1)
         first = np.asarray([r.first_token_s for r in reqs], dtype=float) if reqs else arrival
         finish = np.asarray([r.finish_s for r in reqs], dtype=float) if reqs else arrival
         output = sum(r.generated for r in reqs)

@@ -1,9 +1,9 @@
 """Per-request metrics, taken as each request finishes, and their percentiles.
 
 Definitions follow SGLang's ``bench_serving`` (``python/sglang/benchmark/serving.py``,
-``calculate_metrics``, 0.5.23), with "sent" for the moment the client sends the request
-(:attr:`~pagedkv.managers.req.Req.sent_s`: its arrival, or for a later turn of a
-conversation, when the turn before it finished):
+``calculate_metrics``, 0.5.23), counted from the moment the client sends the request
+(:attr:`~pagedkv.managers.req.Req.arrival_s`: its arrival time, or for a later turn of a
+conversation, when the turn before it finished if that is later):
 
 - ``ttft_s``: time to first token, sent to the end of the prefill pass that sampled it.
 - ``e2e_s``: end-to-end latency, sent to the end of the step that produced its last token.
@@ -34,7 +34,7 @@ from pagedkv.managers.req import Req
 from pagedkv.workloads.trace_rows import TraceRequests
 
 COLUMNS = ("rid", "line", "conversation_id", "turn", "prompt_len", "output_len", "cached_tokens",
-           "sent_s", "queue_s", "ttft_s", "tpot_s", "e2e_s", "num_retractions",
+           "arrival_s", "queue_s", "ttft_s", "tpot_s", "e2e_s", "num_retractions",
            "recomputed_tokens", "finish_reason")
 TIMES = ("ttft_s", "tpot_s", "e2e_s", "queue_s")
 PERCENTILES = (50, 90, 99)
@@ -64,8 +64,8 @@ class RequestTable:
 
     def row(self, req: Req) -> Row:
         """A finished request's row (times in modelled seconds)."""
-        ttft = req.first_token_s - req.sent_s
-        e2e = req.finish_s - req.sent_s
+        ttft = req.first_token_s - req.arrival_s
+        e2e = req.finish_s - req.arrival_s
         src, rid = self.source, req.rid
         conv = None if src is None or src.conversation[rid] < 0 else \
             src.conversation_names[src.conversation[rid]]
@@ -77,7 +77,7 @@ class RequestTable:
             "prompt_len": req.prompt_len,
             "output_len": req.generated,
             "cached_tokens": req.cached_tokens,
-            "sent_s": req.sent_s,
+            "arrival_s": req.arrival_s,
             "queue_s": req.queue_s,
             "ttft_s": ttft,
             "tpot_s": (e2e - ttft) / (req.generated - 1) if req.generated > 1 else None,

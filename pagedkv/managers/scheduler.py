@@ -287,8 +287,8 @@ class Scheduler(SchedulerPrefillMixin, SchedulerDecodeMixin, SchedulerMetricsMix
         self.trace.event(self.num_steps, "abort" if req.finish_reason == "abort" else "finish",
                          req.rid, {"output_len": req.generated})
         for nxt in self._followers.pop(req.rid, ()):  # sent now, or at its own time if later
-            nxt.sent_s = nxt.enqueued_s = max(nxt.arrival_s, self.clock)
-            heapq.heappush(self._arrivals, (nxt.sent_s, nxt.rid))
+            nxt.arrival_s = nxt.enqueued_s = max(nxt.arrival_s, self.clock)
+            heapq.heappush(self._arrivals, (nxt.arrival_s, nxt.rid))
 
     def on_retract(self, req: Req) -> None:
         """``req`` was retracted: it waits at the back of the queue, its output kept."""

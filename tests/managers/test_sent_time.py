@@ -18,9 +18,9 @@ def test_later_turn_counts_from_when_it_was_sent() -> None:
     s.run()
     first, second, third = s.reqs
     assert first.finish_s == pytest.approx(0.03)
-    assert second.sent_s == pytest.approx(0.03) and second.queue_s == pytest.approx(0.0)
-    assert second.first_token_s - second.sent_s == pytest.approx(0.01)
-    assert third.sent_s == 0.5  # its own arrival time is later than turn 1's finish
+    assert second.arrival_s == pytest.approx(0.03) and second.queue_s == pytest.approx(0.0)
+    assert second.first_token_s - second.arrival_s == pytest.approx(0.01)
+    assert third.arrival_s == 0.5  # its own arrival time is later than turn 1's finish
     m = Metrics.from_run(s.reqs, s.trace)
     assert m.mean_queue_s == pytest.approx(0.0)
     assert m.mean_ttft_s == pytest.approx(0.01)
