@@ -25,8 +25,10 @@ import os
 from collections.abc import Iterator
 from typing import TextIO
 
+import numpy as np
+
 from pagedkv.errors import bad_value
-from pagedkv.workloads.trace_rows import PLAIN_KEYS, TraceBuilder, TraceRequests, plain_requests
+from pagedkv.workloads.trace_rows import NO_CONVERSATION, PLAIN_KEYS, TraceBuilder, TraceRequests
 
 FORMATS = ("jsonl", "csv", "sharegpt")
 _INT_COLUMNS = ("prompt_len", "output_len", "max_new_tokens", "turn")
@@ -168,3 +170,39 @@ def _cell(where: str, column: str, text: str) -> object:
 def _clip(text: str, n: int = 60) -> str:
     text = text.strip()
     return text if len(text) <= n else text[:n] + "..."
+
+
+def plain_requests(source: str, context_len: int | None, line: list[int], prompt: list[object],
+                   output: list[object], cap: list[object], arrival: list[object],
+                   ignore_eos: list[object]) -> TraceRequests | None:
+    """The requests of a file whose every row has only :data:`PLAIN_KEYS`, checked column by
+    column with numpy (a million rows in well under a second); None if any value is off,
+    and then :class:`TraceBuilder`, row by row, finds the first bad line and names it.
+
+    Args are the rows' values in file order (None where a row has no such key).
+    """
+    n = len(line)
+    if not n or not all(type(v) is int for col in (prompt, output) for v in col):
+        return None
+    if not all(type(v) is int or v is None for v in cap) or not all(
+            v is None or type(v) is bool for v in ignore_eos):
+        return None
+    p, o = np.asarray(prompt, dtype=np.int64), np.asarray(output, dtype=np.int64)
+    c = np.asarray([o_ if v is None else v for v, o_ in zip(cap, output, strict=True)], dtype=np.int64)
+    ok = (p >= 1).all() and (o >= 1).all() and (c >= o).all()
+    if context_len is not None:
+        ok = ok and bool((p + o <= context_len).all())
+    times = None
+    if arrival[0] is not None:
+        if not all(type(v) in (int, float) for v in arrival):
+            return None
+        times = np.asarray(arrival, dtype=np.float64)
+        ok = ok and bool(np.isfinite(times).all() and times[0] >= 0 and (np.diff(times) >= 0).all())
+    elif any(v is not None for v in arrival):
+        return None
+    if not ok:
+        return None
+    none = np.full(n, NO_CONVERSATION, dtype=np.int64)  # no conversation, no turn before
+    return TraceRequests(source, np.asarray(line, dtype=np.int64), p, o, c, times,
+                         np.asarray([v is True for v in ignore_eos], dtype=bool), none, none.copy(),
+                         np.zeros(n, dtype=np.int64), [])

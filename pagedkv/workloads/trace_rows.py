@@ -3,7 +3,9 @@
 Every reader (:mod:`pagedkv.workloads.trace_files` for JSON Lines and CSV,
 :mod:`pagedkv.workloads.sharegpt` for ShareGPT JSON) hands each request to
 :meth:`TraceBuilder.add` with where it came from (``"requests.csv line 7"``); a bad value is
-refused there with that place, the field, the value and the valid range. The result,
+refused there with that place, the field, the value and the valid range (a file of plain
+rows, lengths and times only, is first checked column by column with numpy, and read row by
+row only if that finds something to name). The result,
 :class:`TraceRequests`, keeps lengths and times as numpy columns (a million requests take
 tens of MB) and makes the scheduler's entries (:class:`TraceEntry`, the fields of
 :class:`~pagedkv.workloads.synthetic.RequestSpec`) one at a time (:meth:`TraceRequests.specs`).
@@ -269,38 +271,3 @@ class TraceBuilder:
             np.asarray(c["ignore_eos"], dtype=bool), i64["follows"], i64["conversation"],
             i64["turn"], list(self._conv_index), self.prompt_ids, self.output_ids, list(notes or []))
 
-
-def plain_requests(source: str, context_len: int | None, line: list[int], prompt: list[object],
-                   output: list[object], cap: list[object], arrival: list[object],
-                   ignore_eos: list[object]) -> TraceRequests | None:
-    """The requests of a file whose every row has only :data:`PLAIN_KEYS`, checked column by
-    column with numpy (a million rows in well under a second); None if any value is off,
-    and then :class:`TraceBuilder`, row by row, finds the first bad line and names it.
-
-    Args are the rows' values in file order (None where a row has no such key).
-    """
-    n = len(line)
-    if not n or not all(type(v) is int for col in (prompt, output) for v in col):
-        return None
-    if not all(type(v) is int or v is None for v in cap) or not all(
-            v is None or type(v) is bool for v in ignore_eos):
-        return None
-    p, o = np.asarray(prompt, dtype=np.int64), np.asarray(output, dtype=np.int64)
-    c = np.asarray([o_ if v is None else v for v, o_ in zip(cap, output, strict=True)], dtype=np.int64)
-    ok = (p >= 1).all() and (o >= 1).all() and (c >= o).all()
-    if context_len is not None:
-        ok = ok and bool((p + o <= context_len).all())
-    times = None
-    if arrival[0] is not None:
-        if not all(type(v) in (int, float) for v in arrival):
-            return None
-        times = np.asarray(arrival, dtype=np.float64)
-        ok = ok and bool(np.isfinite(times).all() and times[0] >= 0 and (np.diff(times) >= 0).all())
-    elif any(v is not None for v in arrival):
-        return None
-    if not ok:
-        return None
-    none = np.full(n, -1, dtype=np.int64)
-    return TraceRequests(source, np.asarray(line, dtype=np.int64), p, o, c, times,
-                         np.asarray([v is True for v in ignore_eos], dtype=bool), none, none.copy(),
-                         np.zeros(n, dtype=np.int64), [])
