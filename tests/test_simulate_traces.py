@@ -167,6 +167,9 @@ BAD = [
     (["--csv", "t.csv", "--sweep", "page_size=1,16"], {},
      "--csv='t.csv' is invalid; valid: only without --sweep"),
     (["--plot", "p.html"], {}, "--plot='p.html' is invalid; valid: only with --sweep"),
+    (["--trace", "t.jsonl", "--all-at-once", "--rate", "3"],
+     {"t.jsonl": '{"prompt_len": 5, "output_len": 2}\n'},
+     "--rate=3.0 is invalid; valid: omitted with --all-at-once"),
     (["--sweep", "colour=red"], {}, "valid: NAME=V1,V2,... with NAME one of mem_fraction_static"),
 ]
 

@@ -116,6 +116,8 @@ def check_args(args: argparse.Namespace) -> None:
         check_real("--weights-gib", args.weights_gib, 0.0, unit=" GiB")
     if args.mem_fraction_static is not None:
         check_fraction("mem_fraction_static", args.mem_fraction_static)
+    if args.all_at_once and args.rate is not None:
+        raise bad_value("--rate", args.rate, "omitted with --all-at-once (every request at t=0)")
     if args.sweep and args.csv:
         raise bad_value("--csv", args.csv, "only without --sweep (the per-request table is one run's)")
     if args.plot and not args.sweep:
