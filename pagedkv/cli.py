@@ -12,7 +12,7 @@ import os
 import sys
 from collections.abc import Sequence
 
-from pagedkv.errors import PagedKVError, bad_value
+from pagedkv.errors import PagedKVError, bad_value, check_real
 from pagedkv.gpus import GPU_PRESETS, get_gpu
 from pagedkv.managers.cli import add_simulate_parser
 from pagedkv.model import KV_DTYPE_BYTES, MODEL_PRESETS, load_model
@@ -57,7 +57,18 @@ def add_size_parser(subparsers: argparse._SubParsersAction) -> None:
 
 
 def plan_from_args(args: argparse.Namespace) -> KVPoolPlan:
-    """Turn parsed ``size`` arguments into a :class:`KVPoolPlan` (raises ConfigError)."""
+    """Turn parsed ``size`` arguments into a :class:`KVPoolPlan`.
+
+    Raises:
+        ConfigError: a memory reading that is NaN, infinite or negative, and everything
+            ``plan_pool`` refuses (a NaN or infinite ``mem_fraction_static`` included); each
+            names the flag, its value and the valid range.
+    """
+    for flag, low, strict in (("--free-before-gib", 0.0, True), ("--free-after-gib", 0.0, False),
+                              ("--weights-gib", 0.0, False)):
+        value = getattr(args, flag[2:].replace("-", "_"))
+        if value is not None:
+            check_real(flag, value, low, open_low=strict, unit=" GiB")
     model = load_model(args.model)
     gpu = get_gpu(args.gpu) if args.gpu else None
     measured = (args.free_before_gib, args.free_after_gib)
@@ -68,8 +79,6 @@ def plan_from_args(args: argparse.Namespace) -> KVPoolPlan:
     if measured[0] is not None and measured[1] > measured[0]:
         raise bad_value("--free-after-gib", measured[1],
                         f"at most --free-before-gib={measured[0]} (loading weights frees no memory)")
-    if args.weights_gib is not None and args.weights_gib < 0:
-        raise bad_value("--weights-gib", args.weights_gib, "GiB >= 0")
     return plan_pool(
         model,
         gpu=gpu,
@@ -118,6 +127,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     except PagedKVError as exc:
         print(f"pagedkv {args.command}: error: {exc}", file=sys.stderr)
         return 2
+    except KeyboardInterrupt:  # Ctrl-C outside a run's loop (a run reports its partial summary)
+        print(f"pagedkv {args.command}: interrupted", file=sys.stderr)
+        return 130
     except BrokenPipeError:  # the reader went away (``| head``): stop quietly, as cat does
         sys.stderr = open(os.devnull, "w")  # noqa: SIM115 - Python flushes stderr at exit
         return 0

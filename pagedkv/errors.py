@@ -7,6 +7,8 @@ from deep inside a tensor operation.
 
 from __future__ import annotations
 
+import math
+
 
 class PagedKVError(Exception):
     """Base class of every error pagedkv raises on purpose."""
@@ -45,3 +47,17 @@ def check_positive_int(name: str, value: object, minimum: int = 1) -> int:
     if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
         raise bad_value(name, value, f"an integer >= {minimum}")
     return value
+
+
+def check_real(name: str, value: object, low: float | None = None, *, open_low: bool = False,
+               unit: str = "") -> float:
+    """Return ``value`` as a float if it is finite (NaN and infinities are refused) and at
+    least ``low`` (more than ``low`` when ``open_low``), else raise :class:`ConfigError`."""
+    ok = (isinstance(value, (int, float)) and not isinstance(value, bool)
+          and math.isfinite(value))
+    if ok and low is not None:
+        ok = value > low if open_low else value >= low
+    if not ok:
+        bound = "" if low is None else f" {'>' if open_low else '>='} {low:g}"
+        raise bad_value(name, value, f"a finite number{bound}{unit}")
+    return float(value)

@@ -18,7 +18,7 @@ def test_wheel_holds_every_module_and_data_file(tmp_path):
                     "-w", str(tmp_path), str(source)], check=True, capture_output=True)
     names = set(zipfile.ZipFile(next(tmp_path.glob("pagedkv-*.whl"))).namelist())
     expected = {f"pagedkv/{p.relative_to(ROOT / 'pagedkv').as_posix()}"
-                for p in (ROOT / "pagedkv").rglob("*") if p.suffix in {".py", ".json"}}
+                for p in (ROOT / "pagedkv").rglob("*") if p.suffix in {".py", ".json", ".jsonl", ".csv"}}
     expected |= {f"pagedkv_widgets/{p.relative_to(ROOT / 'widgets').as_posix()}"
                  for p in (ROOT / "widgets").rglob("*") if p.suffix in {".py", ".js", ".css"}}
     missing = sorted(expected - names)

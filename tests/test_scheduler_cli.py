@@ -26,6 +26,15 @@ def test_json_metrics(capsys: pytest.CaptureFixture[str]) -> None:
     assert out["meta"]["max_total_num_tokens"] == 4000 and out["meta"]["page_size"] == 16
     assert out["meta"]["arrival_rate"] == 20.0
     assert out["metrics"]["num_requests"] == 30
+    assert len(out["requests"]) == out["summary"]["completed"] == 30
+    assert "modelled, not measured" in out["times"] and "RooflineStepTime" in out["step_time_model"]
+
+
+def test_workload_names_match_the_workloads() -> None:
+    from pagedkv.managers.cli import WORKLOAD_NAMES
+    from pagedkv.managers.cli_workload import WORKLOADS
+
+    assert tuple(WORKLOADS) == WORKLOAD_NAMES
 
 
 def test_log_lines_in_sglang_format(capsys: pytest.CaptureFixture[str]) -> None:
@@ -36,7 +45,7 @@ def test_log_lines_in_sglang_format(capsys: pytest.CaptureFixture[str]) -> None:
     assert "Prefill batch, #new-seq: " in out and "Decode batch, #running-req: " in out
     assert "KV cache pool is full. Retract requests. #retracted_reqs: " in out
     assert "#new_tokens_gained: " in out and "cuda graph: " in out
-    assert "num_retractions: " in out
+    assert "retractions: " in out and "requests retracted" in out
 
 
 @pytest.mark.parametrize(("argv", "message"), [

@@ -3,8 +3,11 @@
 Modules, bottom-up: ``config`` (constants, policies, the SGLang release followed), ``req``
 (one request), ``schedule_batch`` (the running batch, ``retract_decode``),
 ``schedule_policy`` (``PrefillAdder``), ``trace``, ``scheduler_prefill`` and
-``scheduler_decode`` (the two halves of a step), ``scheduler`` (the loop), ``metrics``,
-``simulation`` (``simulate``: pool sizing plus a run) and ``cli``. The step-time model is
+``scheduler_decode`` (the two halves of a step), ``scheduler`` (the loop), ``trace_summary``
+(totals instead of rows, for long runs), ``metrics`` and ``request_metrics`` (per request),
+``simulation`` (``simulate``: pool sizing plus a run), ``trace_run`` (a long run with progress
+and Ctrl-C) and the ``pagedkv simulate`` command (``cli``, ``cli_workload``, ``cli_run``,
+``cli_output``, ``sweep``, ``sweep_plot``). The step-time model is
 ``pagedkv.model_executor.sim_executor``; the book's analyses are in ``pagedkv.lessons``.
 """
 

@@ -1,74 +1,39 @@
 """``pagedkv simulate``: run the scheduler simulator from the command line.
 
 ``pagedkv.cli`` registers it with :func:`add_simulate_parser`; :func:`run_simulate` does the
-work. Bad input raises :class:`~pagedkv.errors.ConfigError` naming the parameter, its value
-and the valid range (the top-level CLI prints it and exits with status 2).
+work: a built-in workload or a trace file (:mod:`pagedkv.managers.cli_workload`), one run
+or a sweep of settings (:mod:`pagedkv.managers.sweep`), reported as text, one JSON object
+or a per-request CSV file (:mod:`pagedkv.managers.cli_output`). Bad input raises
+:class:`~pagedkv.errors.ConfigError` naming the parameter, its value and the valid range
+(the top-level CLI prints it and exits with status 2). The heavy modules (the scheduler
+imports torch) are imported inside :func:`run_simulate`, so that ``pagedkv size`` starts
+fast.
 """
 
 from __future__ import annotations
 
 import argparse
-import json
-from collections.abc import Callable
+from typing import Any
 
-from pagedkv.errors import bad_value, check_positive_int
+from pagedkv.errors import bad_value, check_fraction, check_positive_int, check_real
 from pagedkv.gpus import GPU_PRESETS
 from pagedkv.managers.config import Policy
 from pagedkv.model import MODEL_PRESETS
 from pagedkv.units import gib
-from pagedkv.workloads.cases import LONG_ANSWERS
-from pagedkv.workloads.prefix import as_specs, multi_turn, with_system_prompt
-from pagedkv.workloads.synthetic import RequestSpec, fixed, sharegpt_like, uniform
 
-
-def _long_workload(n: int, rate: float | None, seed: int) -> list[RequestSpec]:
-    """The traffic of the book's running case (chapters 4, 5 and 7)."""
-    return LONG_ANSWERS.workload(rate, seed, n)
-
-
-def _system_prompt(n: int, rate: float | None, seed: int) -> list[RequestSpec]:
-    """ShareGPT-like requests behind one 1,000-token system prompt."""
-    return with_system_prompt(sharegpt_like(n, rate=rate, seed=seed), 1000, seed)
-
-
-def _few_shot(n: int, rate: float | None, seed: int) -> list[RequestSpec]:
-    """Short questions behind the same 2,000 tokens of worked examples, short answers."""
-    return with_system_prompt(uniform(n, (20, 80), (5, 60), 64, rate=rate, seed=seed), 2000, seed)
-
-
-def _chat(n: int, rate: float | None, seed: int) -> list[RequestSpec]:
-    """Conversations of 4 turns after a 300-token system prompt; each turn resends the
-    conversation so far and arrives when the turn before it has answered."""
-    convs = max(1, -(-n // 4))
-    reqs = multi_turn(convs, 4, (20, 200), (20, 400), system_len=300, seed=seed)[:n]
-    return as_specs(reqs, max_new_tokens=512, rate=rate, seed=seed)
-
-
-WORKLOADS: dict[str, Callable[[int, float | None, int], list[RequestSpec]]] = {
-    "sharegpt": lambda n, rate, seed: sharegpt_like(n, rate=rate, seed=seed),
-    "uniform": lambda n, rate, seed: uniform(n, (32, 1024), (32, 1024), 1024, rate=rate,
-                                             seed=seed),
-    "fixed": lambda n, rate, seed: fixed(n, 512, 256, rate=rate, seed=seed),
-    "long": _long_workload,
-    "system-prompt": _system_prompt,
-    "few-shot": _few_shot,
-    "chat": _chat,
-}
-"""Workloads by name: ShareGPT-like (max_new_tokens 2048), uniform 32-1024 prompt and output
-tokens (max_new_tokens 1024), fixed 512-token prompts with 256-token outputs, long:
-~386-token prompts with log-normal outputs (median 2,340, at most 10,540 tokens,
-max_new_tokens = output), the traffic of the book's running case; and three with
-shared prefixes for the radix cache: ShareGPT-like behind a 1,000-token system prompt,
-few-shot (2,000 shared tokens, short questions and answers) and multi-turn chat."""
+# the keys of cli_workload.WORKLOADS, named here so that --help needs no workload module
+WORKLOAD_NAMES = ("sharegpt", "uniform", "fixed", "long", "system-prompt", "few-shot", "chat")
+EXIT_INTERRUPTED = 130  # 128 + SIGINT, the shell's convention for Ctrl-C
 
 
 def add_simulate_parser(subparsers: argparse._SubParsersAction) -> None:
     """Register ``pagedkv simulate`` on the top-level CLI's subparsers."""
     p = subparsers.add_parser(
         "simulate",
-        help="simulate SGLang's scheduler (admission, new_token_ratio, retraction)",
+        help="simulate SGLang's scheduler on a workload or your own trace",
         description="Size the pool SGLang would build for MODEL on GPU, then simulate its "
-        "scheduler over a seeded workload and print the metrics. Times are a roofline model "
+        "scheduler over a built-in workload or a trace file and print per-request latency "
+        "percentiles, throughput, retractions and prefix reuse. Times are a roofline model "
         "of the GPU (weights and KV read at peak bandwidth, prefill at peak FLOP/s), not "
         "measurements.",
     )
@@ -85,11 +50,6 @@ def add_simulate_parser(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--tp", type=int, default=1, help="attention tensor-parallel size (default 1)")
     p.add_argument("--weights-gib", type=float, metavar="GIB",
                    help="weights per GPU in GiB, overriding the estimate (quantized models)")
-    p.add_argument("--rate", type=float, metavar="REQ_PER_S",
-                   help="Poisson arrival rate in requests/s (default: all arrive at t=0)")
-    p.add_argument("--num-requests", type=int, default=1000, help="requests (default 1000)")
-    p.add_argument("--workload", default="sharegpt",
-                   help=f"request lengths: {', '.join(WORKLOADS)} (default sharegpt)")
     p.add_argument("--policy", default=Policy.SGLANG.value,
                    help=f"admission policy: {', '.join(x.value for x in Policy)} (default sglang)")
     p.add_argument("--disable-radix-cache", action="store_true",
@@ -98,56 +58,102 @@ def add_simulate_parser(subparsers: argparse._SubParsersAction) -> None:
                    help="the SGLang release whose scheduler is followed (default 0.5.23)")
     p.add_argument("--schedule-conservativeness", type=float, default=1.0, metavar="C",
                    help="scales the initial new_token_ratio, 0.7 x C capped at 1 (default 1.0)")
-    p.add_argument("--seed", type=int, default=0, help="workload seed (default 0)")
-    p.add_argument("--log", action="store_true",
-                   help="print SGLang-format log lines (prefill, decode, retraction) first")
-    p.add_argument("--json", action="store_true", help="print one JSON object")
+    g = p.add_argument_group("requests")
+    g.add_argument("--trace", metavar="FILE",
+                   help="your requests: JSON Lines, CSV or ShareGPT JSON (see README)")
+    g.add_argument("--trace-format", choices=("jsonl", "csv", "sharegpt"),
+                   help="the trace's format (default: from the file name and first character)")
+    g.add_argument("--tokenizer", metavar="DIR",
+                   help="ShareGPT: a local Hugging Face tokenizer folder to count tokens "
+                   "(default: the --model folder if it has one, else an estimate)")
+    g.add_argument("--chars-per-token", type=float, default=4.0, metavar="C",
+                   help="ShareGPT without a tokenizer: characters per token (default 4)")
+    g.add_argument("--sharegpt-turns", choices=("all", "first"), default="all",
+                   help="ShareGPT: every turn of a conversation, or only the first as SGLang's "
+                   "bench_serving (default all)")
+    g.add_argument("--workload", default="sharegpt",
+                   help=f"without --trace: {', '.join(WORKLOAD_NAMES)} (default sharegpt)")
+    g.add_argument("--num-requests", type=int, metavar="N",
+                   help="requests of a built-in workload (default 1000); with --trace, the "
+                   "first N (default all)")
+    g.add_argument("--rate", type=float, metavar="REQ_PER_S",
+                   help="Poisson arrivals in requests/s (default: a trace's own arrival_s, "
+                   "else all at t=0)")
+    g.add_argument("--all-at-once", action="store_true",
+                   help="with --trace: every request arrives at t=0, whatever the file says")
+    g.add_argument("--seed", type=int, default=0, help="seed of workloads and arrivals (>= 0, default 0)")
+    o = p.add_argument_group("output")
+    o.add_argument("--json", action="store_true",
+                   help="print one JSON object (with the per-request rows unless --sweep)")
+    o.add_argument("--csv", metavar="FILE", help="write the per-request table to FILE")
+    o.add_argument("--sweep", action="append", metavar="NAME=V1,V2", default=[],
+                   help="run every value of a setting on the same requests and print one table; "
+                   "NAME: mem_fraction_static, page_size, radix_cache (on/off), policy, "
+                   "sglang_version, max_total_tokens, schedule_conservativeness, "
+                   "chunked_prefill_size; repeat for every combination")
+    o.add_argument("--plot", metavar="FILE.html",
+                   help="with --sweep: the table as bar charts in a self-contained HTML file")
+    o.add_argument("--log", action="store_true",
+                   help="print SGLang-format log lines (prefill, decode, retraction) as they happen")
+    o.add_argument("--quiet", action="store_true", help="no progress bar")
     p.set_defaults(func=run_simulate)
 
 
-def run_simulate(args: argparse.Namespace) -> int:
-    """``pagedkv simulate``: build the workload, simulate, print metrics; return 0.
+def check_args(args: argparse.Namespace) -> None:
+    """Every number in range (NaN and infinities refused) and the flags consistent.
 
     Raises:
-        ConfigError: unknown workload, policy, model or GPU; a count, rate or fraction out of
-            range (the message names the parameter, the value and the valid range).
+        ConfigError: naming the flag, its value and the valid range.
+    """
+    if args.num_requests is not None:
+        check_positive_int("num_requests", args.num_requests)
+    check_positive_int("--seed", args.seed, minimum=0)
+    if args.rate is not None:
+        check_real("--rate", args.rate, 0.0, open_low=True, unit=" requests/s (omit for all at t=0)")
+    check_real("--schedule-conservativeness", args.schedule_conservativeness, 0.0, open_low=True)
+    check_real("--chars-per-token", args.chars_per_token, 0.0, open_low=True)
+    if args.weights_gib is not None:
+        check_real("--weights-gib", args.weights_gib, 0.0, unit=" GiB")
+    if args.mem_fraction_static is not None:
+        check_fraction("mem_fraction_static", args.mem_fraction_static)
+    if args.all_at_once and args.rate is not None:
+        raise bad_value("--rate", args.rate, "omitted with --all-at-once (every request at t=0)")
+    if args.sweep and args.csv:
+        raise bad_value("--csv", args.csv, "only without --sweep (the per-request table is one run's)")
+    if args.plot and not args.sweep:
+        raise bad_value("--plot", args.plot, "only with --sweep")
+
+
+def setup_options(args: argparse.Namespace, override: dict[str, object] | None = None) -> dict[str, Any]:
+    """``prepare``'s keyword arguments from the flags, with a sweep setting's values over them."""
+    opts: dict[str, Any] = {
+        "model": args.model, "gpu": args.gpu, "mem_fraction_static": args.mem_fraction_static,
+        "page_size": args.page_size, "policy": args.policy, "max_total_tokens": args.max_total_tokens,
+        "tp": args.tp, "weights_bytes": None if args.weights_gib is None else gib(args.weights_gib),
+        "arrival_rate": args.rate, "radix_cache": not args.disable_radix_cache,
+        "sglang_version": args.sglang_version,
+        "schedule_conservativeness": args.schedule_conservativeness,
+    }
+    opts.update(override or {})
+    if opts["sglang_version"] not in ("0.5.23", "0.5.9"):
+        raise bad_value("sglang_version", opts["sglang_version"], "0.5.23, 0.5.9")
+    return opts
+
+
+def run_simulate(args: argparse.Namespace) -> int:
+    """``pagedkv simulate``: build the requests, run (or sweep), report; return the exit
+    status (0, or 130 after Ctrl-C with the partial report printed).
+
+    Raises:
+        ConfigError: an unknown workload, policy, model or GPU; a number out of range; a bad
+            trace file (see :func:`pagedkv.workloads.trace_files.load_trace`).
         NotEnoughMemoryError: the weights leave no room for a pool.
     """
-    if args.workload not in WORKLOADS:
-        raise bad_value("workload", args.workload, ", ".join(WORKLOADS))
-    check_positive_int("num_requests", args.num_requests)
-    if args.rate is not None and not args.rate > 0:
-        raise bad_value("rate", args.rate, "requests per second > 0 (omit for all at t=0)")
-    if not args.schedule_conservativeness > 0:
-        raise bad_value("schedule_conservativeness", args.schedule_conservativeness, "a number > 0")
-    if args.weights_gib is not None and args.weights_gib < 0:
-        raise bad_value("--weights-gib", args.weights_gib, "GiB >= 0")
-    # Imported here, not at the top: the simulator's pools import torch, which would add
-    # about a second to every ``pagedkv`` start-up, ``pagedkv size`` included.
-    from pagedkv.managers.simulation import simulate
+    check_args(args)
+    from pagedkv.managers.cli_workload import build_workload
 
-    specs = WORKLOADS[args.workload](args.num_requests, args.rate, args.seed)
-    res = simulate(specs, model=args.model, gpu=args.gpu,
-                   mem_fraction_static=args.mem_fraction_static, page_size=args.page_size,
-                   policy=args.policy, max_total_tokens=args.max_total_tokens, tp=args.tp,
-                   weights_bytes=None if args.weights_gib is None else gib(args.weights_gib),
-                   arrival_rate=args.rate, radix_cache=not args.disable_radix_cache,
-                   sglang_version=args.sglang_version,
-                   schedule_conservativeness=args.schedule_conservativeness)
-    meta = res.trace.meta.to_dict()
-    if args.json:
-        out: dict[str, object] = {"meta": meta, "metrics": res.metrics.as_dict()}
-        if args.log:
-            out["log"] = res.trace.log
-        print(json.dumps(out, indent=2))
-        return 0
-    if args.log:
-        print("\n".join(res.trace.log))
-    cache = "on" if meta["radix_cache"] else "off"
-    print(f"{meta['model']} on {meta['gpu']}: pool {meta['max_total_num_tokens']:,} tokens "
-          f"(page_size {meta['page_size']}, mem_fraction_static {meta['mem_fraction_static']}), "
-          f"SGLang {meta['sglang_version']} scheduler, radix cache {cache}, policy "
-          f"{meta['policy']}, {args.num_requests} {args.workload} requests")
-    for key, value in res.metrics.as_dict().items():
-        print(f"{key}: {value:,.4g}" if isinstance(value, float) else f"{key}: {value:,}")
-    return 0
+    workload = build_workload(args)
+    from pagedkv.managers.cli_run import run_single, run_sweep
+
+    return run_sweep(args, workload) if args.sweep else run_single(args, workload)
+

@@ -13,6 +13,7 @@ import numpy as np
 
 from pagedkv.managers.req import Req
 from pagedkv.managers.trace import Trace
+from pagedkv.managers.trace_summary import SummaryTrace
 
 
 @dataclass(frozen=True)
@@ -35,7 +36,9 @@ class Metrics:
             the re-prefills found in the radix cache).
         mean_queue_s, p50_queue_s, p99_queue_s: time spent in the waiting queue per request,
             arrival to first admission plus every wait after a retraction.
-        mean_ttft_s: arrival to first token. mean_latency_s: arrival to finish.
+        mean_ttft_s: arrival to first token. mean_latency_s: arrival to finish. A later
+            turn of a conversation arrives no earlier than the turn before it finished
+            (``Req.arrival_s``).
         peak_tokens_used: most KV slots holding tokens at once.
         peak_usage: the most of the pool in use at once, as SGLang's ``token usage`` counts it:
             ``(max_total_num_tokens - available - evictable) / max_total_num_tokens`` (cached
@@ -66,43 +69,40 @@ class Metrics:
     mean_usage: float
 
     @classmethod
-    def from_run(cls, reqs: Sequence[Req], trace: Trace) -> Metrics:
-        """Compute the metrics of a finished run from its requests and trace."""
-        cols = trace.steps
-        kind = np.asarray(cols["kind"])
-        busy = kind != "idle"
+    def from_run(cls, reqs: Sequence[Req], trace: Trace | SummaryTrace) -> Metrics:
+        """Compute the metrics of a finished run from its requests and trace (either kind:
+        both give the same :class:`~pagedkv.managers.trace.StepTotals`)."""
+        t = trace.totals()
         pool = max(trace.meta.max_total_num_tokens, 1)
-        used = (pool - np.asarray(cols["tokens_free"], dtype=np.int64)
-                - np.asarray(cols["tokens_evictable"], dtype=np.int64))
         queue = np.asarray([r.queue_s for r in reqs]) if reqs else np.zeros(1)
         arrival = np.asarray([r.arrival_s for r in reqs]) if reqs else np.zeros(1)
         first = np.asarray([r.first_token_s for r in reqs], dtype=float) if reqs else arrival
         finish = np.asarray([r.finish_s for r in reqs], dtype=float) if reqs else arrival
         output = sum(r.generated for r in reqs)
-        work_steps = int(busy.sum())
+        work_steps = t.num_prefill_steps + t.num_decode_steps
         duration = float(finish.max()) if reqs else 0.0
         return cls(
             num_requests=len(reqs),
-            num_steps=len(kind),
-            num_prefill_steps=int((kind == "prefill").sum()),
-            num_decode_steps=int((kind == "decode").sum()),
-            num_idle_steps=int((~busy).sum()),
-            request_steps=output + len(trace.events_of("chunk")),
+            num_steps=t.num_steps,
+            num_prefill_steps=t.num_prefill_steps,
+            num_decode_steps=t.num_decode_steps,
+            num_idle_steps=t.num_idle_steps,
+            request_steps=output + t.chunk_events,
             output_tokens=output,
             duration_s=duration,
             tokens_per_step=output / work_steps if work_steps else 0.0,
             output_tokens_per_s=output / duration if duration > 0 else 0.0,
             num_retractions=sum(r.num_retractions for r in reqs),
-            retraction_events=sum(line.startswith("KV cache pool is full") for line in trace.log),
+            retraction_events=t.retraction_events,
             recomputed_tokens=sum(r.recomputed_tokens for r in reqs),
             mean_queue_s=float(queue.mean()),
             p50_queue_s=float(np.percentile(queue, 50)),
             p99_queue_s=float(np.percentile(queue, 99)),
             mean_ttft_s=float((first - arrival).mean()),
             mean_latency_s=float((finish - arrival).mean()),
-            peak_tokens_used=max(cols["tokens_used"], default=0),
-            peak_usage=float(used.max() / pool) if len(used) else 0.0,
-            mean_usage=float(used[busy].mean() / pool) if work_steps else 0.0,
+            peak_tokens_used=t.peak_tokens_used,
+            peak_usage=t.peak_in_use / pool,
+            mean_usage=t.busy_in_use_sum / work_steps / pool if work_steps else 0.0,
         )
 
     def as_dict(self) -> dict[str, float | int]:

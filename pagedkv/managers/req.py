@@ -54,7 +54,10 @@ class Req:
         output_len: tokens it generates before it stops (EOS), known to the simulator only;
             None for a real model, which stops on EOS or ``max_new_tokens``.
         max_new_tokens: the client's cap (SGLang clamps it at arrival to what fits).
-        arrival_s: arrival time, seconds.
+        arrival_s: when it reached the server, seconds: the workload's arrival time, or for
+            a later turn of a conversation, when the turn before it finished if that is later
+            (the client sends the next turn only once it has the answer; the scheduler sets
+            it then). Latencies count from here.
         ignore_eos: the client asked to ignore EOS (admission treats it differently).
         input_ids: int64 ``[prompt_len]`` prompt tokens, or None (made-up ids).
         output_ids: the output tokens when known (workload-given, or sampled by a real
@@ -78,7 +81,8 @@ class Req:
             prefills (SGLang's ``#cached-token`` summed for this request).
         kept_at_retract: tokens of its KV the tree kept at its latest retraction (its cached
             prompt prefix).
-        queue_s: total seconds in the waiting queue (arrival and every retraction).
+        queue_s: total seconds in the waiting queue (from arrival, and after every
+            retraction).
     """
 
     rid: int
@@ -109,6 +113,11 @@ class Req:
     queue_s: float = 0.0
     enqueued_s: float = field(default=0.0, repr=False)
     admitted_before: bool = field(default=False, repr=False)
+    # the slots of the prefix matched for the next prefill (set by the scheduler, used once).
+    # Every attribute is set in __init__: CPython shares one key table among instances only
+    # while they all have the same (few enough) attributes; one set later, or a 30th, gives
+    # each Req its own 1.6 KB dict instead of 0.3 KB (1.3 GB over a million requests).
+    _prefix_slots: Any = field(default=None, init=False, repr=False)
 
     def __post_init__(self) -> None:
         check_positive_int("prompt_len", self.prompt_len)
@@ -123,6 +132,7 @@ class Req:
         if self.input_ids is not None and len(self.input_ids) != self.prompt_len:
             raise bad_value("len(input_ids)", len(self.input_ids), f"prompt_len={self.prompt_len}")
         self.enqueued_s = self.arrival_s
+        self._prefix_slots = None
 
     @classmethod
     def from_spec(cls, rid: int, spec: RequestLike) -> Req:

@@ -42,6 +42,7 @@ from pagedkv.managers.scheduler_metrics import SchedulerMetricsMixin
 from pagedkv.managers.scheduler_prefill import SchedulerPrefillMixin
 from pagedkv.managers.scheduler_runtime_checker import SchedulerRuntimeCheckerMixin
 from pagedkv.managers.trace import Trace, TraceMeta
+from pagedkv.managers.trace_summary import SummaryTrace
 from pagedkv.mem_cache.allocator import ceil_to_page, make_allocator
 from pagedkv.mem_cache.chunk_cache import ChunkCache
 from pagedkv.mem_cache.memory_pool import ReqToTokenPool
@@ -81,10 +82,14 @@ class Scheduler(SchedulerPrefillMixin, SchedulerDecodeMixin, SchedulerMetricsMix
             visualizer replays at card scale).
         fast_forward: take decode steps between events together (simulator only; the trace
             is the same either way).
+        trace: where the run is recorded (default: a new :class:`Trace` over ``meta``); a
+            :class:`~pagedkv.managers.trace_summary.SummaryTrace` keeps totals only, for runs
+            too long to keep every step (the scheduler's steps are the same either way).
 
     Raises:
         ConfigError: a size out of range; a prompt longer than SGLang serves
-            (``max_req_input_len``); a ``follows`` that does not name an earlier request.
+            (``max_req_input_len``); a ``follows`` that does not name an earlier request;
+            page tables asked of a trace that keeps none.
     """
 
     def __init__(self, requests: Sequence[RequestLike], *, max_total_num_tokens: int,
@@ -92,7 +97,8 @@ class Scheduler(SchedulerPrefillMixin, SchedulerDecodeMixin, SchedulerMetricsMix
                  radix_cache: bool = True, context_len: int | None = None,
                  executor: Executor | None = None, step_time: StepTime | None = None,
                  meta: TraceMeta | None = None, record_page_tables: bool = False,
-                 record_pages: bool = False, fast_forward: bool = True) -> None:
+                 record_pages: bool = False, fast_forward: bool = True,
+                 trace: Trace | SummaryTrace | None = None) -> None:
         self.page_size = p = check_positive_int("page_size", page_size)
         self.config = cfg = config or SchedulerConfig()
         self.max_total_num_tokens = check_positive_int("max_total_num_tokens",
@@ -118,11 +124,19 @@ class Scheduler(SchedulerPrefillMixin, SchedulerDecodeMixin, SchedulerMetricsMix
         self.eos_token_ids = frozenset(getattr(self.executor, "eos_token_ids", ()) or ())
         self.fast_forward = fast_forward and not self.real_tokens
         self.record_pages = record_page_tables or record_pages  # no fast-forward windows then
-        self.trace = Trace(meta or TraceMeta(max_total_num_tokens, p, policy=cfg.policy.value,
-                                             sglang_version=cfg.sglang_version,
-                                             radix_cache=radix_cache),
-                           record_page_tables,
-                           PageRecorder(max_total_num_tokens // p) if record_pages else None)
+        if trace is not None and record_page_tables and trace.page_tables is None:
+            raise bad_value("trace", type(trace).__name__, "a Trace with page tables when "
+                            "record_page_tables=True")
+        if trace is not None and record_pages and getattr(trace, "page_events", None) is None:
+            raise bad_value("trace", type(trace).__name__, "a Trace with page events when "
+                            "record_pages=True")
+        if trace is None:
+            trace = Trace(meta or TraceMeta(max_total_num_tokens, p, policy=cfg.policy.value,
+                                            sglang_version=cfg.sglang_version,
+                                            radix_cache=radix_cache),
+                          record_page_tables,
+                          PageRecorder(max_total_num_tokens // p) if record_pages else None)
+        self.trace = trace
         self._arrivals = [(r.arrival_s, r.rid) for r in self.reqs if r.follows is None]
         heapq.heapify(self._arrivals)
         self._followers: dict[int, list[Req]] = {}
@@ -281,8 +295,9 @@ class Scheduler(SchedulerPrefillMixin, SchedulerDecodeMixin, SchedulerMetricsMix
         self.num_finished += 1
         self.trace.event(self.num_steps, "abort" if req.finish_reason == "abort" else "finish",
                          req.rid, {"output_len": req.generated})
-        for nxt in self._followers.pop(req.rid, ()):
-            heapq.heappush(self._arrivals, (max(nxt.arrival_s, self.clock), nxt.rid))
+        for nxt in self._followers.pop(req.rid, ()):  # sent now, or at its own time if later
+            nxt.arrival_s = nxt.enqueued_s = max(nxt.arrival_s, self.clock)
+            heapq.heappush(self._arrivals, (nxt.arrival_s, nxt.rid))
 
     def on_retract(self, req: Req) -> None:
         """``req`` was retracted: it waits at the back of the queue, its output kept."""

@@ -176,8 +176,9 @@ class SchedulerDecodeMixin:
             free = available - int(cum[j])
             if self.num_decode_steps % cfg.decode_log_interval == 0:  # evictable is constant here
                 self.log_decode(size, self.max_total_num_tokens - free - self.tree_cache.evictable_size())
-            reserved = running_reservation(cfg, p, self.new_token_ratio, b.prompt_len,
-                                           b.max_new_tokens, gen0 + j + 1, kv0 + j + 1, b.ignore_eos)
+            reserved = (running_reservation(cfg, p, self.new_token_ratio, b.prompt_len,
+                                            b.max_new_tokens, gen0 + j + 1, kv0 + j + 1, b.ignore_eos)
+                        if self.trace.records_steps else 0.0)
             self.record_row("decode", kv_sum + (j + 1) * size, reserved, free, size)
             self.num_steps += 1
         b.decode_many(k)

@@ -59,10 +59,11 @@ class SchedulerMetricsMixin:
                                            f"{rate:.2f}, #queue-req: {len(self.waiting)}")
 
     def record(self, kind: str) -> None:
-        """Append this step's row (and page tables) to the trace."""
+        """Append this step's row (and page tables) to the trace. ``tokens_reserved`` is
+        worked out only for a trace that keeps rows (a summary trace does not read it)."""
         live = int((~self.running.finished).sum()) + (self.chunked_req is not None)
-        self.record_row(kind, self.tokens_used, self.tokens_reserved,
-                        self.allocator.available_size(), live)
+        reserved = self.tokens_reserved if self.trace.records_steps else 0.0
+        self.record_row(kind, self.tokens_used, reserved, self.allocator.available_size(), live)
         if self.trace.page_tables is not None:
             self.trace.page_tables.append(self._page_tables())
         if self.trace.page_events is not None:

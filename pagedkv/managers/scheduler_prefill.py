@@ -131,6 +131,7 @@ class SchedulerPrefillMixin:
             self.waiting_tokens -= req.fill_len
             req.req_pool_idx = self.req_to_token_pool.alloc(1)[0]
             table[req.req_pool_idx, :req.prefix_len] = req._prefix_slots
+            req._prefix_slots = None  # used once; kept, a million finished requests would hold a tensor each
             req.queue_s += start - req.enqueued_s
             req.cached_tokens += req.prefix_len
             if req.first_admit_s is None:

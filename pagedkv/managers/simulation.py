@@ -1,10 +1,12 @@
 """``simulate``: size the pool as SGLang would for a model on a GPU, then run the scheduler
-with the simulated executor."""
+with the simulated executor. :func:`prepare` does the first half alone, for callers that
+drive the scheduler step by step (``pagedkv simulate`` on a trace file)."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from pagedkv.gpus import GPUSpec, get_gpu
 from pagedkv.managers.config import DEFAULT_SGLANG_VERSION, Policy, SchedulerConfig
@@ -12,6 +14,7 @@ from pagedkv.managers.metrics import Metrics
 from pagedkv.managers.req import Req, RequestLike
 from pagedkv.managers.scheduler import Scheduler
 from pagedkv.managers.trace import Trace, TraceMeta
+from pagedkv.managers.trace_summary import SummaryTrace
 from pagedkv.model import ModelSpec, load_model
 from pagedkv.model_executor.sim_executor import RooflineStepTime
 from pagedkv.sizing import KVPoolPlan, gpu_memory_defaults, plan_pool
@@ -36,8 +39,41 @@ class SimResult:
     config: SchedulerConfig
 
 
-def simulate(
-    requests: Sequence[RequestLike],
+@dataclass(frozen=True)
+class SimSetup:
+    """Everything a simulated run needs but the requests: the pool, the scheduler's
+    constants, the trace's ``meta`` and the step-time model.
+
+    Attributes:
+        plan: the KV pool SGLang would build.
+        config: the scheduler constants.
+        meta: the trace's ``meta`` block.
+        step_time: the roofline step-time model (modelled seconds, not measured).
+        radix_cache: the prefix cache on or off.
+        context_len: the model's context length, tokens.
+    """
+
+    plan: KVPoolPlan
+    config: SchedulerConfig
+    meta: TraceMeta
+    step_time: RooflineStepTime
+    radix_cache: bool
+    context_len: int
+
+    def scheduler(self, requests: Iterable[RequestLike], *, record_page_tables: bool = False,
+                  record_pages: bool = False,
+                  trace: Trace | SummaryTrace | None = None) -> Scheduler:
+        """A :class:`Scheduler` over ``requests`` on this pool (``trace`` default: a full
+        :class:`Trace`)."""
+        return Scheduler(requests, max_total_num_tokens=self.plan.max_total_num_tokens,
+                         page_size=self.meta.page_size, config=self.config,
+                         radix_cache=self.radix_cache, context_len=self.context_len,
+                         step_time=self.step_time, meta=self.meta,
+                         record_page_tables=record_page_tables, record_pages=record_pages,
+                         trace=trace)
+
+
+def prepare(
     *,
     model: str | ModelSpec = "llama-3-8b",
     gpu: str | GPUSpec = "h100-sxm-80gb",
@@ -50,14 +86,12 @@ def simulate(
     tp: int = 1,
     weights_bytes: int | None = None,
     arrival_rate: float | None = None,
-    record_page_tables: bool = False,
-    record_pages: bool = False,
     **scheduler_options: object,
-) -> SimResult:
-    """Run SGLang's scheduler over ``requests`` on the pool SGLang would build.
+) -> SimSetup:
+    """Size the pool SGLang would build and fix the scheduler's constants (what
+    :func:`simulate` does before it runs).
 
     Args:
-        requests: workload entries (``pagedkv.workloads.synthetic.RequestSpec`` or alike), any order.
         model: preset name, ``config.json`` path or a :class:`ModelSpec`.
         gpu: preset name or a :class:`GPUSpec`.
         mem_fraction_static: default SGLang's for the GPU.
@@ -70,23 +104,19 @@ def simulate(
         tp: attention tensor-parallel size; the pool is one GPU's (see ``plan_pool``).
         weights_bytes: weights per GPU, overriding the estimate (quantized models).
         arrival_rate: requests/s the workload was drawn at, recorded in the trace only.
-        record_page_tables: keep every step's page tables (small pools only).
-        record_pages: record every page's owner changes (the visualizer's page events).
         scheduler_options: any :class:`SchedulerConfig` field, e.g.
             ``schedule_conservativeness=0.5``; ``chunked_prefill_size`` defaults by GPU
             memory and ``max_running_requests`` to the pool's, as in SGLang.
 
-    Returns:
-        :class:`SimResult`; times are modeled by :class:`RooflineStepTime`.
     Raises:
-        ConfigError: unknown preset, parameter out of range, a request larger than the pool.
+        ConfigError: unknown preset, parameter out of range.
         NotEnoughMemoryError: the weights leave no room for a pool.
     """
     spec = model if isinstance(model, ModelSpec) else load_model(model)
     card = gpu if isinstance(gpu, GPUSpec) else get_gpu(gpu)
     plan = plan_pool(spec, gpu=card, mem_fraction_static=mem_fraction_static, tp=tp,
                      page_size=page_size, max_total_tokens=max_total_tokens,
-                     weights_bytes=weights_bytes)
+                     weights_bytes=weights_bytes, sglang_version=sglang_version)
     chunk, graph_bs = gpu_memory_defaults(card.memory_mib, tp, sglang_version)
     options: dict[str, object] = {
         "chunked_prefill_size": chunk,
@@ -105,9 +135,29 @@ def simulate(
         weights_bytes=plan.weights_bytes, arrival_rate=arrival_rate)
     step_time = RooflineStepTime(plan.weights_bytes, spec.num_params, plan.cell_size,
                                  card.hbm_bandwidth, card.bf16_flops)
-    sched = Scheduler(requests, max_total_num_tokens=plan.max_total_num_tokens,
-                      page_size=page_size, config=config, radix_cache=radix_cache,
-                      context_len=spec.context_len, step_time=step_time, meta=meta,
-                      record_page_tables=record_page_tables, record_pages=record_pages)
+    return SimSetup(plan, config, meta, step_time, radix_cache, spec.context_len)
+
+
+def simulate(requests: Sequence[RequestLike], *, record_page_tables: bool = False,
+             record_pages: bool = False, **options: Any) -> SimResult:
+    """Run SGLang's scheduler over ``requests`` on the pool SGLang would build.
+
+    Args:
+        requests: workload entries (``pagedkv.workloads.synthetic.RequestSpec`` or alike), any order.
+        record_page_tables: keep every step's page tables (small pools only).
+        record_pages: record every page's owner changes (the visualizer's page events).
+        options: :func:`prepare`'s keyword arguments (``model``, ``gpu``, ``page_size``,
+            ``policy``, ``radix_cache``, ... and any :class:`SchedulerConfig` field).
+
+    Returns:
+        :class:`SimResult`; times are modeled by :class:`RooflineStepTime`.
+    Raises:
+        ConfigError: unknown preset, parameter out of range, a request larger than the pool.
+        NotEnoughMemoryError: the weights leave no room for a pool.
+    """
+    setup = prepare(**options)
+    sched = setup.scheduler(requests, record_page_tables=record_page_tables,
+                            record_pages=record_pages)
     trace = sched.run()
-    return SimResult(trace, Metrics.from_run(sched.reqs, trace), sched.reqs, plan, config)
+    return SimResult(trace, Metrics.from_run(sched.reqs, trace), sched.reqs, setup.plan,
+                     setup.config)

@@ -63,6 +63,33 @@ STEP_COLUMNS = ("step", "time_s", "kind", "tokens_used", "tokens_reserved", "tok
                 "pages_used", "num_running", "num_waiting", "new_token_ratio",
                 "tokens_evictable", "tokens_protected")
 EVENT_KINDS = ("admit", "chunk", "finish", "retract", "reprefill", "abort")
+RETRACT_LINE = "KV cache pool is full"  # how SGLang's retraction log line starts
+
+
+@dataclass(frozen=True)
+class StepTotals:
+    """What :class:`~pagedkv.managers.metrics.Metrics` needs from the steps of a run.
+
+    Attributes:
+        num_steps, num_prefill_steps, num_decode_steps, num_idle_steps: step counts.
+        chunk_events: ``chunk`` events (one per chunk of a chunked prefill).
+        retraction_events: retraction log lines (decode steps that retracted).
+        peak_tokens_used: largest ``tokens_used`` of any step (KV tokens of live requests).
+        peak_in_use: largest ``max_total_num_tokens - tokens_free - tokens_evictable`` of any
+            step: the numerator of SGLang's ``token usage`` (cached tokens no running request
+            uses count as free).
+        busy_in_use_sum: the same summed over the non-idle steps (tokens x steps).
+    """
+
+    num_steps: int = 0
+    num_prefill_steps: int = 0
+    num_decode_steps: int = 0
+    num_idle_steps: int = 0
+    chunk_events: int = 0
+    retraction_events: int = 0
+    peak_tokens_used: int = 0
+    peak_in_use: int = 0
+    busy_in_use_sum: int = 0
 
 
 @dataclass(frozen=True)
@@ -98,7 +125,13 @@ class TraceMeta:
 
 
 class Trace:
-    """Step columns, events, optional page tables and log lines of one simulation."""
+    """Step columns, events, optional page tables and log lines of one simulation.
+
+    ``records_steps`` is True: the scheduler fills every column (a
+    :class:`~pagedkv.managers.trace_summary.SummaryTrace` keeps totals only).
+    """
+
+    records_steps = True
 
     def __init__(self, meta: TraceMeta, record_page_tables: bool = False,
                  page_events: Any = None) -> None:
@@ -131,6 +164,18 @@ class Trace:
     def events_of(self, kind: str) -> list[list[Any]]:
         """The events of one kind, in order."""
         return [e for e in self.events if e[1] == kind]
+
+    def totals(self) -> StepTotals:
+        """Step counts, peaks and sums over the recorded rows (what ``SummaryTrace`` keeps)."""
+        kinds, pool = self.steps["kind"], self.meta.max_total_num_tokens
+        in_use = [pool - f - e for f, e in zip(self.steps["tokens_free"],
+                                               self.steps["tokens_evictable"], strict=True)]
+        busy = [u for k, u in zip(kinds, in_use, strict=True) if k != "idle"]
+        return StepTotals(len(kinds), kinds.count("prefill"), kinds.count("decode"),
+                          kinds.count("idle"), len(self.events_of("chunk")),
+                          sum(line.startswith(RETRACT_LINE) for line in self.log),
+                          max(self.steps["tokens_used"], default=0), max(in_use, default=0),
+                          sum(busy))
 
     def to_dict(self) -> dict[str, Any]:
         """The JSON-able columnar form described in the module docstring."""

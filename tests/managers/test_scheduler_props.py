@@ -10,11 +10,13 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 
+import pytest
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
 from pagedkv.errors import ConfigError
-from pagedkv.managers import Scheduler, SchedulerConfig
+from pagedkv.managers import Metrics, Scheduler, SchedulerConfig, TraceMeta
+from pagedkv.managers.trace_summary import SummaryTrace
 
 
 @dataclass(frozen=True)
@@ -124,3 +126,32 @@ def test_fast_forward_gives_the_same_trace(case: tuple) -> None:
             "recomputed_tokens", "queue_s", "cached_tokens")
     assert [[getattr(r, k) for k in keys] for r in fast.reqs] == [
         [getattr(r, k) for k in keys] for r in slow.reqs]
+
+
+@settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(scenarios())
+def test_summary_trace_gives_the_same_run(case: tuple) -> None:
+    """A SummaryTrace keeps totals only; the run, the metrics, the events and the log lines
+    it hands on are those of the full trace."""
+    full = build(case)
+    full.run()
+    events: list[list[object]] = []
+    log: list[str] = []
+    summary = SummaryTrace(full.trace.meta, on_event=lambda *e: events.append(list(e)),
+                           on_log=log.append)
+    lean = build(case, trace=summary)
+    lean.run()
+    assert lean.trace is summary and summary.totals() == full.trace.totals()
+    assert events == full.trace.events and log == full.trace.log
+    assert Metrics.from_run(lean.reqs, summary) == Metrics.from_run(full.reqs, full.trace)
+    keys = ("generated", "first_token_s", "finish_s", "num_retractions", "queue_s")
+    assert [[getattr(r, k) for k in keys] for r in lean.reqs] == [
+        [getattr(r, k) for k in keys] for r in full.reqs]
+    assert not any(isinstance(v, list) for v in vars(summary).values())  # no rows kept
+
+
+def test_summary_trace_refuses_page_tables() -> None:
+    specs = [Spec(4, 2, 2, 0.0, (1, 2, 3, 4), None, None, False)]
+    meta = TraceMeta(64)
+    with pytest.raises(ConfigError, match="trace='SummaryTrace' is invalid"):
+        Scheduler(specs, max_total_num_tokens=64, trace=SummaryTrace(meta), record_page_tables=True)

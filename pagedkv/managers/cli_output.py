@@ -1,0 +1,132 @@
+"""How ``pagedkv simulate`` reports a run: a text summary, a streamed JSON object, a CSV file.
+
+Every report names the step-time model and says that its times are modelled, not
+measured. The per-request rows are written as requests finish (:class:`CsvSink`,
+:class:`JsonStream`), so a million-request run never holds its table in memory.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import math
+import sys
+from typing import Any, TextIO
+
+from pagedkv.errors import bad_value
+from pagedkv.managers.cli_workload import Workload
+from pagedkv.managers.request_metrics import COLUMNS, PERCENTILES, TIMES, Row
+from pagedkv.managers.simulation import SimSetup
+from pagedkv.managers.trace import TraceMeta
+from pagedkv.managers.trace_run import RunOutcome
+
+TIME_LABELS = {"ttft_s": "TTFT", "tpot_s": "TPOT (mean inter-token)", "e2e_s": "end-to-end",
+               "queue_s": "queueing"}
+
+
+def step_time_text(setup: SimSetup) -> str:
+    """One sentence naming the step-time model and its peaks."""
+    st = setup.step_time
+    return (f"times are modelled, not measured: roofline step-time model (RooflineStepTime): "
+            f"a decode step reads the weights and the batch's KV at {st.hbm_bandwidth / 1e12:.2f} "
+            f"TB/s, a prefill does 2 FLOPs per parameter per token at {st.peak_flops / 1e12:,.0f} "
+            f"TFLOP/s, the {setup.meta.gpu}'s datasheet peaks; real steps are slower")
+
+
+def setting_text(meta: TraceMeta) -> str:
+    """The pool and the scheduler a run used, in one line."""
+    cache = "on" if meta.radix_cache else "off"
+    return (f"{meta.model} on {meta.gpu}: pool {meta.max_total_num_tokens:,} tokens (page_size "
+            f"{meta.page_size}, mem_fraction_static {meta.mem_fraction_static}), SGLang "
+            f"{meta.sglang_version} scheduler, radix cache {cache}, policy {meta.policy}")
+
+
+def print_summary(run: RunOutcome, workload: Workload, out: TextIO | None = None) -> None:
+    """The text report of one run (on standard output by default)."""
+    out = out or sys.stdout
+    s, m = run.table.summary(), run.metrics
+    print(setting_text(run.setup.meta), file=out)
+    print(f"workload: {workload.description}; arrivals: {workload.arrivals}", file=out)
+    for note in workload.notes:
+        print(f"note: {note}", file=out)
+    print(step_time_text(run.setup), file=out)
+    if run.interrupted:
+        print(f"INTERRUPTED (Ctrl-C): partial summary over the {s['completed']:,} of "
+              f"{run.num_requests:,} requests that had finished", file=out)
+    print(f"{'':26}{'mean':>13}" + "".join(f"{'p' + str(q):>13}" for q in PERCENTILES)
+          + "   (ms)", file=out)
+    for name in TIMES:
+        stem = name[:-2]
+        cells = [s[f"mean_{stem}_s"]] + [s[f"p{q}_{stem}_s"] for q in PERCENTILES]
+        print(f"{TIME_LABELS[name]:26}" + "".join(_ms(v) for v in cells), file=out)
+    print(f"completed: {s['completed']:,} of {run.num_requests:,} requests in "
+          f"{s['duration_s']:,.2f} modelled s ({m.num_steps:,} steps: {m.num_prefill_steps:,} "
+          f"prefill, {m.num_decode_steps:,} decode, {m.num_idle_steps:,} idle); "
+          f"{run.wall_s:,.1f} s of wall time to simulate", file=out)
+    print(f"throughput: {s['request_throughput']:,.2f} requests/s, {s['input_throughput']:,.0f} "
+          f"input, {s['output_throughput']:,.0f} output, {s['total_throughput']:,.0f} total "
+          f"tokens/s", file=out)
+    print(f"retractions: {s['num_retractions']:,} ({s['retracted_requests']:,} requests "
+          f"retracted), {s['recomputed_tokens']:,} tokens recomputed", file=out)
+    print(f"prefix reuse: {s['cached_tokens']:,} of {s['prompt_tokens']:,} prompt tokens from "
+          f"the radix cache ({100 * s['prefix_hit_rate']:.1f} %)", file=out)
+    print(f"KV pool: peak {100 * m.peak_usage:.1f} % of pages in use, mean "
+          f"{100 * m.mean_usage:.1f} % over busy steps; peak {m.peak_tokens_used:,} tokens held "
+          "by running requests", file=out)
+
+
+def _ms(seconds: float | None) -> str:
+    return f"{'-':>13}" if seconds is None else f"{1000 * seconds:>13,.2f}"
+
+
+def report_dict(run: RunOutcome, workload: Workload) -> dict[str, Any]:
+    """The JSON report of a run but its per-request rows."""
+    return {"meta": run.setup.meta.to_dict(),
+            "workload": {"description": workload.description, "arrivals": workload.arrivals,
+                         "notes": workload.notes},
+            "step_time_model": step_time_text(run.setup), "times": "modelled, not measured",
+            "interrupted": run.interrupted, "summary": run.table.summary(),
+            "metrics": run.metrics.as_dict(), "wall_s": run.wall_s}
+
+
+def _json_value(value: object) -> object:
+    """NaN or infinity would make invalid JSON: they become null."""
+    return None if isinstance(value, float) and not math.isfinite(value) else value
+
+
+class JsonStream:
+    """One JSON object on ``out``, its ``requests`` list written row by row as requests
+    finish (keys: the report's, plus ``requests``; ``log`` with ``--log``)."""
+
+    def __init__(self, out: TextIO | None = None) -> None:
+        self.out = out or sys.stdout  # read now, not at import: tests swap sys.stdout
+        self.rows = 0
+
+    def __call__(self, row: Row) -> None:
+        head = '{"requests": [\n' if not self.rows else ",\n"
+        self.out.write(head + json.dumps({k: _json_value(v) for k, v in row.items()}))
+        self.rows += 1
+
+    def finish(self, report: dict[str, Any]) -> None:
+        """Close the list and write the rest of the report."""
+        body = json.dumps(report, indent=2)
+        self.out.write(("],\n" if self.rows else '{"requests": [],\n') + body[1:].lstrip("\n") + "\n")
+
+
+class CsvSink:
+    """The per-request table as a CSV file (header: :data:`COLUMNS`), one row per finished
+    request, times in modelled seconds."""
+
+    def __init__(self, path: str) -> None:
+        try:
+            self.file = open(path, "w", newline="", encoding="utf-8")  # noqa: SIM115 - closed by close()
+        except OSError as exc:
+            raise bad_value("--csv", path, f"a file that can be written ({exc.strerror})") from None
+        self.writer = csv.DictWriter(self.file, COLUMNS)
+        self.writer.writeheader()
+
+    def __call__(self, row: Row) -> None:
+        self.writer.writerow(row)
+
+    def close(self) -> None:
+        self.file.close()

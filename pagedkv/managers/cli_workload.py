@@ -1,0 +1,139 @@
+"""``pagedkv simulate``'s requests: a built-in workload or a trace file, with arrival times.
+
+Arrivals of a trace: ``--all-at-once`` puts every request at t=0; else ``--rate`` draws a
+Poisson process (seeded by ``--seed``, the file's times ignored); else the file's
+``arrival_s``; else t=0. A later turn of a conversation is sent no earlier than the turn
+before it finishes, whichever applies.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from pagedkv.errors import bad_value
+from pagedkv.model import load_model
+from pagedkv.workloads.prefix import as_specs, multi_turn, with_system_prompt
+from pagedkv.workloads.sharegpt import has_tokenizer
+from pagedkv.workloads.synthetic import RequestSpec, arrivals, fixed, sharegpt_like, uniform
+from pagedkv.workloads.trace_files import load_trace
+from pagedkv.workloads.trace_rows import TraceRequests
+
+
+def _long_workload(n: int, rate: float | None, seed: int) -> list[RequestSpec]:
+    """The traffic of the book's running case (chapters 4, 5 and 7)."""
+    from pagedkv.workloads.cases import LONG_ANSWERS
+
+    return LONG_ANSWERS.workload(rate, seed, n)
+
+
+def _system_prompt(n: int, rate: float | None, seed: int) -> list[RequestSpec]:
+    """ShareGPT-like requests behind one 1,000-token system prompt."""
+    return with_system_prompt(sharegpt_like(n, rate=rate, seed=seed), 1000, seed)
+
+
+def _few_shot(n: int, rate: float | None, seed: int) -> list[RequestSpec]:
+    """Short questions behind the same 2,000 tokens of worked examples, short answers."""
+    return with_system_prompt(uniform(n, (20, 80), (5, 60), 64, rate=rate, seed=seed), 2000, seed)
+
+
+def _chat(n: int, rate: float | None, seed: int) -> list[RequestSpec]:
+    """Conversations of 4 turns after a 300-token system prompt; each turn resends the
+    conversation so far and arrives when the turn before it has answered."""
+    convs = max(1, -(-n // 4))
+    reqs = multi_turn(convs, 4, (20, 200), (20, 400), system_len=300, seed=seed)[:n]
+    return as_specs(reqs, max_new_tokens=512, rate=rate, seed=seed)
+
+
+WORKLOADS: dict[str, Callable[[int, float | None, int], list[RequestSpec]]] = {
+    "sharegpt": lambda n, rate, seed: sharegpt_like(n, rate=rate, seed=seed),
+    "uniform": lambda n, rate, seed: uniform(n, (32, 1024), (32, 1024), 1024, rate=rate,
+                                             seed=seed),
+    "fixed": lambda n, rate, seed: fixed(n, 512, 256, rate=rate, seed=seed),
+    "long": _long_workload,
+    "system-prompt": _system_prompt,
+    "few-shot": _few_shot,
+    "chat": _chat,
+}
+"""Workloads by name: ShareGPT-like (max_new_tokens 2048), uniform 32-1024 prompt and output
+tokens (max_new_tokens 1024), fixed 512-token prompts with 256-token outputs, long:
+~386-token prompts with log-normal outputs (median 2,340, at most 10,540 tokens,
+max_new_tokens = output), the traffic of the book's running case; and three with
+shared prefixes for the radix cache: ShareGPT-like behind a 1,000-token system prompt,
+few-shot (2,000 shared tokens, short questions and answers) and multi-turn chat."""
+DEFAULT_NUM_REQUESTS = 1000  # of a built-in workload; a trace runs whole by default
+
+
+@dataclass
+class Workload:
+    """The requests of a run, re-made for every run of a sweep.
+
+    Attributes:
+        description: what they are, for the summary.
+        arrivals: how their arrival times were set, for the summary.
+        num_requests: how many.
+        make_specs: a fresh iterable of the requests (rid order) each call.
+        source: the trace they came from, or None.
+        notes: what the trace reader assumed (token estimates, skipped turns).
+    """
+
+    description: str
+    arrivals: str
+    num_requests: int
+    make_specs: Callable[[], Iterable[RequestSpec]]
+    source: TraceRequests | None = None
+    notes: list[str] = field(default_factory=list)
+
+
+def build_workload(args: argparse.Namespace) -> Workload:
+    """The workload ``args`` ask for (``--trace`` or ``--workload``), with its arrivals.
+
+    Raises:
+        ConfigError: an unknown workload, a bad trace file or row, a count out of range.
+    """
+    if args.trace is None:
+        for flag in ("trace_format", "tokenizer", "all_at_once"):
+            if getattr(args, flag):
+                raise bad_value(f"--{flag.replace('_', '-')}", getattr(args, flag), "only with --trace")
+        if args.workload not in WORKLOADS:
+            raise bad_value("workload", args.workload, ", ".join(WORKLOADS))
+        n = args.num_requests or DEFAULT_NUM_REQUESTS
+        specs = WORKLOADS[args.workload](n, args.rate, args.seed)
+        when = f"Poisson at {args.rate:g} requests/s (seed {args.seed})" if args.rate else "all at t=0"
+        return Workload(f"{n:,} {args.workload} requests (seed {args.seed})", when, n, lambda: specs)
+    trace = load_trace(args.trace, args.trace_format, context_len=load_model(args.model).context_len,
+                       **_sharegpt_options(args))
+    n = len(trace) if args.num_requests is None else min(args.num_requests, len(trace))
+    if args.all_at_once:
+        times, when = np.zeros(n), "all at t=0 (--all-at-once)"
+    elif args.rate is not None:
+        times = arrivals(n, args.rate, np.random.default_rng(args.seed))
+        when = f"Poisson at {args.rate:g} requests/s (seed {args.seed})"
+        if trace.arrival_s is not None:
+            when += "; the file's arrival_s not used"
+    elif trace.arrival_s is not None:
+        times, when = trace.arrival_s[:n], "the file's arrival_s"
+    else:
+        times, when = np.zeros(n), "all at t=0 (the file has no arrival_s; --rate draws them)"
+    convs = len(set(trace.conversation[:n][trace.conversation[:n] >= 0].tolist()))
+    what = f"{n:,} requests from {args.trace}"
+    if n < len(trace):
+        what += f" (the first {n:,} of {len(trace):,})"
+    if convs:
+        what += f", {convs:,} conversations"
+    return Workload(what, when, n, lambda: trace.specs(times), trace, trace.notes)
+
+
+def _sharegpt_options(args: argparse.Namespace) -> dict[str, object]:
+    """The ShareGPT reader's options: ``--tokenizer``, else the model's folder if it holds a
+    tokenizer, else the characters-per-token estimate."""
+    tokenizer, model = args.tokenizer, args.model
+    folder = model if os.path.isdir(model) else os.path.dirname(model) if os.path.isfile(model) else None
+    if tokenizer is None and folder is not None and has_tokenizer(folder):
+        tokenizer = folder
+    return {"tokenizer": tokenizer, "chars_per_token": args.chars_per_token,
+            "turns": args.sharegpt_turns}

@@ -1,0 +1,99 @@
+"""Run the scheduler over a long workload: bounded memory, a progress bar, a clean Ctrl-C.
+
+:func:`run_requests` drives a :class:`~pagedkv.managers.scheduler.Scheduler` step by step
+over a :class:`~pagedkv.managers.trace_summary.SummaryTrace`, which keeps totals instead of
+one row per step; each request's metrics go to a
+:class:`~pagedkv.managers.request_metrics.RequestTable` (and on to its sinks) the moment it
+finishes. What grows with the run is the scheduler's own ``Req`` per request (a few hundred
+bytes) and one float per request per time column.
+
+A tqdm progress bar (finished requests) appears on standard error once a run has taken
+2 seconds, unless ``quiet`` or standard error is not a terminal. Ctrl-C (KeyboardInterrupt)
+ends the loop between or inside a step; the result then covers the requests that had
+finished and says it was interrupted.
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+
+from tqdm import tqdm
+
+from pagedkv.managers.metrics import Metrics
+from pagedkv.managers.request_metrics import RequestTable, Row
+from pagedkv.managers.scheduler import Scheduler
+from pagedkv.managers.simulation import SimSetup
+from pagedkv.managers.trace_summary import SummaryTrace
+from pagedkv.workloads.synthetic import RequestSpec
+from pagedkv.workloads.trace_rows import TraceRequests
+
+PROGRESS_DELAY_S = 2.0  # runs shorter than this show no bar
+
+
+@dataclass
+class RunOutcome:
+    """One run's results.
+
+    Attributes:
+        setup: the pool, constants and step-time model it ran with.
+        table: the finished requests' metrics.
+        metrics: the run's step counts and memory figures (over finished requests).
+        num_requests: requests submitted.
+        interrupted: Ctrl-C stopped it before every request finished.
+        wall_s: wall-clock seconds the run took (measured, unlike the modelled times).
+    """
+
+    setup: SimSetup
+    table: RequestTable
+    metrics: Metrics
+    num_requests: int
+    interrupted: bool
+    wall_s: float
+
+
+def run_requests(setup: SimSetup, specs: Iterable[RequestSpec], num_requests: int, *,
+                 source: TraceRequests | None = None, sinks: list[Callable[[Row], None]] | None = None,
+                 on_log: Callable[[str], None] | None = None, quiet: bool = False,
+                 label: str = "requests") -> RunOutcome:
+    """Simulate ``specs`` (``num_requests`` of them) on ``setup``'s pool.
+
+    Args:
+        setup: from :func:`pagedkv.managers.simulation.prepare`.
+        specs: the requests, in rid order (an iterator is fine: it is read once).
+        num_requests: how many ``specs`` holds.
+        source: the trace they came from, for the per-request table's ``line`` columns.
+        sinks: receive each finished request's row (see :class:`RequestTable`).
+        on_log: receives each SGLang-format log line as it is printed.
+        quiet: no progress bar.
+        label: the progress bar's description.
+
+    Raises:
+        ConfigError: a request SGLang would refuse (see :class:`Scheduler`).
+    """
+    table = RequestTable(num_requests, source, sinks)
+    sched: Scheduler | None = None
+
+    def on_event(step: int, kind: str, rid: int, extra: object) -> None:
+        if kind in ("finish", "abort"):
+            table.add(sched.reqs[rid])
+
+    start = time.perf_counter()
+    trace = SummaryTrace(setup.meta, on_event=on_event, on_log=on_log)
+    sched = setup.scheduler(specs, trace=trace)
+    bar = tqdm(total=num_requests, unit="req", desc=label, file=sys.stderr, delay=PROGRESS_DELAY_S,
+               disable=quiet or not sys.stderr.isatty(), dynamic_ncols=True)
+    interrupted = False
+    try:
+        while sched.step():
+            if table.count != bar.n:
+                bar.update(table.count - bar.n)
+    except KeyboardInterrupt:
+        interrupted = True
+    finally:
+        bar.close()
+    done = [r for r in sched.reqs if r.finish_s is not None] if interrupted else sched.reqs
+    return RunOutcome(setup, table, Metrics.from_run(done, trace), num_requests, interrupted,
+                      time.perf_counter() - start)

@@ -1,0 +1,88 @@
+"""A trace that keeps totals, not rows: what a million-request run can afford.
+
+:class:`~pagedkv.managers.trace.Trace` keeps one row per step, one entry per event and every
+log line, which is what the book's figures need and grows with the run (a million
+ShareGPT-like requests take about a million steps and two million events). A
+:class:`SummaryTrace` takes the same calls from the scheduler and keeps only the
+:class:`StepTotals` that :class:`~pagedkv.managers.metrics.Metrics` reads, so its memory does
+not grow with the run. Events and log lines can be handed on as they happen (``on_event``,
+``on_log``) to whoever streams them out, instead of being kept.
+
+The scheduler's behaviour is the same under either trace: it writes to the trace and never
+reads it back.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from pagedkv.managers.trace import RETRACT_LINE, STEP_COLUMNS, StepTotals, TraceMeta
+
+_KIND = STEP_COLUMNS.index("kind")
+_USED = STEP_COLUMNS.index("tokens_used")
+_FREE = STEP_COLUMNS.index("tokens_free")
+_EVICTABLE = STEP_COLUMNS.index("tokens_evictable")
+
+
+class SummaryTrace:
+    """Counts steps, events and log lines; keeps no rows.
+
+    Args:
+        meta: the run's setting (as :class:`~pagedkv.managers.trace.Trace` takes it).
+        on_event: called as ``on_event(step, kind, rid, extra)`` for every event, as it
+            happens (e.g. to write a finished request's metrics out at once).
+        on_log: called with each SGLang-format log line as it is printed.
+
+    Attributes:
+        records_steps: False: the scheduler may skip work done only for step rows (the
+            ``tokens_reserved`` column).
+        page_tables: always None (page tables are a small-pool feature of ``Trace``).
+    """
+
+    records_steps = False
+    page_tables = None
+
+    def __init__(self, meta: TraceMeta,
+                 on_event: Callable[[int, str, int, dict[str, Any] | None], None] | None = None,
+                 on_log: Callable[[str], None] | None = None) -> None:
+        self.meta = meta
+        self.on_event = on_event
+        self.on_log = on_log
+        self._kinds = {"prefill": 0, "decode": 0, "idle": 0}
+        self._chunks = self._retractions = 0
+        self._peak_used = self._peak_in_use = self._busy_in_use = 0
+
+    def __len__(self) -> int:
+        return sum(self._kinds.values())
+
+    def record_step(self, *values: Any) -> None:
+        """Count one step; ``values`` in :data:`~pagedkv.managers.trace.STEP_COLUMNS` order."""
+        kind, used = values[_KIND], values[_USED]
+        in_use = self.meta.max_total_num_tokens - values[_FREE] - values[_EVICTABLE]
+        self._kinds[kind] += 1
+        self._peak_used = max(self._peak_used, used)
+        self._peak_in_use = max(self._peak_in_use, in_use)
+        if kind != "idle":
+            self._busy_in_use += in_use
+
+    def event(self, step: int, kind: str, rid: int, extra: dict[str, Any] | None = None) -> None:
+        """Count a ``chunk`` event; hand every event to ``on_event``."""
+        if kind == "chunk":
+            self._chunks += 1
+        if self.on_event is not None:
+            self.on_event(step, kind, rid, extra)
+
+    def add_log(self, step: int, line: str) -> None:
+        """Count retraction lines; hand every line to ``on_log``."""
+        if line.startswith(RETRACT_LINE):
+            self._retractions += 1
+        if self.on_log is not None:
+            self.on_log(line)
+
+    def totals(self) -> StepTotals:
+        """The counts so far."""
+        k = self._kinds
+        return StepTotals(len(self), k["prefill"], k["decode"], k["idle"], self._chunks,
+                          self._retractions, self._peak_used, self._peak_in_use,
+                          self._busy_in_use)

@@ -1,0 +1,208 @@
+"""Read a trace file: JSON Lines, CSV or ShareGPT JSON, one request per row.
+
+JSON Lines: one JSON object per line (blank lines skipped), for example::
+
+    {"prompt_len": 812, "output_len": 97, "arrival_s": 0.0}
+    {"prompt_token_ids": [128000, 791, 4320], "output_len": 12, "max_new_tokens": 256}
+    {"conversation_id": "c7", "turn": 2, "prompt_len": 1310, "output_len": 60}
+
+CSV: a header row naming the same columns; an empty cell is a missing value; token ids are
+written as integers separated by spaces. ShareGPT: see :mod:`pagedkv.workloads.sharegpt`.
+The columns and the rules for conversations are :class:`~pagedkv.workloads.trace_rows.
+TraceBuilder`'s.
+
+The format comes from ``fmt`` or else the file's name (``.jsonl``/``.ndjson``, ``.csv``); a
+``.json`` file (or any other name) is ShareGPT if it starts with ``[``, JSON Lines if it
+starts with ``{``, else CSV. Every problem is a :class:`~pagedkv.errors.ConfigError` naming
+the file, the line, the field, the value and what is valid.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import os
+from collections.abc import Iterator
+from typing import TextIO
+
+import numpy as np
+
+from pagedkv.errors import bad_value
+from pagedkv.workloads.trace_rows import NO_CONVERSATION, PLAIN_KEYS, TraceBuilder, TraceRequests
+
+FORMATS = ("jsonl", "csv", "sharegpt")
+_INT_COLUMNS = ("prompt_len", "output_len", "max_new_tokens", "turn")
+_ID_COLUMNS = ("prompt_token_ids", "output_token_ids")
+
+
+def detect_format(path: str, head: str) -> str:
+    """``jsonl``, ``csv`` or ``sharegpt`` from the file name, else its first character."""
+    name = path.lower()
+    if name.endswith((".jsonl", ".ndjson")):
+        return "jsonl"
+    if name.endswith(".csv"):
+        return "csv"
+    first = head.lstrip()[:1]
+    return {"[": "sharegpt", "{": "jsonl"}.get(first, "csv")
+
+
+def open_trace(path: str) -> TextIO:
+    """Open ``path`` for reading as UTF-8; a missing file or a folder is a named error."""
+    if not os.path.isfile(path):
+        raise bad_value("--trace", path, "an existing file (JSON Lines, CSV or ShareGPT JSON)")
+    return open(path, encoding="utf-8", newline="")
+
+
+def load_trace(path: str, fmt: str | None = None, *, context_len: int | None = None,
+               **sharegpt_options: object) -> TraceRequests:
+    """Read every request of a trace file.
+
+    Args:
+        path: the file.
+        fmt: ``jsonl``, ``csv`` or ``sharegpt`` (default: :func:`detect_format`).
+        context_len: the model's context length, tokens: a longer request is refused.
+        sharegpt_options: for ShareGPT only: ``tokenizer`` (a folder), ``chars_per_token``,
+            ``turns`` (see :func:`pagedkv.workloads.sharegpt.read_sharegpt`).
+
+    Raises:
+        ConfigError: a missing or empty file, text that is not JSON or CSV, a bad row (its
+            line, field, value and the valid range), arrival times out of order.
+    """
+    if fmt is not None and fmt not in FORMATS:
+        raise bad_value("--trace-format", fmt, ", ".join(FORMATS))
+    with open_trace(path) as f:
+        try:
+            head = f.read(4096)
+            f.seek(0)
+            if not head.strip():
+                raise bad_value("--trace", path, "a file with at least one request (it is empty)")
+            fmt = fmt or detect_format(path, head)
+            if fmt == "sharegpt":
+                from pagedkv.workloads.sharegpt import read_sharegpt
+
+                return read_sharegpt(f, path, context_len=context_len, **sharegpt_options)
+            read = _jsonl_rows if fmt == "jsonl" else _csv_rows
+            fast = _plain_columns(read(f, path))
+            if fast is not None and (trace := plain_requests(path, context_len, *fast)) is not None:
+                return trace
+            f.seek(0)  # irregular rows, or a bad value: row by row, naming the first bad line
+            builder = TraceBuilder(path, context_len)
+            for line, row in read(f, path):
+                builder.add(line, row)
+        except UnicodeDecodeError as exc:
+            raise bad_value("--trace", path, f"UTF-8 text ({exc.reason} at byte {exc.start})") from None
+    return builder.done()
+
+
+def _plain_columns(rows: Iterator[tuple[int, dict[str, object]]]) -> tuple[list[object], ...] | None:
+    """``(lines, prompt_len, output_len, max_new_tokens, arrival_s, ignore_eos)`` lists if
+    every row has only those keys (None where a row lacks one), else None as soon as one
+    has others."""
+    cols: tuple[list[object], ...] = ([], [], [], [], [], [])
+    line, prompt, output, cap, arrival, eos = cols
+    for n, row in rows:
+        if not row.keys() <= PLAIN_KEYS:
+            return None
+        line.append(n)
+        prompt.append(row.get("prompt_len"))
+        output.append(row.get("output_len"))
+        cap.append(row.get("max_new_tokens"))
+        arrival.append(row.get("arrival_s"))
+        eos.append(row.get("ignore_eos"))
+    return cols
+
+
+def _jsonl_rows(f: TextIO, path: str) -> Iterator[tuple[int, dict[str, object]]]:
+    """``(line number, object)`` for each non-blank line."""
+    for n, text in enumerate(f, 1):
+        if not text.strip():
+            continue
+        try:
+            row = json.loads(text.rstrip("\r\n"))
+        except json.JSONDecodeError as exc:
+            raise bad_value(f"{path} line {n}", _clip(text), f"one JSON object per line ({exc.msg}, "
+                            f"column {exc.colno})") from None
+        if not isinstance(row, dict):
+            raise bad_value(f"{path} line {n}", _clip(text), "a JSON object ({...})")
+        yield n, row
+
+
+def _csv_rows(f: TextIO, path: str) -> Iterator[tuple[int, dict[str, object]]]:
+    """``(line number, typed row)`` for each data row after the header."""
+    reader = csv.DictReader(f, skipinitialspace=True)
+    try:
+        header = reader.fieldnames
+        if not header or not ({"prompt_len", "prompt_token_ids"} & set(header)):
+            raise bad_value(f"{path} line 1 (CSV header)", ",".join(header or []),
+                            "column names including prompt_len or prompt_token_ids, and "
+                            "output_len or output_token_ids")
+        for raw in reader:
+            n = reader.line_num
+            if None in raw:
+                raise bad_value(f"{path} line {n}", ",".join(raw[None]), f"at most {len(header)} "
+                                "cells, one per header column")
+            yield n, {k: _cell(f"{path} line {n}", k, v) for k, v in raw.items() if v not in (None, "")}
+    except csv.Error as exc:
+        raise bad_value(f"{path} line {reader.line_num}", str(exc), "CSV text") from None
+
+
+def _cell(where: str, column: str, text: str) -> object:
+    """A CSV cell as the JSON value it stands for."""
+    try:
+        if column in _INT_COLUMNS:
+            return int(text)
+        if column in _ID_COLUMNS:
+            return [int(t) for t in text.split()]
+        if column == "arrival_s":
+            return float(text)
+    except ValueError:
+        kind = ("integers separated by spaces" if column in _ID_COLUMNS
+                else "an integer" if column in _INT_COLUMNS else "a number")
+        raise bad_value(f"{where}: {column}", text, kind) from None
+    if column == "ignore_eos":
+        value = {"true": True, "false": False, "1": True, "0": False}.get(text.lower())
+        if value is None:
+            raise bad_value(f"{where}: ignore_eos", text, "true, false, 1 or 0")
+        return value
+    return text
+
+
+def _clip(text: str, n: int = 60) -> str:
+    text = text.strip()
+    return text if len(text) <= n else text[:n] + "..."
+
+
+def plain_requests(source: str, context_len: int | None, line: list[int], prompt: list[object],
+                   output: list[object], cap: list[object], arrival: list[object],
+                   ignore_eos: list[object]) -> TraceRequests | None:
+    """The requests of a file whose every row has only :data:`PLAIN_KEYS`, checked column by
+    column with numpy (a million rows in well under a second); None if any value is off,
+    and then :class:`TraceBuilder`, row by row, finds the first bad line and names it.
+
+    Args are the rows' values in file order (None where a row has no such key).
+    """
+    n = len(line)
+    if not n or not all(type(v) is int for col in (prompt, output) for v in col):
+        return None
+    if not all(type(v) is int or v is None for v in cap) or not all(
+            v is None or type(v) is bool for v in ignore_eos):
+        return None
+    p, o = np.asarray(prompt, dtype=np.int64), np.asarray(output, dtype=np.int64)
+    c = np.asarray([o_ if v is None else v for v, o_ in zip(cap, output, strict=True)], dtype=np.int64)
+    ok = (p >= 1).all() and (o >= 1).all() and (c >= o).all()
+    if context_len is not None:
+        ok = ok and bool((p + o <= context_len).all())
+    times = None
+    if arrival[0] is not None:
+        if not all(type(v) in (int, float) for v in arrival):
+            return None
+        times = np.asarray(arrival, dtype=np.float64)
+        ok = ok and bool(np.isfinite(times).all() and times[0] >= 0 and (np.diff(times) >= 0).all())
+    elif any(v is not None for v in arrival):
+        return None
+    if not ok:
+        return None
+    none = np.full(n, NO_CONVERSATION, dtype=np.int64)  # no conversation, no turn before
+    return TraceRequests(source, np.asarray(line, dtype=np.int64), p, o, c, times,
+                         np.asarray([v is True for v in ignore_eos], dtype=bool), none, none.copy(),
+                         np.zeros(n, dtype=np.int64), [])
