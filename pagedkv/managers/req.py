@@ -162,12 +162,10 @@ class Req:
                   else synthetic_ids(self.rid, 0, min(end, p)))
         if end <= p:
             return prompt
-        n = end - p
-        if self.output_ids is not None and len(self.output_ids) >= n:
-            out = np.asarray(self.output_ids[:n], dtype=np.int64)
-        else:
-            out = synthetic_ids(self.rid, p, end)
-        return np.concatenate((prompt, out))
+        # the known outputs, then made-up ids past them (an ignore-EOS request writes on past
+        # its output_len): a token's id never changes as the request grows
+        known = np.asarray((self.output_ids or [])[:end - p], dtype=np.int64)
+        return np.concatenate((prompt, known, synthetic_ids(self.rid, p + len(known), end)))
 
     # ----- stopping ---------------------------------------------------------------------
     def should_stop(self) -> str:

@@ -37,11 +37,13 @@ class SummaryTrace:
     Attributes:
         records_steps: False: the scheduler may skip work done only for step rows (the
             ``tokens_reserved`` column).
-        page_tables: always None (page tables are a small-pool feature of ``Trace``).
+        page_tables, page_events: always None (page tables and page events are kept only by
+            ``Trace``).
     """
 
     records_steps = False
     page_tables = None
+    page_events = None
 
     def __init__(self, meta: TraceMeta,
                  on_event: Callable[[int, str, int, dict[str, Any] | None], None] | None = None,

@@ -1,0 +1,39 @@
+"""Bugs found by the random-workload tests, each held by its smallest failing case."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from pagedkv.managers import Req, Scheduler, SchedulerConfig
+from pagedkv.managers.req import synthetic_ids
+from pagedkv.workloads.synthetic import RequestSpec
+
+
+def test_token_ids_keep_the_known_outputs_when_a_request_writes_past_them():
+    # an ignore-EOS request whose workload gave one output token writes 14: the first stays
+    # the given one (it changed to a made-up id once the request grew past it)
+    r = Req(9, 1, 1, 15, input_ids=[0], output_ids=[7], ignore_eos=True)
+    assert r.token_ids(2).tolist() == [0, 7]
+    assert r.token_ids(4).tolist() == [0, 7, *synthetic_ids(9, 2, 4).tolist()]
+    assert np.array_equal(r.token_ids(4)[:2], r.token_ids(2))
+
+
+@pytest.mark.parametrize("version", ["0.5.23", "0.5.9"])
+def test_chunked_reprefill_past_the_known_outputs_keeps_the_tree_consistent(version):
+    """Retracted after 14 of its 15 outputs (only 1 given), request 9 was prefilled again in
+    2-token chunks; its second token's id changed between chunks, so the tree inserted the
+    same slots under two keys ("a KV slot is held by two tree nodes")."""
+    z = [0]
+    specs = [RequestSpec(1, 15, 45, 0.0, input_ids=z,
+                         output_ids=[0, 1, 1, 1, 1, 0, 1, 0, 1, 0, 1, 0, 0, 0, 0])]
+    specs += [RequestSpec(1, 1, 1, 0.0, input_ids=z, output_ids=z) for _ in range(8)]
+    specs += [RequestSpec(1, 1, 15, 0.0, input_ids=z, output_ids=z, ignore_eos=True)]
+    specs += [RequestSpec(1, 1, 1, 0.0, input_ids=z, output_ids=z) for _ in range(2)]
+    cfg = SchedulerConfig(schedule_conservativeness=0.1, new_token_ratio_decay_steps=5,
+                          max_prefill_tokens=16, chunked_prefill_size=2, sglang_version=version)
+    s = Scheduler(specs, max_total_num_tokens=30, page_size=2, config=cfg, radix_cache=True)
+    while s.step():
+        s.check_invariants()
+    assert s.reqs[9].num_retractions == 1 and s.reqs[9].generated == 15
+    s.check_memory()
