@@ -151,7 +151,7 @@ class Engine:
     def from_pretrained(cls, source: Any, *, device: str | torch.device | None = None,
                         dtype: str | torch.dtype | None = None, page_size: int = 1,
                         mem_fraction_static: float | None = None,
-                        max_total_tokens: int | None = None, attention_backend: str = "triton",
+                        max_total_tokens: int | None = None, attention_backend: str | None = None,
                         tokenizer: Any = None, seed: int = 0, **engine_options: Any) -> Engine:
         """Load a model (:meth:`ModelRunner.load`) and wrap it in an engine.
 

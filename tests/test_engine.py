@@ -86,6 +86,17 @@ def test_dtypes_by_device() -> None:
         resolve_dtype("fp8", CPU)
 
 
+def test_the_decode_backend_follows_where_triton_runs() -> None:
+    from pagedkv.layers.attention.checks import interpreted
+    from pagedkv.model_executor.model_runner import _backend
+
+    here, other = (CPU, torch.device("cuda")) if interpreted() else (torch.device("cuda"), CPU)
+    assert _backend(None, here) == "triton" and _backend(None, other) == "torch_native"
+    with pytest.raises(ConfigError, match=r"attention_backend='triton' is invalid; valid: "
+                                          r"torch_native for a model on"):
+        _backend("triton", other)
+
+
 def test_bad_models_and_sizes() -> None:
     import transformers
 

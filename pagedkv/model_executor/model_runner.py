@@ -42,6 +42,7 @@ from torch import nn
 
 from pagedkv.errors import bad_value, check_positive_int
 from pagedkv.layers.attention.backend import ATTENTION_BACKENDS, init_forward_metadata
+from pagedkv.layers.attention.checks import interpreted
 from pagedkv.mem_cache.memory_pool import MHATokenToKVPool
 from pagedkv.model import ModelSpec
 from pagedkv.model_executor.forward_batch_info import ForwardBatch, ForwardResult
@@ -69,7 +70,9 @@ class ModelRunner:
         page_size: tokens per page (the pool gets one dummy page, as SGLang's).
         eos_token_ids: tokens that end a request (default: the model's generation config).
         attention_backend: decode attention: ``"triton"`` (the paged kernel) or
-            ``"torch_native"`` (its torch reference).
+            ``"torch_native"`` (its torch reference); None: Triton wherever it can run on the
+            model's device (CUDA; the CPU only under Triton's interpreter, that is on a
+            machine without CUDA), else the reference.
         name: the model's name in the trace.
         plan: the sizing that produced ``max_total_num_tokens`` (None: given by hand).
         tokenizer: turns text prompts into ids and outputs back (None: ids only).
@@ -87,7 +90,7 @@ class ModelRunner:
     """
 
     def __init__(self, model: nn.Module, *, max_total_num_tokens: int, page_size: int = 1,
-                 eos_token_ids: Iterable[int] | None = None, attention_backend: str = "triton",
+                 eos_token_ids: Iterable[int] | None = None, attention_backend: str | None = None,
                  name: str | None = None, plan: KVPoolPlan | None = None,
                  tokenizer: Any = None, device_memory_bytes: int = 0) -> None:
         check_causal_lm(model)
@@ -97,13 +100,11 @@ class ModelRunner:
         if max_total_num_tokens % page_size:
             raise bad_value("max_total_num_tokens", max_total_num_tokens,
                             f"a multiple of page_size={page_size}")
-        if attention_backend not in ATTENTION_BACKENDS:
-            raise bad_value("attention_backend", attention_backend, ", ".join(ATTENTION_BACKENDS))
         self.model, self.config = model, model.config
         weight = next(model.parameters())
         self.device, self.dtype = weight.device, weight.dtype
         resolve_dtype(self.dtype, self.device)  # refuse what the device cannot run
-        self.attention_backend = attention_backend
+        self.attention_backend = _backend(attention_backend, self.device)
         self.name = name or getattr(self.config, "_name_or_path", "") or type(model).__name__
         self.plan, self.tokenizer = plan, tokenizer
         self.device_memory_bytes = device_memory_bytes
@@ -125,7 +126,7 @@ class ModelRunner:
     def load(cls, source: Any, *, device: str | torch.device | None = None,
              dtype: str | torch.dtype | None = None, page_size: int = 1,
              mem_fraction_static: float | None = None, max_total_tokens: int | None = None,
-             context_len: int | None = None, attention_backend: str = "triton", seed: int = 0,
+             context_len: int | None = None, attention_backend: str | None = None, seed: int = 0,
              eos_token_ids: Iterable[int] | None = None, tokenizer: Any = None,
              mem_get_info: MemGetInfo | None = None) -> ModelRunner:
         """Load ``source`` and build the pool SGLang would build for it.
@@ -249,6 +250,20 @@ class ModelRunner:
             raise bad_value(f"len(prompts[{index}]) + max_new_tokens", longest,
                             f"<= sliding_window={self.sliding_window} (pagedkv attends over "
                             "whole sequences only)")
+
+
+def _backend(name: str | None, device: torch.device) -> str:
+    """The decode-attention backend for ``device`` (see the class), or ConfigError."""
+    triton_device = "cpu" if interpreted() else "cuda"
+    if name is None:
+        return "triton" if device.type == triton_device else "torch_native"
+    if name not in ATTENTION_BACKENDS:
+        raise bad_value("attention_backend", name, ", ".join(ATTENTION_BACKENDS))
+    if name == "triton" and device.type != triton_device:
+        how = "its CPU interpreter" if interpreted() else "CUDA"
+        raise bad_value("attention_backend", name, f"torch_native for a model on {device}: Triton "
+                        f"runs on {triton_device} here ({how})")
+    return name
 
 
 def _model_eos(model: nn.Module) -> tuple[int, ...]:
