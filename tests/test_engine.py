@@ -40,11 +40,12 @@ def _types(value: object) -> object:
 
 
 def test_a_real_trace_has_the_simulators_keys_and_types(runner: ModelRunner) -> None:
-    real = Engine(runner).generate([[1, 2, 3, 4, 5], [6, 7, 8]], 5).trace.to_dict()
+    real = Engine(runner, record_pages=True).generate([[1, 2, 3, 4, 5], [6, 7, 8]], 5).trace.to_dict()
     specs = [RequestSpec(5, 5, 5), RequestSpec(3, 5, 5)]
-    sim = Engine(SimExecutor(), max_total_num_tokens=64, page_size=4).run(specs).trace.to_dict()
+    sim = Engine(SimExecutor(), max_total_num_tokens=64, page_size=4,
+                 record_pages=True).run(specs).trace.to_dict()
     assert real.keys() == sim.keys()
-    for block in ("meta", "steps"):
+    for block in ("meta", "steps", "page_events"):  # page events: what the visualizer replays
         assert _types(real[block]) == _types(sim[block]), block
     assert _types(real["events"]) == _types(sim["events"])
     assert _types(real["log"]) == _types(sim["log"])
