@@ -176,15 +176,16 @@ def load_causal_lm(source: str | nn.Module | Any, device: torch.device, dtype: t
 
     if isinstance(source, nn.Module):
         return source.to(device=device, dtype=dtype).eval(), type(source).__name__
-    # ``dtype=`` is transformers >= 4.56's name (``torch_dtype`` before); the ``.to`` after
-    # the call makes the dtype right whichever name the installed release reads.
+    # transformers >= 4.56 calls the argument ``dtype``, earlier releases ``torch_dtype``.
+    major, minor = (int(x) for x in transformers.__version__.split(".")[:2])
+    kwarg = {"dtype" if (major, minor) >= (4, 56) else "torch_dtype": dtype}
     if isinstance(source, transformers.PretrainedConfig):
         torch.manual_seed(seed)
         with torch.device(device):
-            model = transformers.AutoModelForCausalLM.from_config(source, dtype=dtype)
+            model = transformers.AutoModelForCausalLM.from_config(source, **kwarg)
         return model.to(device=device, dtype=dtype).eval(), f"random {source.model_type}"
     if isinstance(source, str):
-        model = transformers.AutoModelForCausalLM.from_pretrained(source, dtype=dtype)
+        model = transformers.AutoModelForCausalLM.from_pretrained(source, **kwarg)
         return model.to(device=device, dtype=dtype).eval(), source
     raise bad_value("model", type(source).__name__,
                     "a hub id or folder, a transformers config, or a model")

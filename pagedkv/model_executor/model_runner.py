@@ -76,12 +76,14 @@ class ModelRunner:
         name: the model's name in the trace.
         plan: the sizing that produced ``max_total_num_tokens`` (None: given by hand).
         tokenizer: turns text prompts into ids and outputs back (None: ids only).
+        context_len: the longest sequence served (default the model's
+            ``max_position_embeddings``).
         device_memory_bytes: the device's total memory (0: not measured, the CPU).
 
     Attributes:
         token_to_kv_pool: the :class:`MHATokenToKVPool` (``[slots + page_size, H_kv, D]`` per
             layer, in the model's dtype, on its device).
-        context_len: ``max_position_embeddings``; sliding_window: tokens a sliding layer
+        context_len: the longest sequence served; sliding_window: tokens a sliding layer
             sees (None: full attention everywhere).
         startup_log: SGLang's start-up lines for this pool.
 
@@ -92,7 +94,8 @@ class ModelRunner:
     def __init__(self, model: nn.Module, *, max_total_num_tokens: int, page_size: int = 1,
                  eos_token_ids: Iterable[int] | None = None, attention_backend: str | None = None,
                  name: str | None = None, plan: KVPoolPlan | None = None,
-                 tokenizer: Any = None, device_memory_bytes: int = 0) -> None:
+                 tokenizer: Any = None, context_len: int | None = None,
+                 device_memory_bytes: int = 0) -> None:
         check_causal_lm(model)
         self.page_size = check_positive_int("page_size", page_size)
         self.max_total_num_tokens = check_positive_int("max_total_num_tokens",
@@ -112,7 +115,8 @@ class ModelRunner:
         self.token_to_kv_pool = MHATokenToKVPool(
             max_total_num_tokens, page_size, self.dtype, self.config.num_key_value_heads,
             attn.head_dim, self.config.num_hidden_layers, device=str(self.device))
-        self.context_len = int(getattr(self.config, "max_position_embeddings", 0) or 0) or None
+        self.context_len = context_len or (
+            int(getattr(self.config, "max_position_embeddings", 0) or 0) or None)
         self.sliding_window = sliding_window(self.config)
         self.vocab_size = int(self.config.vocab_size)
         self.eos_token_ids = tuple(_model_eos(model) if eos_token_ids is None else eos_token_ids)
@@ -147,6 +151,9 @@ class ModelRunner:
             mem_get_info: replaces ``torch.cuda.mem_get_info`` (tests drive this path on
                 the CPU with readings of their own).
 
+        A model already on the GPU (``source`` an ``nn.Module``) is not in either reading's
+        difference: its weights were resident before the first one.
+
         Raises:
             ConfigError: a bad device, dtype, size or architecture, or the CPU without
                 ``max_total_tokens``.
@@ -167,7 +174,8 @@ class ModelRunner:
             after = free_memory(dev, mem_get_info)
             assert after is not None
             spec = ModelSpec.from_config(model.config.to_dict(), name=name)
-            fraction = mem_fraction_static or default_mem_fraction_static(before[1] // MiB)
+            fraction = (default_mem_fraction_static(before[1] // MiB)
+                        if mem_fraction_static is None else mem_fraction_static)
             plan = plan_pool(spec, pre_free_bytes=before[0], post_free_bytes=after[0],
                              mem_fraction_static=fraction, page_size=page_size,
                              kv_cache_dtype=kv_dtype_name(dt), context_len=context_len,
@@ -177,7 +185,7 @@ class ModelRunner:
             tokens = max_total_tokens // page_size * page_size
         return cls(model, max_total_num_tokens=tokens, page_size=page_size,
                    eos_token_ids=eos_token_ids, attention_backend=attention_backend, name=name,
-                   plan=plan, tokenizer=tokenizer,
+                   plan=plan, tokenizer=tokenizer, context_len=context_len,
                    device_memory_bytes=0 if before is None else before[1])
 
     # ----- the executor interface ----------------------------------------------------------
