@@ -30,6 +30,7 @@ import torch
 from pagedkv.engine import Engine, PromptRequest
 from pagedkv.managers.trace import Trace
 from pagedkv.model_executor.model_loader import (
+    free_memory,
     load_causal_lm,
     random_model_config,
     resolve_device,
@@ -102,7 +103,7 @@ def detect_setup(model_id: str = DEFAULT_MODEL, device: str | None = None,
 
             AutoConfig.from_pretrained(model_id)  # a small file: is the hub (or a cache) there?
             return Setup(dev, dtype, model_id, "real", name)
-        except OSError:
+        except (OSError, ValueError):  # no network, no cache, or the hub refused: fall back
             pass
     return Setup(dev, dtype, random_model_config("qwen2", "qwen2.5-0.5b"), "random-full", name)
 
@@ -129,9 +130,11 @@ def make_engine(setup: Setup, max_total_tokens: int, page_size: int = 1, **optio
     SGLang's ``--max-total-tokens``: the chapters want pools small enough to fill)."""
     model, tokenizer = model_and_tokenizer(setup)
     eos = None if setup.kind == "real" else ()
+    memory = free_memory(setup.device)  # the card's size picks SGLang's chunk size
     runner = ModelRunner(model, max_total_num_tokens=max_total_tokens // page_size * page_size,
                          page_size=page_size, eos_token_ids=eos, tokenizer=tokenizer,
-                         name=setup.source if isinstance(setup.source, str) else None)
+                         name=setup.source if isinstance(setup.source, str) else None,
+                         device_memory_bytes=memory[1] if memory else 0)
     return Engine(runner, **options)
 
 
