@@ -93,17 +93,23 @@ def retraction(setup: Setup) -> Report:
     t = np.diff(np.concatenate(([0.0], np.asarray(trace.steps["time_s"], dtype=float))))
     reprefill_steps = {e[0] for e in trace.events_of("reprefill")}
     reprefill_s = float(sum(t[s] for s in reprefill_steps))
+    again: dict[int, int] = {}  # tokens each re-prefill computed (what the tree no longer held)
+    for _, _, rid, extra in trace.events_of("reprefill"):
+        again[rid] = again.get(rid, 0) + extra["extend"]
     rows = [(r.rid, r.num_retractions, r.generated, r.recomputed_tokens, r.kept_at_retract,
-             "yes" if same[r.rid] else "no") for r in victims]
+             again.get(r.rid, 0), "yes" if same[r.rid] else "no") for r in victims]
     kept_same = sum(same[r.rid] for r in victims)
     others = [r for r in res.requests if not r.num_retractions]
     lines = [
         setup.describe(),
         f"{n} requests, up to {max_new} new tokens each, a pool of {pool:,} tokens "
         f"(page size {page}), schedule_conservativeness {opts['schedule_conservativeness']} (a "
-        f"bold admission). {plural(len(victims), 'request')} retracted (the log line below was "
-        f"printed {plural(res.metrics.retraction_events, 'time')}); "
-        f"{res.metrics.recomputed_tokens:,} tokens of KV were freed and computed again.",
+        f"bold admission). {plural(len(victims), 'request')} "
+        f"{'was' if len(victims) == 1 else 'were'} retracted (the log line below was printed "
+        f"{plural(res.metrics.retraction_events, 'time')}), freeing "
+        f"{res.metrics.recomputed_tokens:,} tokens of their KV; when they were admitted again, "
+        f"the model prefilled {sum(again.values()):,} tokens (prompt and output so far, minus "
+        "what the radix cache still held).",
         f"The re-prefills took {reprefill_s:.3f} s of the run's {res.metrics.duration_s:.2f} s.",
         f"Each output is compared with the same prompt served from a pool 16 times larger, where "
         f"nothing was retracted: {kept_same} of {len(victims)} retracted requests and "
@@ -115,8 +121,8 @@ def retraction(setup: Setup) -> Report:
                      "a token computed in a batch of a different shape can round differently, and "
                      "greedy decoding follows a near tie either way. In float32 on the CPU every "
                      "token matches.")
-    header = ("request", "retractions", "output tokens", "KV recomputed", "kept by the radix cache",
-              "same tokens")
+    header = ("request", "retractions", "output tokens", "KV freed", "of it kept in the tree",
+              "prefilled again", "same tokens")
     log = [line for line in trace.log if line.startswith("KV cache pool is full")][:5]
     return Report(setup, lines, header, rows, log)
 
