@@ -15,12 +15,19 @@ Layers, bottom-up (nothing below imports from above), named after SGLang's ``srt
   ``retract_decode``) and ``simulate``.
 - ``pagedkv.lessons``: the book's seeded examples and analyses; the engine never imports it.
 
-The sizing layer is re-exported here (it imports no torch); import the others from their
-modules::
+The sizing layer is re-exported here (it imports no torch); ``pagedkv.Engine`` (one scheduler
+over a real model or the simulator, :mod:`pagedkv.engine`) loads on first use; import the
+others from their modules::
 
     from pagedkv import get_gpu, load_model, plan_pool
     plan = plan_pool(load_model("llama-3-8b"), gpu=get_gpu("h100-sxm-80gb"))
+
+    import pagedkv
+    engine = pagedkv.Engine.from_pretrained("Qwen/Qwen2.5-0.5B-Instruct", page_size=16)
+    print(engine.generate(["What is a KV cache?"], 64).texts)
 """
+
+from typing import Any
 
 from pagedkv.errors import (
     AllocatorError,
@@ -40,6 +47,7 @@ __all__ = [
     "MODEL_PRESETS",
     "AllocatorError",
     "ConfigError",
+    "Engine",
     "GPUSpec",
     "KVPoolPlan",
     "ModelSpec",
@@ -53,3 +61,14 @@ __all__ = [
     "load_model",
     "plan_pool",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    """Load ``Engine`` on first access (PEP 562): it imports torch and triton, which ``pagedkv
+    size`` must not wait for."""
+    if name == "Engine":
+        from pagedkv.engine import Engine
+
+        globals()["Engine"] = Engine
+        return Engine
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

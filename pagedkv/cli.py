@@ -1,4 +1,5 @@
-"""The ``pagedkv`` command line: ``pagedkv size`` and ``pagedkv simulate`` (also ``python -m pagedkv``).
+"""The ``pagedkv`` command line: ``pagedkv size``, ``pagedkv simulate`` and ``pagedkv generate``
+(also ``python -m pagedkv``).
 
 Bad input prints one ``error: ...`` line naming the parameter, its value and the valid
 range, and exits with status 2 (argparse's convention), never with a traceback.
@@ -12,6 +13,7 @@ import os
 import sys
 from collections.abc import Sequence
 
+from pagedkv.engine_cli import add_generate_parser
 from pagedkv.errors import PagedKVError, bad_value, check_real
 from pagedkv.gpus import GPU_PRESETS, get_gpu
 from pagedkv.managers.cli import add_simulate_parser
@@ -115,6 +117,7 @@ def build_parser() -> argparse.ArgumentParser:
     subparsers = parser.add_subparsers(dest="command", required=True)
     add_size_parser(subparsers)
     add_simulate_parser(subparsers)
+    add_generate_parser(subparsers)
     return parser
 
 

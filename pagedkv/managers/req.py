@@ -39,7 +39,7 @@ class RequestLike(Protocol):
     """What the scheduler reads from a workload entry (:class:`pagedkv.workloads.RequestSpec`)."""
 
     prompt_len: int
-    output_len: int
+    output_len: int | None
     max_new_tokens: int
     arrival_s: float
 
@@ -136,10 +136,14 @@ class Req:
 
     @classmethod
     def from_spec(cls, rid: int, spec: RequestLike) -> Req:
-        """A fresh request from a workload entry; ConfigError on inconsistent lengths."""
+        """A fresh request from a workload entry; ConfigError on inconsistent lengths.
+
+        A request for a real model has ``output_len`` None (it stops at EOS or
+        ``max_new_tokens``) and ``output_ids`` empty: the model appends what it samples."""
         ids = getattr(spec, "input_ids", None)
         out = getattr(spec, "output_ids", None)
-        return cls(rid, int(spec.prompt_len), int(spec.output_len), int(spec.max_new_tokens),
+        output_len = None if spec.output_len is None else int(spec.output_len)
+        return cls(rid, int(spec.prompt_len), output_len, int(spec.max_new_tokens),
                    float(spec.arrival_s), bool(getattr(spec, "ignore_eos", False)),
                    None if ids is None else np.asarray(ids, dtype=np.int64),
                    None if out is None else list(out), getattr(spec, "follows", None))

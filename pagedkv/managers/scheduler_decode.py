@@ -87,7 +87,7 @@ class SchedulerDecodeMixin:
         batch.prepare_for_decode()
         fb = ForwardBatch("decode", batch.reqs, batch.req_pool_idx, batch.kv_len - 1,
                           np.ones(bs, dtype=np.int64), batch.last_loc, np.ones(bs, dtype=bool),
-                          kv_tokens)
+                          kv_tokens, self.req_to_token_pool)
         result = self.executor.forward(fb)
         self.clock += result.seconds
         batch.generated += 1

@@ -165,7 +165,7 @@ class SchedulerPrefillMixin:
         for req, e in zip(admitted, ext.tolist(), strict=True):
             req.kv_committed_len = req.prefix_len + e
         batch = ForwardBatch("extend", admitted, rows, prefix, ext, slots, sample,
-                             int(prefix.sum()))
+                             int(prefix.sum()), self.req_to_token_pool)
         result = self.executor.forward(batch)
         self.clock += result.seconds
         self.process_batch_result_prefill(batch, result.next_token_ids)

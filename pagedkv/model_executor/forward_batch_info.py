@@ -9,11 +9,14 @@ and a real model on the paged pool (``model_runner``, which reads every field).
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
 import numpy as np
 
 from pagedkv.managers.req import Req
+
+if TYPE_CHECKING:
+    from pagedkv.mem_cache.memory_pool import ReqToTokenPool
 
 
 @dataclass(frozen=True)
@@ -31,6 +34,9 @@ class ForwardBatch:
             request after request.
         sample: bool ``[bs]``: which requests sample a token (all but a chunk cut short).
         kv_tokens: tokens of KV the pass reads (the timing model's input).
+        req_to_token_pool: the page table the rows index (a real model gathers each
+            request's slots from it; SGLang's ``ForwardBatch`` carries it too). None: the
+            executor needs no slots (the simulator).
     """
 
     mode: str
@@ -41,6 +47,7 @@ class ForwardBatch:
     out_cache_loc: np.ndarray
     sample: np.ndarray
     kv_tokens: int
+    req_to_token_pool: ReqToTokenPool | None = None
 
     @property
     def seq_lens(self) -> np.ndarray:

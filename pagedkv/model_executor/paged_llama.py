@@ -1,21 +1,19 @@
-"""A Hugging Face Llama run on pagedkv's pools, allocator and Triton decode kernel.
+"""A Hugging Face Llama on pagedkv's pools and kernel, driven by hand (no scheduler).
 
-The model's own modules and weights do everything except attention: embeddings, RMSNorm,
-rotary embedding, the q/k/v/o projections, the MLP and the LM head. pagedkv does the KV
-bookkeeping the way SGLang's ``model_executor/model_runner.py`` and
-``layers/radix_attention.py`` do:
+Chapter 6's small demonstration: the caller admits prompts, decodes and releases them, and
+sees every step. :class:`PagedLlamaRunner` does the KV bookkeeping the way SGLang's
+``model_executor/model_runner.py`` and ``layers/radix_attention.py`` do:
 
 1. a new request gets a row of ``ReqToTokenPool`` and KV slots from the allocator
    (``alloc_extend`` for the prompt, ``alloc_decode`` for each new token);
 2. the slots are written into its row of ``req_to_token``;
-3. in every layer the new K and V are scattered into ``MHATokenToKVPool`` at those slots
-   (``set_kv_buffer``);
-4. attention reads K/V back from the pool: prefill with torch SDPA over the gathered slots
-   (SGLang uses its extend kernel), decode with :func:`paged_decode_attention`.
+3. the model runs through :class:`~pagedkv.model_executor.model_runner.ModelRunner`'s pool
+   and forward pass (:mod:`pagedkv.models.llama`): every layer scatters its new K/V into
+   ``MHATokenToKVPool`` at those slots and attends over the row, prefill with torch SDPA,
+   decode with :func:`~pagedkv.layers.attention.paged_decode_attention`.
 
-Where we simplify: no radix cache, no scheduler, no chunked prefill, no CUDA graphs; full
-(non-sliding) attention only. Works for the Llama module layout (Llama, TinyLlama, Qwen2 /
-Qwen2.5, Mistral without a sliding window). On a GPU, for example on Colab::
+The scheduler-driven engine (admission, retraction, the radix cache) is
+:class:`pagedkv.engine.Engine` over the same ModelRunner. On a GPU, for example on Colab::
 
     model = AutoModelForCausalLM.from_pretrained("Qwen/Qwen2.5-0.5B",
                                                  dtype=torch.bfloat16).cuda()
@@ -25,54 +23,32 @@ Qwen2.5, Mistral without a sliding window). On a GPU, for example on Colab::
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
+import numpy as np
 import torch
 from torch import nn
-from torch.nn import functional as F
-from transformers.models.llama.modeling_llama import apply_rotary_pos_emb
 
 from pagedkv.errors import AllocatorError, OutOfMemoryError, bad_value, check_positive_int
-from pagedkv.layers.attention.decode_attention import paged_decode_attention
-from pagedkv.mem_cache.allocator import PagedTokenToKVPoolAllocator, TokenToKVPoolAllocator
+from pagedkv.layers.attention.backend import init_forward_metadata
+from pagedkv.mem_cache.allocator import make_allocator
 from pagedkv.mem_cache.memory_pool import MHATokenToKVPool, ReqToTokenPool
+from pagedkv.model_executor.model_runner import ModelRunner
+from pagedkv.models.llama import forward_hidden, logits
 
 _I64 = torch.int64
 
 
-@dataclass(frozen=True)
-class StepBatch:
-    """What one forward pass needs to know (a small part of SGLang's ``ForwardBatch``).
-
-    Attributes:
-        req_pool_indices: int64 ``[B]``, each request's row of ``req_to_token``.
-        prefix_lens: int64 ``[B]``, tokens already in the cache before this step.
-        seq_lens: int64 ``[B]``, tokens in the cache after this step.
-        out_cache_loc: int64 ``[T]``, the slot of every new token (T = sum of new tokens).
-        positions: int64 ``[T]``, the position of every new token in its sequence.
-        is_decode: one new token per request, attended by the Triton kernel.
-    """
-
-    req_pool_indices: torch.Tensor
-    prefix_lens: torch.Tensor
-    seq_lens: torch.Tensor
-    out_cache_loc: torch.Tensor
-    positions: torch.Tensor
-    is_decode: bool
-
-
 class PagedLlamaRunner:
-    """Prefill and decode a ``LlamaForCausalLM`` with pagedkv's KV cache.
+    """Prefill and decode a Llama-family causal LM with pagedkv's KV cache, by hand.
 
     Args:
-        model: a transformers causal LM with the Llama module layout, in eval mode.
+        model: a transformers causal LM of a type :class:`ModelRunner` supports, in eval mode.
         page_size: tokens per KV page (1 selects ``TokenToKVPoolAllocator``).
         max_total_tokens: KV slots in the pool (a multiple of ``page_size``).
         max_num_reqs: rows of ``ReqToTokenPool``.
         max_context_len: columns of ``req_to_token``: longest prompt + output.
 
     Raises:
-        ConfigError: a model without the Llama attention layout or a bad size.
+        ConfigError: an unsupported model or a bad size.
     """
 
     def __init__(
@@ -84,42 +60,30 @@ class PagedLlamaRunner:
         max_num_reqs: int = 16,
         max_context_len: int = 1024,
     ) -> None:
-        check_positive_int("page_size", page_size)
         check_positive_int("max_total_tokens", max_total_tokens, page_size)
         if max_total_tokens % page_size:
             raise bad_value("max_total_tokens", max_total_tokens,
                             f"a multiple of page_size={page_size}")
-        attn = model.model.layers[0].self_attn
-        if not all(hasattr(attn, n) for n in ("q_proj", "k_proj", "v_proj", "o_proj")) or (
-                hasattr(attn, "q_norm") or getattr(model.config, "use_sliding_window", False)):
-            raise bad_value("model", type(model).__name__,
-                            "a Llama-layout causal LM with full attention (Llama, Qwen2, ...)")
-        self.model = model
-        config = model.config
-        self.head_dim = attn.head_dim
-        self.num_q_heads = config.num_attention_heads
-        self.num_kv_heads = config.num_key_value_heads
-        weight = next(model.parameters())
-        self.device = weight.device
-        self.page_size = page_size
-        self.req_to_token_pool = ReqToTokenPool(max_num_reqs, max_context_len,
-                                                device=str(self.device))
-        self.token_to_kv_pool = MHATokenToKVPool(
-            max_total_tokens, page_size, weight.dtype, self.num_kv_heads, self.head_dim,
-            config.num_hidden_layers, device=str(self.device))
-        self.allocator = (TokenToKVPoolAllocator(max_total_tokens) if page_size == 1
-                          else PagedTokenToKVPoolAllocator(max_total_tokens, page_size))
+        self.runner = ModelRunner(model, max_total_num_tokens=max_total_tokens, page_size=page_size,
+                                  eos_token_ids=())
+        self.model, self.device, self.page_size = model, self.runner.device, page_size
+        self.req_to_token_pool = ReqToTokenPool(max_num_reqs, max_context_len)
+        self.allocator = make_allocator(max_total_tokens, page_size)
         self.seq_lens: dict[int, int] = {}  # row -> tokens in the cache
+
+    @property
+    def token_to_kv_pool(self) -> MHATokenToKVPool:
+        """The K/V pool (the runner's)."""
+        return self.runner.token_to_kv_pool
 
     # ----- KV bookkeeping -------------------------------------------------------------
     def _write_rows(self, rows: list[int], starts: list[int], loc: torch.Tensor) -> None:
         """``req_to_token[row, start:start + n] = loc[segment]`` for each request."""
         offset = 0
-        table_device = self.req_to_token_pool.req_to_token.device
         for row, start in zip(rows, starts, strict=True):
             n = self.seq_lens[row] - start
             self.req_to_token_pool.write(row, torch.arange(start, start + n, dtype=_I64),
-                                         loc[offset:offset + n].to(table_device))
+                                         loc[offset:offset + n])
             offset += n
 
     def prefill(self, prompts: list[list[int]]) -> tuple[list[int], torch.Tensor]:
@@ -151,14 +115,10 @@ class PagedLlamaRunner:
                                    f"{self.allocator.available_size()} free")
         self.seq_lens.update(zip(rows, lens.tolist(), strict=True))
         self._write_rows(rows, [0] * len(rows), loc)
-        batch = StepBatch(
-            req_pool_indices=torch.tensor(rows, dtype=_I64), prefix_lens=torch.zeros_like(lens),
-            seq_lens=lens, out_cache_loc=loc,
-            positions=torch.cat([torch.arange(n, dtype=_I64) for n in lens.tolist()]),
-            is_decode=False)
         ids = torch.tensor([t for p in prompts for t in p], dtype=_I64)
-        hidden = self._forward(ids, batch)
-        return rows, self._logits(hidden[lens.cumsum(0) - 1])
+        positions = torch.cat([torch.arange(n, dtype=_I64) for n in lens.tolist()])
+        hidden = self._forward(False, ids, positions, rows, torch.zeros_like(lens), lens, loc)
+        return rows, logits(self.model, hidden[lens.cumsum(0) - 1])
 
     def decode(self, rows: list[int], next_tokens: torch.Tensor) -> torch.Tensor:
         """Append one token per request and return float32 ``[B, vocab]`` next-token logits.
@@ -175,7 +135,7 @@ class PagedLlamaRunner:
                                 f"< max_context_len={self.req_to_token_pool.max_context_len}")
         old = torch.tensor([self.seq_lens[r] for r in rows], dtype=_I64)
         table = self.req_to_token_pool.req_to_token
-        last_loc = table[torch.tensor(rows), old - 1].to(_I64).cpu()
+        last_loc = table[torch.tensor(rows), old - 1].to(_I64)
         loc = self.allocator.alloc_decode(old + 1, last_loc)
         if loc is None:
             raise OutOfMemoryError(f"{len(rows)} decode tokens, "
@@ -183,15 +143,15 @@ class PagedLlamaRunner:
         for row in rows:
             self.seq_lens[row] += 1
         self._write_rows(rows, old.tolist(), loc)
-        batch = StepBatch(req_pool_indices=torch.tensor(rows, dtype=_I64), prefix_lens=old,
-                          seq_lens=old + 1, out_cache_loc=loc, positions=old, is_decode=True)
-        return self._logits(self._forward(next_tokens.to(_I64), batch))
+        hidden = self._forward(True, next_tokens.cpu().to(_I64), old, rows, old, torch.ones_like(old),
+                               loc)
+        return logits(self.model, hidden)
 
     def release(self, rows: list[int]) -> None:
         """Free the requests' KV slots and rows (a finished request)."""
         table = self.req_to_token_pool.req_to_token
         for row in rows:
-            self.allocator.free(table[row, : self.seq_lens.pop(row)].to(_I64).cpu())
+            self.allocator.free(table[row, : self.seq_lens.pop(row)].to(_I64))
         self.req_to_token_pool.free(list(rows))
 
     def check_invariants(self) -> None:
@@ -224,8 +184,8 @@ class PagedLlamaRunner:
             ``[B, max_new_tokens, vocab]`` (step 0 from the prefill, then one per decode).
         """
         check_positive_int("max_new_tokens", max_new_tokens)
-        rows, logits = self.prefill(prompts)
-        steps = [logits]
+        rows, first = self.prefill(prompts)
+        steps = [first]
         for _ in range(max_new_tokens - 1):
             steps.append(self.decode(rows, steps[-1].argmax(dim=-1)))
         self.release(rows)
@@ -233,64 +193,11 @@ class PagedLlamaRunner:
         return all_logits.argmax(dim=-1).tolist(), all_logits
 
     # ----- the forward pass -----------------------------------------------------------
-    def _logits(self, hidden: torch.Tensor) -> torch.Tensor:
-        return self.model.lm_head(self.model.model.norm(hidden)).float()
-
-    def _forward(self, input_ids: torch.Tensor, batch: StepBatch) -> torch.Tensor:
-        """Hidden states ``[T, hidden]`` of the new tokens, layer by layer (no final norm)."""
-        inner = self.model.model
-        hidden = inner.embed_tokens(input_ids.to(self.device))
-        positions = batch.positions.to(self.device)
-        cos, sin = inner.rotary_emb(hidden, positions[None, :])
-        for layer_id, layer in enumerate(inner.layers):
-            residual = hidden
-            attn_in = layer.input_layernorm(hidden)
-            hidden = residual + self._attention(layer_id, layer.self_attn, attn_in,
-                                                (cos[0], sin[0]), batch)
-            hidden = hidden + layer.mlp(layer.post_attention_layernorm(hidden))
-        return hidden
-
-    def _attention(self, layer_id: int, attn: nn.Module, hidden: torch.Tensor,
-                   cos_sin: tuple[torch.Tensor, torch.Tensor], batch: StepBatch) -> torch.Tensor:
-        """Project, rotate, write K/V to the pool, attend over the pool, project out."""
-        tokens = hidden.shape[0]
-        q = attn.q_proj(hidden).view(tokens, self.num_q_heads, self.head_dim)
-        k = attn.k_proj(hidden).view(tokens, self.num_kv_heads, self.head_dim)
-        v = attn.v_proj(hidden).view(tokens, self.num_kv_heads, self.head_dim)
-        q, k = apply_rotary_pos_emb(q, k, *cos_sin, unsqueeze_dim=1)  # [T, heads, D]
-        pool = self.token_to_kv_pool
-        pool.set_kv_buffer(layer_id, batch.out_cache_loc.to(self.device), k, v)
-        k_cache, v_cache = pool.get_key_buffer(layer_id), pool.get_value_buffer(layer_id)
-        table = self.req_to_token_pool.req_to_token
-        rows, seq_lens = (t.to(self.device) for t in (batch.req_pool_indices, batch.seq_lens))
-        if batch.is_decode:
-            out = paged_decode_attention(q, k_cache, v_cache, table, rows, seq_lens,
-                                         sm_scale=attn.scaling)
-        else:
-            out = _extend_attention(q, k_cache, v_cache, table, batch, attn.scaling)
-        return attn.o_proj(out.reshape(tokens, -1))
-
-
-def _extend_attention(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor,
-                      req_to_token: torch.Tensor, batch: StepBatch, scale: float) -> torch.Tensor:
-    """Causal attention of each request's new tokens over its whole cached sequence.
-
-    ``q`` is ``[T, H_q, D]`` (new tokens of all requests, request after request); keys and
-    values are gathered from the pool through ``req_to_token``. Returns ``[T, H_q, D]``.
-    Torch SDPA, one request at a time; SGLang's ``extend_attention.py`` is one kernel.
-    """
-    out = torch.empty_like(q)
-    start = 0
-    for row, prefix, seq in zip(batch.req_pool_indices.tolist(), batch.prefix_lens.tolist(),
-                                batch.seq_lens.tolist(), strict=True):
-        n = seq - prefix
-        slots = req_to_token[row, :seq].long()
-        keys, values = k_cache[slots].transpose(0, 1), v_cache[slots].transpose(0, 1)
-        q_pos = torch.arange(prefix, seq, device=q.device)
-        mask = torch.arange(seq, device=q.device)[None, :] <= q_pos[:, None]  # [n, seq]
-        o = F.scaled_dot_product_attention(q[start:start + n].transpose(0, 1)[None],
-                                           keys[None], values[None], attn_mask=mask,
-                                           scale=scale, enable_gqa=True)
-        out[start:start + n] = o[0].transpose(0, 1)
-        start += n
-    return out
+    def _forward(self, decode: bool, ids: torch.Tensor, positions: torch.Tensor, rows: list[int],
+                 prefix: torch.Tensor, extend: torch.Tensor, loc: torch.Tensor) -> torch.Tensor:
+        """Hidden states ``[T, hidden]`` of the new tokens (no final norm)."""
+        meta = init_forward_metadata(decode, self.req_to_token_pool.req_to_token,
+                                     np.asarray(rows, dtype=np.int64), prefix.numpy(),
+                                     extend.numpy(), loc.numpy(), self.device)
+        return forward_hidden(self.model, ids.to(self.device), positions.to(self.device), meta,
+                              self.token_to_kv_pool)

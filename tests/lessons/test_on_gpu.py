@@ -1,0 +1,37 @@
+"""The chapters' "On your GPU" sections on the CPU stand-in (the book runs all of them; these
+are the quick ones)."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+import pagedkv.layers.attention  # noqa: F401  (first: sets TRITON_INTERPRET on a CPU)
+
+pytest.importorskip("transformers")
+from pagedkv.lessons.on_gpu import Report, detect_setup, plural, size
+from pagedkv.lessons.on_gpu_memory import CPU_POOL_CAP, real_pool
+from pagedkv_widgets.on_gpu import report_md
+
+
+def test_the_cpu_runs_the_tiny_model_and_says_so() -> None:
+    setup = detect_setup(device="cpu")
+    assert setup.kind == "tiny" and setup.dtype == torch.float32 and not setup.on_gpu
+    assert "No GPU here" in setup.describe()
+
+
+def test_real_pool_on_the_cpu_stand_in() -> None:
+    report = real_pool(detect_setup(device="cpu"))
+    values = {row[0]: row[2] for row in report.rows}
+    assert values["cell size"] == "512 B"  # 2 x 2 layers x 2 heads x 16 x 4 B
+    assert values["max_total_num_tokens"] == f"{CPU_POOL_CAP:,}"
+    assert report.log[2].startswith(f"KV Cache is allocated. #tokens: {CPU_POOL_CAP}")
+    text = report_md(report).data
+    assert "pretend" in text and "| quantity | how | value |" in text and "```text" in text
+
+
+def test_helpers() -> None:
+    assert [size(n) for n in (512, 8192, 3 * 2**20, 2**31)] == [
+        "512 B", "8.00 KiB", "3.00 MiB", "2.00 GiB"]
+    assert plural(1, "request") == "1 request" and plural(2, "time") == "2 times"
+    assert report_md(Report(detect_setup(device="cpu"), ["a"])).data == "a"

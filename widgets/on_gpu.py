@@ -1,0 +1,19 @@
+"""The chapters' "On your GPU" sections: a :class:`pagedkv.lessons.on_gpu.Report` as Markdown
+(its sentences, its table, then SGLang's log lines as a code block)."""
+
+from __future__ import annotations
+
+from IPython.display import Markdown
+
+from pagedkv_widgets.tables import markdown_table
+
+
+def report_md(report: object) -> Markdown:
+    """Render ``report`` (``lines``, ``header``, ``rows``, ``log``) for a notebook cell."""
+    parts = list(report.lines)  # type: ignore[attr-defined]
+    if report.header:  # type: ignore[attr-defined]
+        parts.append(markdown_table(report.header, report.rows).data)  # type: ignore[attr-defined]
+    if report.log:  # type: ignore[attr-defined]
+        parts.append("SGLang's log lines from this run:\n\n```text\n"
+                     + "\n".join(report.log) + "\n```")  # type: ignore[attr-defined]
+    return Markdown("\n\n".join(parts))
