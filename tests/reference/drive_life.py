@@ -47,14 +47,36 @@ def _pass_result(side: Any, rids: list[str], middle: set[str], prefill: bool, gr
     return done
 
 
+def build_state(case: dict, side: Any) -> None:
+    """The memory state of an admission or retraction case, on ``side``: the ``cached``
+    requests prefilled and finished (their sequences stay in the tree, evictable), the
+    ``running`` ones prefilled and grown by ``grown[rid]`` more tokens, the ``chunked`` one
+    (rid, first chunk) through its first chunk."""
+    # one request per pass, so that each finds the ones before it cached and the pool never
+    # holds two copies of a shared prefix (what fits at the end fits all along)
+    for group in ("cached", "running"):
+        for rid in case[group]:
+            side.admit(rid, None)
+            assert side.extend([rid]), f"the pool cannot hold {group} request {rid}"
+            _pass_result(side, [rid], set(), True, group=case["version"] != "0.5.9")
+    for rid in case["running"]:
+        side.grow(rid, case["grown"][rid])
+    if case["chunked"]:
+        rid, first = case["chunked"]
+        side.admit(rid, first)
+        assert side.extend([rid]), "the pool cannot hold the chunked request"
+        _pass_result(side, [rid], {rid}, True, group=case["version"] != "0.5.9")
+
+
 def setup(case: dict, side_class: type, *args: Any) -> Any:
-    """A side sized for ``case``, its requests added."""
+    """A side sized for ``case``, its requests added (``case["requests"]``: rid ->
+    ``(prompt, max_new_tokens, planned outputs[, ignore_eos, generated])``)."""
     reqs = case["requests"]
-    longest = max(len(prompt) + max_new for prompt, max_new, _ in reqs.values())
+    longest = max(len(spec[0]) + spec[1] for spec in reqs.values())
     side = side_class(case["page_size"], case["pool_tokens"], len(reqs) + 1,
                       longest + case["page_size"], *args)
-    for rid, (prompt, max_new, outputs) in reqs.items():
-        side.add(rid, prompt, max_new, outputs)
+    for rid, spec in reqs.items():
+        side.add(rid, *spec)
     return side
 
 

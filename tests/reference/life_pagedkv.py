@@ -50,19 +50,27 @@ class PagedkvLife:
         req.extend_len = limit if cut else extend
         return req.prefix_len, req.extend_len, cut
 
-    def admit(self, rid: str, limit: int | None) -> tuple[int, int, bool]:
+    def match(self, rid: str) -> int:
+        """The prefix match of all but the last token (pagedkv's ``init_next_round_input``)."""
         req = self.reqs[rid]
         match = self.tree.match_prefix(req.token_ids(max(req.fill_len - 1, 0)))
         req.prefix_len = req.cache_protected_len = len(match.device_indices)
         req.last_node = match.last_device_node
         self.prefix_slots[rid] = match.device_indices
+        return req.prefix_len
+
+    def admit(self, rid: str, limit: int | None) -> tuple[int, int, bool]:
+        self.match(rid)
+        req = self.reqs[rid]
         self.tree.inc_lock_ref(req.last_node)
         return self._cut(req, limit)
 
+    def stash(self, rid: str) -> None:
+        self.tree.cache_unfinished_req(self.reqs[rid])
+
     def resume(self, rid: str, limit: int | None) -> tuple[int, int, bool]:
-        req = self.reqs[rid]
-        self.tree.cache_unfinished_req(req)
-        return self._cut(req, limit)
+        self.stash(rid)
+        return self._cut(self.reqs[rid], limit)
 
     # ----- memory ---------------------------------------------------------------------------
     def extend(self, rids: list[str]) -> bool:
@@ -99,6 +107,18 @@ class PagedkvLife:
         for req in reqs:
             req.kv_committed_len += 1
         return True
+
+    def grow(self, rid: str, n: int) -> None:
+        """State building: ``n`` more generated tokens with their KV, in one allocation."""
+        req = self.reqs[rid]
+        if n <= 0:
+            return
+        a, row = req.kv_committed_len, req.req_pool_idx
+        self.tree.evict_from_tree_cache(n if self.p == 1 else n + self.p)
+        out = self.alloc.alloc_extend([a], [a + n], [self.table[row, a - 1]], n, strict=True)
+        self.table[row, a:a + n] = out.numpy()
+        req.kv_committed_len += n
+        req.generated += n
 
     # ----- results --------------------------------------------------------------------------
     def sample(self, rid: str) -> bool:

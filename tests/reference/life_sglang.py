@@ -72,25 +72,36 @@ class SglangLife:
             req.extend_end = prefix + extend
         return prefix, extend, cut
 
-    def admit(self, rid: str, limit: int | None) -> tuple[int, int, bool]:
-        """Match and lock a waiting request's prefix, cut its prompt to ``limit`` tokens."""
+    def match(self, rid: str) -> int:
+        """``init_next_round_input(tree)``: the prefix match; the matched length."""
         req = self.reqs[rid]
         req.init_next_round_input(self.tree)
+        return len(req.prefix_indices) if sg.OLD else req.prefix_len
+
+    def admit(self, rid: str, limit: int | None) -> tuple[int, int, bool]:
+        """Match and lock a waiting request's prefix, cut its prompt to ``limit`` tokens."""
+        self.match(rid)
+        req = self.reqs[rid]
         if sg.OLD:
             self.tree.inc_lock_ref(req.last_node)
         else:
             req.lock = self.tree.lock(req.last_node)
         return self._cut(req, limit)
 
-    def resume(self, rid: str, limit: int | None) -> tuple[int, int, bool]:
-        """Stash the carried chunk in the tree, then cut the next one."""
+    def stash(self, rid: str) -> None:
+        """The carried chunk's stash at the start of a step, then its refill without the
+        tree (``init_next_round_input()``)."""
         req = self.reqs[rid]
         if sg.OLD:
             self.tree.cache_unfinished_req(req, chunked=True)
         elif req.extend_end > req.prefix_len:
             sg.checkpoint_kv_cache(req, self.tree)
         req.init_next_round_input()
-        return self._cut(req, limit)
+
+    def resume(self, rid: str, limit: int | None) -> tuple[int, int, bool]:
+        """Stash the carried chunk in the tree, then cut the next one."""
+        self.stash(rid)
+        return self._cut(self.reqs[rid], limit)
 
     # ----- memory ---------------------------------------------------------------------------
     def _prefix_slots(self, req: Any) -> torch.Tensor:
@@ -148,6 +159,26 @@ class SglangLife:
             sg.kv(req).kv_committed_len += 1
             sg.kv(req).kv_allocated_len += 1
         return True
+
+    def grow(self, rid: str, n: int) -> None:
+        """State building: ``n`` more generated tokens with their KV, in one allocation
+        (what ``n`` decode steps leave, but for which pages)."""
+        req, kv = self.reqs[rid], sg.kv(self.reqs[rid])
+        if n <= 0:
+            return
+        a = kv.kv_committed_len
+        row = kv.req_pool_idx
+        if self.p == 1:
+            out = sg.alloc_helpers.alloc_token_slots(self.tree, n)
+        else:
+            last = self.pool.req_to_token[row, a - 1:a].to(torch.int64)
+            pre, seq = torch.tensor([a]), torch.tensor([a + n])
+            out = sg.alloc_helpers.alloc_paged_token_slots_extend(
+                self.tree, pre, pre.clone(), seq, seq.clone(), last, n)
+        self.pool.write((row, slice(a, a + n)), out.to(torch.int32))
+        kv.kv_committed_len = kv.kv_allocated_len = a + n
+        for _ in range(n):
+            req.output_ids.append(self.outputs[rid][len(req.output_ids)])
 
     # ----- results --------------------------------------------------------------------------
     def sample(self, rid: str) -> bool:
