@@ -89,6 +89,25 @@ def run(case: dict, adder_class: type) -> dict:
     return out
 
 
+def make_case(version: str, p: int, pool_pages: int, requests: dict, *, radix: bool = False,
+              ratio: float = 0.7, chunk: int | None = None, max_prefill: int = 16384,
+              cached: tuple = (), running: tuple = (), grown: dict | None = None,
+              chunked: tuple | None = None, waiting: tuple = ()) -> dict:
+    """A pass over a state built from ``requests`` (see :func:`request`): page size ``p``, a
+    pool of ``pool_pages`` pages, the named groups of requests."""
+    return {"version": version, "page_size": p, "pool_tokens": pool_pages * p, "radix": radix,
+            "ratio": ratio, "chunk": chunk, "max_prefill_tokens": max_prefill, "requests": requests,
+            "cached": list(cached), "running": list(running),
+            "grown": grown or dict.fromkeys(running, 0), "chunked": chunked, "waiting": list(waiting)}
+
+
+def request(prompt: int | list[int], max_new: int, first: int = 1, ignore_eos: bool = False,
+            generated: int = 0) -> tuple:
+    """A request spec: ``prompt`` token ids, or that many ids counting from ``first``."""
+    tokens = list(range(first, first + prompt)) if isinstance(prompt, int) else prompt
+    return (tokens, max_new, list(range(9000, 9000 + min(max_new, 64))), ignore_eos, generated)
+
+
 def random_case(seed: int, version: str) -> dict:
     """A seeded pass: page size 1, 4 or 16, the radix cache on or off, chunked prefill on or
     off (chunk sizes not always whole pages), ``max_prefill_tokens`` large or tight, a ratio

@@ -2,7 +2,7 @@
 and on pagedkv's, recording what each hands out and its free list after every step.
 
 A case is plain data (:func:`random_case`), so one executor (:func:`run`) drives both
-allocators through a two-method-family adapter (:class:`SglangPool`, :class:`PagedkvPool`)
+allocators through an adapter (:class:`alloc_sglang.SglangPool`, :class:`PagedkvPool`)
 and the records compare with ``==``. Steps, as the scheduler makes them:
 
 - ``("cache", name, pages)``: ``alloc(pages * p)``, a cached prefix's slots (tree-owned,
@@ -28,53 +28,10 @@ from __future__ import annotations
 from typing import Any
 
 import numpy as np
-import sgl_objects as sg
-import torch
 
 from pagedkv.mem_cache.allocator import make_allocator
 
 PAGE_SIZES = (1, 2, 4, 16, 64)
-
-
-class SglangPool:
-    """SGLang's allocator behind the executor's interface."""
-
-    def __init__(self, page_size: int, size: int, kernels: str) -> None:
-        self.p = page_size
-        self.a = sg.allocator(page_size, size, kernels)
-
-    def alloc(self, n: int) -> list[int] | None:
-        out = self.a.alloc(n)
-        return None if out is None else out.tolist()
-
-    def extend(self, pre: list[int], seq: list[int], last: list[int]) -> list[int] | None:
-        total = sum(seq) - sum(pre)
-        if self.p == 1:  # alloc_token_slots: one alloc for the batch
-            return self.alloc(total)
-        pre_t, seq_t = torch.tensor(pre), torch.tensor(seq)
-        out = self.a.alloc_extend(pre_t, pre_t.clone(), seq_t, seq_t.clone(),
-                                  torch.tensor(last), total)
-        return None if out is None else out.tolist()
-
-    def decode(self, seq: list[int], last: list[int]) -> list[int] | None:
-        if self.p == 1:
-            return self.alloc(len(seq))
-        seq_t = torch.tensor(seq)
-        out = self.a.alloc_decode(seq_t, seq_t.clone(), torch.tensor(last))
-        return None if out is None else out.tolist()
-
-    def free(self, slots: list[int], how: str, start: int) -> None:
-        t = torch.tensor(slots, dtype=torch.int64)
-        if how == "segment":
-            self.a.free_segment(t, start_pos=start)
-        else:
-            self.a.free(t)
-
-    def group(self, begin: bool) -> None:
-        (self.a.free_group_begin if begin else self.a.free_group_end)()
-
-    def state(self) -> tuple[int, list[int]]:
-        return int(self.a.available_size()), self.a.free_pages.tolist()
 
 
 class PagedkvPool:

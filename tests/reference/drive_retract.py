@@ -72,6 +72,25 @@ def run(case: dict, batch_class: type) -> dict:
     return out
 
 
+def batch_case(version: str, p: int, running: list[tuple[int, int, int]], spare_pages: int = 0,
+               radix: bool = False, cached: tuple[int, ...] = ()) -> dict:
+    """Running requests ``(prompt_len, max_new_tokens, generated)`` with distinct token ids,
+    cached sequences of the given lengths, and a pool that holds exactly their pages plus
+    ``spare_pages`` (shared nothing, so the count is exact)."""
+    reqs, grown = {}, {}
+    for i, n in enumerate(cached):
+        reqs[f"c{i}"] = (list(range(10_000 * (i + 1), 10_000 * (i + 1) + n)), 1, [7], True, 0)
+    for i, (prompt, max_new, generated) in enumerate(running):
+        reqs[f"r{i}"] = (list(range(1000 * (i + 1), 1000 * (i + 1) + prompt)), max_new,
+                         list(range(500, 500 + max_new)), True, 0)
+        grown[f"r{i}"] = generated - 1
+    pages = sum(-(-(prompt + generated - 1) // p) for prompt, _, generated in running)
+    pages += sum(n // p for n in cached) if radix else 0
+    return {"version": version, "page_size": p, "pool_tokens": (pages + spare_pages) * p,
+            "radix": radix, "requests": reqs, "cached": [f"c{i}" for i in range(len(cached))],
+            "running": [f"r{i}" for i in range(len(running))], "grown": grown, "chunked": None}
+
+
 def random_case(seed: int, version: str) -> dict:
     """A seeded batch: page size 1, 4 or 16, the radix cache on or off, 1..8 running requests
     whose (output length, prompt length) often tie, 0..3 cached sequences, and a pool that

@@ -18,6 +18,7 @@ import sgl_boot
 
 sgl_boot.require()
 
+import alloc_sglang  # noqa: E402
 import compare  # noqa: E402
 import drive_alloc as D  # noqa: E402
 import pytest  # noqa: E402
@@ -35,7 +36,7 @@ def _case(seed: int, kernels: str) -> dict:
 
 def _compare(area: str, seeds: range, kernels: str) -> None:
     compare.compare_seeds(area, seeds, lambda s: _case(s, kernels),
-                          lambda c: D.run(c, D.SglangPool), lambda c: D.run(c, D.PagedkvPool))
+                          lambda c: D.run(c, alloc_sglang.SglangPool), lambda c: D.run(c, D.PagedkvPool))
 
 
 @pytest.mark.parametrize("block", range(RANDOM_CASES // BLOCK))
@@ -51,7 +52,7 @@ def test_random_cases_triton_kernels(block: int) -> None:
 
 def _directed(p: int, pool_pages: int, steps: list, kernels: str = "triton") -> None:
     case = {"page_size": p, "pool_tokens": pool_pages * p, "steps": steps, "kernels": kernels}
-    ours, theirs = D.run(case, D.SglangPool), D.run(case, D.PagedkvPool)
+    ours, theirs = D.run(case, alloc_sglang.SglangPool), D.run(case, D.PagedkvPool)
     compare.same("allocator (directed)", ours, theirs, compare.first_difference(ours, theirs))
 
 

@@ -14,6 +14,8 @@ allocation kernels are compared in ``test_allocator.py``.
 
 from __future__ import annotations
 
+from functools import partial
+
 import sgl_boot
 
 sgl_boot.require()
@@ -25,6 +27,8 @@ import pytest  # noqa: E402
 import sgl_objects as sg  # noqa: E402
 
 RANDOM_CASES, BLOCK = 1200, 200
+_case = partial(D.make_case, sg.VERSION)
+_req = D.request
 
 
 def _compare(area: str, case: dict) -> None:
@@ -38,22 +42,6 @@ def test_random_cases(block: int) -> None:
                           lambda s: D.random_case(s, sg.VERSION),
                           lambda c: [D.run(c, adder_sglang.SglangAdder)],
                           lambda c: [D.run(c, D.PagedkvAdder)])
-
-
-def _case(p: int, pool_pages: int, requests: dict, *, radix: bool = False, ratio: float = 0.7,
-          chunk: int | None = None, max_prefill: int = 16384, cached: tuple = (),
-          running: tuple = (), grown: dict | None = None, chunked: tuple | None = None,
-          waiting: tuple = ()) -> dict:
-    return {"version": sg.VERSION, "page_size": p, "pool_tokens": pool_pages * p, "radix": radix,
-            "ratio": ratio, "chunk": chunk, "max_prefill_tokens": max_prefill, "requests": requests,
-            "cached": list(cached), "running": list(running),
-            "grown": grown or dict.fromkeys(running, 0), "chunked": chunked, "waiting": list(waiting)}
-
-
-def _req(prompt: int | list[int], max_new: int, first: int = 1, ignore_eos: bool = False,
-         generated: int = 0) -> tuple:
-    tokens = list(range(first, first + prompt)) if isinstance(prompt, int) else prompt
-    return (tokens, max_new, list(range(9000, 9000 + min(max_new, 64))), ignore_eos, generated)
 
 
 @pytest.mark.parametrize("max_new", (48, 49, 50, 51))

@@ -21,12 +21,13 @@ import compare  # noqa: E402
 import drive_tree as D  # noqa: E402
 import pytest  # noqa: E402
 import sgl_objects as sg  # noqa: E402
+import tree_sglang  # noqa: E402
 
 RANDOM_CASES, BLOCK = 1500, 300
 
 
 def _sglang(case: dict) -> list:
-    return D.run(case, D.SglangTree(case["page_size"], case["pool_tokens"]))
+    return D.run(case, tree_sglang.SglangTree(case["page_size"], case["pool_tokens"]))
 
 
 def _pagedkv(case: dict) -> list:

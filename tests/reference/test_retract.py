@@ -10,6 +10,8 @@ requests' rows afterwards.
 
 from __future__ import annotations
 
+from functools import partial
+
 import sgl_boot
 
 sgl_boot.require()
@@ -21,6 +23,7 @@ import retract_sglang  # noqa: E402
 import sgl_objects as sg  # noqa: E402
 
 RANDOM_CASES, BLOCK = 1500, 300
+_batch = partial(D.batch_case, sg.VERSION)
 
 
 @pytest.mark.parametrize("block", range(RANDOM_CASES // BLOCK))
@@ -29,25 +32,6 @@ def test_random_cases(block: int) -> None:
                           lambda s: D.random_case(s, sg.VERSION),
                           lambda c: [D.run(c, retract_sglang.SglangRetract)],
                           lambda c: [D.run(c, D.PagedkvRetract)])
-
-
-def batch_case(p: int, running: list[tuple[int, int, int]], spare_pages: int = 0,
-               radix: bool = False, cached: tuple[int, ...] = ()) -> dict:
-    """Running requests ``(prompt_len, max_new_tokens, generated)`` with distinct token ids,
-    cached sequences of the given lengths, and a pool that holds exactly their pages plus
-    ``spare_pages`` (shared nothing, so the count is exact)."""
-    reqs, grown = {}, {}
-    for i, n in enumerate(cached):
-        reqs[f"c{i}"] = (list(range(10_000 * (i + 1), 10_000 * (i + 1) + n)), 1, [7], True, 0)
-    for i, (prompt, max_new, generated) in enumerate(running):
-        reqs[f"r{i}"] = (list(range(1000 * (i + 1), 1000 * (i + 1) + prompt)), max_new,
-                         list(range(500, 500 + max_new)), True, 0)
-        grown[f"r{i}"] = generated - 1
-    pages = sum(-(-(prompt + generated - 1) // p) for prompt, _, generated in running)
-    pages += sum(n // p for n in cached) if radix else 0
-    return {"version": sg.VERSION, "page_size": p, "pool_tokens": (pages + spare_pages) * p,
-            "radix": radix, "requests": reqs, "cached": [f"c{i}" for i in range(len(cached))],
-            "running": [f"r{i}" for i in range(len(running))], "grown": grown, "chunked": None}
 
 
 def _compare(case: dict) -> dict:
@@ -60,21 +44,21 @@ def test_ties_on_the_retraction_key_go_later_index_first_and_survivors_stay_sort
     """Key ``(len(output), -len(prompt))``, stable sort reversed, victims popped from the end:
     among exact ties the later batch index goes first; the kept batch is left in sorted
     order. Three requests tie at (5, -10)."""
-    out = _compare(batch_case(1, [(10, 100, 5), (12, 100, 5), (10, 100, 5), (10, 100, 5), (8, 100, 6)]))
+    out = _compare(_batch(1, [(10, 100, 5), (12, 100, 5), (10, 100, 5), (10, 100, 5), (8, 100, 6)]))
     assert not out["fits"]
 
 
 def test_several_victims_are_requeued_and_freed_in_pop_order() -> None:
     """Five identical requests, no free slot: victims leave one by one until the rest fits;
     each one's slots go back as it leaves (the free list shows the order)."""
-    _compare(batch_case(1, [(2, 100, 1)] * 5))
+    _compare(_batch(1, [(2, 100, 1)] * 5))
 
 
 @pytest.mark.parametrize("p", (1, 4, 16))
 def test_the_last_request_that_cannot_decode(p: int) -> None:
     """One request whose next token needs a page, none free: 0.5.9 raises, 0.5.23 aborts it
     (its KV freed, the batch empty, the ratio then 0)."""
-    out = _compare(batch_case(p, [(p, 10, 1)]))
+    out = _compare(_batch(p, [(p, 10, 1)]))
     assert out["raised"] if sg.OLD else out["aborted"] == ["r0"]
 
 
@@ -82,6 +66,6 @@ def test_the_last_request_that_cannot_decode(p: int) -> None:
 def test_with_the_tree_the_check_evicts_before_retracting(p: int) -> None:
     """Cached sequences are evicted by the check itself (0.5.9: the whole amount asked for;
     0.5.23: the shortfall), and by each victim's release (``remaining * 20``)."""
-    out = _compare(batch_case(p, [(3 * p, 40, 1), (2 * p, 40, 1), (4 * p, 40, 1)], radix=True,
+    out = _compare(_batch(p, [(3 * p, 40, 1), (2 * p, 40, 1), (4 * p, 40, 1)], radix=True,
                               cached=(p,)))
     assert not out["fits"] and out["retracted"]
