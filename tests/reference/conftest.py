@@ -24,6 +24,10 @@ import sgl_boot  # noqa: E402
 
 
 def pytest_configure(config: pytest.Config) -> None:
+    # importing SGLang's modules on a CPU warns about GPU-only features and deprecated torch
+    # APIs it uses; none of it concerns the code paths compared here
+    config.addinivalue_line("filterwarnings", "ignore::UserWarning:sglang")
+    config.addinivalue_line("filterwarnings", "ignore::DeprecationWarning:torch")
     wanted = os.environ.get("PAGEDKV_SGLANG_RELEASE")
     if wanted and wanted != sgl_boot.VERSION:
         raise pytest.UsageError(f"PAGEDKV_SGLANG_RELEASE={wanted} but this interpreter has "

@@ -24,8 +24,8 @@ import drive_alloc as D  # noqa: E402
 import pytest  # noqa: E402
 import sgl_objects as sg  # noqa: E402
 
-RANDOM_CASES, BLOCK = 1200, 200
-TRITON_CASES, TRITON_BLOCK, TRITON_SEED0 = 120, 60, 1_000_000
+RANDOM_CASES, BLOCK = 1000, 200
+TRITON_CASES, TRITON_BLOCK, TRITON_SEED0 = 100, 50, 1_000_000
 
 
 def _case(seed: int, kernels: str) -> dict:

@@ -26,7 +26,7 @@ import drive_adder as D  # noqa: E402
 import pytest  # noqa: E402
 import sgl_objects as sg  # noqa: E402
 
-RANDOM_CASES, BLOCK = 1200, 200
+RANDOM_CASES, BLOCK = 1000, 200
 _case = partial(D.make_case, sg.VERSION)
 _req = D.request
 

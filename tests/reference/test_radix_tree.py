@@ -23,7 +23,7 @@ import pytest  # noqa: E402
 import sgl_objects as sg  # noqa: E402
 import tree_sglang  # noqa: E402
 
-RANDOM_CASES, BLOCK = 1500, 300
+RANDOM_CASES, BLOCK = 1000, 200
 
 
 def _sglang(case: dict) -> list:

@@ -22,7 +22,7 @@ import life_sglang as LS  # noqa: E402
 import pytest  # noqa: E402
 import sgl_objects as sg  # noqa: E402
 
-RANDOM_CASES, BLOCK = 1200, 200
+RANDOM_CASES, BLOCK = 1000, 200
 
 
 def _sglang(case: dict) -> list:

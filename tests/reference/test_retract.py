@@ -22,7 +22,7 @@ import pytest  # noqa: E402
 import retract_sglang  # noqa: E402
 import sgl_objects as sg  # noqa: E402
 
-RANDOM_CASES, BLOCK = 1500, 300
+RANDOM_CASES, BLOCK = 1000, 200
 _batch = partial(D.batch_case, sg.VERSION)
 
 
