@@ -50,7 +50,7 @@ pip=("$venv/bin/python" -m pip install -q)
 # 1. CPU torch first. TORCH_INDEX_URL as in scripts/setup.sh, for machines whose default
 #    index would hand out the CUDA build.
 "${pip[@]}" ${TORCH_INDEX_URL:+--index-url "$TORCH_INDEX_URL"} "$torch_pin" 2>&1 | quiet
-"$venv/bin/python" - <<'EOF'
+"$venv/bin/python" -W ignore - <<'EOF'
 import torch
 assert torch.version.cuda is None, f"a CUDA build of torch got in: {torch.__version__}"
 EOF

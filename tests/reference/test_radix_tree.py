@@ -80,3 +80,10 @@ def test_a_parent_left_without_children_is_evicted_in_turn(p: int) -> None:
     _directed(p, 16, [("insert", root + [7] * p), ("insert", root + [8] * p),
                       ("insert", list(range(90, 90 + p))), ("match", root + [7] * p),
                       ("evict", p), ("evict", p), ("evict", p), ("evict", p)])
+
+
+@pytest.mark.skipif(sg.OLD, reason="0.5.9 has one tree, RadixCache")
+def test_0523_runs_its_default_rust_tree_core() -> None:
+    """The 0.5.23 tree compared above is the one SGLang serves with: the Rust core."""
+    tree = tree_sglang.SglangTree(4, 64).tree
+    assert type(tree.tree_core).__name__ == "RustUnifiedTreeCore"
