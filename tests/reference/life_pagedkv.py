@@ -1,18 +1,19 @@
 """Requests' lives on pagedkv: the same steps as :mod:`life_sglang`, made with pagedkv's
 pieces the way pagedkv's scheduler makes them (``managers/scheduler_prefill.py``,
-``scheduler_decode.py``, ``schedule_batch.py``): the prefix match of all but the last token
-and the admission lock, the stash (``cache_unfinished_req``), ``evict_from_tree_cache``
-before ``alloc_extend`` / ``alloc_decode``, the row writes, ``cache_unfinished_req`` /
-``release_kv_cache`` after each pass (0.5.23: the prefill result inside a free group; decode
-results in one in both), and ``release_kv_cache(is_insert=False)`` plus the eviction of
-``remaining * 20`` for a retracted request.
+``scheduler_decode.py``): the prefix match of all but the last token and the admission lock,
+the stash (``cache_unfinished_req``), ``evict_from_tree_cache`` before ``alloc_extend``, the
+row writes, ``cache_unfinished_req`` / ``release_kv_cache`` after each pass; decode steps and
+retractions go through pagedkv's own ``ScheduleBatch.prepare_for_decode`` and
+``ScheduleBatch.release_req``.
 """
 
 from __future__ import annotations
 
 import numpy as np
 
+from pagedkv.errors import OutOfMemoryError
 from pagedkv.managers.req import Req
+from pagedkv.managers.schedule_batch import ScheduleBatch
 from pagedkv.mem_cache.allocator import make_allocator
 from pagedkv.mem_cache.chunk_cache import ChunkCache
 from pagedkv.mem_cache.common import release_kv_cache
@@ -96,16 +97,15 @@ class PagedkvLife:
         return True
 
     def decode(self, rids: list[str]) -> bool:
-        reqs = [self.reqs[r] for r in rids]
-        kv = np.array([r.kv_committed_len for r in reqs], dtype=np.int64)
-        rows = np.array([r.req_pool_idx for r in reqs], dtype=np.int64)
-        self.tree.evict_from_tree_cache(len(reqs) * self.p)
-        out = self.alloc.alloc_decode(kv + 1, self.table[rows, kv - 1])
-        if out is None:
+        """The decode step's slots through pagedkv's own ``ScheduleBatch.prepare_for_decode``
+        (evict if short, ``alloc_decode``, the row writes) over the running requests."""
+        batch = ScheduleBatch(self.pool, self.alloc, self.tree)
+        batch.merge([self.reqs[r] for r in rids])
+        try:
+            batch.prepare_for_decode()
+        except OutOfMemoryError:
             return False
-        self.table[rows, kv] = out.numpy()
-        for req in reqs:
-            req.kv_committed_len += 1
+        batch.sync()
         return True
 
     def grow(self, rid: str, n: int) -> None:
@@ -139,8 +139,9 @@ class PagedkvLife:
         (self.alloc.free_group_begin if begin else self.alloc.free_group_end)()
 
     def retract(self, rid: str, remaining: int) -> None:
-        self.release(rid, insert=False)
-        self.tree.evict_from_tree_cache(remaining * RETRACT_DECODE_STEPS)
+        batch = ScheduleBatch(self.pool, self.alloc, self.tree)
+        batch.merge([self.reqs[rid]])
+        batch.release_req(0, remaining, RETRACT_DECODE_STEPS)
 
     # ----- reading ------------------------------------------------------------------------
     def row(self, rid: str) -> list[int] | None:
