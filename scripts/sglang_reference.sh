@@ -25,6 +25,13 @@ case "$version" in
 esac
 venv=.venv-sglang-$version
 PY=${PYTHON:-python3}
+# SGLang 0.5.23 ships CPython 3.11 and 3.12 wheels only (its Rust extensions).
+pyver=$("$PY" -c 'import sys; print(f"{sys.version_info[0]}.{sys.version_info[1]}")')
+case "$pyver" in
+  3.11|3.12) ;;
+  *) echo "scripts/sglang_reference.sh: PYTHON=$PY is Python $pyver; SGLang's wheels need 3.11 or 3.12" >&2
+     exit 2 ;;
+esac
 
 torch_pin=torch==2.13.0
 common=(triton==3.9.0 numpy==2.4.6 "pytest>=8"
