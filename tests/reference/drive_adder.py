@@ -124,6 +124,8 @@ def random_case(seed: int, version: str) -> dict:
         if reqs and rng.random() < 0.3:
             seen = reqs[str(rng.choice(sorted(reqs)))]
             head = seen[0] + seen[2][:seen[4]]
+            if rng.random() < 0.3:  # a prompt (and output) seen before, nothing new
+                return head
         return head + rng.integers(1, 1000, int(rng.integers(1, longest))).tolist()
 
     def add(rid: str, tokens: list[int], max_new: int, generated: int, ignore_eos: bool) -> str:

@@ -135,22 +135,24 @@ def run(case: dict, side: Any) -> list[dict]:
 
 
 def random_case(seed: int, version: str) -> dict:
-    """A seeded case: page size 1, 4 or 16; 3..8 requests, some sharing a system prompt,
-    some continuing an earlier request's prompt and answer; a pool from tight to roomy;
-    8..20 steps."""
+    """A seeded case: page size 1, 4 or 16; the radix cache on (mostly) or off; 3..8 requests,
+    some sharing a system prompt, some continuing an earlier request's prompt and answer, some
+    repeating an earlier prompt whole; a pool from tight to roomy; 8..20 steps."""
     rng = np.random.default_rng(seed)
     p = int(rng.choice((1, 4, 16)))
     system = rng.integers(1, 1000, int(rng.integers(0, 3 * p + 2))).tolist()
     reqs: dict[str, tuple[list[int], int, list[int]]] = {}
     for i in range(int(rng.integers(3, 9))):
         roll = rng.random()
+        alphabet = 4 if rng.random() < 0.3 else 1000
+        tail = rng.integers(1, alphabet + 1, int(rng.integers(1, 4 * p + 3))).tolist()
         if reqs and roll < 0.3:  # the next turn of an earlier conversation
             prompt, _, outputs = reqs[str(rng.choice(sorted(reqs)))]
             head = prompt + outputs[:int(rng.integers(0, len(outputs) + 1))]
+        elif reqs and roll < 0.4:  # an earlier prompt again, whole
+            head, tail = reqs[str(rng.choice(sorted(reqs)))][0], []
         else:
             head = system if roll < 0.7 else []
-        alphabet = 4 if rng.random() < 0.3 else 1000
-        tail = rng.integers(1, alphabet + 1, int(rng.integers(1, 4 * p + 3))).tolist()
         max_new = int(rng.integers(1, 7))
         reqs[f"q{i}"] = (head + tail, max_new, rng.integers(1, alphabet + 1, max_new).tolist())
     demand = sum(-(-(len(pr) + m) // p) for pr, m, _ in reqs.values())
@@ -169,4 +171,4 @@ def random_case(seed: int, version: str) -> dict:
         else:
             steps.append(("retract", int(rng.integers(0, 8))))
     return {"version": version, "page_size": p, "pool_tokens": pages * p, "requests": reqs,
-            "steps": steps}
+            "steps": steps, "radix": bool(rng.random() < 0.75)}

@@ -26,11 +26,11 @@ RANDOM_CASES, BLOCK = 1000, 200
 
 
 def _sglang(case: dict) -> list:
-    return D.run(case, D.setup(case, LS.SglangLife))
+    return D.run(case, D.setup(case, LS.SglangLife, case["radix"]))
 
 
 def _pagedkv(case: dict) -> list:
-    return D.run(case, D.setup(case, LP.PagedkvLife, sg.VERSION))
+    return D.run(case, D.setup(case, LP.PagedkvLife, sg.VERSION, case["radix"]))
 
 
 @pytest.mark.parametrize("block", range(RANDOM_CASES // BLOCK))
@@ -41,7 +41,7 @@ def test_random_cases(block: int) -> None:
 
 def _directed(p: int, pages: int, requests: dict, steps: list) -> None:
     case = {"version": sg.VERSION, "page_size": p, "pool_tokens": pages * p,
-            "requests": requests, "steps": steps}
+            "requests": requests, "steps": steps, "radix": True}
     ours, theirs = _sglang(case), _pagedkv(case)
     compare.same("request life (directed)", ours, theirs, compare.first_difference(ours, theirs))
 
