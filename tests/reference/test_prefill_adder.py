@@ -31,17 +31,23 @@ _case = partial(D.make_case, sg.VERSION)
 _req = D.request
 
 
+def _sglang(case: dict) -> list:
+    return [D.run(case, adder_sglang.SglangAdder)]
+
+
+def _pagedkv(case: dict) -> list:
+    return [D.run(case, D.PagedkvAdder)]
+
+
 def _compare(area: str, case: dict) -> None:
-    ours, theirs = D.run(case, adder_sglang.SglangAdder), D.run(case, D.PagedkvAdder)
-    compare.same(area, ours, theirs, compare.first_difference([ours], [theirs]))
+    ours, theirs = _sglang(case), _pagedkv(case)
+    compare.same(area, ours, theirs, compare.first_difference(ours, theirs))
 
 
 @pytest.mark.parametrize("block", range(RANDOM_CASES // BLOCK))
 def test_random_cases(block: int) -> None:
     compare.compare_seeds("prefill adder", range(block * BLOCK, (block + 1) * BLOCK),
-                          lambda s: D.random_case(s, sg.VERSION),
-                          lambda c: [D.run(c, adder_sglang.SglangAdder)],
-                          lambda c: [D.run(c, D.PagedkvAdder)])
+                          lambda s: D.random_case(s, sg.VERSION), _sglang, _pagedkv)
 
 
 @pytest.mark.parametrize("max_new", (48, 49, 50, 51))

@@ -26,18 +26,24 @@ RANDOM_CASES, BLOCK = 1000, 200
 _batch = partial(D.batch_case, sg.VERSION)
 
 
-@pytest.mark.parametrize("block", range(RANDOM_CASES // BLOCK))
-def test_random_cases(block: int) -> None:
-    compare.compare_seeds("retract", range(block * BLOCK, (block + 1) * BLOCK),
-                          lambda s: D.random_case(s, sg.VERSION),
-                          lambda c: [D.run(c, retract_sglang.SglangRetract)],
-                          lambda c: [D.run(c, D.PagedkvRetract)])
+def _sglang(case: dict) -> list:
+    return [D.run(case, retract_sglang.SglangRetract)]
+
+
+def _pagedkv(case: dict) -> list:
+    return [D.run(case, D.PagedkvRetract)]
 
 
 def _compare(case: dict) -> dict:
-    ours, theirs = D.run(case, retract_sglang.SglangRetract), D.run(case, D.PagedkvRetract)
-    compare.same("retract (directed)", ours, theirs, compare.first_difference([ours], [theirs]))
-    return ours
+    ours, theirs = _sglang(case), _pagedkv(case)
+    compare.same("retract (directed)", ours, theirs, compare.first_difference(ours, theirs))
+    return ours[0]
+
+
+@pytest.mark.parametrize("block", range(RANDOM_CASES // BLOCK))
+def test_random_cases(block: int) -> None:
+    compare.compare_seeds("retract", range(block * BLOCK, (block + 1) * BLOCK),
+                          lambda s: D.random_case(s, sg.VERSION), _sglang, _pagedkv)
 
 
 def test_ties_on_the_retraction_key_go_later_index_first_and_survivors_stay_sorted() -> None:
