@@ -25,7 +25,7 @@ import pytest  # noqa: E402
 import sgl_objects as sg  # noqa: E402
 
 RANDOM_CASES, BLOCK = 1000, 200
-TRITON_CASES, TRITON_BLOCK, TRITON_SEED0 = 100, 50, 1_000_000
+TRITON_CASES, TRITON_BLOCK, TRITON_SEED0 = 200, 100, 1_000_000
 
 
 def _case(seed: int, kernels: str) -> dict:
