@@ -103,7 +103,8 @@ class PrefillAdder:
         rem_chunk_tokens: what is left of ``chunked_prefill_size`` (None: no chunking).
         can_run_list: the admitted requests, in order; each one's ``extend_len`` is set.
         charges: what each admitted request was charged on ``rem_total_tokens`` (tokens).
-        new_chunked_req: the request whose prompt was cut this pass, if any.
+        new_chunked_req: the new request whose prompt was cut this pass, if any (a carried
+            chunk that is still not done is returned by :meth:`add_chunked_req` instead).
         log_hit_tokens, log_input_tokens: the prefill log's ``#cached-token`` and
             ``#new-token``.
     """
@@ -154,8 +155,9 @@ class PrefillAdder:
         return AddReqResult.CONTINUE
 
     # ----- charging ---------------------------------------------------------------------
-    def _charge(self, req: Req, extend: int, future: int, truncated: bool) -> None:
-        """Admit ``req`` for ``extend`` tokens (SGLang ``_update_prefill_budget``)."""
+    def _charge(self, req: Req, extend: int, future: int, new_chunk: bool) -> None:
+        """Admit ``req`` for ``extend`` tokens (SGLang ``_update_prefill_budget``); with
+        ``new_chunk`` it is the request cut for the first time this pass (``new_chunked_req``)."""
         pages = ceil_to_page(extend, self.page_size)
         self.charges.append(pages + self.overhead + future)
         self.rem_total_token_offset += pages + self.overhead + future
@@ -167,7 +169,7 @@ class PrefillAdder:
         self.log_input_tokens += pages if self.v0509 else extend
         req.extend_len = extend
         self.can_run_list.append(req)
-        if truncated:
+        if new_chunk:
             self.new_chunked_req = req
 
     def _future(self, req: Req, extend: int, truncated: bool) -> int:
@@ -209,7 +211,9 @@ class PrefillAdder:
         extend = req.fill_len - req.prefix_len
         truncated = extend > room
         extend = min(extend, room)
-        self._charge(req, extend, self._future(req, extend, truncated), truncated)
+        # a continuation is returned, not made ``new_chunked_req`` (SGLang sets that only for a
+        # request cut for the first time)
+        self._charge(req, extend, self._future(req, extend, truncated), False)
         return req if truncated else None
 
     def add_one_req(self, req: Req) -> AddReqResult:

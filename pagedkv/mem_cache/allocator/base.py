@@ -248,7 +248,8 @@ class BaseTokenToKVPoolAllocator:
             self._release(pages)
 
     def free_page_ids(self, page_ids: IntsLike) -> None:
-        """Free exactly these pages, in this order (SGLang 0.5.23 ``free_page_ids``).
+        """Free exactly these pages, in this order (SGLang 0.5.23 ``free_page_ids``; for page
+        size 1 ``TokenToKVPoolAllocator.free_page_ids`` is ``free``, also inside a group).
 
         Every page must hold at least one in-use slot; all its slots are released. Inside a
         free group the release waits for :meth:`free_group_end`.
@@ -270,7 +271,9 @@ class BaseTokenToKVPoolAllocator:
             raise AllocatorError(f"cannot free pages {pages[~held].tolist()}: they hold no token")
         by_page[pages] = FREED
         if self._group is not None:
-            self._group[1].append(pages)
+            # page size 1: page ids are slot ids and SGLang's token allocator frees them
+            # with ``free``, so they keep their place among the group's other frees
+            self._group[0 if self.page_size == 1 else 1].append(pages)
         else:
             self._release(pages)
 
@@ -288,7 +291,9 @@ class BaseTokenToKVPoolAllocator:
 
     def free_group_end(self) -> None:
         """Release the held frees: the slot frees as one ``free`` (``p > 1``: one sorted
-        block), then the page-id frees as one block in call order (SGLang 0.5.23)."""
+        block), then the page-id frees as one block in call order (SGLang 0.5.23
+        ``PagedTokenToKVPoolAllocator.free_group_end``). Page size 1: every free of the group
+        goes to the back in call order (``TokenToKVPoolAllocator``)."""
         if self._group is None:
             raise AllocatorError("free_group_end without free_group_begin")
         plain, by_id = self._group
