@@ -18,6 +18,7 @@ from pagedkv.errors import PagedKVError, bad_value, check_real
 from pagedkv.gpus import GPU_PRESETS, get_gpu
 from pagedkv.managers.cli import add_simulate_parser
 from pagedkv.model import KV_DTYPE_BYTES, MODEL_PRESETS, load_model
+from pagedkv.releases import DEFAULT_SGLANG_VERSION, SGLANG_VERSIONS
 from pagedkv.sizing import KVPoolPlan, plan_pool
 from pagedkv.units import gib
 
@@ -54,6 +55,9 @@ def add_size_parser(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--weights-gib", type=float, metavar="GIB",
                    help="weights per GPU in GiB, overriding the estimate from the config "
                    "(required for quantized models)")
+    p.add_argument("--sglang-version", default=DEFAULT_SGLANG_VERSION, choices=SGLANG_VERSIONS,
+                   help="whose default mem_fraction_static, request slots and log lines to follow "
+                   f"(default {DEFAULT_SGLANG_VERSION})")
     p.add_argument("--json", action="store_true", help="print one JSON object instead of log lines")
     p.set_defaults(func=run_size)
 
@@ -93,6 +97,7 @@ def plan_from_args(args: argparse.Namespace) -> KVPoolPlan:
         context_len=args.context_len,
         max_total_tokens=args.max_total_tokens,
         weights_bytes=None if args.weights_gib is None else gib(args.weights_gib),
+        sglang_version=args.sglang_version,
     )
 
 

@@ -117,3 +117,12 @@ def test_size_starts_without_torch(argv):
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=False)
     assert proc.returncode == 0, proc.stderr
     assert "KV Cache is allocated" in proc.stdout or "--kv-cache-dtype" in proc.stdout
+
+
+def test_size_follows_the_chosen_release(capsys):
+    assert main(["size", "--model", "llama-3-8b", "--gpu", "h100-sxm-80gb",
+                 "--sglang-version", "0.5.9", "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["mem_fraction_static"] == 0.835 and out["max_total_num_tokens"] == 422_282
+    assert main(["size", "--model", "llama-3-8b", "--gpu", "h100-sxm-80gb", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["mem_fraction_static"] == 0.830

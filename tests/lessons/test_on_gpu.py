@@ -25,7 +25,7 @@ def test_real_pool_on_the_cpu_stand_in() -> None:
     values = {row[0]: row[2] for row in report.rows}
     assert values["cell size"] == "512 B"  # 2 x 2 layers x 2 heads x 16 x 4 B
     assert values["max_total_num_tokens"] == f"{CPU_POOL_CAP:,}"
-    assert report.log[2].startswith(f"KV Cache is allocated. #tokens: {CPU_POOL_CAP}")
+    assert report.log[2].startswith(f"KV Cache is allocated. dtype: torch.float32, #tokens: {CPU_POOL_CAP},")
     text = report_md(report).data
     assert "pretend" in text and "| quantity | how | value |" in text and "```text" in text
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from pagedkv.errors import PagedKVError
 from pagedkv.managers import Req, Scheduler, SchedulerConfig
 from pagedkv.managers.req import synthetic_ids
 from pagedkv.workloads.synthetic import RequestSpec
@@ -37,3 +38,24 @@ def test_chunked_reprefill_past_the_known_outputs_keeps_the_tree_consistent(vers
         s.check_invariants()
     assert s.reqs[9].num_retractions == 1 and s.reqs[9].generated == 15
     s.check_memory()
+
+
+def test_a_retracted_ignore_eos_request_can_be_refused_for_good_in_0509():
+    """SGLang 0.5.9's ignore-EOS admission (radix cache off) rounds the re-prefill up to whole
+    pages: request 0, admitted with a 4-token prompt, retracted after 21 of its 42 tokens,
+    needs ceil(25 / 4) * 4 = 28 + 21 left = 49 of 48 free slots, more than the first time
+    (4 + 42 = 46), so no pass ever admits it again and the server idles with it waiting.
+    pagedkv says so instead of idling forever."""
+    one = [RequestSpec(p, o, o, 0.0, input_ids=[0] * p, output_ids=[0] * o)
+           for p, o in ((1, 1), (1, 1), (3, 1), (2, 1), (2, 1), (1, 2), (1, 1), (8, 1), (1, 25),
+                        (1, 2), (3, 1))]
+    specs = [RequestSpec(4, 34, 45, 0.0, input_ids=[0] * 4, output_ids=[0] * 34, ignore_eos=True),
+             *one]
+    cfg = SchedulerConfig(schedule_conservativeness=0.1, new_token_ratio_decay_steps=5,
+                          max_prefill_tokens=16, sglang_version="0.5.9")
+    s = Scheduler(specs, max_total_num_tokens=48, page_size=4, config=cfg, radix_cache=False)
+    with pytest.raises(PagedKVError, match=r"stuck: request 0 \(prompt_len=4, max_new_tokens=42\)"
+                       r" is refused by an idle server with 48 slots free"):
+        while s.step():
+            pass
+    assert s.reqs[0].num_retractions == 1 and s.reqs[0].generated == 21

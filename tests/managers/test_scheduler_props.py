@@ -14,7 +14,7 @@ import pytest
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
-from pagedkv.errors import ConfigError
+from pagedkv.errors import ConfigError, PagedKVError
 from pagedkv.managers import Metrics, Scheduler, SchedulerConfig, TraceMeta
 from pagedkv.managers.trace_summary import SummaryTrace
 
@@ -84,10 +84,16 @@ def test_random_workloads_keep_invariants(case: tuple) -> None:
     specs, pool, page, cfg, radix = case
     s = build(case, record_page_tables=True)
     steps = 0
-    while s.step():
-        s.check_invariants()
-        steps += 1
-        assert steps < 20_000, "no progress"
+    try:
+        while s.step():
+            s.check_invariants()
+            steps += 1
+            assert steps < 20_000, "no progress"
+    except PagedKVError as e:  # SGLang's own hang: see test_regressions.py
+        head = s.waiting[0] if s.waiting else None
+        assume(not ("stuck" in str(e) and head is not None and head.ignore_eos and not radix
+                    and head.num_retractions and cfg.sglang_version == "0.5.9"))
+        raise
     # every request finished with exactly its output (max_new_tokens as clamped at arrival)
     for r, spec in zip(s.reqs, specs, strict=True):
         want = r.max_new_tokens if spec.ignore_eos else min(spec.output_len, r.max_new_tokens)

@@ -52,7 +52,9 @@ def test_page_size_1_appends_every_free_in_order() -> None:
     a.free_segment(out[3:5])
     a.free(out[:2])
     a.free_group_end()
-    assert a.free_pages.tolist() == [7, 8, 1, 2, 4, 5]
+    # SGLang 0.5.23's token allocator frees page ids (and segments) as plain frees: the group
+    # releases in call order (held against SGLang by tests/reference)
+    assert a.free_pages.tolist() == [7, 8, 4, 5, 1, 2]
     a.free_page_ids([3])
     assert a.free_pages.tolist()[-1] == 3
 
