@@ -1,0 +1,87 @@
+"""SGLang's start-up defaults per card: its own ``ServerArgs`` against :mod:`pagedkv.server_args`.
+
+SGLang resolves ``chunked_prefill_size``, the decode CUDA graphs' largest batch, the prefill
+CUDA-graph sizes (0.5.23) and the default ``mem_fraction_static`` from the GPU's total memory
+when a server starts. Here a real ``ServerArgs`` is built for a dense text model (Llama-3-8B's
+``config.json``) with only the memory reading replaced, for every GPU preset and a sweep of
+other sizes and tensor-parallel sizes. 0.5.23 captures prefill graphs by default on CUDA
+only; this CPU is not CUDA, so the test sets the default backend as a CUDA machine gets it
+(``breakable``) and, separately, ``disabled`` (what a ROCm card gets).
+"""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import sgl_boot
+
+sgl_boot.require()
+
+import compare  # noqa: E402
+import numpy as np  # noqa: E402
+import pytest  # noqa: E402
+
+from pagedkv.gpus import GPU_PRESETS  # noqa: E402
+from pagedkv.server_args import (  # noqa: E402
+    default_mem_fraction_static,
+    gpu_memory_defaults,
+    prefill_cuda_graph_sizes,
+)
+
+VERSION = sgl_boot.VERSION
+MODEL = Path(__file__).parents[2] / "pagedkv" / "presets" / "models" / "llama-3-8b.json"
+rng = np.random.default_rng(0)
+SIZES = sorted({g.memory_mib for g in GPU_PRESETS.values()}
+               | {int(m) for m in rng.integers(8 * 1024, 200 * 1024, 24)}
+               | {20 * 1024 - 1, 20 * 1024, 35 * 1024, 60 * 1024, 60 * 1024 + 1, 160 * 1024})
+
+
+@pytest.fixture(scope="module")
+def model_dir(tmp_path_factory: pytest.TempPathFactory) -> str:
+    folder = tmp_path_factory.mktemp("llama-3-8b")
+    shutil.copy(MODEL, folder / "config.json")
+    return str(folder)
+
+
+def sglang_defaults(model_dir: str, memory_mib: int, tp: int,
+                    prefill_backend: str) -> tuple[int, int, int, float]:
+    """(chunk, decode graph max batch, prefill graph sizes, f) as SGLang resolves them."""
+    if VERSION == "0.5.9":
+        import sglang.srt.server_args as SA
+
+        SA.get_device_memory_capacity = lambda *a, **k: memory_mib
+        sa = SA.ServerArgs(model_path=model_dir, device="cuda", tp_size=tp)
+        return sa.chunked_prefill_size, sa.cuda_graph_max_bs, 0, sa.mem_fraction_static
+    import sglang.srt.arg_groups.memory_hook as MH
+    import sglang.srt.model_executor.cuda_graph_config as CGC
+    from sglang.srt.arg_groups.overrides import resolved_view
+    from sglang.srt.server_args import ServerArgs
+
+    MH.get_device_memory_capacity = lambda *a, **k: memory_mib
+    CGC.default_prefill_backend = lambda: prefill_backend
+    sa = ServerArgs(model_path=model_dir, device="cuda", tp_size=tp)
+    sa.resolve_once()
+    v = resolved_view(sa)
+    graphs = v.cuda_graph_config
+    n_prefill = len(graphs.prefill.bs or []) if graphs.prefill.backend != "disabled" else 0
+    return v.chunked_prefill_size, graphs.decode.max_bs, n_prefill, v.mem_fraction_static
+
+
+def pagedkv_defaults(memory_mib: int, tp: int, prefill_graph: bool) -> tuple[int, int, int, float]:
+    chunk, graph_bs = gpu_memory_defaults(memory_mib, tp, VERSION)
+    n_prefill = len(prefill_cuda_graph_sizes(chunk)) if VERSION != "0.5.9" and prefill_graph else 0
+    f = default_mem_fraction_static(memory_mib, tp, sglang_version=VERSION,
+                                    prefill_cuda_graph=prefill_graph)
+    return chunk, graph_bs, n_prefill, f
+
+
+@pytest.mark.parametrize("tp", [1, 2, 4, 8])
+@pytest.mark.parametrize("prefill_graph", [True, False] if VERSION != "0.5.9" else [True])
+def test_defaults_per_card(model_dir: str, tp: int, prefill_graph: bool) -> None:
+    backend = "breakable" if prefill_graph else "disabled"
+    for memory_mib in SIZES:
+        theirs = sglang_defaults(model_dir, memory_mib, tp, backend)
+        ours = pagedkv_defaults(memory_mib, tp, prefill_graph)
+        compare.same("server defaults", theirs, ours,
+                     f"{memory_mib} MiB, tp {tp}, prefill graphs {backend}")
