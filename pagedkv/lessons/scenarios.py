@@ -23,18 +23,25 @@ from pagedkv.mem_cache.memory_pool import MHATokenToKVPool, ReqToTokenPool
 RESERVED = "×"  # label of page 0's slots: never handed out, padded tokens write there
 
 
-def contiguous_story() -> tuple[ContiguousAllocator, list[tuple[str, list[str]]]]:
-    """The seed's external-fragmentation picture over 16 slots, step by step.
+# Chapter 2's external-fragmentation example: a pool of CONTIGUOUS_SLOTS slots; the requests
+# reserve these runs in this order, then the FINISHING ones finish.
+CONTIGUOUS_SLOTS = 16
+CONTIGUOUS_REQUESTS = (("A", 4), ("x", 2), ("B", 4), ("y", 2), ("C", 4))
+CONTIGUOUS_FINISHING = ("x", "y")
 
-    A, x, B, y, C reserve 4, 2, 4, 2, 4 slots first fit and fill them; x and y finish,
-    leaving free slots 4, 5, 10, 11. Returns the final allocator and
-    ``(caption, slot_labels)`` after each event.
+
+def contiguous_story() -> tuple[ContiguousAllocator, list[tuple[str, list[str]]]]:
+    """Chapter 2's external-fragmentation picture, step by step.
+
+    On :data:`CONTIGUOUS_SLOTS` slots, A, x, B, y, C reserve 4, 2, 4, 2, 4 slots first fit
+    (:data:`CONTIGUOUS_REQUESTS`) and fill them; x and y finish, leaving free slots 4, 5,
+    10, 11. Returns the final allocator and ``(caption, slot_labels)`` after each event.
     """
-    mem, frames = ContiguousAllocator(16), []
-    for name, n in (("A", 4), ("x", 2), ("B", 4), ("y", 2), ("C", 4)):
+    mem, frames = ContiguousAllocator(CONTIGUOUS_SLOTS), []
+    for name, n in CONTIGUOUS_REQUESTS:
         mem.alloc(name, n, used=n)
         frames.append((f"{name} reserves {n} slots", mem.slot_labels()))
-    for name in ("x", "y"):
+    for name in CONTIGUOUS_FINISHING:
         mem.free(name)
         frames.append((f"{name} finishes", mem.slot_labels()))
     return mem, frames
