@@ -206,7 +206,7 @@ def attention_backends_table() -> Markdown:
         rows.append([g.label, g.examples, f"`{new}`" if new == old else f"`{new}` (0.5.9: `{old}`)",
                      page, _indexing(new)])
     return markdown_table(("GPU class", "for example", "default backend (SGLang 0.5.23)",
-                           "page size when --page-size is not given", "the kernel is handed"), rows)
+                           "page size when `--page-size` is not given", "the kernel is handed"), rows)
 
 
 def forced_page_sizes_table(backends: Sequence[str] = ("trtllm_mha", "flashmla", "trtllm_mla",
