@@ -17,8 +17,8 @@ from pagedkv.lessons.scenarios import (
     layout_check,
     page_reuse_story,
     page_size_frames,
-    page_table_lookups,
     page_table_example,
+    page_table_lookups,
     paged_slot_labels,
 )
 from pagedkv.mem_cache.consistency import check_pool_agreement

@@ -174,7 +174,8 @@ def test_attention_backend_tables() -> None:
     from pagedkv_widgets.tables import attention_backends_table, forced_page_sizes_table
 
     rows = attention_backends_table().data.splitlines()
-    assert rows[2] == ("| Hopper (sm_90) | H100, H200, H20 | `fa3` | 1 | one page id per page |")
+    assert rows[2] == ("| Hopper (sm_90) | H100, H200, H20 | `fa3` | 1 | one page id per page (at "
+                       "page size 1, one per token) |")
     assert rows[3].startswith("| Blackwell data centre (sm_100) |") and "| `trtllm_mha` | 64 |" in rows[3]
     assert "| Ada (sm_89) | L4, L40, RTX 4090 | `flashinfer` | 1 | one slot id per token |" in rows
     forced = forced_page_sizes_table(("trtllm_mha", "cutlass_mla")).data.splitlines()

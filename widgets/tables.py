@@ -198,13 +198,16 @@ def attention_backends_table() -> Markdown:
     """Chapters 3 and 6: per GPU class, the attention backend SGLang picks by default for an
     MHA model (0.5.23, and 0.5.9 where it differs), the page size that follows, and how the
     backend's kernel is handed the KV pool (``pagedkv.layers.attention_backends``)."""
-    from pagedkv.layers.attention_backends import backend_rows, resolve_page_size
+    from pagedkv.layers.attention_backends import BACKENDS, backend_rows, resolve_page_size
 
     rows = []
     for g, new, old in backend_rows():
         page = resolve_page_size(new, None, "0.5.23")
+        handed = _indexing(new)
+        if BACKENDS[new].indexes == "page" and page == 1:
+            handed += " (at page size 1, one per token)"
         rows.append([g.label, g.examples, f"`{new}`" if new == old else f"`{new}` (0.5.9: `{old}`)",
-                     page, _indexing(new)])
+                     page, handed])
     return markdown_table(("GPU class", "for example", "default backend (SGLang 0.5.23)",
                            "page size when `--page-size` is not given", "the kernel is handed"), rows)
 
