@@ -1,4 +1,4 @@
-"""The contiguous baseline: the seed's fragmentation pictures, exactly, and its errors."""
+"""The contiguous baseline: chapter 2's fragmentation pictures, exactly, and its errors."""
 
 from __future__ import annotations
 
@@ -17,7 +17,7 @@ from pagedkv.mem_cache.contiguous import (
 )
 
 
-def seed_picture() -> ContiguousAllocator:
+def fragmented_picture() -> ContiguousAllocator:
     """A A A A . . B B B B . . C C C C over 16 slots."""
     c = ContiguousAllocator(16)
     for name, n in (("A", 4), ("x", 2), ("B", 4), ("y", 2), ("C", 4)):
@@ -28,7 +28,7 @@ def seed_picture() -> ContiguousAllocator:
 
 
 def test_external_fragmentation_example() -> None:
-    c = seed_picture()
+    c = fragmented_picture()
     assert c.free_runs() == [(4, 2), (10, 2)]
     assert c.free_slots() == 4 and c.largest_free_run() == 2
     assert c.fit(4) is Fit.NO_CONTIGUOUS_RUN
