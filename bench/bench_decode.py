@@ -9,7 +9,7 @@ peak HBM bandwidth and of the measured copy bandwidth. Implementations:
 
 - ``pagedkv-per-token``: the kernel on a shuffled pool, one slot id per token (SGLang's
   Triton backend's table);
-- ``pagedkv-per-page``: the same pool, one page id per page (FlashInfer's and FA3's table);
+- ``pagedkv-per-page``: the same pool, one page id per page (the table SGLang hands FA3);
 - ``pagedkv-contiguous``: the per-token kernel on consecutive slots; the gap to the paged
   rows is the cost of paging;
 - ``torch-sdpa``: ``scaled_dot_product_attention`` on a contiguous ``[B, H_kv, L, D]`` cache;

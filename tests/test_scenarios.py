@@ -1,4 +1,4 @@
-"""The book's worked states, pinned to the seed's numbers."""
+"""The book's worked states, pinned to hand-checked numbers."""
 
 from __future__ import annotations
 
@@ -9,6 +9,7 @@ from pagedkv.lessons.fragmentation import page_size_costs
 from pagedkv.lessons.scenarios import (
     RESERVED,
     contiguous_story,
+    decode_check,
     decode_oom_case,
     decode_walk,
     div_ceil,
@@ -16,31 +17,46 @@ from pagedkv.lessons.scenarios import (
     layout_check,
     page_reuse_story,
     page_size_frames,
+    page_table_example,
     page_table_lookups,
     paged_slot_labels,
-    seed_page_table,
 )
 from pagedkv.mem_cache.consistency import check_pool_agreement
 from pagedkv.mem_cache.contiguous import Fit
 from pagedkv.workloads.synthetic import fixed
 
 
-def test_contiguous_story_ends_in_the_seed_picture() -> None:
+def test_contiguous_story_ends_in_the_fragmented_picture() -> None:
     mem, frames = contiguous_story()
     assert "".join(lab[:1] or "." for lab in frames[-1][1]) == "AAAA..BBBB..CCCC"
     assert [s for s, n in mem.free_runs() for s in range(s, s + n)] == [4, 5, 10, 11]
     assert mem.fit(4) is Fit.NO_CONTIGUOUS_RUN
 
 
-def test_seed_page_table() -> None:
-    st = seed_page_table()
+def test_page_table_example_0_5_9() -> None:
+    st = page_table_example("0.5.9")
     table = st.pool.req_to_token
+    assert st.rows == {"x": 0, "B": 1, "A": 2}
     assert table[1, :4].tolist() == [12, 13, 14, 15] and table[2, :4].tolist() == [4, 5, 6, 7]
-    assert table[3].tolist() == [0] * 8 and st.pool.free_slots == [3, 0]
+    assert table[0, :4].tolist() == [8, 9, 10, 11]  # x's stale slots stay in its free row
+    assert table[3].tolist() == [0] * 8 and st.pool.free_slots == [3, 0] and st.next_row == 3
+    assert sorted(st.free_rows) == [0, 3] and "never used" in st.free_rows[3]
     check_pool_agreement(st.pool, st.alloc, st.lens)
     labels = paged_slot_labels(st.alloc, {"A": table[2, :4].long(), "B": table[1, :4].long()})
     assert labels[:4] == [RESERVED] * 4 and labels[8:12] == [""] * 4
     assert labels[4:8] == ["A0", "A1", "A2", "A3"]
+
+
+def test_page_table_example_0_5_23() -> None:
+    # Row 0 pads; x, B, A get rows 1, 2, 3 (free_slots[-3:] of [1, 2, 3]); x's row is reused next.
+    st = page_table_example()
+    table = st.pool.req_to_token
+    assert st.rows == {"x": 1, "B": 2, "A": 3} and table.shape == (4, 8)
+    assert table[0].tolist() == [0] * 8 and table[1, :4].tolist() == [8, 9, 10, 11]
+    assert st.pool.free_slots == [1] and st.next_row == 1
+    assert sorted(st.free_rows) == [0, 1] and st.free_rows[0].startswith("padding row")
+    assert st.free_rows[1].endswith("the next request takes it")
+    check_pool_agreement(st.pool, st.alloc, st.lens)
 
 
 def test_decode_oom_case_numbers() -> None:
@@ -48,8 +64,22 @@ def test_decode_oom_case_numbers() -> None:
     assert case.alloc.available_size() == 2048 and len(case.seq_lens) == 148
     assert int(((case.seq_lens - 1) % 64 == 0).sum()) == case.crossing == 40
     assert case.empty_tail_slots > 148
+    assert (case.generated >= 1).all() and (case.generated <= case.seq_lens.numpy() - 1).all()
     with pytest.raises(OutOfMemoryError, match=r"needs 40 new pages \(2560 slots"):
         case.alloc.alloc_decode(case.seq_lens, case.last_loc, strict=True)
+
+
+@pytest.mark.parametrize("version", ["0.5.23", "0.5.9"])
+def test_decode_check_counts_pages_and_retracts(version: str) -> None:
+    # Before PR #4913: 148 slots (one per request) <= 2,048 free, so the check passed and the
+    # allocation crashed. Since: 40 requests at a page boundary x 64 = 2,560 > 2,048, so
+    # retract_decode takes requests out until the rest fits.
+    case = decode_oom_case()
+    check = decode_check(case, version)
+    assert (check.one_per_request, check.need, check.free) == (148, 2560, 2048)
+    assert check.retracted >= 1 and check.need_after <= check.free_after
+    assert check.free_after > check.free
+    assert case.alloc.available_size() == 2048  # the case itself is untouched
 
 
 def test_page_size_costs_for_six_tokens() -> None:
@@ -68,7 +98,7 @@ def test_free_slot_ids_and_div_ceil() -> None:
 
 
 def test_page_table_lookups() -> None:
-    got = page_table_lookups(seed_page_table(), positions=2)
+    got = page_table_lookups(page_table_example("0.5.9"), positions=2)
     assert [(x.row, x.pos, x.name, x.word, x.slot) for x in got] == [
         (2, 0, "request A", "The", 4), (2, 1, "request A", "cat", 5),
         (1, 0, "request B", "A", 12), (1, 1, "request B", "dog", 13)]
@@ -82,8 +112,9 @@ def test_layout_check() -> None:
     assert lay.k_bytes == lay.v_bytes == 3 * 16 * 2 * 8 * 2
 
 
-def test_page_reuse_story() -> None:
-    st = seed_page_table()
+@pytest.mark.parametrize("version", ["0.5.23", "0.5.9"])
+def test_page_reuse_story(version: str) -> None:
+    st = page_table_example(version)
     story = page_reuse_story(st)
     assert story.free_pages[:3] == [1, 3, 2]  # A's and B's pages go to the front
     assert story.d.tolist() == [4, 5, 6, 7, 12, 13, 14, 15]

@@ -100,13 +100,13 @@ def test_run_figures() -> None:
 
 
 def test_strip_and_lookup_text() -> None:
-    from pagedkv.lessons.scenarios import contiguous_story, page_table_lookups, seed_page_table
+    from pagedkv.lessons.scenarios import contiguous_story, page_table_example, page_table_lookups
     from pagedkv_widgets.tables import lookups_text, strip_text
 
     _, frames = contiguous_story()
     last = strip_text(frames[-1:], width=4).splitlines()
     assert last == ["y finishes  A  A  A  A  .  .  B  B  B  B  .  .  C  C  C  C"]
-    text = lookups_text(page_table_lookups(seed_page_table(), positions=1))
+    text = lookups_text(page_table_lookups(page_table_example("0.5.9"), positions=1))
     assert text.splitlines()[0] == (
         "page_table[2, 0] =  4 -> request A token 'The' has its K/V at physical slot 4")
 
@@ -159,10 +159,10 @@ def test_tradeoff_figure_axes_agree_and_ticks_are_round() -> None:
 
 
 def test_page_table_figure_shows_free_rows_as_stored() -> None:
-    from pagedkv.lessons.scenarios import seed_page_table
+    from pagedkv.lessons.scenarios import page_table_example
     from pagedkv_widgets.memory_maps import page_table_figure
 
-    st = seed_page_table()
+    st = page_table_example("0.5.9")
     table = st.pool.req_to_token.tolist()
     assert table[0][:4] == [8, 9, 10, 11] and st.pool.free_slots == [3, 0]
     fig = page_table_figure(table, st.lens, st.labels, {0: "x finished", 3: "never used"})
@@ -170,3 +170,18 @@ def test_page_table_figure_shows_free_rows_as_stored() -> None:
     assert rows[0][1:6] == ("8", "9", "10", "11", "0") and rows[0][-1] == "x finished"
     assert rows[3][1:9] == ("0",) * 8 and rows[3][-1] == "never used"
     assert rows[2][5] == ".."  # a live row shows only the positions it has reached
+
+
+def test_attention_backend_tables() -> None:
+    from pagedkv_widgets.tables import attention_backends_table, forced_page_sizes_table
+
+    rows = attention_backends_table().data.splitlines()
+    assert rows[2] == ("| Hopper (sm_90) | H100, H200, H20 | `fa3` | 1 | one page id per page (at "
+                       "page size 1, one per token) |")
+    assert rows[3].startswith("| Blackwell data centre (sm_100) |") and "| `trtllm_mha` | 64 |" in rows[3]
+    assert "| Ada (sm_89) | L4, L40, RTX 4090 | `flashinfer` | 1 | one slot id per token |" in rows
+    forced = forced_page_sizes_table(("trtllm_mha", "cutlass_mla")).data.splitlines()
+    assert forced[2] == ("| `trtllm_mha` | 16, 32, 64, 128; anything else -> 64 | "
+                         "16, 32, 64; anything else -> 64 | one page id per page |")
+    assert forced[3] == ("| `cutlass_mla` | not in this release | 128; anything else -> 128 | "
+                         "one page id per page |")

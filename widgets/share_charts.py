@@ -20,7 +20,7 @@ def shares_bar(shares: Sequence[object], title: str,
     ``reference`` adds dashed vertical lines (percent of memory holding token states,
     e.g. the vLLM paper's figures), labelled above the plot by key (keep keys short).
     """
-    names = [s.scheme for s in shares]
+    names = [getattr(s, "label", s.scheme) for s in shares]
     fig = go.Figure([go.Bar(y=names, x=[100 * getattr(s, c) for s in shares], name=c,
                             orientation="h", marker_color=color,
                             hovertemplate="%{y}: %{x:.1f} % " + c + "<extra></extra>")

@@ -22,7 +22,8 @@ def shares_table(shares: Sequence[object]) -> Markdown:
     """Chapter 2: ``pagedkv.lessons.fragmentation.MemoryShare`` per scheme, shares in percent."""
     cols = ("tokens", "reserved", "internal", "external", "free")
     return markdown_table(("scheme", *cols),
-                          ([s.scheme, *(f"{getattr(s, c):.1%}" for c in cols)] for s in shares))
+                          ([getattr(s, "label", s.scheme), *(f"{getattr(s, c):.1%}" for c in cols)]
+                           for s in shares))
 
 
 def page_cost_table(costs: Sequence[object]) -> Markdown:
@@ -184,3 +185,51 @@ def version_changes_table(rows: Sequence[object]) -> Markdown:
     """Chapter 5: ``versions.VersionRow`` per change, 0.5.9 next to 0.5.23 on one input."""
     return markdown_table(("what changed", "the same input", "SGLang 0.5.9", "SGLang 0.5.23"),
                           ([r.change, r.case, r.old, r.new] for r in rows))
+
+
+def _indexing(backend: str) -> str:
+    from pagedkv.layers.attention_backends import BACKENDS
+
+    return {"token": "one slot id per token", "page": "one page id per page"}.get(
+        BACKENDS[backend].indexes, "not covered here")
+
+
+def attention_backends_table() -> Markdown:
+    """Chapters 3 and 6: per GPU class, the attention backend SGLang picks by default for an
+    MHA model (0.5.23, and 0.5.9 where it differs), the page size that follows, and how the
+    backend's kernel is handed the KV pool (``pagedkv.layers.attention_backends``)."""
+    from pagedkv.layers.attention_backends import BACKENDS, backend_rows, resolve_page_size
+
+    rows = []
+    for g, new, old in backend_rows():
+        page = resolve_page_size(new, None, "0.5.23")
+        handed = _indexing(new)
+        if BACKENDS[new].indexes == "page" and page == 1:
+            handed += " (at page size 1, one per token)"
+        rows.append([g.label, g.examples, f"`{new}`" if new == old else f"`{new}` (0.5.9: `{old}`)",
+                     page, handed])
+    return markdown_table(("GPU class", "for example", "default backend (SGLang 0.5.23)",
+                           "page size when `--page-size` is not given", "the kernel is handed"), rows)
+
+
+def forced_page_sizes_table(backends: Sequence[str] = ("trtllm_mha", "flashmla", "trtllm_mla",
+                                                         "cutedsl_mla", "cutlass_mla", "fa4",
+                                                         "hpc_ops")) -> Markdown:
+    """Chapter 3: per backend and release, the page sizes it accepts and what any other
+    ``--page-size`` (or none) becomes (``pagedkv.layers.attention_backends``)."""
+    from pagedkv.errors import ConfigError
+    from pagedkv.layers.attention_backends import forced_page_sizes
+
+    def cell(backend: str, v: str) -> str:
+        try:
+            rule = forced_page_sizes(backend, v)
+        except ConfigError:
+            return "not in this release"
+        if rule is None:
+            return "any"
+        accepted, forced = rule
+        return f"{', '.join(map(str, accepted))}; anything else -> {forced}"
+
+    return markdown_table(("backend", "SGLang 0.5.23", "SGLang 0.5.9", "the kernel is handed"),
+                          ([f"`{b}`", cell(b, "0.5.23"), cell(b, "0.5.9"), _indexing(b)]
+                           for b in backends))

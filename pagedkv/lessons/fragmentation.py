@@ -17,8 +17,10 @@ Replay rules (a simplification of SGLang's scheduler, which ``pagedkv.managers``
 all requests queue at t=0 in order (``arrival_s`` is ignored); each step admits from the
 head while the next one fits, stores its prompt, then every running request gains one token;
 a request whose length reaches ``prompt_len + output_len`` finishes and frees its memory.
-Contiguous schemes reserve a run at admission (``prompt_len + max_new_tokens``, or
-``pow2_reservation`` of the true length as in the paper's "Orca (Pow2)"). Paged schemes
+Contiguous schemes reserve one run at admission, sized as the paper's three Orca baselines
+(:func:`pagedkv.mem_cache.contiguous.orca_reservation`, section 6.1): the model's maximum
+sequence length (``"max"``), the prompt plus the output rounded up to a power of two
+(``"pow2"``), or the prompt plus the true output (``"oracle"``). Paged schemes
 allocate pages as tokens arrive; when a decode step runs out of pages, SGLang's
 ``retract_decode`` order (fewest output tokens first, then longest prompt) frees requests
 and requeues them at the head. The replay stops when the queue empties.
@@ -34,10 +36,39 @@ import torch
 
 from pagedkv.errors import bad_value, check_positive_int
 from pagedkv.mem_cache.allocator import PagedTokenToKVPoolAllocator, TokenToKVPoolAllocator
-from pagedkv.mem_cache.contiguous import ContiguousAllocator, Fit, pow2_reservation
-from pagedkv.workloads.synthetic import RequestSpec
+from pagedkv.mem_cache.contiguous import (
+    ORCA_MAX_SEQ_LEN,
+    ORCA_SCHEMES,
+    ContiguousAllocator,
+    Fit,
+    orca_reservation,
+)
+from pagedkv.workloads.synthetic import RequestSpec, sharegpt_like
 
 CATEGORIES = ("tokens", "reserved", "internal", "external", "free")
+SCHEME_LABELS = {"max": "Orca (Max)", "pow2": "Orca (Pow2)", "oracle": "Orca (Oracle)"}
+# vLLM paper (Kwon et al., SOSP 2023), Fig. 2: percent of KV-cache memory holding token states
+# in the experiment of section 6.2, per system.
+VLLM_FIG2_TOKEN_STATES = {"max": 20.4, "pow2": 26.8, "oracle": 38.2, "vllm": 96.3}
+
+# Chapters 2 and 3 measure one workload on one pool (see :func:`fragmentation_workload`).
+FRAGMENTATION_REQUESTS = 200
+FRAGMENTATION_POOL = 16_384
+FRAGMENTATION_MAX_LEN = 1024  # prompt and output each: every request fits ORCA_MAX_SEQ_LEN
+
+
+def fragmentation_workload(seed: int = 0) -> list[RequestSpec]:
+    """The workload chapters 2 and 3 measure: :data:`FRAGMENTATION_REQUESTS` ShareGPT-like
+    requests (:func:`pagedkv.workloads.synthetic.sharegpt_like`), prompts and outputs each
+    clipped to :data:`FRAGMENTATION_MAX_LEN` tokens, so that every request fits the 2,048-token
+    maximum sequence length that Orca (Max) reserves; all arrive at t = 0."""
+    return sharegpt_like(FRAGMENTATION_REQUESTS, max_new_tokens=FRAGMENTATION_MAX_LEN,
+                         max_prompt_len=FRAGMENTATION_MAX_LEN, seed=seed)
+
+
+def scheme_label(scheme: str) -> str:
+    """How the book names a scheme: ``"pow2"`` -> ``"Orca (Pow2)"``, ``"page=16"`` -> ``"page=16"``."""
+    return SCHEME_LABELS.get(scheme, scheme)
 
 
 @dataclass(frozen=True)
@@ -52,16 +83,20 @@ class MemoryShare:
     free: float
     steps: int  # decode steps sampled (a request was waiting)
 
+    @property
+    def label(self) -> str:
+        """The scheme as the book names it (:func:`scheme_label`)."""
+        return scheme_label(self.scheme)
+
 
 class _Contiguous:
-    """Reserve one run per request; growth never allocates."""
+    """Reserve one run per request (an Orca scheme); growth never allocates."""
 
-    def __init__(self, size: int, pow2: bool) -> None:
-        self.mem, self.pow2 = ContiguousAllocator(size), pow2
+    def __init__(self, size: int, scheme: str, max_seq_len: int) -> None:
+        self.mem, self.scheme, self.max_seq_len = ContiguousAllocator(size), scheme, max_seq_len
 
     def reserve_len(self, spec: RequestSpec) -> int:
-        full = spec.prompt_len + spec.output_len
-        return pow2_reservation(full) if self.pow2 else spec.prompt_len + spec.max_new_tokens
+        return orca_reservation(self.scheme, spec.prompt_len, spec.output_len, self.max_seq_len)
 
     def admit(self, i: int, spec: RequestSpec, length: int) -> bool:
         return self.mem.alloc(str(i), self.reserve_len(spec), used=length) is not None
@@ -117,23 +152,30 @@ class _Paged:
         return 0  # any free page serves any request
 
 
-def measure(specs: list[RequestSpec], pool_tokens: int, scheme: str) -> MemoryShare:
+def measure(specs: list[RequestSpec], pool_tokens: int, scheme: str,
+            max_seq_len: int = ORCA_MAX_SEQ_LEN) -> MemoryShare:
     """Replay ``specs`` on a pool of ``pool_tokens`` slots under ``scheme``.
 
-    ``scheme`` is ``"max"`` (contiguous, prompt + max_new_tokens), ``"pow2"`` (contiguous,
-    next power of two of the true length) or ``"page=P"`` (paged allocator, page size P;
-    ``pool_tokens`` must be a multiple of P). ConfigError if a request can never fit.
+    ``scheme`` is an Orca baseline of the vLLM paper, section 6.1 (contiguous runs sized by
+    :func:`~pagedkv.mem_cache.contiguous.orca_reservation`): ``"max"`` (``max_seq_len``
+    slots), ``"pow2"`` (prompt + output rounded up to a power of two) or ``"oracle"`` (prompt +
+    true output); or ``"page=P"`` (the paged allocator, page size P; ``pool_tokens`` must be a
+    multiple of P). ``max_seq_len`` is the model's maximum sequence length (the paper's 2,048).
+
+    Raises:
+        ConfigError: an unknown scheme, a request longer than ``max_seq_len`` under an Orca
+            scheme, or a pool smaller than the longest reservation.
     """
     check_positive_int("pool_tokens", pool_tokens)
     max_len = max(s.prompt_len + max(s.max_new_tokens, s.output_len) for s in specs)
-    if scheme in ("max", "pow2"):
-        mem: _Contiguous | _Paged = _Contiguous(pool_tokens, pow2=scheme == "pow2")
+    if scheme in ORCA_SCHEMES:
+        mem: _Contiguous | _Paged = _Contiguous(pool_tokens, scheme, max_seq_len)
         longest = max(mem.reserve_len(s) for s in specs)
     elif scheme.startswith("page="):
         mem = _Paged(pool_tokens, int(scheme[5:]), len(specs), max_len)
         longest = max(math.ceil((s.prompt_len + s.output_len) / mem.p) * mem.p for s in specs)
     else:
-        raise bad_value("scheme", scheme, '"max", "pow2" or "page=P"')
+        raise bad_value("scheme", scheme, '"max", "pow2", "oracle" or "page=P"')
     if longest > pool_tokens:
         raise bad_value("pool_tokens", pool_tokens, f">= {longest}, the longest request")
     queue, running = list(range(len(specs))), []
@@ -182,10 +224,11 @@ def _split(mem: _Contiguous | _Paged, specs: list[RequestSpec], running: list[in
 
 
 def compare(specs: list[RequestSpec], pool_tokens: int,
-            page_sizes: tuple[int, ...] = (1, 16, 64, 256)) -> list[MemoryShare]:
-    """:func:`measure` for ``max``, ``pow2`` and each page size, in that order."""
-    schemes = ["max", "pow2", *(f"page={p}" for p in page_sizes)]
-    return [measure(specs, pool_tokens, s) for s in schemes]
+            page_sizes: tuple[int, ...] = (1, 16, 64, 256),
+            max_seq_len: int = ORCA_MAX_SEQ_LEN) -> list[MemoryShare]:
+    """:func:`measure` for ``max``, ``pow2``, ``oracle`` and each page size, in that order."""
+    schemes = [*ORCA_SCHEMES, *(f"page={p}" for p in page_sizes)]
+    return [measure(specs, pool_tokens, s, max_seq_len) for s in schemes]
 
 
 @dataclass(frozen=True)
@@ -195,7 +238,7 @@ class PageSizeCost:
     page_size: int
     tokens: int  # token states stored
     held_slots: int  # slots taken from the free list (whole pages)
-    pages: int  # page-table entries a page-granular table needs (FA3/FlashInfer style)
+    pages: int  # page-table entries a page-granular table needs (as SGLang hands FA3)
 
     @property
     def wasted_pct(self) -> float:

@@ -121,12 +121,16 @@ def radix_story() -> WordTree:
 # The chapter's two workloads and their pools (KV slots, request rows).
 SUPPORT_POOL, SUPPORT_RUNNING = 65_536, 64
 CHAT_POOL, CHAT_RUNNING = 8192, 16
+# The support bot (chapters 4 and 8): chats, system prompt, question and answer lengths (tokens).
+SUPPORT_CHATS, SUPPORT_SYSTEM_LEN = 128, 1000
+SUPPORT_QUESTION, SUPPORT_ANSWER = (50, 150), (100, 300)
 
 
 def support_bot() -> list[PrefixRequest]:
-    """128 chats that open with one 1,000-token system prompt, then a 50-150-token question;
-    answers of 100-300 tokens."""
-    return shared_system_prompt(128, 1000, (50, 150), (100, 300), seed=0)
+    """:data:`SUPPORT_CHATS` (128) chats that open with one :data:`SUPPORT_SYSTEM_LEN`
+    (1,000)-token system prompt, then a 50-150-token question; answers of 100-300 tokens."""
+    return shared_system_prompt(SUPPORT_CHATS, SUPPORT_SYSTEM_LEN, SUPPORT_QUESTION,
+                                SUPPORT_ANSWER, seed=0)
 
 
 def chat_service() -> list[PrefixRequest]:

@@ -19,22 +19,30 @@ from pagedkv.mem_cache.allocator import (
 )
 from pagedkv.mem_cache.contiguous import ContiguousAllocator
 from pagedkv.mem_cache.memory_pool import MHATokenToKVPool, ReqToTokenPool
+from pagedkv.releases import DEFAULT_SGLANG_VERSION, check_sglang_version
 
 RESERVED = "×"  # label of page 0's slots: never handed out, padded tokens write there
 
 
-def contiguous_story() -> tuple[ContiguousAllocator, list[tuple[str, list[str]]]]:
-    """The seed's external-fragmentation picture over 16 slots, step by step.
+# Chapter 2's external-fragmentation example: a pool of CONTIGUOUS_SLOTS slots; the requests
+# reserve these runs in this order, then the FINISHING ones finish.
+CONTIGUOUS_SLOTS = 16
+CONTIGUOUS_REQUESTS = (("A", 4), ("x", 2), ("B", 4), ("y", 2), ("C", 4))
+CONTIGUOUS_FINISHING = ("x", "y")
 
-    A, x, B, y, C reserve 4, 2, 4, 2, 4 slots first fit and fill them; x and y finish,
-    leaving free slots 4, 5, 10, 11. Returns the final allocator and
-    ``(caption, slot_labels)`` after each event.
+
+def contiguous_story() -> tuple[ContiguousAllocator, list[tuple[str, list[str]]]]:
+    """Chapter 2's external-fragmentation picture, step by step.
+
+    On :data:`CONTIGUOUS_SLOTS` slots, A, x, B, y, C reserve 4, 2, 4, 2, 4 slots first fit
+    (:data:`CONTIGUOUS_REQUESTS`) and fill them; x and y finish, leaving free slots 4, 5,
+    10, 11. Returns the final allocator and ``(caption, slot_labels)`` after each event.
     """
-    mem, frames = ContiguousAllocator(16), []
-    for name, n in (("A", 4), ("x", 2), ("B", 4), ("y", 2), ("C", 4)):
+    mem, frames = ContiguousAllocator(CONTIGUOUS_SLOTS), []
+    for name, n in CONTIGUOUS_REQUESTS:
         mem.alloc(name, n, used=n)
         frames.append((f"{name} reserves {n} slots", mem.slot_labels()))
-    for name in ("x", "y"):
+    for name in CONTIGUOUS_FINISHING:
         mem.free(name)
         frames.append((f"{name} finishes", mem.slot_labels()))
     return mem, frames
@@ -57,22 +65,34 @@ def paged_slot_labels(alloc: BaseTokenToKVPoolAllocator,
 
 @dataclass
 class PageTableState:
-    """A page table plus allocator, with each live row's length and label."""
+    """A page table plus allocator, with each live row's length and label.
+
+    ``rows`` maps a request name to its row; ``free_rows`` describes every row that holds no
+    live request (the grey rows of the book's figure); ``next_row`` is the row the next
+    request gets."""
 
     pool: ReqToTokenPool
     alloc: PagedTokenToKVPoolAllocator
     lens: dict[int, int]
     labels: dict[int, str]
+    rows: dict[str, int]
+    free_rows: dict[int, str]
+    next_row: int
 
 
-def seed_page_table() -> PageTableState:
-    """The seed's ``[4, 8]`` page table at page size 4.
+def page_table_example(sglang_version: str = DEFAULT_SGLANG_VERSION) -> PageTableState:
+    """Chapter 3's page table: three request rows of 8 positions at page size 4.
 
-    Rows 0, 1, 2 go to requests x, B, A; in one prefill batch A, x, B take pages 1, 2, 3
-    (slots 4-7, 8-11, 12-15); then x finishes, so row 0 and page 2 are free again. Row 3
-    was never used: all zeros, i.e. every position points at the reserved slot 0.
+    Requests x, B, A get three rows in one prefill batch and take pages 2, 3, 1 (A, x, B are
+    allocated in that order: slots 4-7, 8-11, 12-15); then x finishes, so its row and page 2
+    are free again. Which rows they get follows ``sglang_version``
+    (:class:`~pagedkv.mem_cache.memory_pool.ReqToTokenPool`): in 0.5.9 rows 0, 1, 2 of a
+    4-row table, row 3 never used and the next request taking it; in 0.5.23 rows 1, 2, 3 of
+    a 3 + 1-row table, row 0 the padding row, and the next request taking x's row.
     """
-    pool, alloc = ReqToTokenPool(4, 8), PagedTokenToKVPoolAllocator(12, 4)
+    v = check_sglang_version(sglang_version)
+    pool = ReqToTokenPool(4 if v == "0.5.9" else 3, 8, sglang_version=v)
+    alloc = PagedTokenToKVPoolAllocator(12, 4)
     row_x, row_b, row_a = pool.alloc(3)
     words = {row_a: "The cat sat down", row_x: "Hi there you all", row_b: "A dog ran off"}
     order = [row_a, row_x, row_b]
@@ -82,8 +102,19 @@ def seed_page_table() -> PageTableState:
     alloc.free(out[4:8])
     pool.free(row_x)
     names = {row_a: "A", row_b: "B"}
+    next_row = pool.free_slots[0 if v == "0.5.9" else -1]
+    free_rows = {}
+    for row in range(pool.rows):
+        if row < pool.first_row:
+            free_rows[row] = "padding row: never handed out, zeros from start-up (slot 0)"
+        elif row == row_x:
+            free_rows[row] = "free row (x finished): stale slots, nobody reads them"
+        elif row not in names:
+            free_rows[row] = "free row, never used: zeros from start-up (slot 0)"
+    free_rows[next_row] += "; the next request takes it"
     return PageTableState(pool, alloc, {row_a: 4, row_b: 4},
-                          {row: f'request {names[row]}: "{words[row]}"' for row in names})
+                          {row: f'request {names[row]}: "{words[row]}"' for row in names},
+                          {"A": row_a, "B": row_b, "x": row_x}, free_rows, next_row)
 
 
 @dataclass
@@ -95,20 +126,26 @@ class DecodeOOMCase:
     last_loc: torch.Tensor  # int64 [bs]
     crossing: int  # requests whose next token starts a new page
     empty_tail_slots: int  # unused slots inside the batch's own partial pages
+    generated: np.ndarray  # int64 [bs]: output tokens each request has produced (>= 1)
 
 
 def decode_oom_case(num_requests: int = 148, free_pages: int = 32, page_size: int = 64,
                     crossing: int = 40, seed: int = 0) -> DecodeOOMCase:
-    """The "decode out of memory although 2048 tokens are free, 148 needed" state.
+    """A state with the numbers of SGLang issue #4602 (2025-03-20, ``--page-size 64``):
+    ``num_requests`` (148) requests about to decode and ``free_pages`` (32) free pages, i.e.
+    2,048 free tokens; the release of that time crashed with "Decode out of memory ... Try to
+    allocate 148 tokens. Avaliable tokens: 2048".
 
-    ``num_requests`` requests hold random lengths; ``crossing`` of them have exactly full
-    last pages, so their next token needs a new page; ``free_pages`` pages are free.
+    The requests hold random lengths; ``crossing`` of them have exactly full last pages, so
+    their next token needs a new page. Each has produced a random number of output tokens
+    (``generated``; the rest of its KV is its prompt), which orders a retraction.
     """
     rng = np.random.default_rng(seed)
     full = rng.integers(1, 9, size=num_requests) * page_size
     lens = full - np.where(np.arange(num_requests) < crossing, 0,
                            rng.integers(1, page_size, size=num_requests))
     lens = rng.permutation(lens)
+    generated = np.minimum(rng.integers(1, 300, size=num_requests), lens)
     used_pages = int(np.ceil(lens / page_size).sum())
     alloc = PagedTokenToKVPoolAllocator((used_pages + free_pages) * page_size, page_size)
     seq = torch.as_tensor(lens, dtype=torch.int64)
@@ -116,7 +153,52 @@ def decode_oom_case(num_requests: int = 148, free_pages: int = 32, page_size: in
                              int(seq.sum()))
     last = out[torch.cumsum(seq, 0) - 1]
     tails = int((torch.ceil(seq / page_size) * page_size - seq).sum())
-    return DecodeOOMCase(alloc, seq + 1, last, crossing, tails)
+    return DecodeOOMCase(alloc, seq + 1, last, crossing, tails, generated.astype(np.int64))
+
+
+@dataclass(frozen=True)
+class DecodeCheck:
+    """What a decode-memory check counts on a :class:`DecodeOOMCase` (slots).
+
+    ``one_per_request``: one slot per request, what SGLang counted before PR #4913 (so the
+    check passed and ``alloc_decode`` then crashed); ``need``: SGLang's count since then,
+    ``page_size`` per request whose KV ends on a page boundary; ``free``: free slots (whole
+    pages); ``retracted``: requests ``retract_decode`` takes out before the step fits;
+    ``need_after`` / ``free_after``: the same counts for the batch that stays.
+    """
+
+    one_per_request: int
+    need: int
+    free: int
+    retracted: int
+    need_after: int
+    free_after: int
+
+
+def decode_check(case: DecodeOOMCase, sglang_version: str = DEFAULT_SGLANG_VERSION) -> DecodeCheck:
+    """Run SGLang's decode-memory check and, where it fails, ``retract_decode`` on the same
+    batch as ``case`` (rebuilt as a pagedkv ``ScheduleBatch`` of the same lengths, page size,
+    free pages and output counts, radix cache off). Does not change ``case``.
+
+    Source: ``ScheduleBatch.check_decode_mem`` / ``new_tokens_required_next_decode`` /
+    ``retract_decode`` in ``python/sglang/srt/managers/schedule_batch.py`` (0.5.9 and 0.5.23
+    count alike).
+    """
+    from pagedkv.lessons.examples import running_batch  # the scheduler, lazily
+    from pagedkv.managers.config import SchedulerConfig
+
+    p = case.alloc.page_size
+    kv = (case.seq_lens - 1).numpy()
+    prompt = kv - case.generated + 1  # running_batch holds prompt + generated - 1 tokens
+    batch = running_batch(prompt.tolist(), case.generated.tolist(), (case.generated + 100).tolist(),
+                          free=case.alloc.available_size(), page_size=p,
+                          config=SchedulerConfig(sglang_version=sglang_version))
+    need, free = batch.new_tokens_required_next_decode(), batch.allocator.available_size()
+    retracted = []
+    if not batch.check_decode_mem():
+        retracted, _, _ = batch.retract_decode(sglang_version=sglang_version)
+    return DecodeCheck(len(kv), need, free, len(retracted),
+                       batch.new_tokens_required_next_decode(), batch.allocator.available_size())
 
 
 def free_slot_ids(mem: ContiguousAllocator) -> list[int]:
@@ -189,7 +271,7 @@ def layout_check(slot: int = 13, size: int = 12, page_size: int = 4, layer: int 
 
 @dataclass
 class ReuseStory:
-    """Chapter 3's reuse replay on the seed pool (see :func:`page_reuse_story`)."""
+    """Chapter 3's reuse replay on its 16-slot pool (see :func:`page_reuse_story`)."""
 
     frames: list[tuple[str, list[str]]]
     free_pages: list[int]  # page ids after A and B finish, in hand-out order
@@ -198,14 +280,14 @@ class ReuseStory:
 
 
 def page_reuse_story(st: PageTableState) -> ReuseStory:
-    """On :func:`seed_page_table`'s state: A and B finish, D takes 8 slots and finishes, E
+    """On :func:`page_table_example`'s state: A and B finish, D takes 8 slots and finishes, E
     takes 6 tokens through ``alloc_extend``. Mutates ``st`` (E keeps its pages)."""
     alloc, table = st.alloc, st.pool.req_to_token
-    owned = {"A": table[2, :4].long(), "B": table[1, :4].long()}
+    owned = {"A": table[st.rows["A"], :4].long(), "B": table[st.rows["B"], :4].long()}
     frames = [("A and B hold pages 1 and 3", paged_slot_labels(alloc, owned))]
     alloc.free(owned.pop("B"))
     alloc.free(owned.pop("A"))
-    st.pool.free([1, 2])
+    st.pool.free([st.rows["B"], st.rows["A"]])
     free_pages = alloc.free_pages.tolist()
     frames.append(("A and B finish", paged_slot_labels(alloc, owned)))
     d = alloc.alloc(8)

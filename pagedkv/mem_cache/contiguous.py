@@ -1,8 +1,10 @@
 """The baseline before paging: each request reserves one contiguous run of KV slots.
 
 This is how systems before vLLM sized the KV cache (vLLM paper, Kwon et al., SOSP 2023,
-section 3 and Fig. 3): a request reserves room for its longest possible sequence up front,
-in one contiguous run, placed first fit. It shows both kinds of fragmentation:
+section 3 and Fig. 3): a request reserves room for its tokens up front, in one contiguous run.
+How much it reserves is :func:`orca_reservation` (the paper's three Orca baselines, section
+6.1). Runs are placed first fit (the paper assumes Orca places them with a buddy allocator;
+pagedkv does not model one). It shows both kinds of fragmentation:
 
 - internal: reserved slots the request never fills (it stopped early);
 - external: free slots split into holes, none long enough for the next reservation, so
@@ -35,10 +37,69 @@ class ExternalFragmentationError(OutOfMemoryError):
     """Enough slots are free in total, but no single free run is long enough."""
 
 
-def pow2_reservation(length: int) -> int:
-    """The next power of two >= ``length`` (the vLLM paper's "Orca (Pow2)" policy)."""
-    check_positive_int("length", length)
-    return 1 << (length - 1).bit_length()
+# vLLM paper (Kwon et al., SOSP 2023), section 6.1: "Orca (Max) ... always reserves the space up
+# to the maximum sequence length of the model, i.e., 2048 tokens" (the OPT models it serves).
+ORCA_MAX_SEQ_LEN = 2048
+ORCA_SCHEMES = ("max", "pow2", "oracle")
+
+
+def next_pow2(n: int) -> int:
+    """The smallest power of two >= ``n`` (``n`` an integer >= 1): 25 -> 32, 32 -> 32, 33 -> 64.
+
+    Raises:
+        ConfigError: ``n`` is not an integer >= 1.
+    """
+    check_positive_int("n", n)
+    return 1 << (n - 1).bit_length()
+
+
+def orca_reservation(scheme: str, prompt_len: int, output_len: int,
+                     max_seq_len: int = ORCA_MAX_SEQ_LEN) -> int:
+    """Slots one request reserves, in one contiguous run, under the vLLM paper's Orca baselines.
+
+    Source: Kwon et al., *Efficient Memory Management for Large Language Model Serving with
+    PagedAttention*, SOSP 2023, section 6.1 ("Baseline 2: Orca"):
+
+    - ``"oracle"``: the system knows the true output length: ``prompt_len + output_len``;
+    - ``"pow2"``: it "over-reserves the space for outputs by at most 2x. For example, if the
+      true output length is 25, it reserves 32 positions for outputs": ``prompt_len +
+      next_pow2(output_len)``. Only the output is rounded; the prompt is known exactly;
+    - ``"max"``: it "always reserves the space up to the maximum sequence length of the
+      model, i.e., 2048 tokens": ``max_seq_len``, whatever the request.
+
+    Where pagedkv chooses: the paper does not say what Pow2 does when the rounded output
+    would pass the model's maximum; pagedkv caps the reservation at ``max_seq_len``, the most
+    any request can hold.
+
+    Args:
+        scheme: ``"max"``, ``"pow2"`` or ``"oracle"``.
+        prompt_len, output_len: the request's prompt and true output length in tokens (>= 1).
+        max_seq_len: the model's maximum sequence length in tokens (prompt + output).
+
+    Raises:
+        ConfigError: an unknown scheme, a length < 1, or ``prompt_len + output_len >
+            max_seq_len`` (a request the model cannot hold).
+    """
+    check_positive_int("prompt_len", prompt_len)
+    check_positive_int("output_len", output_len)
+    check_positive_int("max_seq_len", max_seq_len)
+    if prompt_len + output_len > max_seq_len:
+        raise bad_value("prompt_len + output_len", prompt_len + output_len,
+                        f"at most max_seq_len={max_seq_len}")
+    if scheme == "oracle":
+        return prompt_len + output_len
+    if scheme == "pow2":
+        return min(prompt_len + next_pow2(output_len), max_seq_len)
+    if scheme == "max":
+        return max_seq_len
+    raise bad_value("scheme", scheme, " or ".join(f'"{s}"' for s in ORCA_SCHEMES))
+
+
+def pow2_reservation(prompt_len: int, output_len: int,
+                     max_seq_len: int = ORCA_MAX_SEQ_LEN) -> int:
+    """Orca (Pow2)'s reservation: ``prompt_len + next_pow2(output_len)``, at most
+    ``max_seq_len`` (see :func:`orca_reservation`, which raises the same errors)."""
+    return orca_reservation("pow2", prompt_len, output_len, max_seq_len)
 
 
 @dataclass

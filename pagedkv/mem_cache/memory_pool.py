@@ -11,43 +11,71 @@ import numpy as np
 import torch
 
 from pagedkv.errors import AllocatorError, bad_value, check_positive_int
+from pagedkv.releases import DEFAULT_SGLANG_VERSION, check_sglang_version
 
 
 class ReqToTokenPool:
     """The page table: row = request slot, column = logical token position, value = KV slot.
 
     Args:
-        size: request rows (SGLang's ``max_num_reqs``). max_context_len: columns per row.
+        size: request rows handed out (SGLang's ``max_num_reqs``). max_context_len: columns
+            per row. sglang_version: ``"0.5.23"`` (default) or ``"0.5.9"``: which release's
+            row order to follow.
 
     Attributes:
-        req_to_token: int32 ``[size, max_context_len]``, zero-initialised, so an unused
-            row maps every position to slot 0, the reserved dummy slot.
-        free_slots: free row ids; ``alloc`` takes from the front, ``free`` appends.
+        req_to_token: int32 ``[rows, max_context_len]``, zero-initialised, so an unused row
+            maps every position to slot 0, the reserved dummy slot.
+        rows: rows of ``req_to_token``: ``size`` in 0.5.9, ``size + 1`` in 0.5.23.
+        free_slots: free row ids, in the order SGLang keeps them.
+
+    The two releases differ in the rows (``python/sglang/srt/mem_cache/memory_pool.py``,
+    ``ReqToTokenPool``):
+
+    - 0.5.9: ``size`` rows, all handed out; ``alloc`` takes rows from the FRONT of the free
+      list, ``free`` appends at the back, so a freed row waits behind every never-used one;
+    - 0.5.23: ``size + 1`` rows; row 0 is a padding row that is never handed out (CUDA-graph
+      padded batches point at it); ``alloc_rows`` takes rows from the BACK of the free list
+      (``free_slots[-n:]``), ``free_rows`` appends there, so the row freed last is reused
+      first.
 
     Where we simplify: SGLang adds a few spare columns (``context_len + 4``) and does not
     check writes; we reject writes past a row and writes into a free row. For speed, a
     bool array ``_row_free`` mirrors ``free_slots`` so that ``free`` and ``write`` check a
     row in O(1); :meth:`check_invariants` checks that the two agree.
+
+    Raises:
+        ConfigError: ``size`` or ``max_context_len`` below 1, or an unknown ``sglang_version``.
     """
 
-    def __init__(self, size: int, max_context_len: int, device: str = "cpu") -> None:
+    def __init__(self, size: int, max_context_len: int, device: str = "cpu",
+                 sglang_version: str = DEFAULT_SGLANG_VERSION) -> None:
         self.size = check_positive_int("size", size)
         self.max_context_len = check_positive_int("max_context_len", max_context_len)
-        self.req_to_token = torch.zeros((size, max_context_len), dtype=torch.int32, device=device)
-        self.free_slots: list[int] = list(range(size))
-        self._row_free = np.ones(size, dtype=bool)
+        self.sglang_version = check_sglang_version(sglang_version)
+        self.first_row = 0 if sglang_version == "0.5.9" else 1  # 0.5.23: row 0 pads
+        self.rows = size + self.first_row
+        self.req_to_token = torch.zeros((self.rows, max_context_len), dtype=torch.int32,
+                                        device=device)
+        self.free_slots: list[int] = list(range(self.first_row, self.rows))
+        self._row_free = np.zeros(self.rows, dtype=bool)
+        self._row_free[self.first_row:] = True
 
     def available_size(self) -> int:
         """Free request rows."""
         return len(self.free_slots)
 
     def alloc(self, need_size: int = 1) -> list[int] | None:
-        """Take ``need_size`` rows from the front of the free list, or None if short."""
+        """Take ``need_size`` rows, or None if short: from the front of the free list
+        (0.5.9) or from its back, in list order (0.5.23, ``free_slots[-need_size:]``)."""
         check_positive_int("need_size", need_size)
         if need_size > len(self.free_slots):
             return None
-        rows = self.free_slots[:need_size]
-        del self.free_slots[:need_size]
+        if self.sglang_version == "0.5.9":
+            rows = self.free_slots[:need_size]
+            del self.free_slots[:need_size]
+        else:
+            rows = self.free_slots[-need_size:]
+            del self.free_slots[-need_size:]
         self._row_free[rows] = False
         return rows
 
@@ -55,12 +83,13 @@ class ReqToTokenPool:
         """Return rows to the back of the free list; AllocatorError for a free/unknown row."""
         rows = [free_index] if isinstance(free_index, int) else list(free_index)
         idx = np.asarray(rows, dtype=np.int64)
-        if len(rows) and (idx.min() < 0 or idx.max() >= self.size or self._row_free[idx].any()
+        lo = self.first_row
+        if len(rows) and (idx.min() < lo or idx.max() >= self.rows or self._row_free[idx].any()
                           or len(set(rows)) != len(rows)):
             for row in rows:  # find the first bad row, for the message
-                if not 0 <= row < self.size:
+                if not lo <= row < self.rows:
                     raise AllocatorError(f"cannot free request row {row}: "
-                                         f"outside [0, {self.size})")
+                                         f"outside [{lo}, {self.rows})")
                 if self._row_free[row] or rows.count(row) > 1:
                     raise AllocatorError(f"cannot free request row {row}: it is already free")
         self._row_free[idx] = True
@@ -73,7 +102,7 @@ class ReqToTokenPool:
         Raises :class:`AllocatorError` if the row is free or a position is past the row
         (``>= max_context_len``), ConfigError on a shape mismatch.
         """
-        if not 0 <= req_idx < self.size or self._row_free[req_idx]:
+        if not self.first_row <= req_idx < self.rows or self._row_free[req_idx]:
             raise AllocatorError(f"cannot write to request row {req_idx}: not an allocated row")
         pos = torch.as_tensor(positions, dtype=torch.int64)
         slots = torch.as_tensor(slots)
@@ -88,8 +117,8 @@ class ReqToTokenPool:
         """Free rows are unique and in range, and ``_row_free`` marks exactly them."""
         if len(set(self.free_slots)) != len(self.free_slots):
             raise AllocatorError("a request row is on the free list twice")
-        if any(not 0 <= r < self.size for r in self.free_slots):
-            raise AllocatorError(f"free list holds rows outside [0, {self.size})")
+        if any(not self.first_row <= r < self.rows for r in self.free_slots):
+            raise AllocatorError(f"free list holds rows outside [{self.first_row}, {self.rows})")
         if sorted(self.free_slots) != np.flatnonzero(self._row_free).tolist():
             raise AllocatorError("the free list and the free-row marks disagree")
 

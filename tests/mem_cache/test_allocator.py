@@ -116,8 +116,8 @@ def test_random_extend_decode_free_keep_invariants(p: int, num_pages: int, ops) 
     check_all_freed(h.pool, h.alloc)
 
 
-# ----- the seed's worked examples, exactly -------------------------------------------------
-def seed_state() -> tuple[PagedTokenToKVPoolAllocator, torch.Tensor]:
+# ----- chapter 3's worked examples, exactly -------------------------------------------------
+def sixteen_slot_state() -> tuple[PagedTokenToKVPoolAllocator, torch.Tensor]:
     """Pages 1..3 of 4 slots; requests A, X, B take pages 1, 2, 3; then A and B finish."""
     a = PagedTokenToKVPoolAllocator(12, 4)
     out = a.alloc_extend([0, 0, 0], [4, 4, 4], [-1, -1, -1], 12)
@@ -127,13 +127,13 @@ def seed_state() -> tuple[PagedTokenToKVPoolAllocator, torch.Tensor]:
 
 
 def test_free_pages_go_to_the_front_and_page_starts_expand_to_slots() -> None:
-    a, _ = seed_state()
+    a, _ = sixteen_slot_state()
     assert (a.free_pages * 4).tolist() == [4, 12]
     assert a.alloc(8).tolist() == [4, 5, 6, 7, 12, 13, 14, 15]
 
 
 def test_six_tokens_at_page_size_four_take_two_pages_and_waste_two_slots() -> None:
-    a, _ = seed_state()
+    a, _ = sixteen_slot_state()
     out = a.alloc_extend([0], [6], [-1], 6)
     assert out.tolist() == [4, 5, 6, 7, 12, 13]
     assert a.available_size() == 0 and 2 * 4 - 6 == 2

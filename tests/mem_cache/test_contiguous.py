@@ -1,4 +1,4 @@
-"""The contiguous baseline: the seed's fragmentation pictures, exactly, and its errors."""
+"""The contiguous baseline: chapter 2's fragmentation pictures, exactly, and its errors."""
 
 from __future__ import annotations
 
@@ -11,11 +11,13 @@ from pagedkv.mem_cache.contiguous import (
     ContiguousAllocator,
     ExternalFragmentationError,
     Fit,
+    next_pow2,
+    orca_reservation,
     pow2_reservation,
 )
 
 
-def seed_picture() -> ContiguousAllocator:
+def fragmented_picture() -> ContiguousAllocator:
     """A A A A . . B B B B . . C C C C over 16 slots."""
     c = ContiguousAllocator(16)
     for name, n in (("A", 4), ("x", 2), ("B", 4), ("y", 2), ("C", 4)):
@@ -26,7 +28,7 @@ def seed_picture() -> ContiguousAllocator:
 
 
 def test_external_fragmentation_example() -> None:
-    c = seed_picture()
+    c = fragmented_picture()
     assert c.free_runs() == [(4, 2), (10, 2)]
     assert c.free_slots() == 4 and c.largest_free_run() == 2
     assert c.fit(4) is Fit.NO_CONTIGUOUS_RUN
@@ -67,8 +69,38 @@ def test_errors() -> None:
         c.check_invariants()
 
 
-def test_pow2_reservation() -> None:
-    assert [pow2_reservation(n) for n in (1, 2, 3, 5, 64, 65)] == [1, 2, 4, 8, 64, 128]
+def test_next_pow2() -> None:
+    assert [next_pow2(n) for n in (1, 2, 3, 5, 25, 32, 33, 64, 65)] == [1, 2, 4, 8, 32, 32, 64,
+                                                                         64, 128]
+    with pytest.raises(ConfigError, match=r"n=0 is invalid"):
+        next_pow2(0)
+
+
+def test_orca_reservations_follow_the_vllm_paper() -> None:
+    # Section 6.1: Pow2 rounds the OUTPUT (25 -> 32) and keeps the prompt exact, so a 10-token
+    # prompt with a 25-token answer reserves 10 + 32 = 42, not next_pow2(35) = 64.
+    assert pow2_reservation(10, 25) == orca_reservation("pow2", 10, 25) == 42
+    assert pow2_reservation(1000, 600) == 1000 + 1024
+    assert pow2_reservation(10, 32) == 42 and pow2_reservation(10, 33) == 10 + 64
+    # Rounded past the model's maximum: capped at it (no request can hold more).
+    assert pow2_reservation(100, 1100) == 2048
+    assert pow2_reservation(3, 5, max_seq_len=10) == 10
+    # Max reserves the model's maximum sequence length, 2,048 in the paper, whatever the request.
+    assert orca_reservation("max", 10, 25) == orca_reservation("max", 1000, 1000) == 2048
+    assert orca_reservation("max", 10, 25, max_seq_len=4096) == 4096
+    # Oracle knows the true output length.
+    assert orca_reservation("oracle", 10, 25) == 35
+
+
+def test_orca_reservation_errors() -> None:
+    with pytest.raises(ConfigError, match=r"prompt_len \+ output_len=2100 is invalid; valid: "
+                                          r"at most max_seq_len=2048"):
+        orca_reservation("max", 1500, 600)
+    with pytest.raises(ConfigError, match=r"scheme='buddy' is invalid; valid: \"max\" or "
+                                          r"\"pow2\" or \"oracle\""):
+        orca_reservation("buddy", 1, 1)
+    with pytest.raises(ConfigError, match=r"output_len=0 is invalid"):
+        pow2_reservation(5, 0)
 
 
 @settings(max_examples=1000, deadline=None)

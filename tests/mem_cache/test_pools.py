@@ -11,16 +11,42 @@ from pagedkv.mem_cache.consistency import check_all_freed, check_pool_agreement
 from pagedkv.mem_cache.memory_pool import MHATokenToKVPool, ReqToTokenPool
 
 
-def test_req_to_token_rows_and_free_order() -> None:
-    pool = ReqToTokenPool(4, 8)
+def test_req_to_token_rows_and_free_order_0_5_9() -> None:
+    # 0.5.9: `size` rows, taken from the front of the free list, freed rows appended.
+    pool = ReqToTokenPool(4, 8, sglang_version="0.5.9")
     assert pool.req_to_token.dtype == torch.int32 and pool.req_to_token.shape == (4, 8)
     assert pool.alloc(3) == [0, 1, 2]
     pool.free(0)
     assert pool.free_slots == [3, 0] and pool.available_size() == 2
+    assert pool.alloc(1) == [3]  # the never-used row goes first
     assert pool.alloc(3) is None
     pool.write(2, [0, 1, 2], torch.tensor([4, 5, 6]))
     assert pool.req_to_token[2, :4].tolist() == [4, 5, 6, 0]
     pool.check_invariants()
+
+
+def test_req_to_token_rows_and_free_order_0_5_23() -> None:
+    # 0.5.23: size + 1 rows, row 0 pads and is never handed out; rows come from the back of
+    # the free list (free_slots[-n:]) and freed rows are appended there: last freed, first used.
+    pool = ReqToTokenPool(3, 8)
+    assert pool.sglang_version == "0.5.23" and pool.req_to_token.shape == (4, 8)
+    assert pool.free_slots == [1, 2, 3] and pool.available_size() == pool.size == 3
+    assert pool.alloc(1) == [3]
+    assert pool.alloc(2) == [1, 2]
+    pool.free(1)
+    pool.free(3)
+    assert pool.free_slots == [1, 3]
+    assert pool.alloc(1) == [3]  # the row freed last is reused first
+    pool.check_invariants()
+    with pytest.raises(AllocatorError, match=r"cannot free request row 0: outside \[1, 4\)"):
+        pool.free(0)
+    with pytest.raises(AllocatorError, match=r"cannot write to request row 0: not an allocated"):
+        pool.write(0, [0], [4])
+
+
+def test_req_to_token_unknown_release() -> None:
+    with pytest.raises(ConfigError, match=r"sglang_version='0.4' is invalid"):
+        ReqToTokenPool(4, 8, sglang_version="0.4")
 
 
 @pytest.mark.parametrize(("call", "message"), [
@@ -32,14 +58,14 @@ def test_req_to_token_rows_and_free_order() -> None:
     (lambda p: p.free([0, 0]), r"cannot free request row 0: it is already free"),
 ])
 def test_req_to_token_errors(call, message: str) -> None:
-    pool = ReqToTokenPool(4, 8)
+    pool = ReqToTokenPool(4, 8, sglang_version="0.5.9")
     pool.alloc(3)
     with pytest.raises(AllocatorError, match=message):
         call(pool)
 
 
 def test_req_to_token_bad_arguments() -> None:
-    pool = ReqToTokenPool(4, 8)
+    pool = ReqToTokenPool(4, 8, sglang_version="0.5.9")
     pool.alloc(1)
     with pytest.raises(ConfigError, match=r"slots.shape=\(1,\) is invalid; valid: \(2,\)"):
         pool.write(0, [0, 1], [4])
@@ -101,7 +127,7 @@ def test_agreement_helper_catches_leaks_and_strays() -> None:
 
 
 def test_agreement_helper_catches_free_rows_and_shared_slots() -> None:
-    pool, alloc = ReqToTokenPool(3, 8), PagedTokenToKVPoolAllocator(16, 4)
+    pool, alloc = ReqToTokenPool(3, 8, sglang_version="0.5.9"), PagedTokenToKVPoolAllocator(16, 4)
     rows = pool.alloc(2)
     out = alloc.alloc_extend([0], [2], [-1], 2)
     for row in rows:

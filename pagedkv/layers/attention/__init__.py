@@ -10,8 +10,8 @@ imported: import ``pagedkv.layers.attention`` before anything else that imports 
 Public API:
 
 - :func:`paged_decode_attention`: per-token gather through ``req_to_token`` (SGLang's
-  Triton backend).
-- :func:`paged_decode_attention_by_page`: one page id per page (FlashInfer / FA3 style).
+  Triton backend; its FlashInfer backend also indexes per token).
+- :func:`paged_decode_attention_by_page`: one page id per page (SGLang's FA3/FA4 table).
 - :func:`paged_decode_attention_ref`: the same maths in plain torch.
 - :func:`split_ranges`: the token range of each split-KV chunk.
 - :func:`random_decode_case`: seeded inputs on a shuffled pool (tests, book, benchmark).

@@ -67,7 +67,9 @@ def copy_bytes(case: DecodeCase) -> int:
 
 def flashinfer_runner(case: DecodeCase) -> Callable[[], torch.Tensor]:
     """FlashInfer's ``BatchDecodeWithPagedKVCacheWrapper`` over the case's pages (NHD
-    layout: ``[num_pages, page_size, H_kv, D]``, the pool viewed page by page).
+    layout: ``[num_pages, page_size, H_kv, D]``, the pool viewed page by page). This is
+    FlashInfer's own paged API at the case's page size; SGLang's FlashInfer backend plans the
+    same wrapper with page size 1 and one index per token instead.
 
     Raises:
         ImportError: flashinfer is not installed.

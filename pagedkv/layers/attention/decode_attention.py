@@ -16,10 +16,11 @@ Walking the page table
 The cache is a pool of slots ``k_cache[num_slots, H_kv, D]``. Token ``t`` of the request in
 row ``r`` lives at slot ``req_to_token[r, t]`` (SGLang's ``ReqToTokenPool``). The kernel
 loads ``BLOCK_N`` slot ids, then gathers those ``BLOCK_N`` rows of K and V: one indirect
-load per token. This is what SGLang's Triton backend does; the kernel never sees the page
-size. :func:`paged_decode_attention_by_page` instead reads one *page id* per ``page_size``
-tokens (FlashInfer and FA3 take the table this way) and computes ``page * page_size +
-offset``.
+load per token. This is what SGLang's Triton backend does (and its FlashInfer backend, which
+plans FlashInfer's kernels with page size 1): the table has one entry per token whatever the
+page size. :func:`paged_decode_attention_by_page` instead reads one *page id* per
+``page_size`` tokens, as SGLang's FA3/FA4, TRT-LLM and FlashMLA backends are handed it
+(:mod:`pagedkv.layers.attention_backends`), and computes ``page * page_size + offset``.
 
 Split-KV (flash-decoding)
 -------------------------
@@ -438,7 +439,7 @@ def paged_decode_attention_by_page(
     sm_scale: float | None = None,
     num_kv_splits: int | None = None,
 ) -> torch.Tensor:
-    """Decode attention reading one page id per page (the FlashInfer / FA3 table layout).
+    """Decode attention reading one page id per page (the table SGLang hands FA3 and FA4).
 
     Token ``t`` of row ``r`` lives at slot ``page_table[r, t // page_size] * page_size +
     t % page_size``. Same maths and result as :func:`paged_decode_attention` on
@@ -457,8 +458,9 @@ def paged_decode_attention_by_page(
     Raises:
         ConfigError: as :func:`paged_decode_attention`, plus a bad ``page_size`` or page id.
 
-    Source: SGLang ``layers/attention/flashattention_backend.py`` (page table built as
-    ``req_to_token[:, ::page_size] // page_size``); FlashInfer's paged KV layout.
+    Source: SGLang ``python/sglang/srt/layers/attention/flashattention_backend.py`` (page
+    table built as ``req_to_token[:, ::page_size] // page_size``, 0.5.9 and 0.5.23); the same
+    layout as FlashInfer's own paged-KV API (which SGLang drives with page size 1 instead).
     """
     check_launch_device(q)
     check_positive_int("page_size", page_size)

@@ -1,0 +1,199 @@
+"""SGLang's attention backends as the KV pool sees them: which one a server picks by default,
+whether its kernel is handed one index per token or one per page, and the page sizes some
+of them force.
+
+Nothing here runs a kernel; it is the book's record of SGLang's rules, checked against the
+source of both releases pagedkv follows (paths as in the repository, ``python/sglang/...``):
+
+- the default backend: 0.5.23 ``srt/arg_groups/model_override_base.py``
+  ``get_default_attn_backend`` (called from ``srt/arg_groups/overrides.py``
+  ``_attention_backend_default``); 0.5.9 ``srt/server_args.py``
+  ``ServerArgs._handle_attention_backend_compatibility``;
+- forced page sizes: 0.5.23 ``srt/arg_groups/overrides.py`` ``_mla_backend_page_constraints``,
+  ``_fa4_page_constraint`` and ``_page_size_default``; 0.5.9 the same
+  ``_handle_attention_backend_compatibility`` and ``ServerArgs._handle_page_size``. Both
+  releases choose the backend before the page-size default, so a backend that forces a
+  page size also sets it when ``--page-size`` is not given;
+- how each backend indexes the pool: ``srt/layers/attention/triton_backend.py`` and
+  ``flashinfer_backend.py`` build ``kv_indptr`` / ``kv_indices`` with one slot id per token
+  (FlashInfer's wrappers are planned with page size 1 and ``kv_last_page_len`` all ones);
+  ``flashattention_backend.py`` (FA3, FA4) hands its kernel ``req_to_token[:, ::page_size]
+  // page_size``, one page id per page; ``trtllm_mha_backend.py``, ``trtllm_mla_backend.py``,
+  ``flashmla_backend.py`` (and 0.5.9's ``cutlass_mla_backend.py``) take page tables too.
+
+Where pagedkv simplifies: only models with multi-head (MHA/GQA) attention, no speculative
+decoding, CUDA 12.8 or newer (older CUDA changes the Hopper and Blackwell choices), default
+flags otherwise.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from pagedkv.errors import bad_value, check_positive_int
+from pagedkv.releases import DEFAULT_SGLANG_VERSION, check_sglang_version
+
+TOKEN, PAGE = "token", "page"
+
+
+@dataclass(frozen=True)
+class AttentionBackend:
+    """One ``--attention-backend`` choice.
+
+    Attributes:
+        name: the flag's value, e.g. ``"flashinfer"``.
+        indexes: ``"token"`` (the kernel gets one slot id per cached token) or ``"page"``
+            (one page id per page); ``None`` where the book does not cover it.
+        how: what SGLang hands the kernel, in words.
+        source: the SGLang file (0.5.23 path; the same file in 0.5.9).
+        releases: the releases that offer it.
+    """
+
+    name: str
+    indexes: str | None
+    how: str
+    source: str
+    releases: tuple[str, ...] = ("0.5.23", "0.5.9")
+
+
+_LAYERS = "python/sglang/srt/layers/attention/"
+BACKENDS: dict[str, AttentionBackend] = {b.name: b for b in (
+    AttentionBackend("triton", TOKEN, "kv_indptr / kv_indices: one slot id per token",
+                     _LAYERS + "triton_backend.py"),
+    AttentionBackend("flashinfer", TOKEN, "kv_indices of one slot id per token; the wrapper "
+                     "is planned with page size 1 and kv_last_page_len = 1",
+                     _LAYERS + "flashinfer_backend.py"),
+    AttentionBackend("fa3", PAGE, "page_table = req_to_token[:, ::page_size] // page_size",
+                     _LAYERS + "flashattention_backend.py"),
+    AttentionBackend("fa4", PAGE, "the same page table as fa3",
+                     _LAYERS + "flashattention_backend.py"),
+    AttentionBackend("trtllm_mha", PAGE, "a page table (0.5.23 builds it on the GPU, "
+                     "build_trtllm_mha_page_table)", _LAYERS + "trtllm_mha_backend.py"),
+    AttentionBackend("trtllm_mla", PAGE, "block_kv_indices: one page id per page",
+                     _LAYERS + "trtllm_mla_backend.py"),
+    AttentionBackend("flashmla", PAGE, "block_kv_indices: one page id per page of 64",
+                     _LAYERS + "flashmla_backend.py"),
+    AttentionBackend("cutlass_mla", PAGE, "block_kv_indices: one page id per page of 128",
+                     _LAYERS + "cutlass_mla_backend.py", ("0.5.9",)),
+    AttentionBackend("cutedsl_mla", PAGE, "a page table (pages of 32 or 64)",
+                     _LAYERS + "cutedsl_mla_backend.py", ("0.5.23",)),
+    AttentionBackend("hpc_ops", None, "pages of 64 (Hopper only)", _LAYERS + "hpc_ops_backend.py",
+                     ("0.5.23",)),
+    AttentionBackend("aiter", None, "AMD's kernels: a per-token or a paged table, by mode",
+                     _LAYERS + "aiter_backend.py"),
+)}
+
+
+@dataclass(frozen=True)
+class GPUClass:
+    """A family of GPUs that SGLang treats alike when it picks a backend."""
+
+    label: str
+    examples: str
+    sm: int  # compute capability times 10 (90 for sm_90); 0 for AMD
+    platform: str = "cuda"
+
+
+GPU_CLASSES = (
+    GPUClass("Hopper (sm_90)", "H100, H200, H20", 90),
+    GPUClass("Blackwell data centre (sm_100)", "B200, GB200, B300", 100),
+    GPUClass("Blackwell consumer (sm_120)", "RTX 5090", 120),
+    GPUClass("Ada (sm_89)", "L4, L40, RTX 4090", 89),
+    GPUClass("Ampere (sm_80, sm_86)", "A100, A10", 80),
+    GPUClass("Turing (sm_75)", "T4", 75),
+    GPUClass("AMD (ROCm)", "MI300X", 0, "rocm"),
+)
+
+
+def default_attention_backend(sm: int, sglang_version: str = DEFAULT_SGLANG_VERSION, *,
+                              platform: str = "cuda", flashinfer_installed: bool = True,
+                              attention_sinks: bool = False,
+                              asymmetric_kv: bool = False) -> str:
+    """The ``--attention-backend`` SGLang picks when none is given, for an MHA/GQA model.
+
+    Args:
+        sm: compute capability times 10 (``90`` for an H100); ignored on ROCm.
+        sglang_version: ``"0.5.23"`` (default) or ``"0.5.9"``.
+        platform: ``"cuda"`` or ``"rocm"``.
+        flashinfer_installed: whether ``flashinfer`` imports (the SGLang wheel depends on it).
+        attention_sinks: the model has attention sinks (0.5.23 then avoids FlashInfer).
+        asymmetric_kv: K and V rows differ in width (0.5.23 then picks fa4 on sm_100).
+
+    Returns:
+        ``"fa3"`` on Hopper, ``"trtllm_mha"`` on sm_100 (``"fa4"`` for asymmetric K/V in
+        0.5.23), ``"aiter"`` on ROCm, else ``"flashinfer"`` if installed (and, in 0.5.23, the
+        model has no attention sinks), else ``"triton"``.
+
+    Raises:
+        ConfigError: a bad ``sm``, ``platform`` or ``sglang_version``.
+
+    Source: 0.5.23 ``get_default_attn_backend``; 0.5.9
+    ``ServerArgs._handle_attention_backend_compatibility`` (see the module docstring).
+    """
+    v = check_sglang_version(sglang_version)
+    if platform == "rocm":
+        return "aiter"
+    if platform != "cuda":
+        raise bad_value("platform", platform, '"cuda" or "rocm"')
+    major = check_positive_int("sm", sm, minimum=70) // 10
+    if major == 9:
+        return "fa3"
+    if major == 10:
+        return "fa4" if v == "0.5.23" and asymmetric_kv else "trtllm_mha"
+    if flashinfer_installed and not (v == "0.5.23" and attention_sinks):
+        return "flashinfer"
+    return "triton"
+
+
+_PAGE_RULES = {  # backend -> {release: (page sizes it accepts, what others become)}
+    "flashmla": {"0.5.9": ((64,), 64), "0.5.23": ((64,), 64)},
+    "cutlass_mla": {"0.5.9": ((128,), 128)},
+    "trtllm_mla": {"0.5.9": ((32, 64), 64), "0.5.23": ((32, 64), 64)},
+    "cutedsl_mla": {"0.5.23": ((32, 64), 64)},
+    "trtllm_mha": {"0.5.9": ((16, 32, 64), 64), "0.5.23": ((16, 32, 64, 128), 64)},
+    "hpc_ops": {"0.5.23": ((64,), 64)},
+    "fa4": {"0.5.9": ((128,), 128), "0.5.23": ((128,), 128)},
+}
+
+
+def forced_page_sizes(backend: str, sglang_version: str = DEFAULT_SGLANG_VERSION
+                      ) -> tuple[tuple[int, ...], int] | None:
+    """``(page sizes the backend accepts, the size any other becomes)``, or None when the
+    backend takes any page size. Raises ConfigError for a backend the release lacks."""
+    v = check_sglang_version(sglang_version)
+    if backend not in BACKENDS or v not in BACKENDS[backend].releases:
+        offered = sorted(n for n, b in BACKENDS.items() if v in b.releases)
+        raise bad_value("backend", backend, f"a backend of SGLang {v}: {', '.join(offered)}")
+    return _PAGE_RULES.get(backend, {}).get(v)
+
+
+def resolve_page_size(backend: str, page_size: int | None = None,
+                      sglang_version: str = DEFAULT_SGLANG_VERSION) -> int:
+    """The page size SGLang runs with, given ``--page-size`` (None: not given) and the backend.
+
+    ``backend`` is the backend of both phases (``--attention-backend``, or the same value for
+    ``--prefill-attention-backend`` and ``--decode-attention-backend``; 0.5.9 forces fa4's
+    128 only through the prefill flag). A backend that accepts only some sizes turns any
+    other, and an unset one, into its default (a warning in SGLang's log); otherwise an unset
+    page size becomes 1. For fa4 the rule applies to non-MLA models (in 0.5.23 on sm_100).
+
+    Raises:
+        ConfigError: ``page_size`` below 1, or a backend the release lacks.
+
+    Source: see the module docstring.
+    """
+    if page_size is not None:
+        check_positive_int("page_size", page_size)
+    rule = forced_page_sizes(backend, sglang_version)
+    if rule is None:
+        return 1 if page_size is None else page_size
+    accepted, forced = rule
+    return page_size if page_size in accepted else forced
+
+
+def backend_rows() -> list[tuple[GPUClass, str, str]]:
+    """Per :data:`GPU_CLASSES` entry: ``(class, 0.5.23's default, 0.5.9's default)`` for a
+    plain MHA model (no attention sinks, equal K and V widths) with FlashInfer installed."""
+    return [(g, default_attention_backend(g.sm or 80, "0.5.23", platform=g.platform),
+             default_attention_backend(g.sm or 80, "0.5.9", platform=g.platform))
+            for g in GPU_CLASSES]

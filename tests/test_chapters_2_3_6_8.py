@@ -1,0 +1,113 @@
+"""The text of the introduction and chapters 2, 3, 6 and 8 against pagedkv: it names the SGLang
+release, cites 0.5.23's files (0.5.9's only beside them), takes its shared numbers from the
+one function that computes them, and uses no words from outside the book."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import pytest
+
+from pagedkv.releases import DEFAULT_SGLANG_VERSION, SGLANG_VERSIONS
+
+BOOK = Path(__file__).resolve().parents[1] / "book"
+CHAPTERS = ("02-fragmentation", "03-paging", "06-kernel", "08-prefix-sharing")
+
+
+def cells(chapter: str, kind: str) -> list[str]:
+    nb = json.loads((BOOK / f"{chapter}.ipynb").read_text())
+    return ["".join(c["source"]) for c in nb["cells"] if c["cell_type"] == kind]
+
+
+def paragraphs(chapter: str) -> list[str]:
+    """Markdown paragraphs and list items, and whole code cells (their prose is in strings)."""
+    out = []
+    for text in cells(chapter, "markdown"):
+        out += [p for p in re.split(r"\n\s*\n|\n- |\n\d\. ", text) if p.strip()]
+    return out + cells(chapter, "code")
+
+
+def test_intro_names_the_release_the_book_follows() -> None:
+    intro = (BOOK / "intro.md").read_text()
+    assert f"follows SGLang {DEFAULT_SGLANG_VERSION}" in intro
+    assert all(f'sglang_version="{v}"' in intro for v in SGLANG_VERSIONS)
+    assert "What SGLang does" in intro and "0.5.9 location beside them" in intro
+
+
+@pytest.mark.parametrize("chapter", CHAPTERS)
+def test_no_words_from_outside_the_book(chapter: str) -> None:
+    text = " ".join(cells(chapter, "markdown") + cells(chapter, "code")).lower()
+    for words in ("seed note", "the seed's", "seed_page_table", "public report", "operators report",
+                  "users report", "users running", "operators of"):
+        assert words not in text, (chapter, words)
+
+
+# Names and paths that exist only in 0.5.9 (or in neither release): a paragraph may use one
+# only next to the release it belongs to.
+OLD_ONLY = ("srt/mem_cache/allocator.py", "triton_ops/", "cache_finished_req", "cache_unfinished_req",
+            "scheduler_runtime_checker_mixin", "/radix_cache.py", "`RadixCache`", "cutlass_mla")
+
+
+@pytest.mark.parametrize("chapter", CHAPTERS)
+def test_sglang_paths_are_0_5_23_with_0_5_9_beside_them(chapter: str) -> None:
+    for para in paragraphs(chapter):
+        assert "adjust_max_prefix_ids" not in para
+        for old in OLD_ONLY:
+            if old in para:
+                assert "0.5.9" in para, (chapter, old, para[:200])
+        assert "python/sglang/srt/layers/attention/triton_ops" not in para or "0.5.9" in para
+
+
+@pytest.mark.parametrize("chapter", ["03-paging", "06-kernel"])
+def test_flashinfer_is_not_called_page_indexed(chapter: str) -> None:
+    text = " ".join(" ".join(p.split()) for p in paragraphs(chapter))
+    for wrong in (r"\(FlashInfer, FA3\)", r"FlashInfer and FlashAttention-3 read one page id",
+                  r"FlashInfer, FlashAttention-3\)", r"`flashinfer_backend\.py` hand their kernels"):
+        assert not re.search(wrong, text), (chapter, wrong)
+    assert "page size 1" in text and "fallback" in text
+
+
+def test_chapters_2_and_3_measure_one_workload() -> None:
+    for chapter in ("02-fragmentation", "03-paging"):
+        code = "\n".join(cells(chapter, "code"))
+        assert "fragmentation_workload()" in code and "sharegpt_like(" not in code
+
+
+def test_chapter_2_counts_its_own_example() -> None:
+    from pagedkv.lessons.scenarios import CONTIGUOUS_FINISHING, CONTIGUOUS_REQUESTS, contiguous_story
+
+    heading = next(t for t in cells("02-fragmentation", "markdown") if "## Worked example" in t)
+    assert not re.search(r"\d|\b(one|two|three|four|five)\b", heading)
+    code = "\n".join(cells("02-fragmentation", "code"))
+    assert "len(names)" in code and "CONTIGUOUS_REQUESTS" in code and "len(mem.runs)" in code
+    mem, frames = contiguous_story()
+    assert len(frames) == len(CONTIGUOUS_REQUESTS) + len(CONTIGUOUS_FINISHING)
+    assert len(mem.runs) == len(CONTIGUOUS_REQUESTS) - len(CONTIGUOUS_FINISHING)
+
+
+def test_chapter_3_teaching_pool_comes_from_the_visualizer() -> None:
+    from pagedkv_widgets.catalog import CATALOG
+    from pagedkv_widgets.chapters import resolve_settings
+    from pagedkv_widgets.scenes import teaching_tokens
+    from pagedkv_widgets.teaching import teaching_pool
+
+    teach = teaching_pool("paging")
+    assert teach.tokens == teaching_tokens(resolve_settings(CATALOG, "paging").mem_fraction_static)
+    for run in teach.runs:
+        assert run.pool_tokens == teach.tokens // run.page_size * run.page_size
+        assert run.pages == run.pool_tokens // run.page_size
+    # No chapter-3 prose types a teaching-pool size: each comes from teaching_tokens.
+    sizes = {str(teaching_tokens(resolve_settings(CATALOG, ch).mem_fraction_static))
+             for ch in ("paging", "retraction", "full")}
+    for text in cells("03-paging", "markdown"):
+        assert not any(re.search(rf"\b{s}\b", text) for s in sizes), text[:200]
+    assert 'teaching_pool("paging")' in "\n".join(cells("03-paging", "code"))
+
+
+def test_chapter_8_token_usage_is_sglangs() -> None:
+    text = " ".join(" ".join(p.split()) for p in paragraphs("08-prefix-sharing"))
+    assert r"(\text{max_total_num_tokens} - \text{available} - \text{evictable}) / " in text
+    assert "evictable tree tokens count as free" in text
+    assert "#6778" in text  # the misconception's source
