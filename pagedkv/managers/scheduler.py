@@ -116,7 +116,11 @@ class Scheduler(SchedulerPrefillMixin, SchedulerDecodeMixin, SchedulerMetricsMix
         self._admit_checks(radix_cache)
         self.allocator = make_allocator(max_total_num_tokens, p)
         longest = max((r.prompt_len + r.max_new_tokens for r in self.reqs), default=1)
-        self.req_to_token_pool = ReqToTokenPool(self.max_running_requests + 1, longest + p)
+        # 0.5.23 sizes the rows to max_running_requests (plus its padding row 0); 0.5.9's
+        # pool has at least as many rows, and one more here keeps a carried chunk's row
+        # apart from the running batch's (0.5.9 does not count it in num_allocatable_reqs)
+        rows = self.max_running_requests + (cfg.sglang_version == "0.5.9")
+        self.req_to_token_pool = ReqToTokenPool(rows, longest + p, sglang_version=cfg.sglang_version)
         cache = RadixCache if radix_cache else ChunkCache
         self.tree_cache = cache(self.req_to_token_pool, self.allocator, cfg.sglang_version)
         self.executor = executor or SimExecutor(step_time)
