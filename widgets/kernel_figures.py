@@ -186,7 +186,8 @@ def roofline_figure(predictions: dict[int, list[Prediction]]) -> go.Figure:
     roofs = (("memory", "#4477AA"), ("issue", "#CCBB44"), ("latency", "#EE6677"))
     for i, batch in enumerate(batches):
         preds = predictions[batch]
-        gpus = [p.gpu for p in preds]
+        # two-line names: upright labels fit a phone (rotated ones shrink below 11 px)
+        gpus = [p.gpu.replace(" ", "<br>", 1) for p in preds]
         for roof, colour in roofs:
             fig.add_bar(x=gpus, y=[getattr(p, roof) / 1e9 for p in preds], name=f"{roof} roof",
                         marker_color=colour, visible=i == 0, legendgroup=roof,
@@ -208,6 +209,6 @@ def roofline_figure(predictions: dict[int, list[Prediction]]) -> go.Figure:
                           for i, b in enumerate(batches)]}],
         title_text="Predicted bandwidth roofs of one decode step (a prediction, not a measurement)",
         yaxis={"title": "GB/s (10^9 bytes/s), log scale", "type": "log"},
-        height=460, margin={"t": 110},
+        xaxis={"tickangle": 0}, height=460, margin={"t": 110},
     )
     return fig
