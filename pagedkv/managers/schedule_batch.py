@@ -21,6 +21,7 @@ scheduling, greedy bookkeeping only (no stop strings: a simulated request stops 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from operator import itemgetter
 
 import numpy as np
 
@@ -113,7 +114,10 @@ class ScheduleBatch:
     def filter_batch(self, keep: Sequence[int] | np.ndarray) -> None:
         """Keep the requests at indices ``keep``, in that order (SGLang ``filter_batch``)."""
         keep = np.asarray(keep, dtype=np.int64)
-        self.reqs = [self.reqs[i] for i in keep.tolist()]
+        picked = keep.tolist()
+        # itemgetter picks in C; with one index it returns the item, not a tuple
+        self.reqs = ([self.reqs[picked[0]]] if len(picked) == 1
+                     else list(itemgetter(*picked)(self.reqs)) if picked else [])
         for name in (*_FIELDS, "ignore_eos", "finished"):
             setattr(self, name, getattr(self, name)[keep])
 

@@ -192,10 +192,11 @@ class Scheduler(SchedulerPrefillMixin, SchedulerDecodeMixin, SchedulerMetricsMix
                                 r.prompt_len + r.max_new_tokens,
                                 f"< {total - overhead - 1} so that admission ever takes it "
                                 "with the radix cache off")
-            if cfg.policy is Policy.RESERVE_ALL and footprint(r.prompt_len, r.max_new_tokens, p) > total:
+            # admission refuses a need >= rem_total_tokens, so the footprint must stay below
+            if cfg.policy is Policy.RESERVE_ALL and footprint(r.prompt_len, r.max_new_tokens, p) >= total:
                 raise bad_value(f"request {r.rid} prompt_len + max_new_tokens",
                                 r.prompt_len + r.max_new_tokens,
-                                f"a footprint within max_total_num_tokens={total} under reserve_all")
+                                f"a footprint below max_total_num_tokens={total} under reserve_all")
 
     # ----- queries ------------------------------------------------------------------------
     def tokens_in_use(self) -> int:

@@ -97,7 +97,7 @@ class RadixCache(RadixTree):
                 self._free_row(row, max(start, cpl), end)
             prompt = req.origin_len // self.page_size * self.page_size
             if 0 < prompt < len(keys):  # split at the prompt boundary (frees nothing)
-                self.insert(keys[:prompt], values[:prompt])
+                self.insert_held_prefix(node, prompt)
             new_indices = self.path_indices(node)
         assert len(new_indices) == len(keys)
         row[cpl:len(keys)] = new_indices[cpl:]

@@ -150,8 +150,10 @@ class RadixTree:
     def _key_match(self, a: np.ndarray, b: np.ndarray) -> int:
         """Length of the common prefix of ``a`` and ``b``, in whole pages."""
         n = min(len(a), len(b))
-        eq = a[:n] == b[:n]
-        m = n if eq.all() else int(eq.argmin())  # the first mismatch
+        diff = a[:n] != b[:n]
+        m = int(diff.argmax())  # the first mismatch, or 0 when there is none
+        if not diff[m]:
+            m = n
         return m // self.page_size * self.page_size
 
     def _stamp(self, node: TreeNode, tick: int) -> None:
@@ -253,6 +255,30 @@ class RadixTree:
             self._maybe_candidate(leaf)
             node = leaf
         return done, node, overlaps
+
+    def insert_held_prefix(self, node: TreeNode, depth: int) -> None:
+        """``insert(key[:depth], ...)`` for a key the tree already holds on the path to
+        ``node``: the path's nodes down to ``depth`` tokens are marked as just used, and a
+        node is split so that one ends at ``depth``. The same clock ticks and splits as that
+        insert, without comparing keys (``depth`` a multiple of the page size, at most the
+        path's length).
+        """
+        path = []
+        while node is not self.root_node:
+            path.append(node)
+            assert node.parent is not None
+            node = node.parent
+        tick = next(self._clock)
+        self.root_node.last_access_time = tick
+        done = 0
+        for child in reversed(path):
+            if done >= depth:
+                break
+            self._stamp(child, tick)
+            n = min(len(child.key), depth - done)
+            if n < len(child.key):
+                self._split_node(child, n)
+            done += n
 
     def path_indices(self, node: TreeNode) -> np.ndarray:
         """The slots on the path from the root to ``node``, in token order."""

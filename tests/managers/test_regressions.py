@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from pagedkv.errors import PagedKVError
+from pagedkv.errors import ConfigError, PagedKVError
 from pagedkv.managers import Req, Scheduler, SchedulerConfig
 from pagedkv.managers.req import synthetic_ids
 from pagedkv.workloads.synthetic import RequestSpec
@@ -59,3 +59,18 @@ def test_a_retracted_ignore_eos_request_can_be_refused_for_good_in_0509():
         while s.step():
             pass
     assert s.reqs[0].num_retractions == 1 and s.reqs[0].generated == 21
+
+
+def test_reserve_all_refuses_at_the_start_a_request_that_fills_the_pool_exactly():
+    """reserve_all admits a footprint only below the free room (the newcomer test is
+    ``need >= rem_total_tokens``): a request whose footprint is the whole pool (3 + 39 - 1
+    tokens in 11 pages of 4 = 44) was accepted and then waited forever on an idle server."""
+    cfg = SchedulerConfig(policy="reserve_all", sglang_version="0.5.9")
+    with pytest.raises(ConfigError, match="footprint below max_total_num_tokens=44"):
+        Scheduler([RequestSpec(3, 1, 39, 0.0)], max_total_num_tokens=44, page_size=4, config=cfg,
+                  radix_cache=False)
+    s = Scheduler([RequestSpec(3, 1, 38, 0.0)], max_total_num_tokens=44, page_size=4,
+                  config=cfg, radix_cache=False)
+    while s.step():
+        pass
+    assert s.reqs[0].generated == 1

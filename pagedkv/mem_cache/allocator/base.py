@@ -263,11 +263,13 @@ class BaseTokenToKVPoolAllocator:
             raise AllocatorError(f"cannot free pages {pages.tolist()}: outside 1..{self.num_pages}")
         if len(pages) > 1:
             srt = np.sort(pages)
-            if (srt[1:] == srt[:-1]).any():
+            if np.count_nonzero(srt[1:] == srt[:-1]):
                 raise AllocatorError("page_ids lists a page twice")
         by_page = self._state.reshape(-1, self.page_size)
-        held = (by_page[pages] == IN_USE).any(axis=1)  # a page holds a token if a slot does
-        if not held.all():
+        # a page holds a token if a slot does
+        held = (by_page[pages, 0] == IN_USE if self.page_size == 1
+                else (by_page[pages] == IN_USE).any(axis=1))
+        if np.count_nonzero(held) != len(held):
             raise AllocatorError(f"cannot free pages {pages[~held].tolist()}: they hold no token")
         by_page[pages] = FREED
         if self._group is not None:
