@@ -220,10 +220,12 @@ class Scheduler(SchedulerPrefillMixin, SchedulerDecodeMixin, SchedulerMetricsMix
     @property
     def tokens_reserved(self) -> float:
         """What admission holds back for running requests (``running_reservation``)."""
-        b, live = self.running, ~self.running.finished
-        return running_reservation(self.config, self.page_size, self.new_token_ratio,
-                                   b.prompt_len[live], b.max_new_tokens[live], b.generated[live],
-                                   b.kv_len[live], b.ignore_eos[live])
+        b = self.running
+        cols = (b.prompt_len, b.max_new_tokens, b.generated, b.kv_len, b.ignore_eos)
+        if b.finished.any():  # 0.5.9 keeps finished requests in the batch until the next step
+            live = ~b.finished
+            cols = tuple(c[live] for c in cols)
+        return running_reservation(self.config, self.page_size, self.new_token_ratio, *cols)
 
     def done(self) -> bool:
         """Whether every request has finished."""

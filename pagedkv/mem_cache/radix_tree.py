@@ -187,8 +187,7 @@ class RadixTree:
         tick = next(self._clock)
         node, found = self.root_node, []
         node.last_access_time = tick
-        while len(key) and self._child_key(key) in node.children:
-            child = node.children[self._child_key(key)]
+        while len(key) and (child := node.children.get(self._child_key(key))) is not None:
             self._stamp(child, tick)
             n = self._key_match(child.key, key)
             if n < len(child.key):
@@ -240,8 +239,7 @@ class RadixTree:
         tick = next(self._clock)
         node, done, overlaps = self.root_node, 0, []
         node.last_access_time = tick
-        while done < len(key) and self._child_key(key[done:]) in node.children:
-            child = node.children[self._child_key(key[done:])]
+        while done < len(key) and (child := node.children.get(self._child_key(key[done:]))) is not None:
             self._stamp(child, tick)
             n = self._key_match(child.key, key[done:])
             if n < len(child.key):
