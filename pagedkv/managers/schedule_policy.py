@@ -76,10 +76,12 @@ def running_reservation(config: SchedulerConfig, page_size: int, new_token_ratio
         return 0.0
     if config.policy is Policy.SGLANG:
         left = np.minimum(max_new_tokens - generated, config.clip_max_new_tokens)
-        ratio = np.full(len(left), new_token_ratio)
-        if ignore_eos is not None and config.sglang_version != "0.5.9":
-            ratio[ignore_eos] = 1.0
-        return float(np.cumsum(left * ratio)[-1])  # sequential, as Python's sum()
+        if (ignore_eos is not None and config.sglang_version != "0.5.9"
+                and np.count_nonzero(ignore_eos)):
+            left = left * np.where(ignore_eos, 1.0, new_token_ratio)
+        else:
+            left = left * new_token_ratio  # the same products, without a ratio array
+        return float(np.cumsum(left)[-1])  # sequential, as Python's sum()
     if config.policy is Policy.RESERVE_ALL:
         final = footprint(prompt_len, max_new_tokens, page_size)
         return float((final - ceil_to_page(kv_len, page_size)).sum())

@@ -183,26 +183,35 @@ class RadixTree:
         Splits the node the match ends inside and marks every node on the path as just
         used. Source: ``RadixCache.match_prefix`` / ``_match_prefix_helper``.
         """
+        found: list[np.ndarray] = []
+        node = self._walk(key, found)
+        slots = np.concatenate(found) if found else _EMPTY
+        return MatchResult(slots, node)
+
+    def _walk(self, key: IntsLike, found: list[np.ndarray] | None) -> TreeNode:
+        """The match's walk: stamp the path, split where the match ends inside a node,
+        append each matched node's slots to ``found`` (unless None); return the last node."""
         key = self.page_aligned(key)
         tick = next(self._clock)
-        node, found = self.root_node, []
+        node = self.root_node
         node.last_access_time = tick
         while len(key) and (child := node.children.get(self._child_key(key))) is not None:
             self._stamp(child, tick)
             n = self._key_match(child.key, key)
             if n < len(child.key):
                 node = self._split_node(child, n)
-                found.append(node.value)
+                if found is not None:
+                    found.append(node.value)
                 break
-            found.append(child.value)
+            if found is not None:
+                found.append(child.value)
             node, key = child, key[n:]
-        slots = np.concatenate(found) if found else _EMPTY
-        return MatchResult(slots, node)
+        return node
 
     def touch_prefix(self, key: IntsLike) -> None:
-        """A match whose result is dropped: it only refreshes access times along the path
-        (0.5.23's ``touch_prefix``, used by its waiting-queue refresh)."""
-        self.match_prefix(key)
+        """A match whose result is dropped: the same walk (access times, splits), no slots
+        gathered (0.5.23's ``touch_prefix``, used by its waiting-queue refresh)."""
+        self._walk(key, None)
 
     def _split_node(self, child: TreeNode, n: int) -> TreeNode:
         """Cut ``child``'s edge after ``n`` tokens; return the new node holding the first part."""
@@ -328,10 +337,14 @@ class RadixTree:
                 return node
         return None
 
-    def _evict_leaf(self, leaf: TreeNode) -> int:
+    def _evict_leaf(self, leaf: TreeNode, free: bool = True) -> int:
+        """Take ``leaf`` out of the tree; free its slots too unless ``free`` is False (the
+        caller frees them)."""
         parent = leaf.parent
         assert parent is not None
-        if self.sglang_version == "0.5.9":
+        if not free:
+            pass
+        elif self.sglang_version == "0.5.9":
             self.allocator.free(leaf.value)
         else:
             self.allocator.free_segment(leaf.value)
@@ -360,12 +373,30 @@ class RadixTree:
         """Free LRU unlocked leaves one at a time until the allocator has ``num_tokens``
         free slots or nothing unlocked is left; return the slots freed.
         Source: 0.5.23 ``UnifiedRadixCache.evict_for_alloc``."""
-        freed = 0
-        while self.allocator.available_size() < num_tokens:
+        if self.sglang_version == "0.5.9":  # free() sorts each call's pages: one leaf a call
+            freed = 0
+            while self.allocator.available_size() < num_tokens:
+                leaf = self._pop_lru_leaf()
+                if leaf is None:
+                    break
+                freed += self._evict_leaf(leaf)
+            return freed
+        # One free_segment over all the evicted leaves leaves the free list as one call per
+        # leaf would: pages go to the back (page size 1), so in eviction order, or to the
+        # front (page size > 1), so the last leaf's first. A leaf holds whole pages, so the
+        # room grows by its length.
+        freed, room, evicted = 0, self.allocator.available_size(), []
+        while room + freed < num_tokens:
             leaf = self._pop_lru_leaf()
             if leaf is None:
                 break
-            freed += self._evict_leaf(leaf)
+            evicted.append(leaf.value)
+            freed += self._evict_leaf(leaf, free=False)
+        if len(evicted) > 1:
+            self.allocator.free_segment(np.concatenate(
+                evicted if self.page_size == 1 else evicted[::-1]))
+        elif evicted:
+            self.allocator.free_segment(evicted[0])
         return freed
 
     # ----- reading the tree -------------------------------------------------------------
