@@ -49,10 +49,14 @@ def test_an_initial_fraction_off_the_grid_joins_the_axis():
 
 
 def test_unknown_values_name_the_parameter():
+    from pagedkv_widgets.facts import chapter_run
+
     with pytest.raises(ConfigError, match="model='gpt-9'"):
         _config("memory", model="gpt-9")
     with pytest.raises(ConfigError, match="chapter='nope'"):
         viz.visualizer("nope", static=True)
+    with pytest.raises(ConfigError, match="chapter='nope'"):
+        chapter_run("nope")
 
 
 def test_teaching_pool_follows_the_fraction():
@@ -68,6 +72,29 @@ def test_grid_holds_one_run_per_key_with_its_page_record():
     pool = decode_run(grid["pool"]["observed|0.85|16"])
     assert pool["meta"]["num_pages"] == teaching_tokens(0.85) // 16
     assert pool["pages"] is not None and pool["pages"]["lifetimes"]
+
+
+def test_the_grid_reuses_the_runs_a_chapter_text_asked_for():
+    """A chapter's text runs some settings first (facts.chapter_run); the grid does not run
+    them again, and a runner goes to worker processes without the runs it keeps."""
+    import pickle
+
+    from pagedkv_widgets.scenes import default_simulate
+
+    calls = []
+
+    def counting(*args, **kwargs):
+        calls.append(kwargs["mem_fraction_static"])
+        return default_simulate()(*args, **kwargs)
+
+    runner = make_runner(counting)
+    config = _config("paging")
+    first = runner.run("pool", resolve_settings(CATALOG, "paging"))
+    grid = build_grid(config, runner, workers=1)
+    assert len(calls) == len(grid["pool"]) == 30 and grid["pool"]["observed|0.85|16"] is first
+    shared = make_runner()
+    shared.run("pool", resolve_settings(CATALOG, "paging"))
+    assert pickle.loads(pickle.dumps(shared)).memo == {} and shared.memo
 
 
 def _fragment() -> tuple[dict, str]:

@@ -84,9 +84,9 @@ def test_inconsistent_records_are_refused():
         encode_pages(record, trace["steps"]["kind"], 4)
 
 
-def test_decode_steps_compress_to_almost_nothing():
-    """A decode step adds one token per running request, so a column of token counts is a
-    few distinct deltas: the encoded run is far smaller than the page record it replaces."""
+def test_the_encoding_is_far_smaller_than_the_page_record():
+    """Rows imply most owner changes (a page a row gains is its request's own) and token
+    counts follow the decode rule, so the encoded pages are a fraction of the record."""
     trace = _run(n=24, page_size=1, pool=2048)
     enc = encode_run(trace)
     assert len(json.dumps(enc["pages"])) < len(json.dumps(trace["page_events"])) / 3

@@ -14,10 +14,11 @@ from typing import Any
 
 import numpy as np
 
+from pagedkv.errors import bad_value
 from pagedkv.gpus import get_gpu
 from pagedkv.sizing import default_mem_fraction_static
 from pagedkv_widgets.catalog import CATALOG, make_runner
-from pagedkv_widgets.chapters import chapter_config, resolve_settings
+from pagedkv_widgets.chapters import CHAPTERS, chapter_config, resolve_settings
 from pagedkv_widgets.encoding import decode_run
 from pagedkv_widgets.page_encoding import owners_at, rows_at
 from pagedkv_widgets.scenes import parts
@@ -30,6 +31,8 @@ def chapter_run(chapter: str, **overrides: Any) -> dict[str, Any]:
     Raises ``pagedkv.errors.ConfigError`` for an unknown chapter or setting, ``ValueError``
     if that setting cannot run (its reason in words).
     """
+    if chapter not in CHAPTERS:
+        raise bad_value("chapter", chapter, f"one of {sorted(CHAPTERS)}")
     settings = resolve_settings(CATALOG, chapter, **overrides)
     config = chapter_config(CATALOG, chapter, settings)
     (part, pages), = parts(config).items()

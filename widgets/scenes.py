@@ -209,13 +209,25 @@ class SceneRunner:
         Runs are deterministic; each is simulated once per runner and kept (a chapter's text
         and its visualizer read the same run).
         """
-        key = (part, scene_keys(s)[part], pages and part == "card")
+        key = self.memo_key(part, s, pages)
         if key not in self.memo:
             try:
                 self.memo[key] = self.card(s, pages) if part == "card" else self.pool(s)
             except PagedKVError as exc:
                 self.memo[key] = {"error": str(exc)}
         return self.memo[key]
+
+    @staticmethod
+    def memo_key(part: str, s: Settings, pages: bool = False) -> tuple[str, str, bool]:
+        """Where :meth:`run` keeps the run of ``part`` at ``s`` in :attr:`memo`."""
+        return part, scene_keys(s)[part], pages and part == "card"
+
+    def __getstate__(self) -> dict[str, Any]:
+        """Pickled for worker processes without the runs kept so far (they stay here)."""
+        return {k: v for k, v in self.__dict__.items() if k != "memo"}
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__dict__.update(state, memo={})
 
 
 PAGE_VIEWS = frozenset({"pagetable", "pool"})
