@@ -192,9 +192,12 @@ def _pixel(pg, view: str, col: int, row: int) -> list[int]:
     return pg.evaluate(f"a => ({PIXEL_JS})([document.querySelector('{VIZ}'), ...a])", [view, col, row])
 
 
-def test_both_canvases_paint_a_page_in_its_owners_colour(page, run):
+@pytest.mark.parametrize("gpu", ["rtx-4090", "h100-sxm-80gb"])  # cells of ~9 px, and of 2 px
+def test_both_canvases_paint_a_page_in_its_owners_colour(page, gpu):
     """The pixels: a request's own page is painted in the same colour in its page-table row
     and in the pool map, and in a colour no other row shown has."""
+    page.locator(f"{VIZ} select[data-role=gpu]").select_option(gpu)
+    _settled(page)
     views = _views(page)
     geometry = page.locator(f"{VIZ} [data-view=pool] canvas").evaluate(
         "c => [Number(c.dataset.cols), c.height / (window.devicePixelRatio || 1) / Number(c.dataset.ch)]")

@@ -56,6 +56,40 @@ function labelCell(ctx, text, x, y, ink, halo) {
   ctx.fillText(text, x, y);
 }
 
+// Cells of 2-3 px (a pool of tens of thousands of pages) are written as pixels: a fill call
+// per cell would take longer than a frame. A colour as one little-endian RGBA word:
+const words = new Map();
+let probe = null;
+function colourWord(colour) {
+  if (!words.has(colour)) {
+    probe ??= Object.assign(document.createElement("canvas"), { width: 1, height: 1 }).getContext("2d", { willReadFrequently: true });
+    probe.clearRect(0, 0, 1, 1);
+    probe.fillStyle = colour;
+    probe.fillRect(0, 0, 1, 1);
+    const [r, g, b, a] = probe.getImageData(0, 0, 1, 1).data;
+    words.set(colour, ((a << 24) | (b << 16) | (g << 8) | r) >>> 0);
+  }
+  return words.get(colour);
+}
+
+// cells: [x, y, colour, unused fraction of a partly written page (0: none)], in CSS px.
+function paintPixels(ctx, v, cells, cw, ch, colours) {
+  const canvas = ctx.canvas, k = canvas.width / v.W;
+  const img = ctx.createImageData(canvas.width, canvas.height), px = new Uint32Array(img.data.buffer);
+  px.fill(colourWord(colours.bg));
+  const free = colourWord(colours.free);
+  for (const [x, y, colour, unused] of cells) {
+    const x0 = Math.max(0, Math.round(x * k)), x1 = Math.min(canvas.width, Math.round((x + cw) * k));
+    const y0 = Math.max(0, Math.round(y * k)), y1 = Math.min(canvas.height, Math.round((y + ch) * k));
+    const word = colourWord(colour), cut = unused ? Math.round(x1 - (x1 - x0) * unused) : x1;
+    for (let row = y0; row < y1; row++) {
+      px.fill(word, row * canvas.width + x0, row * canvas.width + cut);
+      if (cut < x1) px.fill(free, row * canvas.width + cut, row * canvas.width + x1);
+    }
+  }
+  ctx.putImageData(img, 0, 0);
+}
+
 const fills = [];  // requests' colours, made once each
 function ownerFill(owner) {
   return owner >= 0 ? (fills[owner] ??= requestColour(owner)) : OWNER_COLOURS[owner];
@@ -245,6 +279,17 @@ function poolMapSpec(run, s, width, zoom, colours) {
       const r0 = Math.floor(v.y / ch), r1 = Math.min(rows, Math.ceil((v.y + v.H) / ch));
       const c0 = Math.floor(v.x / cw), c1 = Math.min(cols, Math.ceil((v.x + v.W) / cw));
       const gap = cw >= 4 ? 1 : 0, byColour = new Map(), tails = [];
+      if (!gap) {
+        const cells = [];
+        for (let r = r0; r < r1; r++) {
+          for (let c = c0; c < c1 && r * cols + c < total; c++) {
+            const page = r * cols + c, o = owners[page];
+            cells.push([c * cw - v.x, r * ch - v.y, page === 0 ? PADDING_PAGE : o === FREE ? free : ownerFill(o),
+              partial.has(page) ? 1 - partial.get(page)[1] / p : 0]);
+          }
+        }
+        return paintPixels(ctx, v, cells, cw, ch, colours);
+      }
       for (let r = r0; r < r1; r++) {
         for (let c = c0; c < c1; c++) {
           const page = r * cols + c;
