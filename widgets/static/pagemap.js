@@ -75,7 +75,10 @@ function colourWord(colour) {
 // cells: [x, y, colour, unused fraction of a partly written page (0: none)], in CSS px.
 function paintPixels(ctx, v, cells, cw, ch, colours) {
   const canvas = ctx.canvas, k = canvas.width / v.W;
-  const img = ctx.createImageData(canvas.width, canvas.height), px = new Uint32Array(img.data.buffer);
+  if (canvas.pkvPixels?.width !== canvas.width || canvas.pkvPixels.height !== canvas.height) {
+    canvas.pkvPixels = ctx.createImageData(canvas.width, canvas.height);  // kept: no megabyte per frame
+  }
+  const img = canvas.pkvPixels, px = new Uint32Array(img.data.buffer);
   px.fill(colourWord(colours.bg));
   const free = colourWord(colours.free);
   for (const [x, y, colour, unused] of cells) {
@@ -265,7 +268,9 @@ function poolMapSpec(run, s, width, zoom, colours) {
     const last = row.pages.length - 1, used = row.tokens - last * p;
     if (last >= 0 && used < p) partial.set(row.pages[last], [row.rid, used]);
   }
-  const base = clamp(Math.floor(Math.sqrt((width * 300) / total)), 2, 40);
+  // Cells sized so the map is about 300 px tall: whole pixels while a gap is drawn between
+  // cells, any size below (painted as pixels, see paintPixels).
+  const fit = clamp(Math.sqrt((width * 300) / total), 2, 40), base = fit >= 4 ? Math.floor(fit) : fit;
   const cols = Math.max(8, Math.floor(width / base)), rows = Math.ceil(total / cols);
   const cw = base * zoom, ch = base * zoom;
   const { free, ink, halo, freeLine: grid } = colours;
