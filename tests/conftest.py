@@ -1,4 +1,4 @@
-"""Test helpers live next to the tests: make ``import trace_fixture`` work."""
+"""Test helpers live next to the tests: make ``import browser_support`` work."""
 
 import sys
 from pathlib import Path

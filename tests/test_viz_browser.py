@@ -4,6 +4,11 @@ Input: the built HTML book, ``_build/html`` at the repository root (or ``$PAGEDK
 the tests skip when it is missing (CI builds the book first). Every request is intercepted:
 anything not addressed to 127.0.0.1 is aborted and fails the test. Screenshots go to
 ``test-artifacts/``.
+
+The views are checked against each other and against the run itself: what the page table
+and the pool map painted (each canvas keeps it in ``canvas.pkvDrawn``, and their pixels are
+compared too), the HBM bar's bytes, and the run simulated here in Python for the same
+setting. Views fed by two different runs, or by the same run at two different steps, fail.
 """
 
 from __future__ import annotations
@@ -22,6 +27,32 @@ pytestmark = pytest.mark.browser
 BENIGN = ("THEBE_JS_URL", "invalid theme mode", "Failed to load resource")
 BENIGN_404 = re.compile(r"favicon\.ico$|\.(woff2?|ttf|eot)(\?.*)?$")
 VIZ = ".pkv-static[data-chapter=full]"
+FREE, CACHED, SHARED = -1, -2, -3
+
+# Everything the views show at this moment, as the page drew it.
+VIEWS_JS = """(root) => {
+  const drawn = (v) => root.querySelector(`[data-view=${v}] canvas`).pkvDrawn;
+  const pt = drawn("pagetable"), pool = drawn("pool");
+  return {
+    step: Number(root.querySelector("[data-role=scrub]").value),
+    label: root.querySelector("[data-role=step-label]").textContent,
+    tableStep: pt.step, poolStep: pool.step, rows: pt.rows,
+    owners: Array.from(pool.owners),
+    partial: [...pool.partial].map(([page, [rid, used]]) => [page, rid, used]),
+    hbm: Object.fromEntries([...root.querySelectorAll("[data-view=hbm] rect[data-segment]")]
+      .map((r) => [r.dataset.segment, Number(r.dataset.bytes)])),
+  };
+}"""
+
+# The colour painted at the centre of cell (col, row) of a view's canvas, as [r, g, b].
+PIXEL_JS = """([root, view, col, row]) => {
+  const c = root.querySelector(`[data-view=${view}] canvas`), d = c.dataset;
+  const x = Number(d.gutter) + (col + 0.5) * Number(d.cw) - Number(d.scrollX);
+  const y = (row + 0.5) * Number(d.ch) - Number(d.scrollY);
+  const k = window.devicePixelRatio || 1;
+  const pixel = c.getContext("2d").getImageData(Math.floor(x * k), Math.floor(y * k), 1, 1);
+  return Array.from(pixel.data.slice(0, 3));
+}"""
 
 
 def _visualizer_page() -> Path | None:
@@ -58,6 +89,14 @@ def browser(tmp_path_factory: pytest.TempPathFactory):
     shutil.rmtree(profile, ignore_errors=True)
 
 
+@pytest.fixture(scope="module")
+def run():
+    """The run the chapter opens on, simulated here: what the views must show."""
+    from pagedkv_widgets.facts import chapter_run
+
+    return chapter_run("full")
+
+
 @pytest.fixture
 def page(browser, page_url, request):
     """The visualizer page, loaded, with console errors and outside requests recorded."""
@@ -70,7 +109,8 @@ def page(browser, page_url, request):
     pg.on("pageerror", lambda e: errors.append(str(e)))
     keep_local(pg, outside)
     pg.goto(page_url, wait_until="load")
-    pg.locator(f"{VIZ} [data-view=pool] svg").wait_for()
+    pg.locator(f"{VIZ} [data-view=pool] canvas").wait_for()
+    pg.wait_for_function(f"() => document.querySelector('{VIZ} [data-view=pool] canvas').pkvDrawn")
     pg.errors, pg.outside, pg.failed = errors, outside, failed
     yield pg
     ARTIFACTS.mkdir(exist_ok=True)
@@ -82,49 +122,197 @@ def _text(pg, role: str) -> str:
     return pg.locator(f"{VIZ} [data-role={role}]").first.inner_text()
 
 
+def _views(pg) -> dict:
+    return pg.locator(VIZ).evaluate(VIEWS_JS)
+
+
+def _settled(pg) -> None:
+    """Wait until the run for the current setting is shown (it may be fetched first)."""
+    pg.wait_for_function(f"() => !document.querySelector('{VIZ} [data-role=status]').textContent")
+
+
+def _jump(pg, kind: str, direction: str = "next") -> None:
+    pg.locator(f"{VIZ} select[data-role=jump]").select_option(kind)
+    pg.locator(f"{VIZ} [data-role={direction}-event]").click()
+
+
+def _one_run_one_step(views: dict, run: dict) -> None:
+    """Every view shows ``run`` at the step the step control is on."""
+    from pagedkv_widgets.page_encoding import owners_at, rows_at
+
+    s = views["step"]
+    assert views["tableStep"] == views["poolStep"] == s
+    assert views["label"].startswith(f"step {s:,} of {len(run['step']) - 1:,}")
+    meta, p = run["meta"], run["meta"]["page_size"]
+    owners = views["owners"]
+    # the page table's rows are the run's rows at this step
+    want = rows_at(run["pages"], s)
+    assert {r["rid"]: (r["tokens"], r["pages"]) for r in views["rows"]} == want
+    # the pool map's owners are the run's owners at this step
+    assert owners == owners_at(run["pages"], s).tolist()
+    # the pages the pool map paints as request r's are the own part of r's row
+    for row in views["rows"]:
+        own = {page for page, o in enumerate(owners) if o == row["rid"]}
+        assert own == {page for page, o in zip(row["pages"], row["owners"], strict=True) if o == row["rid"]}
+        assert all(owners[page] in (row["rid"], SHARED) for page in row["pages"])
+    held = {page for page, o in enumerate(owners) if o >= 0}
+    assert held == {page for row in views["rows"] for page, o in zip(row["pages"], row["owners"], strict=True)
+                    if o >= 0}
+    # partly written last pages: where the rows say
+    assert sorted(views["partial"]) == sorted(
+        [r["pages"][-1], r["rid"], r["tokens"] - (len(r["pages"]) - 1) * p] for r in views["rows"]
+        if r["tokens"] % p)
+    # the HBM bar: the rows' tokens in use, the pool map's cached pages, the trace's columns
+    cell = meta["cell_size"]
+    tokens = sum(r["tokens"] for r in views["rows"])
+    assert tokens == run["tokens_used"][s]
+    assert views["hbm"]["kv_used"] == min(tokens * cell, meta["kv_pool_bytes"])
+    cached = owners[1:].count(CACHED) * p
+    assert cached == run["tokens_evictable"][s]
+    assert views["hbm"]["kv_cached"] == min(cached * cell, meta["kv_pool_bytes"] - views["hbm"]["kv_used"])
+    assert owners[1:].count(FREE) * p == run["tokens_free"][s]
+    assert owners[1:].count(SHARED) * p == run["tokens_protected"][s]
+
+
+def test_all_views_show_one_run_at_one_step(page, run):
+    _settled(page)
+    assert _views(page)["step"] == run["open"]
+    _one_run_one_step(_views(page), run)
+    for kind in ("retract", "finish", "evict", "admit"):
+        _jump(page, kind)
+        _one_run_one_step(_views(page), run)
+    for step in (1, len(run["step"]) // 3, len(run["step"]) - 1):
+        page.locator(f"{VIZ} [data-role=scrub]").fill(str(step))
+        views = _views(page)
+        assert views["step"] == step
+        _one_run_one_step(views, run)
+
+
+def _pixel(pg, view: str, col: int, row: int) -> list[int]:
+    return pg.evaluate(f"a => ({PIXEL_JS})([document.querySelector('{VIZ}'), ...a])", [view, col, row])
+
+
+@pytest.mark.parametrize("gpu", ["rtx-4090", "h100-sxm-80gb"])  # cells of ~9 px, and of 2 px
+def test_both_canvases_paint_a_page_in_its_owners_colour(page, gpu):
+    """The pixels: a request's own page is painted in the same colour in its page-table row
+    and in the pool map, and in a colour no other row shown has."""
+    page.locator(f"{VIZ} select[data-role=gpu]").select_option(gpu)
+    _settled(page)
+    views = _views(page)
+    geometry = page.locator(f"{VIZ} [data-view=pool] canvas").evaluate(
+        "c => [Number(c.dataset.cols), c.height / (window.devicePixelRatio || 1) / Number(c.dataset.ch)]")
+    cols, visible_rows = geometry
+    colours = {}
+    for r, row in enumerate(views["rows"][:6]):
+        k, page_id = next((k, pg) for k, (pg, o) in enumerate(zip(row["pages"], row["owners"], strict=True))
+                          if o == row["rid"] and pg // cols < visible_rows - 1 and k < len(row["pages"]) - 1)
+        in_table = _pixel(page, "pagetable", k, r)
+        in_pool = _pixel(page, "pool", page_id % cols, page_id // cols)
+        assert in_table == in_pool, (row["rid"], page_id, in_table, in_pool)
+        colours[row["rid"]] = tuple(in_table)
+    assert len(set(colours.values())) == len(colours) >= 2
+
+
+def test_retraction_step_frees_exactly_the_victims_own_pages(page, run):
+    from pagedkv_widgets.facts import retraction_facts
+
+    fact = retraction_facts(run, 0)
+    _jump(page, "retract")
+    after = _views(page)
+    assert after["step"] == fact.step and "retract × 1" in after["label"]
+    page.locator(f"{VIZ} [data-role=back]").click()
+    before = _views(page)
+    assert before["step"] == fact.step - 1
+    victim = next(r for r in before["rows"] if r["rid"] == fact.rid)
+    own = [p for p, o in zip(victim["pages"], victim["owners"], strict=True) if o == fact.rid]
+    shared = [p for p, o in zip(victim["pages"], victim["owners"], strict=True) if o == SHARED]
+    assert (len(own), len(shared), victim["tokens"]) == (fact.own, fact.shared, fact.tokens)
+    assert fact.rid not in {r["rid"] for r in after["rows"]}
+    assert fact.rid not in after["owners"]
+    # the victim's own pages left it and nobody else's pages were taken from them: a page
+    # another request held before is still that request's (or freed by its finish)
+    for page_id, o in enumerate(before["owners"]):
+        if o >= 0 and o != fact.rid:
+            assert after["owners"][page_id] in (o, FREE, CACHED), page_id
+    assert all(after["owners"][p] != fact.rid for p in own)
+    # its tokens left the HBM bar's "in use"
+    finished = {rid for s, rid in run["events"].get("finish", []) if s == fact.step}
+    grew = sum(1 for r in before["rows"] if r["rid"] != fact.rid and r["rid"] not in finished)
+    gone = sum(r["tokens"] for r in before["rows"] if r["rid"] in finished)
+    assert (after["hbm"]["kv_used"] - before["hbm"]["kv_used"]) // run["meta"]["cell_size"] == (
+        grew - victim["tokens"] - gone + sum(r["tokens"] for r in after["rows"]
+                                             if r["rid"] not in {x["rid"] for x in before["rows"]}))
+
+
+def test_the_step_control_moves_one_scheduler_step(page, run):
+    scrub = page.locator(f"{VIZ} input[data-role=scrub]")
+    assert scrub.get_attribute("max") == str(len(run["step"]) - 1)
+    start = int(scrub.input_value())
+    page.locator(f"{VIZ} [data-role=step]").click()
+    page.locator(f"{VIZ} [data-role=step]").click()
+    assert int(scrub.input_value()) == start + 2
+    page.locator(f"{VIZ} [data-role=back]").click()
+    assert _views(page)["step"] == start + 1
+    _one_run_one_step(_views(page), run)
+
+
 def test_visualizer_renders_four_views(page):
-    for view in ("hbm", "timeline", "pagetable", "pool"):
+    for view in ("hbm", "timeline"):
         assert page.locator(f"{VIZ} [data-view={view}] svg").count() == 1, view
+    for view in ("pagetable", "pool"):
+        assert page.locator(f"{VIZ} [data-view={view}] canvas").count() == 1, view
     widths = page.locator(f"{VIZ} [data-view=hbm] rect[data-segment]").evaluate_all(
         "rs => rs.map(r => Number(r.getAttribute('width')))")
     bar = float(page.locator(f"{VIZ} [data-view=hbm] svg").get_attribute("width")) - 20
-    assert len(widths) == 5 and sum(widths) == pytest.approx(bar, abs=0.01)
+    assert len(widths) == 6 and sum(widths) == pytest.approx(bar, abs=0.01)
     assert "GiB = 2" in page.locator(VIZ).inner_text()
+    assert "SGLang 0.5.23's scheduler" in _text(page, "run-name")
 
 
-def test_mem_fraction_slider_changes_pool_size(page):
-    slider = page.locator(f"{VIZ} input[data-role=mem_fraction_static]")
-    before = (_text(page, "pool-size"), page.locator(f"{VIZ} [data-view=hbm]").inner_html())
-    slider.fill("1")  # 0.55
-    after = (_text(page, "pool-size"), page.locator(f"{VIZ} [data-view=hbm]").inner_html())
-    assert after[0] != before[0] and after[1] != before[1]
-    assert int(re.match(r"(\d+) pages", after[0]).group(1)) < int(
-        re.match(r"(\d+) pages", before[0]).group(1))
-
-
-def test_page_size_changes_page_table(page):
-    page.locator(f"{VIZ} [data-role=scrub]").fill("20")
+def test_zoom_and_hover_read_a_page(page):
+    pool = page.locator(f"{VIZ} [data-view=pool]")
+    canvas = pool.locator("canvas")
+    cw = float(canvas.get_attribute("data-cw"))
+    pool.locator("[data-role=zoom-in]").click()
+    pool.locator("[data-role=zoom-in]").click()
+    assert pool.locator("[data-role=zoom]").inner_text() == "×4"
+    assert float(canvas.get_attribute("data-cw")) == 4 * cw
+    canvas.hover(position={"x": 5 * 4 * cw + 3, "y": 3})
+    assert re.match(r"page 5: .*", pool.locator("[data-role=inspect]").inner_text())
     table = page.locator(f"{VIZ} [data-view=pagetable]")
-    before = table.inner_html()
-    page.locator(f"{VIZ} input[data-role=page_size]").fill("2")  # 64 tokens
-    assert table.inner_html() != before
-    assert "× 64 tokens" in _text(page, "pool-size")
+    table.locator("canvas").focus()
+    page.keyboard.press("ArrowRight")
+    page.keyboard.press("ArrowLeft")
+    text = table.locator("[data-role=inspect]").inner_text()
+    assert re.match(r"request \d+, logical page 0 → physical page \d+: \d+ of 16 tokens", text), text
+
+
+def test_mem_fraction_slider_changes_the_run(page):
+    slider = page.locator(f"{VIZ} input[data-role=mem_fraction_static]")
+    before = (_text(page, "run-name"), page.locator(f"{VIZ} [data-view=hbm]").inner_html())
+    slider.fill("0")  # 0.50
+    _settled(page)
+    after = (_text(page, "run-name"), page.locator(f"{VIZ} [data-view=hbm]").inner_html())
+    assert after[0] != before[0] and after[1] != before[1]
+    pools = [int(re.search(r"([\d,]+)-token pool", t).group(1).replace(",", ""))
+             for t in (before[0], after[0])]
+    assert pools[1] < pools[0]
+    assert len(_views(page)["owners"]) == pools[1] // 16 + 1
 
 
 def test_play_advances_the_step(page):
-    before = _text(page, "step-label")
+    before = int(page.locator(f"{VIZ} [data-role=scrub]").input_value())
     page.locator(f"{VIZ} [data-role=play]").click()
     page.wait_for_timeout(600)
     page.locator(f"{VIZ} [data-role=play]").click()  # pause
-    after = _text(page, "step-label")
-    assert int(after.split()[1]) > int(before.split()[1])
-    page.locator(f"{VIZ} [data-role=step]").click()
-    assert int(_text(page, "step-label").split()[1]) > int(after.split()[1])
+    after = int(page.locator(f"{VIZ} [data-role=scrub]").input_value())
+    assert after > before
     assert page.locator(f"{VIZ} [data-role=step-label]").get_attribute("aria-live") == "polite"
 
 
 def test_no_console_errors_and_no_outside_requests(page):
     page.locator(f"{VIZ} select[data-role=model]").select_option(index=1)
+    _settled(page)
     page.locator(f"{VIZ} [data-role=play]").click()
     page.wait_for_timeout(300)
     assert [e for e in page.errors if not any(b in e for b in BENIGN)] == []
@@ -132,17 +320,30 @@ def test_no_console_errors_and_no_outside_requests(page):
     assert [url for url in page.failed if not BENIGN_404.search(url)] == []
 
 
+def test_only_the_opening_run_is_in_the_page(page, page_url):
+    """The other settings' runs are files of their own, fetched when asked for."""
+    html = (BOOK / page_url.split("/", 3)[3]).read_text()
+    assert html.count("data-pkv-inline>") == 1
+    assert html.count('data-src="') == html.count('data-pkv-run="') - 1 > 0
+    fetched = page.evaluate("performance.getEntriesByType('resource').map(e => e.name)")
+    assert not [u for u in fetched if "/_pkv/" in u]  # nothing fetched before the reader asks
+    page.locator(f"{VIZ} select[data-role=workload]").select_option("calm")
+    _settled(page)
+    fetched = page.evaluate("performance.getEntriesByType('resource').map(e => e.name)")
+    assert [u for u in fetched if "/_pkv/" in u]
+
+
 def test_live_render_talks_to_the_kernel_through_the_model(browser, tmp_path):
     """anywidget's side of live mode: ``render`` draws the ``scene`` trait, a slider writes
     the ``settings`` trait, and a new ``scene`` redraws. A stand-in model replaces the
     kernel; the scenes come from the Python widget."""
     from pagedkv_widgets import visualizer
-    from pagedkv_widgets.widget import STATIC
+    from pagedkv_widgets.widget import esm
 
     widget = visualizer("paging", static=False, prefetch=False)
     first = {"config": widget.config, "settings": widget.settings, "scene": widget.scene}
     widget.settings = {**widget.settings, "page_size": 64}
-    (tmp_path / "visualizer.js").write_text((STATIC / "visualizer.js").read_text())
+    (tmp_path / "visualizer.js").write_text(esm())
     (tmp_path / "index.html").write_text(
         '<!doctype html><meta charset="utf-8"><div id="el"></div><script type="module">'
         'import widget from "./visualizer.js";'
@@ -160,7 +361,7 @@ def test_live_render_talks_to_the_kernel_through_the_model(browser, tmp_path):
         pg.goto(f"{url}/index.html")
         pg.wait_for_timeout(500)
         assert errors == []
-        pg.locator("[data-view=pagetable] svg").wait_for()
+        pg.locator("[data-view=pagetable] canvas").wait_for()
         assert "× 16 tokens" in pg.locator("[data-role=pool-size]").inner_text()
         pg.locator("input[data-role=page_size]").fill("2")
         assert pg.evaluate("window.saved.at(-1).page_size") == 64
@@ -168,11 +369,12 @@ def test_live_render_talks_to_the_kernel_through_the_model(browser, tmp_path):
         pg.evaluate("(scene) => window.push(scene)", widget.scene)
         assert "× 64 tokens" in pg.locator("[data-role=pool-size]").inner_text()
         assert pg.locator("[data-role=status]").inner_text() == ""
-        # A setting the kernel cannot run: its reason, and the views greyed out, live too.
-        widget.settings = {**widget.settings, "mem_fraction_static": 0.5}
-        pg.evaluate("(scene) => window.push(scene)", widget.scene)
-        assert "teaching pool holds 128 tokens" in pg.locator("[data-role=problem]").inner_text()
-        assert pg.evaluate("document.querySelector('[data-part=pool]').inert")
+        # A run the kernel cannot make: its reason, and the views greyed out, live too.
+        failed = visualizer("memory", model="llama-3-8b", gpu="rtx-4090", mem_fraction_static=0.5,
+                            static=False, prefetch=False).scene["card"]
+        pg.evaluate("(scene) => window.push(scene)", {"card": None, "pool": failed})
+        assert "weights take 14.96 GiB" in pg.locator("[data-role=problem]").inner_text()
+        assert pg.evaluate("document.querySelector('[data-part]').inert")
         assert errors == []
     pg.close()
 
@@ -190,7 +392,7 @@ def test_text_and_buttons_readable_in_both_themes(page, theme):
     panel = page.evaluate(f"getComputedStyle(document.querySelector('{VIZ} .pkv-mount'))"
                           ".backgroundColor")
     for sel in (".pkv-title", ".pkv-panel h4", "button[data-role=play]",
-                "button[data-role=step]"):
+                "button[data-role=step]", "[data-role=zoom-in]", ".pkv-inspect"):
         color = page.evaluate(f"getComputedStyle(document.querySelector('{VIZ} {sel}')).color")
         back = page.evaluate(
             f"(() => {{ let n = document.querySelector('{VIZ} {sel}'); let c;"
@@ -199,66 +401,49 @@ def test_text_and_buttons_readable_in_both_themes(page, theme):
         assert abs(lum(color) - lum(back)) > 0.4, (theme, sel, color, back, panel)
 
 
-def test_visible_owners_have_distinct_colours(page):
-    """Every request shown at a step has its own owner colour (no palette wrap-around)."""
-    page.locator(f"{VIZ} [data-role=scrub]").fill("60")
-    owners = page.evaluate(
-        f"[...document.querySelectorAll('{VIZ} [data-view=pagetable] g')].map((g) =>"
-        " [g.querySelector('title').textContent.split(' ')[0],"
-        " g.querySelectorAll('rect')[1].style.fill])")
-    per_row = dict(owners)
-    assert len(per_row) >= 2
-    assert len(set(per_row.values())) == len(per_row)
-
-
-def _grey(page) -> dict[str, bool]:
-    return page.evaluate(
-        f"Object.fromEntries([...document.querySelectorAll('{VIZ} [data-view]')].map(v => [v.dataset.view,"
-        " v.closest('[data-part]').classList.contains('pkv-off') && v.closest('[data-part]').inert]))")
+def _grey(page) -> bool:
+    return page.evaluate(f"(() => {{ const p = document.querySelector('{VIZ} [data-part]');"
+                         " return p.classList.contains('pkv-off') && p.inert; })()")
 
 
 def test_a_setting_that_cannot_run_says_why_and_leaves_no_stale_view(page):
     """Llama-3-8B's weights do not fit in half an RTX 4090: the reason and a value that works
-    appear, the card views grey out (inert), the heading names the new setting, and a
-    working setting brings everything back."""
+    appear, the views grey out (inert), the heading names the new setting, and a working
+    setting brings everything back."""
     viz = page.locator(VIZ)
     viz.locator("select[data-role=model]").select_option("llama-3-8b")
     viz.locator("select[data-role=gpu]").select_option("rtx-4090")
     viz.locator("input[data-role=mem_fraction_static]").fill("0")  # 0.50
+    _settled(page)
     problem = _text(page, "problem")
     assert "weights take 14.96 GiB" in problem and "Try mem_fraction_static 0.70 or more" in problem
     assert "Error" not in problem
-    assert _grey(page) == {"hbm": True, "timeline": True, "pagetable": False, "pool": False}
+    assert _grey(page)
     # No picture of the previous setting stays: the card's views are empty boxes.
     assert page.locator(f"{VIZ} [data-view=hbm] svg, {VIZ} [data-view=timeline] svg").count() == 0
+    blank = "c => c.height <= 40 * (window.devicePixelRatio || 1)"  # nothing of the old run
+    assert page.locator(f"{VIZ} [data-view=pool] canvas").evaluate(blank)
     assert _text(page, "card-step") == ""
-    assert "Llama-3-8B on RTX 4090 24GB · mem_fraction_static 0.50 · cannot run" in _text(
-        page, "card-name")
-    viz.locator("input[data-role=page_size]").fill("2")  # 64-token pages: the teaching pool too
-    assert "teaching pool holds 128 tokens" in _text(page, "problem")
-    assert all(_grey(page).values())
+    assert "Llama-3-8B on RTX 4090 24GB · mem_fraction_static 0.50 · cannot run" in _text(page, "run-name")
     assert page.locator(f"{VIZ} [data-role=play]").is_disabled()
-    viz.locator("input[data-role=mem_fraction_static]").fill("4")  # 0.70: both run
+    viz.locator("input[data-role=mem_fraction_static]").fill("2")  # 0.70: runs
+    _settled(page)
     assert _text(page, "problem") == ""
-    assert not any(_grey(page).values())
-    assert "Llama-3-8B on RTX 4090 24GB · mem_fraction_static 0.7 ·" in _text(page, "card-name")
-    assert "× 64 tokens" in _text(page, "pool-size")
+    assert not _grey(page)
+    assert "Llama-3-8B on RTX 4090 24GB · mem_fraction_static 0.70 ·" in _text(page, "run-name")
 
 
-def test_opens_on_a_busy_step_with_a_labelled_announced_step_control(page):
+def test_opens_before_the_first_retraction_with_labelled_announced_controls(page, run):
     scrub = page.locator(f"{VIZ} input[data-role=scrub]")
-    assert int(scrub.input_value()) > 0  # not the empty pool of step 0
+    first = run["events"]["retract"][0][0]
+    assert 0 < int(scrub.input_value()) < first  # not the empty pool of step 0
     assert scrub.evaluate("s => s.labels[0].textContent.trim()") == "step"
     assert scrub.get_attribute("aria-valuetext").startswith("step ")
     assert page.locator(f"{VIZ} [data-role=step-label]").get_attribute("aria-live") == "polite"
-    assert page.locator(f"{VIZ} [data-role=prev-retract]").is_disabled()
-    before = int(scrub.input_value())
-    page.locator(f"{VIZ} [data-role=next-retract]").click()
-    after = int(scrub.input_value())
-    assert after > before and "retract" in _text(page, "pool-caption")
-    page.locator(f"{VIZ} [data-role=step]").click()
-    assert int(scrub.input_value()) == after + 1  # one sample
+    page.locator(f"{VIZ} select[data-role=jump]").select_option("retract")
+    assert page.locator(f"{VIZ} [data-role=next-event]").get_attribute("aria-label") == "next retraction"
+    assert page.locator(f"{VIZ} [data-role=prev-event]").is_disabled()
+    page.locator(f"{VIZ} [data-role=next-event]").click()
+    assert int(scrub.input_value()) == first and "retract × 1" in _text(page, "pool-caption")
     fraction = page.locator(f"{VIZ} input[data-role=mem_fraction_static]")
     assert fraction.get_attribute("aria-valuetext") == "0.80"
-    assert page.locator(f"{VIZ} input[data-role=page_size]").get_attribute(
-        "aria-valuetext") == "16 tokens"

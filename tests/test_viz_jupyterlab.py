@@ -2,9 +2,10 @@
 
 Starts ``jupyter lab`` on 127.0.0.1 (no token, a temporary root and config) with a one-cell
 notebook that displays ``visualizer("full")`` twice, runs it, and checks: the four views
-render, a slider change re-simulates in the kernel (the teaching-pool size changes) and
-reaches the other view of the same widget, play advances, and the console stays clean.
-Skips without jupyterlab, playwright or Chromium. About 30 s.
+render, a slider change re-simulates in the kernel (the pool size changes) and reaches the
+other view of the same widget, a control of the other view answers too, play advances, and
+the console stays clean. Skips without jupyterlab, playwright or Chromium. About a minute
+(a card run with its page record takes a few seconds).
 """
 
 from __future__ import annotations
@@ -74,8 +75,8 @@ def lab_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
         server.wait(timeout=20)
 
 
-def _pool_sizes(page) -> list[str]:
-    return page.locator(f"{VIZ} [data-role=pool-size]").all_inner_texts()
+def _run_names(page) -> list[str]:
+    return page.locator(f"{VIZ} [data-role=run-name]").all_inner_texts()
 
 
 def test_live_visualizer_in_jupyterlab(lab_url):
@@ -93,33 +94,36 @@ def test_live_visualizer_in_jupyterlab(lab_url):
                 "() => window.jupyterapp?.shell.currentWidget?.sessionContext?.session?.kernel"
                 "?.status === 'idle'", timeout=90_000)
             page.evaluate("window.jupyterapp.commands.execute('notebook:run-all-cells')")
-            page.locator(f"{VIZ} [data-view=pool] svg").nth(1).wait_for(timeout=90_000)
+            page.locator(f"{VIZ} [data-view=pool] canvas").nth(1).wait_for(timeout=120_000)
             views = page.locator(VIZ).first
-            for view in ("hbm", "timeline", "pagetable", "pool"):
+            for view in ("hbm", "timeline"):
                 assert views.locator(f"[data-view={view}] svg").count() == 1, view
+            for view in ("pagetable", "pool"):
+                assert views.locator(f"[data-view={view}] canvas").evaluate("c => c.pkvDrawn.step") >= 0
 
             # A slider in the first view: Python re-simulates, both views redraw.
-            before = _pool_sizes(page)
-            views.locator("input[data-role=mem_fraction_static]").fill("4")  # 0.70
+            before = _run_names(page)
+            views.locator("input[data-role=mem_fraction_static]").fill("2")  # 0.70
             page.wait_for_function(
-                f"b => [...document.querySelectorAll('{VIZ} [data-role=pool-size]')]"
-                ".every(e => e.textContent !== b)", arg=before[0], timeout=30_000)
-            after = _pool_sizes(page)
-            assert after[0] == after[1] != before[0]
-            assert page.locator(f"{VIZ} input[data-role=mem_fraction_static]").nth(1).input_value() == "4"
+                f"b => [...document.querySelectorAll('{VIZ} [data-role=run-name]')]"
+                ".every(e => e.textContent !== b)", arg=before[0], timeout=60_000)
+            after = _run_names(page)
+            assert after[0] == after[1] != before[0] and "0.70" in after[0]
+            assert page.locator(f"{VIZ} input[data-role=mem_fraction_static]").nth(1).input_value() == "2"
 
-            # The second view, moved to a new page size, answers too.
+            # The second view, moved to another workload, answers too.
             second = page.locator(VIZ).nth(1)
-            second.locator("input[data-role=page_size]").fill("0")  # 4 tokens
+            second.locator("select[data-role=workload]").select_option("burst")
             page.wait_for_function(
-                f"() => [...document.querySelectorAll('{VIZ} [data-role=pool-size]')]"
-                ".every(e => e.textContent.includes('× 4 tokens'))", timeout=30_000)
-            assert "re-simulating" not in second.locator("[data-role=status]").inner_text()
+                f"() => [...document.querySelectorAll('{VIZ} select[data-role=workload]')]"
+                ".every(e => e.value === 'burst') && [...document.querySelectorAll("
+                f"'{VIZ} [data-role=status]')].every(e => !e.textContent)", timeout=60_000)
 
             views.locator("[data-role=play]").click()
+            start = int(views.locator("[data-role=scrub]").input_value())
             page.wait_for_function(
-                f"() => Number(document.querySelector('{VIZ} [data-role=scrub]').value) > 2",
-                timeout=10_000)
+                f"s => Number(document.querySelector('{VIZ} [data-role=scrub]').value) > s",
+                arg=start, timeout=10_000)
             ARTIFACTS.mkdir(exist_ok=True)
             views.screenshot(path=str(ARTIFACTS / "jupyterlab-live.png"))
         finally:

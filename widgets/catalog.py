@@ -48,8 +48,18 @@ CATALOG = Catalog(
 )
 
 
+_SHARED: dict[int, SceneRunner] = {}
+
+
 def make_runner(simulate: Simulate | None = None, catalog: Catalog = CATALOG) -> SceneRunner:
-    """A scene runner over ``simulate`` (default: ``pagedkv.managers.simulate``)."""
-    return SceneRunner(simulate=simulate or default_simulate(), workloads=catalog.workloads,
-                       teaching_model=catalog.defaults.model,
-                       teaching_gpu=catalog.defaults.gpu)
+    """A scene runner over ``simulate`` (default: ``pagedkv.managers.simulate``). Without
+    ``simulate`` every call in a process gets the same runner, so a chapter's text and its
+    visualizer read the same (memoised) runs."""
+    if simulate is None and id(catalog) in _SHARED:
+        return _SHARED[id(catalog)]
+    runner = SceneRunner(simulate=simulate or default_simulate(), workloads=catalog.workloads,
+                         teaching_model=catalog.defaults.model,
+                         teaching_gpu=catalog.defaults.gpu)
+    if simulate is None:
+        _SHARED[id(catalog)] = runner
+    return runner

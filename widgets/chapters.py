@@ -8,10 +8,13 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from pagedkv.errors import bad_value
-from pagedkv_widgets.scenes import Settings, Workload
+from pagedkv_widgets.scenes import PAGE_VIEWS, Settings, Workload
 
 VIEWS = ("hbm", "timeline", "pagetable", "pool")
 MEM_FRACTIONS = tuple(round(0.50 + 0.05 * k, 2) for k in range(10))  # 0.50 ... 0.95
+# Chapters with a card-scale page table record every page of every step (no fast-forward, a
+# few seconds a run), so their slider moves in steps of 0.10: half the runs to build.
+PAGE_FRACTIONS = tuple(round(0.50 + 0.10 * k, 2) for k in range(5))  # 0.50 ... 0.90
 PAGE_SIZES = (4, 16, 64)
 
 
@@ -28,13 +31,15 @@ class Catalog:
 
 @dataclass(frozen=True)
 class Chapter:
-    """A chapter's view of the visualizer: which panels and which controls it shows, and
-    the caption under it (what it shows, in words)."""
+    """A chapter's view of the visualizer: which panels and which controls it shows, the
+    caption under it (what it shows, in words), and whether its page views show the
+    teaching pool (chapter 3) instead of the card run."""
 
     title: str
     views: tuple[str, ...]
     controls: tuple[str, ...]
     caption: str
+    teaching: bool = False
 
 
 def _first(text: str) -> str:
@@ -43,29 +48,34 @@ def _first(text: str) -> str:
 
 
 _BAR = ("one GPU's memory as a bar (weights, the reserve that 1 - mem_fraction_static keeps, "
-        "KV in use, reserved by admission, free) at one step of a simulated run")
+        "KV in use, cached by the radix cache, reserved by admission, free) at one step of a "
+        "simulated run")
 _TIMELINE = ("the run's timeline of running and waiting requests, pool use and "
              "new_token_ratio, with its admit, finish and retract events")
 _TEACHING = ("the teaching pool's page table (a row per request, a cell per page holding its "
              "physical page id) and its physical pages coloured by owner")
+_PAGES = ("the same run's page table (each running request's req_to_token row, a cell per "
+          "page) and pool map (every physical page, coloured by owner: a request's own pages, "
+          "the radix cache's pages locked by a running request, cached pages it may evict, "
+          "free pages)")
 CHAPTERS = {
     "memory": Chapter("Where the card's memory goes", ("hbm", "timeline"),
                       ("model", "gpu", "mem_fraction_static"),
                       f"{_first(_BAR)}, and {_TIMELINE}; play or step through the run."),
     "paging": Chapter("Pages, page tables and the pool", ("pagetable", "pool"),
                       ("page_size", "mem_fraction_static"),
-                      f"{_first(_TEACHING)}, at one step of a simulated run."),
+                      f"{_first(_TEACHING)}, at one step of a simulated run.", teaching=True),
     "admission": Chapter("Admission: in use, reserved, free", ("hbm", "timeline"),
                          ("workload", "mem_fraction_static"),
                          f"{_first(_BAR)}, and {_TIMELINE}."),
-    "retraction": Chapter("Retraction when the pool runs out", ("timeline", "pagetable", "pool"),
+    "retraction": Chapter("Retraction when the pool runs out", VIEWS,
                           ("workload", "mem_fraction_static"),
-                          f"{_first(_TIMELINE)}, and {_TEACHING}; a retraction frees a "
-                          "whole row."),
+                          f"{_first(_BAR)}, {_TIMELINE}, and {_PAGES}, all at the same step; a "
+                          "retraction frees a whole row."),
     "full": Chapter("Play with the memory", VIEWS,
-                    ("model", "gpu", "workload", "mem_fraction_static", "page_size"),
-                    f"{_first(_BAR)}, {_TIMELINE}, and {_TEACHING}, at the same point of "
-                    "both runs."),
+                    ("model", "gpu", "workload", "mem_fraction_static"),
+                    f"{_first(_BAR)}, {_TIMELINE}, and {_PAGES}, all at the same step of one "
+                    "run."),
 }
 
 
@@ -80,7 +90,8 @@ def chapter_config(catalog: Catalog, chapter: str, settings: Settings) -> dict[s
         "model": [[k, v] for k, v in catalog.models.items()],
         "gpu": [[k, v] for k, v in catalog.gpus.items()],
         "workload": [[k, v.label] for k, v in catalog.workloads.items()],
-        "mem_fraction_static": list(MEM_FRACTIONS),
+        "mem_fraction_static": list(PAGE_FRACTIONS if PAGE_VIEWS & set(spec.views)
+                                    and not spec.teaching else MEM_FRACTIONS),
         "page_size": list(PAGE_SIZES),
     }
     current = settings.as_dict()
@@ -94,7 +105,7 @@ def chapter_config(catalog: Catalog, chapter: str, settings: Settings) -> dict[s
             keys = values
         axes[name] = values if name in spec.controls else [values[keys.index(current[name])]]
     return {"chapter": chapter, "title": spec.title, "caption": spec.caption,
-            "views": list(spec.views),
+            "views": list(spec.views), "teaching": spec.teaching,
             "controls": list(spec.controls), "axes": axes, "settings": current}
 
 

@@ -2,10 +2,12 @@
 
 Left to right: the weights; what ``1 - mem_fraction_static`` keeps back for activations and
 CUDA graphs (everything on the card that is neither weights nor KV pool, so rounding the
-pool down to whole pages lands here too); KV in use; KV reserved by admission (PrefillAdder's
-estimate of the running requests' remaining output); and the free rest of the pool. The
-segments always sum to the card. The JavaScript renderer does the same per-step arithmetic
-from the constants :func:`hbm_layout` puts into every encoded trace.
+pool down to whole pages lands here too); KV in use by running requests; KV the radix cache
+keeps that no running request uses (evictable: admission counts it as room); KV reserved by
+admission (PrefillAdder's estimate of the running requests' remaining output); and the free
+rest of the pool. The segments always sum to the card. The JavaScript renderer
+(``hbmBytes``) does the same per-step arithmetic from the constants :func:`hbm_layout` puts
+into every encoded run.
 
 Source: SGLang ``model_runner.profile_max_num_token`` (pool = f * memory - weights) and
 ``schedule_policy.PrefillAdder`` (reservations).
@@ -15,7 +17,7 @@ from __future__ import annotations
 
 from typing import Any
 
-SEGMENTS = ("weights", "other", "kv_used", "kv_reserved", "kv_free")
+SEGMENTS = ("weights", "other", "kv_used", "kv_cached", "kv_reserved", "kv_free")
 
 
 def hbm_layout(meta: dict[str, Any]) -> dict[str, int]:
@@ -25,19 +27,23 @@ def hbm_layout(meta: dict[str, Any]) -> dict[str, int]:
 
 
 def hbm_segments(
-    layout: dict[str, int], cell_size: int, used: int, reserved: int
+    layout: dict[str, int], cell_size: int, used: int, reserved: int, evictable: int = 0
 ) -> dict[str, int]:
-    """Bytes per segment at one step; ``used``/``reserved`` are token counts.
+    """Bytes per segment at one step; ``used``, ``reserved`` and ``evictable`` are token
+    counts (the trace's ``tokens_used``, ``tokens_reserved``, ``tokens_evictable``).
 
-    Reservations are an estimate and may exceed what is left; the bar then shows the pool
-    as full (reserved is clipped to the free pool), the timeline the true number.
+    What the pool holds comes first (in use, then cached); reservations are an estimate and
+    may exceed what is left: the bar then shows the pool as full (reserved is clipped to
+    the free pool), the timeline the true number.
     """
     used_b = min(used * cell_size, layout["pool"])
-    reserved_b = min(reserved * cell_size, layout["pool"] - used_b)
+    cached_b = min(evictable * cell_size, layout["pool"] - used_b)
+    reserved_b = min(reserved * cell_size, layout["pool"] - used_b - cached_b)
     return {
         "weights": layout["weights"],
         "other": layout["other"],
         "kv_used": used_b,
+        "kv_cached": cached_b,
         "kv_reserved": reserved_b,
-        "kv_free": layout["pool"] - used_b - reserved_b,
+        "kv_free": layout["pool"] - used_b - cached_b - reserved_b,
     }

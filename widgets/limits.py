@@ -5,9 +5,10 @@ A run fails at one of two of SGLang's limits:
 - the weights: ``mem_fraction_static`` of the card must hold the weights and leave a KV pool
   (``model_runner.profile_max_num_token``; SGLang stops at start-up with "Not enough
   memory"), which :func:`pagedkv.sizing.plan_pool` checks;
-- the longest request: ``prompt + max_new_tokens``, rounded up to whole pages, must fit the
-  pool with room to spare, or the scheduler refuses it (the check of
-  ``pagedkv.managers.scheduler.Scheduler``).
+- the longest prompt: SGLang refuses a prompt of ``max_req_input_len`` tokens or more
+  (``min(context_len, pool) - 7`` accepted at most; ``pagedkv.sizing.max_req_input_len``), as
+  ``pagedkv.managers.scheduler.Scheduler`` does. A ``max_new_tokens`` too large for the pool
+  is not a limit: both releases clamp it at arrival.
 
 :func:`problem` tests both without simulating (the plan and the requests only), so a search
 over the sliders' other positions for one that runs costs milliseconds.
@@ -23,8 +24,8 @@ from typing import Any
 
 from pagedkv.errors import NotEnoughMemoryError
 from pagedkv.gpus import get_gpu
-from pagedkv.mem_cache.allocator import ceil_to_page
 from pagedkv.model import load_model
+from pagedkv.sizing import max_req_input_len
 from pagedkv.units import fmt_gib
 from pagedkv_widgets.scenes import CARD_PAGE_SIZE, SceneRunner, Settings
 
@@ -51,13 +52,14 @@ def problem(runner: SceneRunner, part: str, s: Settings, config: dict[str, Any])
                 "(\"Not enough memory\").")
     page = CARD_PAGE_SIZE if part == "card" else s.page_size
     pool = plan.max_total_num_tokens
-    need = max(ceil_to_page(r.prompt_len + r.max_new_tokens, page) for r in requests)
-    if need < pool:
+    limit = max_req_input_len(pool, load_model(model).context_len)
+    longest = max(r.prompt_len for r in requests)
+    if longest < limit:
         return None
     which = "teaching pool" if part == "pool" else "KV pool"
     return (f"The {which} holds {pool:,} tokens ({pool // page:,} pages of {page}); the longest "
-            f"request needs {need:,} (prompt + max_new_tokens, rounded up to whole pages), and "
-            "SGLang refuses a request that does not fit the pool with room to spare.")
+            f"prompt has {longest:,} tokens, and SGLang refuses a prompt of max_req_input_len = "
+            f"{limit:,} tokens or more (min(context length, pool) - 7 is the longest it accepts).")
 
 
 def _nearest(values: list[Any], current: Any, works: Any, upward: bool) -> Any | None:

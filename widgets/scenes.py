@@ -1,17 +1,19 @@
-"""From visualizer settings to a scene: two simulator runs, encoded for the renderer.
+"""From visualizer settings to a scene: the simulator run a chapter shows, encoded.
 
-Every setting of the controls (model, GPU, workload, ``mem_fraction_static``, page size)
-runs ``pagedkv.managers.simulate`` twice:
+A chapter's views draw from one of two runs of ``pagedkv.managers.simulate`` (see
+:func:`parts`), never from both:
 
-- the *card* run, at the real scale of the chosen model on the chosen GPU, feeds the HBM bar
-  and the timeline. It always uses :data:`CARD_PAGE_SIZE`: at this scale the page size moves
-  the bar by well under a GiB, and leaving it out of the card key divides the static grid's
-  real-scale runs (the slow ones) by the number of page sizes;
-- the *pool* run, on a teaching pool small enough to read page by page, records page tables
-  and feeds the page table and the pool map. The teaching pool applies the same
-  ``mem_fraction_static`` to a toy card of :data:`TOY_CARD_PAGES` pages of which
-  :data:`TOY_WEIGHT_PAGES` hold weights, so it has ``(floor(f * 100) - 30) * 8`` tokens
-  (440 at f = 0.85) in pages of the chosen size: the slider moves both pools the same way.
+- the *card* run, at the real scale of the chosen model on the chosen GPU, feeds the HBM bar,
+  the timeline and, where a chapter shows them, the page table and the pool map: all four
+  views show this one run at the same step. Its page record (``record_pages``) is taken step
+  by step (no fast-forward), so the page ids are the ones SGLang's allocator would hand out.
+  It always uses :data:`CARD_PAGE_SIZE`: at this scale the page size moves the bar by well
+  under a GiB, and leaving it out of the card key divides the static grid's real-scale runs
+  (the slow ones) by the number of page sizes;
+- the *teaching* run (chapter 3 only, ``"pool"`` in the code) on a pool small enough to read
+  page by page. The teaching pool applies the chosen ``mem_fraction_static`` to a toy card of
+  :data:`TOY_CARD_PAGES` units of which :data:`TOY_WEIGHT_PAGES` hold weights, so it has
+  ``(floor(f * 100) - 30) * 8`` tokens (440 at f = 0.85) in pages of the chosen size.
 
 The JavaScript never simulates; it looks scenes up by :func:`scene_keys` (static book) or
 receives them from Python (live widget).
@@ -21,7 +23,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from pagedkv.errors import PagedKVError
@@ -29,13 +31,11 @@ from pagedkv.gpus import get_gpu
 from pagedkv.model import load_model
 from pagedkv.sizing import KVPoolPlan, plan_pool
 from pagedkv.workloads.synthetic import RequestSpec, uniform
-from pagedkv_widgets.encoding import encode_trace
+from pagedkv_widgets.encoding import encode_run
 
 TOY_CARD_PAGES = 100
 TOY_WEIGHT_PAGES = 30
 CARD_PAGE_SIZE = 16
-CARD_SAMPLES = 240  # timeline points kept from a real-scale run (of ~13,000-45,000 steps)
-POOL_SAMPLES = 300  # steps kept from a teaching run (each one is a frame of the page table)
 CARD_REQUESTS = 120
 TEACH_REQUESTS = 24
 # The teaching runs last ~150 steps, so new_token_ratio decays over 60 steps instead of
@@ -147,6 +147,8 @@ class SceneRunner:
     workloads: dict[str, Workload]
     teaching_model: str
     teaching_gpu: str
+    memo: dict[tuple[str, str, bool], dict[str, Any]] = field(
+        default_factory=dict, compare=False, repr=False)
 
     def card_setup(self, s: Settings) -> tuple[KVPoolPlan, list[RequestSpec]]:
         """The real-scale run's pool and requests (``plan_pool`` raises
@@ -167,8 +169,8 @@ class SceneRunner:
         """:meth:`card_setup` or :meth:`pool_setup`."""
         return self.card_setup(s) if part == "card" else self.pool_setup(s)
 
-    def card(self, s: Settings) -> dict[str, Any]:
-        """The real-scale run, encoded (no page tables).
+    def card(self, s: Settings, pages: bool = False) -> dict[str, Any]:
+        """The real-scale run, encoded, with its page record if ``pages``.
 
         The cap on the running batch is SGLang's (the pool's ``max_running_requests``, up
         to 4096) but at most the run's request count: a cap above that never binds, so the
@@ -181,35 +183,60 @@ class SceneRunner:
         result = self.simulate(
             requests, model=s.model, gpu=s.gpu,
             mem_fraction_static=s.mem_fraction_static, page_size=CARD_PAGE_SIZE,
-            arrival_rate=load.rate,
+            arrival_rate=load.rate, record_pages=pages,
             max_running_requests=min(plan.max_running_requests, len(requests)),
         )
-        return encode_trace(result.trace.to_dict(), CARD_SAMPLES)
+        return encode_run(result.trace.to_dict())
 
     def pool(self, s: Settings) -> dict[str, Any]:
-        """The teaching-pool run, encoded with its page tables."""
+        """The teaching-pool run, encoded with its page record."""
         load = self.workloads[s.workload]
         result = self.simulate(
             load.teaching_requests(s.page_size), model=self.teaching_model,
             gpu=self.teaching_gpu, mem_fraction_static=s.mem_fraction_static,
             page_size=s.page_size, max_total_tokens=teaching_tokens(s.mem_fraction_static),
-            arrival_rate=load.teaching_rate, record_page_tables=True,
+            arrival_rate=load.teaching_rate, record_pages=True,
             new_token_ratio_decay_steps=TEACH_DECAY_STEPS,
         )
-        return encode_trace(result.trace.to_dict(), POOL_SAMPLES)
+        return encode_run(result.trace.to_dict())
 
-    def run(self, part: str, s: Settings) -> dict[str, Any]:
-        """``part`` is ``"card"`` or ``"pool"``. A setting the simulator refuses (weights
-        that leave no pool, a request larger than the pool) gives ``{"error": message}``;
-        :func:`pagedkv_widgets.limits.explained` turns it into plain words for the renderer,
-        which greys its views out."""
-        try:
-            return self.card(s) if part == "card" else self.pool(s)
-        except PagedKVError as exc:
-            return {"error": str(exc)}
+    def run(self, part: str, s: Settings, pages: bool = False) -> dict[str, Any]:
+        """``part`` is ``"card"`` (with its page record if ``pages``) or ``"pool"``. A
+        setting the simulator refuses (weights that leave no pool, a request larger than the
+        pool) gives ``{"error": message}``; :func:`pagedkv_widgets.limits.explained` turns it
+        into plain words for the renderer, which greys its views out.
+
+        Runs are deterministic; each is simulated once per runner and kept (a chapter's text
+        and its visualizer read the same run).
+        """
+        key = self.memo_key(part, s, pages)
+        if key not in self.memo:
+            try:
+                self.memo[key] = self.card(s, pages) if part == "card" else self.pool(s)
+            except PagedKVError as exc:
+                self.memo[key] = {"error": str(exc)}
+        return self.memo[key]
+
+    @staticmethod
+    def memo_key(part: str, s: Settings, pages: bool = False) -> tuple[str, str, bool]:
+        """Where :meth:`run` keeps the run of ``part`` at ``s`` in :attr:`memo`."""
+        return part, scene_keys(s)[part], pages and part == "card"
+
+    def __getstate__(self) -> dict[str, Any]:
+        """Pickled for worker processes without the runs kept so far (they stay here)."""
+        return {k: v for k, v in self.__dict__.items() if k != "memo"}
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__dict__.update(state, memo={})
 
 
-def runs_needed(views: list[str]) -> set[str]:
-    """Which runs the given views draw from: the card run, the teaching-pool run, or both."""
-    return {part for part, uses in (("card", {"hbm", "timeline"}), ("pool", {"pagetable", "pool"}))
-            if uses & set(views)}
+PAGE_VIEWS = frozenset({"pagetable", "pool"})
+
+
+def parts(config: dict[str, Any]) -> dict[str, bool]:
+    """The run a chapter's views draw from, and whether it carries its page record:
+    ``{"pool": True}`` for the teaching pool (``config["teaching"]``), else
+    ``{"card": shows a page view}``."""
+    if config.get("teaching"):
+        return {"pool": True}
+    return {"card": bool(PAGE_VIEWS & set(config["views"]))}

@@ -1,15 +1,19 @@
 """The live visualizer: one anywidget whose JavaScript is the book's renderer.
 
 Traits: ``config`` (views, controls, axes; Python to JS), ``settings`` (the controls; JS to
-Python) and ``scene`` (the encoded runs for the current settings; Python to JS). A change of
-``settings`` re-runs the simulator in the kernel, only the runs whose key changed (the card
+Python) and ``scene`` (the encoded run for the current settings; Python to JS). A change of
+``settings`` re-runs the simulator in the kernel, only if the run's key changed (the card
 run ignores the page size, the teaching run the model and GPU: see ``scene_keys``); runs
 already seen are kept, so going back to a setting is instant.
 
-A long card run takes about half a second, more than a slider should wait. So, once the
-widget is shown, a background thread runs the neighbouring settings ahead of time: every
-``mem_fraction_static`` and page size on the sliders, nearest first, for the current model,
-GPU and workload. A slider move that lands on a prefetched setting then only swaps data.
+A card run with its page record takes a few seconds, more than a slider should wait. So,
+once the widget is shown, a background thread runs the neighbouring settings ahead of time:
+every ``mem_fraction_static`` (and page size, for the teaching pool) on the sliders, nearest
+first, for the current model, GPU and workload. A slider move that lands on a prefetched
+setting then only swaps data.
+
+The renderer is several files (:data:`JS_PARTS`) that share one module scope; :func:`esm`
+joins them into the one ES module that anywidget loads and the static page inlines.
 """
 
 from __future__ import annotations
@@ -23,15 +27,22 @@ import anywidget
 import traitlets
 
 from pagedkv_widgets.limits import explained
-from pagedkv_widgets.scenes import SceneRunner, Settings, runs_needed, scene_keys
+from pagedkv_widgets.scenes import SceneRunner, Settings, parts, scene_keys
 
 STATIC = Path(__file__).parent / "static"
+# In order: decoding, the drawings, the viewer and its entry points (which export).
+JS_PARTS = ("decode.js", "draw.js", "pagemap.js", "viewer.js")
+
+
+def esm() -> str:
+    """The renderer as one ES module (the files of :data:`JS_PARTS`, in order)."""
+    return "\n".join((STATIC / name).read_text() for name in JS_PARTS)
 
 
 class Visualizer(anywidget.AnyWidget):
     """Live memory visualizer (JupyterLab, Notebook 7, VS Code, Colab)."""
 
-    _esm = STATIC / "visualizer.js"
+    _esm = esm()
     _css = STATIC / "visualizer.css"
     config = traitlets.Dict().tag(sync=True)
     settings = traitlets.Dict().tag(sync=True)
@@ -40,7 +51,7 @@ class Visualizer(anywidget.AnyWidget):
     def __init__(self, config: dict[str, Any], runner: SceneRunner, prefetch: bool = True) -> None:
         self._runner = runner
         self._config = config  # the trait is set only by super().__init__, after the first scene
-        self._parts = runs_needed(config["views"])
+        self._parts = parts(config)
         self._cache: dict[tuple[str, str], dict[str, Any]] = {}
         self._lock = threading.Lock()  # one simulation at a time; the cache stays consistent
         initial = Settings(**config["settings"])
@@ -58,7 +69,7 @@ class Visualizer(anywidget.AnyWidget):
             if part in self._parts:
                 with self._lock:
                     if (part, key) not in self._cache:
-                        run = self._runner.run(part, settings)
+                        run = self._runner.run(part, settings, self._parts[part])
                         self._cache[part, key] = explained(run, self._runner, part, settings,
                                                            self._config)
                 scene[part] = self._cache[part, key]
@@ -69,8 +80,11 @@ class Visualizer(anywidget.AnyWidget):
         axes = self.config["axes"]
         fractions = sorted(axes["mem_fraction_static"],
                            key=lambda f: abs(f - around.mem_fraction_static))
+        sizes = [around.page_size]
+        if "pool" in self._parts:
+            sizes += [p for p in axes["page_size"] if p != around.page_size]
         for f in fractions:
-            for p in [around.page_size, *(p for p in axes["page_size"] if p != around.page_size)]:
+            for p in sizes:
                 self._scene(replace(around, mem_fraction_static=f, page_size=p))
         self.prefetched.set()
 

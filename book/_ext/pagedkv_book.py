@@ -9,6 +9,9 @@
   prints ``\\_`` there as a backslash and an underscore.
 - The theme's ``fontawesome.js`` (1.5 MB) is left out: the theme's CSS already draws every
   icon from Font Awesome's web fonts (see ``templates/static/webpack-macros.html``).
+- The memory visualizer's runs, all but the one each chapter opens on, move out of the pages
+  into files of their own (``_pkv/``, fetched when a control asks for them): see
+  ``pagedkv_widgets.static_page.split_book``.
 - ``static/pagedkv-book.css`` (every page) keeps pages within a phone's width and styles
   figure captions; ``static/pagedkv-figures.js`` (pages with Plotly figures) gives the
   figures keyboard controls, phone layouts and the dark theme.
@@ -83,6 +86,13 @@ def _is_mathjax(js: Any) -> bool:
             str(getattr(js, "attributes", {}).get("body", "")).startswith("window.MathJax"))
 
 
+def _split_visualizer_runs(app: Sphinx, exception: Exception | None) -> None:
+    if exception is None and app.builder.format == "html":
+        from pagedkv_widgets.static_page import split_book
+
+        split_book(Path(app.outdir))
+
+
 def setup(app: Sphinx) -> dict[str, object]:
     # Notebook kernels inherit this: figures then rely on the page's plotly.js (no inlining).
     os.environ["PAGEDKV_BOOK_BUILD"] = "1"
@@ -91,4 +101,5 @@ def setup(app: Sphinx) -> dict[str, object]:
     app.add_css_file("pagedkv-book.css")
     # After sphinx.ext.mathjax (priority 500) has added MathJax to the page.
     app.connect("html-page-context", _page_assets, priority=900)
+    app.connect("build-finished", _split_visualizer_runs)
     return {"parallel_read_safe": True, "parallel_write_safe": True}

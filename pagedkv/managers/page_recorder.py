@@ -3,13 +3,28 @@
 At card scale a pool has thousands of pages and a run tens of thousands of steps, so storing
 each step's page table is out of the question. A page changes owner only when it is
 allocated, freed, taken into the radix cache, locked, unlocked or evicted, so the changes
-are few (about two per page a request ever holds). :class:`PageRecorder` works out every
-page's owner after a step and keeps the pages whose owner differs from the step before.
-A reader (the browser) replays the changes to rebuild any step's pool map.
+are few (about three per page a request ever holds). :class:`PageRecorder` keeps, after each
+step, what changed since the step before:
 
-Owners: a request id (>= 0) for a page only that request holds (its own tokens beyond its
-cached prefix); :data:`FREE`; :data:`CACHED` for a page the radix cache holds that no running
-request uses (evictable); :data:`SHARED` for a cached page some running request locks.
+- **owners**: the pages whose owner changed. Owners: a request id (>= 0) for a page only
+  that request holds (its own tokens beyond its cached prefix); :data:`FREE`; :data:`CACHED`
+  for a page the radix cache holds that no running request uses (evictable); :data:`SHARED`
+  for a cached page some running request locks.
+- **rows**: the entries of running requests' ``req_to_token`` rows that were set or
+  repointed, by page: request ``rid``'s ``index``-th page (its tokens ``index * page_size``
+  to ``(index + 1) * page_size - 1``) is now page ``page``.
+- **lengths**: each running request's ``kv_committed_len`` (tokens whose KV is in the pool)
+  where it is not the obvious one: a decode step adds one token to every running request,
+  any other step none; a length is recorded when a request first holds KV, whenever it
+  differs from that rule (a prefill chunk, a re-prefill), and as 0 when its row is freed
+  (finish, abort, retraction).
+
+Replaying the three lists from step 0 rebuilds, at any step, every page's owner and every
+running request's row and token count exactly (``tests/managers/test_page_recorder.py``).
+
+Cost: most steps only append a page to a few rows; those are recorded from the batch's
+arrays. A step that admits, finishes, retracts, evicts or changes the tree is recorded by
+recomputing every page's owner (:func:`page_owners`) and every row, and comparing.
 """
 
 from __future__ import annotations
@@ -22,13 +37,15 @@ FREE, CACHED, SHARED = -1, -2, -3
 
 
 class PageRecorder:
-    """Page-owner changes of one run, as three int columns.
+    """Page-owner, row and length changes of one run, as int columns.
 
     Args:
         num_pages: pages in the pool (page ids 1 .. num_pages; page 0 is never used).
 
     Attributes:
-        step, page, owner: ``list[int]`` of equal length, one entry per change.
+        step, page, owner: ``list[int]`` of equal length, one entry per owner change.
+        rows: ``{"step", "rid", "index", "page"}``, ``list[int]`` each: row entries set.
+        lengths: ``{"step", "rid", "tokens"}``, ``list[int]`` each: token counts recorded.
     """
 
     def __init__(self, num_pages: int) -> None:
@@ -36,6 +53,11 @@ class PageRecorder:
         self.step: list[int] = []
         self.page: list[int] = []
         self.owner: list[int] = []
+        self.rows: dict[str, list[int]] = {"step": [], "rid": [], "index": [], "page": []}
+        self.lengths: dict[str, list[int]] = {"step": [], "rid": [], "tokens": []}
+        self._row: dict[int, list[int]] = {}  # rid -> its row as recorded (page ids)
+        self._len: dict[int, int] = {}  # rid -> its token count as recorded
+        self._mark: tuple[int, ...] = ()  # what a quiet step leaves unchanged (see _marks)
 
     def observe(self, step: int, owners: np.ndarray) -> None:
         """Record the pages whose owner (int64 ``[num_pages + 1]``) changed since last time."""
@@ -46,8 +68,110 @@ class PageRecorder:
             self.owner.extend(owners[changed].tolist())
             self._prev = owners.copy()
 
-    def to_dict(self) -> dict[str, list[int]]:
-        return {"step": list(self.step), "page": list(self.page), "owner": list(self.owner)}
+    def record(self, sched: Any, kind: str) -> None:
+        """Record what step ``sched.num_steps`` (a ``prefill``, ``decode`` or ``idle`` step of
+        a :class:`~pagedkv.managers.scheduler.Scheduler`, just run) changed."""
+        step, p = sched.num_steps, sched.page_size
+        table = sched.req_to_token_pool.req_to_token.numpy()
+        rids, idx, kv = _holders(sched)
+        grow = 1 if kind == "decode" else 0
+        mark = _marks(sched)
+        quiet = (mark[:-1] == self._mark[:-1] and set(rids) == set(self._len)
+                 and all(self._len[r] + grow == n for r, n in zip(rids, kv, strict=True)))
+        if quiet:
+            appended = self._append_pages(step, p, table, rids, idx, kv)
+            # nothing but appends: the free list shrank by exactly the appended pages
+            quiet = mark[-1] == self._mark[-1] - appended * p
+            if quiet:
+                for r, n in zip(rids, kv, strict=True):
+                    self._len[r] = n
+        if not quiet:
+            self._compare_rows(step, p, table, rids, idx, kv, grow)
+            self.observe(step, page_owners(sched))
+        self._mark = mark
+
+    def _append_pages(self, step: int, p: int, table: np.ndarray, rids: list[int],
+                      idx: list[int], kv: list[int]) -> int:
+        """A quiet step: record each row's new last pages as its own; return how many."""
+        appended = 0
+        for r, i, n in zip(rids, idx, kv, strict=True):
+            row = self._row[r]
+            have, need = len(row), -(-n // p)
+            if need <= have:
+                continue
+            pages = (table[i, have * p:need * p:p] // p).tolist()
+            for k, page in enumerate(pages, start=have):
+                self._set_row(step, r, k, page, row)
+                if self._prev[page] != r:
+                    self._prev[page] = r
+                    self.step.append(step)
+                    self.page.append(page)
+                    self.owner.append(r)
+            appended += len(pages)
+        return appended
+
+    def _compare_rows(self, step: int, p: int, table: np.ndarray, rids: list[int],
+                      idx: list[int], kv: list[int], grow: int) -> None:
+        """Any other step: compare every row and length with the record."""
+        holding = set(rids)
+        for r in [r for r in self._len if r not in holding]:
+            self._set_len(step, r, 0)
+            del self._len[r], self._row[r]
+        for r, i, n in zip(rids, idx, kv, strict=True):
+            before = self._len.get(r)
+            if before is None or before + grow != n:
+                self._set_len(step, r, n)
+            self._len[r] = n
+            row = self._row.setdefault(r, [])
+            now = (table[i, :-(-n // p) * p:p] // p).tolist()
+            for k, page in enumerate(now):
+                if k >= len(row) or row[k] != page:
+                    self._set_row(step, r, k, page, row)
+            del row[len(now):]
+
+    def _set_row(self, step: int, rid: int, k: int, page: int, row: list[int]) -> None:
+        for name, v in zip(("step", "rid", "index", "page"), (step, rid, k, page), strict=True):
+            self.rows[name].append(v)
+        if k < len(row):
+            row[k] = page
+        else:
+            row.append(page)
+
+    def _set_len(self, step: int, rid: int, tokens: int) -> None:
+        for name, v in zip(("step", "rid", "tokens"), (step, rid, tokens), strict=True):
+            self.lengths[name].append(v)
+
+    def to_dict(self) -> dict[str, Any]:
+        """``{"step", "page", "owner", "rows": {...}, "lengths": {...}}``, lists of ints."""
+        return {"step": list(self.step), "page": list(self.page), "owner": list(self.owner),
+                "rows": {k: list(v) for k, v in self.rows.items()},
+                "lengths": {k: list(v) for k, v in self.lengths.items()}}
+
+
+def _holders(sched: Any) -> tuple[list[int], list[int], list[int]]:
+    """Requests holding a row now: ``(rids, req_to_token rows, kv_committed_len)``, the
+    running batch's live requests then the chunked request."""
+    b = sched.running
+    live = (~b.finished).tolist()
+    rids = [r.rid for r, on in zip(b.reqs, live, strict=True) if on]
+    idx = b.req_pool_idx[~b.finished].tolist()
+    kv = b.kv_len[~b.finished].tolist()
+    c = sched.chunked_req
+    if c is not None:
+        rids.append(c.rid)
+        idx.append(c.req_pool_idx)
+        kv.append(c.kv_committed_len)
+    return rids, idx, kv
+
+
+def _marks(sched: Any) -> tuple[int, ...]:
+    """What changes when anything but row growth happens: events so far, the tree's sizes
+    and node count, the chunked request; last, the free slots (checked separately)."""
+    tree = sched.tree_cache
+    chunked = -1 if sched.chunked_req is None else sched.chunked_req.rid
+    nodes = getattr(tree, "_num_nodes", 0)
+    return (len(sched.trace.events), tree.evictable_size(), tree.protected_size(), nodes,
+            chunked, sched.allocator.available_size())
 
 
 def page_owners(sched: Any) -> np.ndarray:

@@ -14,8 +14,6 @@ from __future__ import annotations
 
 from typing import Any
 
-from pagedkv.managers.page_recorder import page_owners
-
 
 class SchedulerMetricsMixin:
     """Log lines and trace rows (state lives on the scheduler)."""
@@ -67,7 +65,7 @@ class SchedulerMetricsMixin:
         if self.trace.page_tables is not None:
             self.trace.page_tables.append(self._page_tables())
         if self.trace.page_events is not None:
-            self.trace.page_events.observe(self.num_steps, page_owners(self))
+            self.trace.page_events.record(self, kind)
 
     def record_row(self, kind: str, used: int, reserved: float, free: int, running: int) -> None:
         """One trace row; the tree's split is read now (it does not change within a window)."""

@@ -12,7 +12,7 @@ runs alike).
      "events": [[step, "admit"|"chunk"|"finish"|"retract"|"reprefill"|"abort", rid,
                  extra|None], ...],
      "page_tables": None or [per step: [[rid, seq_len, [page ids]], ...]],
-     "page_events": None or {"step": [...], "page": [...], "owner": [...]},
+     "page_events": None or {"step", "page", "owner", "rows", "lengths"} (page_recorder),
      "log": [str, ...],
      "log_steps": [int, ...]}
 
@@ -47,8 +47,8 @@ Events' ``extra``: ``admit`` / ``reprefill``: ``extend`` (tokens prefilled now) 
 
 ``page_events`` (with ``record_pages``) lists every change of a page's owner: after step
 ``step``, page ``page`` belongs to request ``owner`` (>= 0), is free (-1), cached and
-evictable (-2) or cached and locked by a running request (-3); see
-:mod:`pagedkv.managers.page_recorder`.
+evictable (-2) or cached and locked by a running request (-3); with the row entries and token
+counts that change (``rows``, ``lengths``): see :mod:`pagedkv.managers.page_recorder`.
 
 ``log`` holds SGLang-format log lines; ``log_steps[i]`` is the step that printed ``log[i]``.
 """

@@ -1,0 +1,194 @@
+"""Numbers the chapters quote about the runs their visualizer plays, read from those runs.
+
+A chapter's text around the visualizer ("Watch it", chapter 7's "Things to try") is written
+at build time from :func:`chapter_run`, which reads the very run the visualizer shows (the
+shared runner keeps each run it simulated), so the prose and the picture cannot disagree.
+:func:`run_facts` gathers what the texts quote; :func:`retraction_facts` follows one
+retraction page by page.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from pagedkv.errors import bad_value
+from pagedkv.gpus import get_gpu
+from pagedkv.sizing import default_mem_fraction_static
+from pagedkv_widgets.catalog import CATALOG, make_runner
+from pagedkv_widgets.chapters import CHAPTERS, chapter_config, resolve_settings
+from pagedkv_widgets.encoding import decode_run
+from pagedkv_widgets.page_encoding import owners_at, rows_at
+from pagedkv_widgets.scenes import parts
+
+
+def chapter_run(chapter: str, **overrides: Any) -> dict[str, Any]:
+    """The decoded run (:func:`pagedkv_widgets.encoding.decode_run`) that
+    ``visualizer(chapter, **overrides)`` opens on.
+
+    Raises ``pagedkv.errors.ConfigError`` for an unknown chapter or setting, ``ValueError``
+    if that setting cannot run (its reason in words).
+    """
+    if chapter not in CHAPTERS:
+        raise bad_value("chapter", chapter, f"one of {sorted(CHAPTERS)}")
+    settings = resolve_settings(CATALOG, chapter, **overrides)
+    config = chapter_config(CATALOG, chapter, settings)
+    (part, pages), = parts(config).items()
+    run = make_runner().run(part, settings, pages)
+    if "error" in run:
+        raise ValueError(f"visualizer({chapter!r}, {overrides}) cannot run: {run['error']}")
+    return decode_run(run)
+
+
+def sglang_default_fraction(gpu: str, sglang_version: str) -> float:
+    """SGLang's default ``mem_fraction_static`` for one ``gpu`` (a preset name) at tp 1."""
+    return default_mem_fraction_static(get_gpu(gpu).memory_mib, sglang_version=sglang_version)
+
+
+@dataclass(frozen=True)
+class RunFacts:
+    """What a chapter quotes about one run. Steps are scheduler steps (0-based); token
+    counts are KV tokens; ``peak_usage`` is SGLang's token usage (requests' tokens and
+    locked cached tokens over the pool, evictable ones left out) at its highest."""
+
+    pool_tokens: int
+    num_pages: int
+    page_size: int
+    cell_size: int
+    sglang_version: str
+    steps: int
+    max_running: int
+    max_waiting: int
+    first_wait: int | None
+    last_wait: int | None
+    retract_steps: list[int]
+    retract_ratio: tuple[float, float] | None
+    ratio_start: float
+    ratio_floor: float
+    floor_step: int
+    peak_usage: float
+
+    @property
+    def retractions(self) -> int:
+        return len(self.retract_steps)
+
+
+def run_facts(run: dict[str, Any]) -> RunFacts:
+    """:class:`RunFacts` of a decoded run."""
+    meta, pool = run["meta"], run["meta"]["max_total_num_tokens"]
+    waiting = np.asarray(run["num_waiting"])
+    waits = np.flatnonzero(waiting)
+    ratio = np.asarray(run["new_token_ratio"])
+    retracts = [s for s, _ in run["events"].get("retract", [])]
+    held = pool - np.asarray(run["tokens_free"]) - np.asarray(run["tokens_evictable"])
+    return RunFacts(
+        pool_tokens=pool, num_pages=meta["num_pages"], page_size=meta["page_size"],
+        cell_size=meta["cell_size"], sglang_version=meta["sglang_version"],
+        steps=len(run["step"]), max_running=int(max(run["num_running"])),
+        max_waiting=int(waiting.max()),
+        first_wait=int(waits[0]) if waits.size else None,
+        last_wait=int(waits[-1]) if waits.size else None,
+        retract_steps=retracts,
+        retract_ratio=(float(ratio[retracts].min()), float(ratio[retracts].max())) if retracts else None,
+        ratio_start=float(ratio[0]), ratio_floor=float(ratio.min()),
+        floor_step=int(np.argmax(ratio <= ratio.min())),
+        peak_usage=float(held.max() / pool),
+    )
+
+
+@dataclass(frozen=True)
+class RetractionFacts:
+    """One retraction, page by page: at ``step`` request ``rid`` leaves; the step before,
+    its row held ``tokens`` tokens in ``own`` pages of its own and ``shared`` pages of the
+    radix cache (its prompt, locked); after it, it owns none, ``kept`` of those cached pages
+    are still in the cache (evictable) and ``freed`` of its pages are free or another
+    request's. ``back`` is the step it is prefilled again (None: never)."""
+
+    step: int
+    rid: int
+    tokens: int
+    own: int
+    shared: int
+    kept: int
+    freed: int
+    back: int | None
+
+
+def retraction_facts(run: dict[str, Any], which: int = 0) -> RetractionFacts:
+    """:class:`RetractionFacts` of the ``which``-th retraction of a decoded run with pages.
+
+    Raises ``ValueError`` if the run has no page record or fewer retractions.
+    """
+    retracts = run["events"].get("retract", [])
+    if run["pages"] is None or which >= len(retracts):
+        raise ValueError(f"no retraction {which} with a page record in this run "
+                         f"({len(retracts)} retractions)")
+    step, rid = retracts[which]
+    pages = run["pages"]
+    tokens, row = rows_at(pages, step - 1)[rid]
+    before, after = owners_at(pages, step - 1), owners_at(pages, step)
+    own = [p for p in row if before[p] == rid]
+    shared = [p for p in row if before[p] < -1]
+    back = next((s for s, r in run["events"].get("reprefill", []) if r == rid and s > step), None)
+    return RetractionFacts(step=step, rid=rid, tokens=tokens, own=len(own), shared=len(shared),
+                           kept=sum(int(after[p]) < -1 for p in shared),
+                           freed=sum(int(after[p]) != rid for p in own), back=back)
+
+
+@dataclass(frozen=True)
+class WorkloadFacts:
+    """A card-scale workload: ``count`` requests, median prompt and output in tokens,
+    arrivals at ``rate`` requests/s (None: all at once)."""
+
+    count: int
+    prompt_median: int
+    output_median: int
+    rate: float | None
+
+
+def workload_facts(workload: str) -> WorkloadFacts:
+    """:class:`WorkloadFacts` of a workload of the catalogue (``"observed"``, ...)."""
+    load = CATALOG.workloads[workload]
+    requests = load.card_requests()
+    return WorkloadFacts(len(requests), int(np.median([r.prompt_len for r in requests])),
+                         int(np.median([r.output_len for r in requests])), load.rate)
+
+
+@dataclass(frozen=True)
+class FinishFacts:
+    """Request ``rid`` finishes at ``step``: of the ``pages`` its row held the step before,
+    ``cached`` stay in the radix cache, unlocked (evictable), the rest are free again.
+    The radix cache next evicts at ``evict_step``, freeing ``evicted`` pages (None: never)."""
+
+    step: int
+    rid: int
+    pages: int
+    cached: int
+    evict_step: int | None
+    evicted: int
+
+
+def finish_facts(run: dict[str, Any], which: int = 0) -> FinishFacts:
+    """:class:`FinishFacts` of the ``which``-th finish of a decoded run with pages.
+
+    Raises ``ValueError`` if the run has no page record or fewer finishes.
+    """
+    finishes = run["events"].get("finish", [])
+    if run["pages"] is None or which >= len(finishes):
+        raise ValueError(f"no finish {which} with a page record in this run ({len(finishes)} finishes)")
+    step, rid = finishes[which]
+    pages = run["pages"]
+    _, row = rows_at(pages, step - 1)[rid]
+    after = owners_at(pages, step)
+    tree = np.asarray(run["tokens_evictable"]) + np.asarray(run["tokens_protected"])
+    shrinks = np.flatnonzero(np.diff(tree) < 0) + 1
+    later = shrinks[shrinks > step]
+    evict_step = int(later[0]) if later.size else None
+    evicted = 0
+    if evict_step is not None:
+        was, now = owners_at(pages, evict_step - 1), owners_at(pages, evict_step)
+        evicted = int(((was == -2) & (now != -2) & (now != -3)).sum())
+    return FinishFacts(step=step, rid=rid, pages=len(row), cached=sum(int(after[p]) == -2 for p in row),
+                       evict_step=evict_step, evicted=evicted)

@@ -1,0 +1,140 @@
+// pagedkv memory visualizer, part 2 of 4: helpers, colours, the HBM bar and the timeline
+// (SVG text; pure: data in, markup out; W = drawing width in px).
+//
+// Colours that carry meaning (segments, owners, events) are the same in both themes; text
+// and the panel follow the page's theme through CSS variables (visualizer.css). Numbers
+// drawn on a coloured cell have a light halo, so they read on any owner colour.
+
+const SVG = "http://www.w3.org/2000/svg";
+const GIB = 2 ** 30;
+const gib = (bytes) => `${(bytes / GIB).toFixed(1)} GiB`;
+const esc = (s) => String(s).replace(/[&<>"]/g, (c) => ({ "&": "&amp;", "<": "&lt;", ">": "&gt;", '"': "&quot;" })[c]);
+const num = (n) => Number(n).toLocaleString("en");
+const clamp = (v, lo, hi) => Math.max(lo, Math.min(hi, v));
+
+// A request's colour: hues a golden angle apart, so requests admitted one after the other
+// (the ones on screen together) sit far apart on the wheel, at three lightnesses.
+const requestColour = (rid) => `hsl(${Math.round((rid * 137.508) % 360)} 70% ${[52, 66, 40][Math.floor(rid / 7) % 3]}%)`;
+const OWNER_COLOURS = { [SHARED]: "#3f4f6b", [CACHED]: "#a7adb5" };
+const OWNER_NAMES = { [SHARED]: "in the radix cache, locked by a running request (shared)",
+  [CACHED]: "in the radix cache, evictable", [FREE]: "free" };
+const HBM_SEGMENTS = [
+  ["weights", "weights", "#6b6b6b"],
+  ["other", "activations + CUDA graphs (1 − mem_fraction_static)", "url(#pkv-hatch)"],
+  ["kv_used", "KV in use by running requests", "#0072B2"],
+  ["kv_cached", "KV cached, evictable (radix cache)", OWNER_COLOURS[CACHED]],
+  ["kv_reserved", "KV reserved by admission", "#E69F00"],
+  ["kv_free", "KV free", "var(--pkv-free)"],
+];
+const EVENT_MARKS = [["admit", "admit", "#009E73"], ["finish", "finish", "#56B4E9"],
+  ["retract", "retract", "#D55E00"], ["reprefill", "re-prefill", "#CC79A7"]];
+const HATCH_CSS = "repeating-linear-gradient(45deg,#e4e4e4 0 3px,#a8a8a8 3px 5px)";
+
+function svg(width, height, body, label) {
+  return `<svg xmlns="${SVG}" viewBox="0 0 ${width} ${height}" width="${width}" height="${height}" role="img" aria-label="${esc(label)}">` +
+    `<defs><pattern id="pkv-hatch" width="6" height="6" patternUnits="userSpaceOnUse" patternTransform="rotate(45)">` +
+    `<rect width="6" height="6" fill="#e4e4e4"/><line x1="0" y1="0" x2="0" y2="6" stroke="#a8a8a8" stroke-width="2"/></pattern></defs>` +
+    `${body}</svg>`;
+}
+
+// An HTML legend: [[label, css background, dashed?], ...].
+function legendHtml(items) {
+  return `<div class="pkv-legend-row">${items.map(([label, background, dashed]) =>
+    `<span class="pkv-key"><i class="${dashed ? "pkv-dash" : ""}" style="background:${background};color:${background}"></i>${esc(label)}</span>`).join("")}</div>`;
+}
+
+// The HBM bar's bytes at step s (twin of widgets/hbm.py hbm_segments): what the pool holds
+// first (requests' tokens, the radix cache's evictable pages), then admission's estimate,
+// clipped to what is left.
+function hbmBytes(run, s) {
+  const { hbm, meta } = run, cell = meta.cell_size;
+  const used = Math.min(run.used[s] * cell, hbm.pool);
+  const cached = Math.min(run.evictable[s] * cell, hbm.pool - used);
+  const reserved = Math.min(run.reserved[s] * cell, hbm.pool - used - cached);
+  return { weights: hbm.weights, other: hbm.other, kv_used: used, kv_cached: cached,
+    kv_reserved: reserved, kv_free: hbm.pool - used - cached - reserved };
+}
+
+// HBM bar at step s; segments sum to the card (widgets/hbm.py).
+function hbmView(run, s, W) {
+  const { hbm, meta } = run, bytes = hbmBytes(run, s);
+  const x0 = 10, barW = W - 20, scale = barW / hbm.card;
+  let x = x0, body = "";
+  HBM_SEGMENTS.forEach(([key, label, fill]) => {
+    const w = bytes[key] * scale;
+    body += `<rect data-segment="${key}" data-bytes="${bytes[key]}" x="${x}" y="24" width="${w}" height="34" style="fill:${fill}" class="pkv-outline" stroke-width="0.5"><title>${esc(label)}: ${gib(bytes[key])}</title></rect>`;
+    if (w > 60) body += `<text x="${x + w / 2}" y="46" class="pkv-barlabel">${gib(bytes[key])}</text>`;
+    x += w;
+  });
+  const poolStart = x0 + (hbm.weights + hbm.other) * scale, poolW = hbm.pool * scale;
+  const label = `KV pool · ${gib(hbm.pool)} · ${num(meta.max_total_num_tokens)} tokens`;
+  const half = label.length * 3.2;  // about half the label's width at 11 px
+  body += `<path d="M${poolStart} 20 v-6 h${poolW} v6" fill="none" class="pkv-outline"/>` +
+    `<text x="${clamp(poolStart + poolW / 2, half + 2, W - half - 2)}" y="11" class="pkv-axis">${label}</text>`;
+  const every = hbm.card > 64 * GIB ? (W < 480 ? 40 : 20) : 10;
+  for (let g = 0; g * GIB <= hbm.card; g += every) {
+    body += `<text x="${x0 + g * GIB * scale}" y="72" class="pkv-tick">${g}</text>`;
+  }
+  const legend = legendHtml(HBM_SEGMENTS.map(([key, label, fill]) =>
+    [`${label} · ${gib(bytes[key])}`, fill.startsWith("url") ? HATCH_CSS : fill]));
+  return svg(W, 76, body, `HBM bar at step ${s}`) + legend;
+}
+
+// Timeline: counts on the left axis, fractions on the right. The frame (axes, legend, empty
+// lines) is made once per width; a run only sets the lines' points and the event marks, so
+// changing the setting parses no new markup. The run has every step; a line takes a point
+// every other pixel (the step at its left edge), the marks every event, binned by pixel.
+const TL = { L: 40, T: 10, B: 140, H: 178 };
+const tlRight = (W) => W - 40;
+const tlX = (run, W, s) => TL.L + ((tlRight(W) - TL.L) * s) / Math.max(1, run.n - 1);
+const TL_LINES = [["used", "polygon", 'fill="#0072B2" opacity="0.22"'],
+  ["reserved", "polyline", 'fill="none" stroke="#E69F00" stroke-width="1.2"'],
+  ["ratio", "polyline", 'fill="none" stroke="#CC79A7" stroke-width="1.5" stroke-dasharray="2 2"'],
+  ["running", "polyline", 'fill="none" stroke="#0072B2" stroke-width="1.8"'],
+  ["waiting", "polyline", 'fill="none" stroke="#D55E00" stroke-width="1.5" stroke-dasharray="5 3"']];
+
+function timelineFrame(W) {
+  const { L, T, B, H } = TL, R = tlRight(W);
+  let body = `<rect x="${L}" y="${T}" width="${R - L}" height="${B - T}" class="pkv-plotbg"/>` +
+    TL_LINES.map(([key, tag, style]) => `<${tag} data-line="${key}" ${style}/>`).join("") +
+    `<text data-role="cmax" x="${L - 4}" y="${T + 8}" class="pkv-tick pkv-end"></text><text x="${L - 4}" y="${B}" class="pkv-tick pkv-end">0</text>` +
+    `<text x="${R + 4}" y="${T + 8}" class="pkv-tick pkv-start">1.0</text><text x="${R + 4}" y="${B}" class="pkv-tick pkv-start">0</text>` +
+    `<text x="${L}" y="${B + 13}" class="pkv-tick pkv-start">step 0</text><text data-role="last" x="${R}" y="${B + 13}" class="pkv-tick pkv-end"></text>`;
+  body += EVENT_MARKS.map(([kind, , colour]) => `<path data-marks="${kind}" stroke="${colour}" stroke-width="2"/>`).join("");
+  body += `<line data-role="cursor" x1="${L}" x2="${L}" y1="${T}" y2="${B + 34}" class="pkv-cursor" stroke-width="1.5"/>`;
+  const legend = legendHtml([["running (left axis)", "#0072B2"], ["waiting (left axis, dashed)", "#D55E00", true],
+    ["tokens in use / pool (shaded)", "#9fc3de"], ["in use + reserved / pool", "#E69F00"],
+    ["new_token_ratio (dotted)", "#CC79A7", true], ...EVENT_MARKS.map(([, label, colour]) => [`${label} events`, colour])]);
+  return svg(W, H, body, "timeline") + legend;
+}
+
+function drawTimeline(view, run, W) {
+  const { L, T, B } = TL, R = tlRight(W), n = run.n;
+  const points = Math.max(2, Math.min(n, Math.ceil((R - L) / 2)));
+  const at = Array.from({ length: points }, (_, k) => Math.round((k * (n - 1)) / (points - 1)));
+  let cmax = 1;
+  for (let s = 0; s < n; s++) cmax = Math.max(cmax, run.running[s], run.waiting[s]);
+  const Yc = (v) => B - ((B - T) * v) / cmax, Yf = (v) => B - (B - T) * Math.min(1, v);
+  const line = (f, Y) => at.map((s) => `${tlX(run, W, s).toFixed(1)},${Y(f(s)).toFixed(1)}`).join(" ");
+  const tokens = run.meta.max_total_num_tokens;
+  const series = {
+    used: `${L},${B} ${line((s) => run.used[s] / tokens, Yf)} ${R},${B}`,
+    reserved: line((s) => (run.used[s] + run.reserved[s]) / tokens, Yf),
+    ratio: line((s) => run.ratio[s], Yf),
+    running: line((s) => run.running[s], Yc),
+    waiting: line((s) => run.waiting[s], Yc),
+  };
+  for (const [key, points] of Object.entries(series)) view.querySelector(`[data-line=${key}]`).setAttribute("points", points);
+  view.querySelector("[data-role=cmax]").textContent = cmax;
+  view.querySelector("[data-role=last]").textContent = `step ${num(n - 1)}`;
+  EVENT_MARKS.forEach(([kind], r) => {
+    const bins = new Map();
+    for (const s of run.events[kind]?.steps || []) {
+      const x = Math.round(tlX(run, W, s));
+      bins.set(x, (bins.get(x) || 0) + 1);
+    }
+    const y = B + 20 + r * 7;
+    view.querySelector(`[data-marks=${kind}]`).setAttribute("d",
+      [...bins].map(([x, count]) => `M${x} ${y}v${Math.min(6, 2 + count)}`).join(""));
+  });
+}
