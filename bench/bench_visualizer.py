@@ -120,12 +120,12 @@ def bench_static(chromium: str, quick: bool) -> None:
         n = int(page.locator(".pkv-static input[data-role=mem_fraction_static]").get_attribute("max")) + 1
         # Cold: the first visit of each setting (fetch, inflate, decode, draw).
         cold = {"mem_fraction_static": [measure("mem_fraction_static", str(k)) for k in range(n)],
-                "workload": [measure("workload", w) for w in ("calm", "burst", "observed")]}
+                "workload": [measure("workload", w) for w in ("calm", "burst", "busy")]}
         # Warm: the same settings again, each run in memory (decoded once, kept).
         warm = {"mem_fraction_static": [], "workload": [], "model": [], "gpu": []}
         for _ in range(2):
             warm["mem_fraction_static"] += [measure("mem_fraction_static", str(k)) for k in range(n)]
-            warm["workload"] += [measure("workload", w) for w in ("calm", "burst", "observed")]
+            warm["workload"] += [measure("workload", w) for w in ("calm", "burst", "busy")]
         if not quick:
             for model in ("llama-3-8b", "qwen3-4b"):
                 cold.setdefault("model", []).append(measure("model", model))

@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 
 from pagedkv.errors import ConfigError
-from pagedkv.lessons.examples import observation_workload
+from pagedkv.lessons.examples import long_answers_workload
 from pagedkv.workloads.cases import LONG_ANSWERS
 
 
@@ -18,7 +18,7 @@ def test_case_pool_at_the_books_fraction():
 
 def test_case_workload_is_seeded_and_shaped_as_described():
     a = LONG_ANSWERS.workload(2.0, seed=0)
-    assert a == LONG_ANSWERS.workload(2.0, seed=0) == observation_workload(2.0, 0)
+    assert a == LONG_ANSWERS.workload(2.0, seed=0) == long_answers_workload(2.0, 0)
     assert len(a) == 120 and all(r.max_new_tokens == r.output_len for r in a)
     outputs = np.array([r.output_len for r in a])
     assert outputs.max() <= 10_540 and 1_800 < np.median(outputs) < 2_900

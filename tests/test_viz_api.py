@@ -69,7 +69,7 @@ def test_grid_holds_one_run_per_key_with_its_page_record():
     grid = build_grid(config, make_runner())
     assert set(grid) == {"pool"}
     assert set(grid["pool"]) == {scene_keys(s)["pool"] for s in grid_settings(config)}
-    pool = decode_run(grid["pool"]["observed|0.85|16"])
+    pool = decode_run(grid["pool"]["busy|0.85|16"])
     assert pool["meta"]["num_pages"] == teaching_tokens(0.85) // 16
     assert pool["pages"] is not None and pool["pages"]["lifetimes"]
 
@@ -91,7 +91,7 @@ def test_the_grid_reuses_the_runs_a_chapter_text_asked_for():
     config = _config("paging")
     first = runner.run("pool", resolve_settings(CATALOG, "paging"))
     grid = build_grid(config, runner, workers=1)
-    assert len(calls) == len(grid["pool"]) == 30 and grid["pool"]["observed|0.85|16"] is first
+    assert len(calls) == len(grid["pool"]) == 30 and grid["pool"]["busy|0.85|16"] is first
     shared = make_runner()
     shared.run("pool", resolve_settings(CATALOG, "paging"))
     assert pickle.loads(pickle.dumps(shared)).memo == {} and shared.memo
@@ -112,7 +112,7 @@ def test_static_html_carries_an_index_and_each_run_packed():
     entries = unpack(index.group(1))["grid"]["pool"]
     assert entries["bad"] == {"error": "too small", "fix": "more"}
     runs = dict(re.findall(r'data-pkv-run="([^"]+)"[^>]*>([^<]*)</script>', html))
-    assert {entries[k]["id"] for k in ("other", "observed|0.85|16")} == set(runs)
+    assert {entries[k]["id"] for k in ("other", "busy|0.85|16")} == set(runs)
     assert unpack(runs["pool:other"]) == {"n": 2}
     assert html.count("data-pkv-inline") == 1  # the run the chapter opens on
     assert pack({"a": 1}) == pack({"a": 1})  # no timestamp: the same data, the same page
@@ -163,7 +163,7 @@ def test_default_card_run_over_admits_and_retracts(chapter):
     """Chapters 4, 5 and 7 say the default card-scale run retracts: it must."""
     settings = resolve_settings(CATALOG, chapter)
     assert (settings.model, settings.gpu, settings.workload) == ("qwen3-4b", "rtx-4090",
-                                                                 "observed")
+                                                                 "busy")
     card = make_runner().run("card", settings, parts(_config(chapter))["card"])
     assert count_events(card, "retract") >= 1
     ratio = decode_run(card)["new_token_ratio"]

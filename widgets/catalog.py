@@ -1,10 +1,11 @@
 """The models, GPUs and workloads the visualizer offers, and the defaults it opens on.
 
-The card-scale workloads are shaped like chapter 5's public observation (Qwen3-4B on an RTX
-4090, ~386-token prompts, outputs with median ~2,340 tokens, ``max_new_tokens`` = output
-length). The admission, retraction and full chapters open on that setting at 2 requests/s
-with ``mem_fraction_static`` 0.80 (an 85,168-token pool, close to the report's 87,552), where
-the default run over-admits and retracts; the memory chapter opens on Llama-3-8B on an H100.
+The card-scale workloads are the book's running case (:data:`pagedkv.workloads.cases.LONG_ANSWERS`:
+Qwen3-4B on an RTX 4090, ~386-token prompts, answers with median ~2,340 tokens,
+``max_new_tokens`` = answer length). The admission, retraction and full chapters open on that
+case at 2 requests/s with the book's ``mem_fraction_static`` of 0.80 (not SGLang's default for
+the card), where the default run over-admits and retracts; the memory chapter opens on
+Llama-3-8B on an H100.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from dataclasses import replace
 
 from pagedkv.gpus import get_gpu
 from pagedkv.model import MODEL_PRESETS
+from pagedkv.workloads.cases import LONG_ANSWERS
 from pagedkv_widgets.chapters import Catalog
 from pagedkv_widgets.scenes import SceneRunner, Settings, Simulate, Workload, default_simulate
 
@@ -31,20 +33,23 @@ def gpu_label(name: str) -> str:
     return get_gpu(name).label
 
 
-_DEFAULTS = Settings(model="llama-3-8b", gpu="h100-sxm-80gb", workload="observed",
+_DEFAULTS = Settings(model="llama-3-8b", gpu="h100-sxm-80gb", workload="busy",
                      mem_fraction_static=0.85, page_size=16)
-_OBSERVED = replace(_DEFAULTS, model="qwen3-4b", gpu="rtx-4090", mem_fraction_static=0.80)
+_CASE = replace(_DEFAULTS, model=LONG_ANSWERS.model, gpu=LONG_ANSWERS.gpu,
+                mem_fraction_static=LONG_ANSWERS.mem_fraction_static)
 
 CATALOG = Catalog(
     models={m: model_label(m) for m in ("llama-3-8b", "qwen3-4b")},
     gpus={g: gpu_label(g) for g in ("rtx-4090", "h100-sxm-80gb", "h200-141gb")},
     workloads={
-        "calm": Workload("calm: 0.35 requests/s", rate=0.35, teaching_rate=4.0),
-        "observed": Workload("observed: 2 requests/s", rate=2.0, teaching_rate=25.0),
+        "calm": Workload(f"calm: {LONG_ANSWERS.calm_rate:g} requests/s", rate=LONG_ANSWERS.calm_rate,
+                         teaching_rate=4.0),
+        "busy": Workload(f"busy: {LONG_ANSWERS.busy_rate:g} requests/s", rate=LONG_ANSWERS.busy_rate,
+                         teaching_rate=25.0),
         "burst": Workload("burst: all at once", rate=None, teaching_rate=None),
     },
     defaults=_DEFAULTS,
-    chapter_defaults={"admission": _OBSERVED, "retraction": _OBSERVED, "full": _OBSERVED},
+    chapter_defaults={"admission": _CASE, "retraction": _CASE, "full": _CASE},
 )
 
 

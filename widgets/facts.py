@@ -149,7 +149,7 @@ class WorkloadFacts:
 
 
 def workload_facts(workload: str) -> WorkloadFacts:
-    """:class:`WorkloadFacts` of a workload of the catalogue (``"observed"``, ...)."""
+    """:class:`WorkloadFacts` of a workload of the catalogue (``"busy"``, ...)."""
     load = CATALOG.workloads[workload]
     requests = load.card_requests()
     return WorkloadFacts(len(requests), int(np.median([r.prompt_len for r in requests])),

@@ -100,8 +100,8 @@ def default_simulate() -> Simulate:
 class Workload:
     """A workload choice: Poisson arrivals at ``rate`` requests/s (None: all at t = 0).
 
-    Card scale: :data:`CARD_REQUESTS` requests shaped like chapter 5's public Qwen3-4B
-    observation (:func:`pagedkv.lessons.examples.observation_workload`: prompts around 386
+    Card scale: :data:`CARD_REQUESTS` requests of the book's running case, a long-answer chat
+    service (:func:`pagedkv.lessons.examples.long_answers_workload`: prompts around 386
     tokens, log-normal outputs with median ~2,340 tokens, ``max_new_tokens`` = output
     length). Runs last thousands of steps, so ``new_token_ratio`` decays to its floor and
     admission over-admits; with a loaded pool ``retract_decode`` acts.
@@ -119,9 +119,9 @@ class Workload:
     def card_requests(self) -> list[RequestSpec]:
         """The real-scale requests (arrival times at 2 requests/s rescaled to ``rate``;
         ``rate=None``: all at t = 0)."""
-        from pagedkv.lessons.examples import observation_workload  # the scheduler, lazily
+        from pagedkv.lessons.examples import long_answers_workload  # the scheduler, lazily
 
-        base = observation_workload(2.0, self.seed, n=CARD_REQUESTS)
+        base = long_answers_workload(2.0, self.seed, n=CARD_REQUESTS)
         scale = 0.0 if self.rate is None else 2.0 / self.rate
         return [RequestSpec(r.prompt_len, r.output_len, r.max_new_tokens, r.arrival_s * scale)
                 for r in base]

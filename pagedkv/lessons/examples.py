@@ -95,7 +95,7 @@ def policy_comparison(n: int = 600, rate: float = 30.0, pool: int = 20_000,
             for w, specs in workloads.items() for p in POLICIES}
 
 
-def observation_workload(rate: float | None, seed: int, n: int = 120) -> list[RequestSpec]:
+def long_answers_workload(rate: float | None, seed: int, n: int = 120) -> list[RequestSpec]:
     """The traffic of the book's running case (:data:`~pagedkv.workloads.cases.LONG_ANSWERS`):
     prompts around 386 tokens, answers with median 2,340 capped at 10,540, ``max_new_tokens``
     = answer length, Poisson arrivals at ``rate`` requests/s (None: all at once)."""
@@ -116,7 +116,7 @@ def observe(rate: float, seed: int, efficiency: float = 1.0, **options: object) 
     card = replace(card, hbm_bandwidth=card.hbm_bandwidth * efficiency,
                    bf16_flops=card.bf16_flops * efficiency)
     options.setdefault("mem_fraction_static", LONG_ANSWERS.mem_fraction_static)
-    return simulate(observation_workload(rate, seed), model=LONG_ANSWERS.model, gpu=card,
+    return simulate(long_answers_workload(rate, seed), model=LONG_ANSWERS.model, gpu=card,
                     arrival_rate=rate, **options)
 
 

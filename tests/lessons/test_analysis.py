@@ -28,7 +28,7 @@ from pagedkv.lessons.analysis import (
 )
 from pagedkv.lessons.examples import (
     exact_budgets,
-    observation_workload,
+    long_answers_workload,
     observe,
     running_batch,
     tiny_retraction_run,
@@ -189,8 +189,8 @@ def test_completion() -> None:
 def test_examples_workloads() -> None:
     specs = exact_budgets([RequestSpec(10, 5, 100, 0.5)])
     assert specs == [RequestSpec(10, 5, 5, 0.5)]
-    w = observation_workload(2.0, seed=0)
-    assert len(w) == 120 and w == observation_workload(2.0, seed=0)
+    w = long_answers_workload(2.0, seed=0)
+    assert len(w) == 120 and w == long_answers_workload(2.0, seed=0)
     assert all(s.max_new_tokens == s.output_len <= 10_540 for s in w)
     with pytest.raises(ConfigError, match="efficiency"):
         observe(2.0, 0, efficiency=0.0)

@@ -1,6 +1,6 @@
-"""The text of the introduction and chapters 2, 3, 6 and 8 against pagedkv: it names the SGLang
-release, cites 0.5.23's files (0.5.9's only beside them), takes its shared numbers from the
-one function that computes them, and uses no words from outside the book."""
+"""The book's text against pagedkv: it names the SGLang release, cites 0.5.23's files (0.5.9's
+only beside them), takes its shared numbers from the one function that computes them, and uses
+no words from outside the book."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ import pytest
 from pagedkv.releases import DEFAULT_SGLANG_VERSION, SGLANG_VERSIONS
 
 BOOK = Path(__file__).resolve().parents[1] / "book"
-CHAPTERS = ("02-fragmentation", "03-paging", "06-kernel", "08-prefix-sharing")
+CHAPTERS = tuple(sorted(p.stem for p in BOOK.glob("*.ipynb")))
 
 
 def cells(chapter: str, kind: str) -> list[str]:
@@ -36,12 +36,44 @@ def test_intro_names_the_release_the_book_follows() -> None:
     assert "What SGLang does" in intro and "0.5.9 location beside them" in intro
 
 
+def test_every_chapter_is_checked() -> None:
+    assert len(CHAPTERS) == 8 and CHAPTERS[0] == "01-memory-arithmetic"
+
+
+OUTSIDE_WORDS = ("seed note", "the seed's", "seed_page_table", "public report", "operators report",
+                 "users report", "users running", "operators of", "public observation",
+                 "the report's", "observation_workload", "observed:")
+
+
 @pytest.mark.parametrize("chapter", CHAPTERS)
 def test_no_words_from_outside_the_book(chapter: str) -> None:
-    text = " ".join(cells(chapter, "markdown") + cells(chapter, "code")).lower()
-    for words in ("seed note", "the seed's", "seed_page_table", "public report", "operators report",
-                  "users report", "users running", "operators of"):
+    text = " ".join(" ".join(cells(chapter, "markdown") + cells(chapter, "code")).lower().split())
+    for words in OUTSIDE_WORDS:
         assert words not in text, (chapter, words)
+
+
+def test_intro_has_no_words_from_outside_the_book() -> None:
+    text = " ".join((BOOK / "intro.md").read_text().lower().split())
+    assert not [w for w in OUTSIDE_WORDS if w in text]
+
+
+def shared_numbers() -> set[int]:
+    """Pools the book quotes in several places: the running case's (both page sizes, and at
+    SGLang 0.5.23's own default fraction) and the H100 Llama-3-8B pool of chapter 1."""
+    from pagedkv.sizing import plan_pool
+    from pagedkv.workloads.cases import LONG_ANSWERS
+
+    case = {LONG_ANSWERS.plan(page_size=p).max_total_num_tokens for p in (1, 16)}
+    case.add(plan_pool(LONG_ANSWERS.model, gpu=LONG_ANSWERS.gpu).max_total_num_tokens)
+    return case | {plan_pool("llama-3-8b", gpu="h100-sxm-80gb", sglang_version=v).max_total_num_tokens
+                   for v in SGLANG_VERSIONS}
+
+
+@pytest.mark.parametrize("chapter", CHAPTERS)
+def test_shared_numbers_are_computed_not_typed(chapter: str) -> None:
+    text = " ".join(cells(chapter, "markdown") + cells(chapter, "code"))
+    for n in shared_numbers():
+        assert all(form not in text for form in (f"{n:,}", f"{n:_}", str(n))), (chapter, n)
 
 
 # Names and paths that exist only in 0.5.9 (or in neither release): a paragraph may use one
