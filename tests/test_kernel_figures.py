@@ -75,9 +75,14 @@ def test_roofline_figure_has_one_view_per_batch() -> None:
     assert len(fig.data) == 8 and [t.visible for t in fig.data[:4]] == [True] * 4
     ceilings = [t for t in fig.data if t.name == "predicted ceiling"]
     assert list(ceilings[0].y) == [1000.0, 1000.0]  # GB/s: A latency-bound, B memory-bound
-    assert [c[0] for c in ceilings[0].customdata] == ["latency", "memory"]
+    assert [c[1] for c in ceilings[0].customdata] == ["latency", "memory"]
     second = fig.layout.updatemenus[0].buttons[1].args[0]["visible"]
     assert second == [False] * 4 + [True] * 4
+    # markers on a log axis that labels every tick (a bar's length means nothing there)
+    assert {t.type for t in fig.data} == {"scatter"}
+    y = fig.layout.yaxis
+    assert y.type == "log" and len(y.ticktext) == len(y.tickvals)
+    assert y.tickvals[0] <= 1000 and y.tickvals[-1] >= 8000
 
 
 def test_kernel_tables_on_a_hand_made_compile_table() -> None:

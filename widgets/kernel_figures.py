@@ -14,6 +14,7 @@ import plotly.graph_objects as go
 
 from pagedkv.layers.attention import DecodeCase, random_decode_case
 from pagedkv.layers.attention.roofline import Prediction
+from pagedkv_widgets.axes import log_axis, nice_log_ticks
 
 POOL_COLUMNS = 32  # slots per row of the pool picture
 
@@ -168,39 +169,57 @@ def bandwidth_figure(report: dict[str, object]) -> go.Figure:
                       "name": "batch"}],
         title_text=(f"Decode attention, one layer: {report['gpu']}<br><sup>{left_out} "
                     f"launch-bound and {failed} failed measurements not plotted</sup>"),
-        xaxis={"title": "context length (tokens)", "type": "log"},
+        xaxis={**log_axis(sorted({r["context"] for r in rows})), "title": "context length (tokens)"},
         yaxis={"title": "achieved GB/s (K+V+q+o bytes / time)"}, height=470, margin={"t": 100},
     )
     return fig
 
 
+def _short_gpu(label: str) -> str:
+    """The chip's name alone (``"H100 SXM"`` -> ``"H100"``, ``"RTX 4090"`` -> ``"4090"``): six
+    one-line, upright labels fit a phone's width; longer ones wrap under the legend or turn
+    sideways and shrink below 11 px. Hover gives the full name."""
+    words = label.split()
+    return words[1] if words[0] == "RTX" and len(words) > 1 else words[0]
+
+
 def roofline_figure(predictions: dict[int, list[Prediction]]) -> go.Figure:
-    """The three predicted roofs (memory, instruction issue, latency) per GPU as bars, and
-    the predicted ceiling (the lowest) as a marker, one view per batch size (buttons).
+    """The three predicted roofs (memory, instruction issue, latency) per GPU as markers, and
+    the predicted ceiling (the lowest) ringed, one view per batch size (buttons).
+
+    Markers, not bars: on a log axis a bar's length means nothing (it starts at an arbitrary
+    floor), only where it ends. The y axis labels every tick (1-2-5 in GB/s).
 
     Args:
         predictions: batch size -> one :class:`Prediction` per GPU, same GPUs in each.
     """
     fig = go.Figure()
     batches = list(predictions)
-    roofs = (("memory", "#4477AA"), ("issue", "#CCBB44"), ("latency", "#EE6677"))
+    roofs = (("memory", "#4477AA", "circle"), ("issue", "#CCBB44", "square"),
+             ("latency", "#EE6677", "triangle-up"))
+    values = [getattr(p, roof) / 1e9 for preds in predictions.values() for p in preds
+              for roof, _, _ in roofs]
     for i, batch in enumerate(batches):
         preds = predictions[batch]
-        # two-line names: upright labels fit a phone (rotated ones shrink below 11 px)
-        gpus = [p.gpu.replace(" ", "<br>", 1) for p in preds]
-        for roof, colour in roofs:
-            fig.add_bar(x=gpus, y=[getattr(p, roof) / 1e9 for p in preds], name=f"{roof} roof",
-                        marker_color=colour, visible=i == 0, legendgroup=roof,
-                        hovertemplate="%{x}: %{y:,.0f} GB/s<extra>" + roof + " roof</extra>")
+        gpus = [_short_gpu(p.gpu) for p in preds]
+        if len(set(gpus)) < len(gpus):  # two cards of one chip: plotly would merge them
+            gpus = [p.gpu for p in preds]
+        full = [[p.gpu] for p in preds]
+        for roof, colour, symbol in roofs:
+            fig.add_scatter(x=gpus, y=[getattr(p, roof) / 1e9 for p in preds], mode="markers",
+                            name=f"{roof} roof", visible=i == 0, legendgroup=roof,
+                            marker={"symbol": symbol, "size": 11, "color": colour}, customdata=full,
+                            hovertemplate="%{customdata[0]}: %{y:,.0f} GB/s<extra>" + roof
+                            + " roof</extra>")
         fig.add_scatter(x=gpus, y=[p.ceiling / 1e9 for p in preds], mode="markers",
                         name="predicted ceiling", visible=i == 0,
-                        marker={"symbol": "diamond", "size": 12, "color": "black"},
-                        customdata=[[p.bound, p.num_splits] for p in preds],
-                        hovertemplate=("%{x}: %{y:,.0f} GB/s, bound by %{customdata[0]}"
-                                       " (%{customdata[1]} splits)<extra></extra>"))
+                        marker={"symbol": "diamond-open", "size": 22, "color": "#888888",
+                                "line": {"width": 2.5}},
+                        customdata=[[p.gpu, p.bound, p.num_splits] for p in preds],
+                        hovertemplate=("%{customdata[0]}: %{y:,.0f} GB/s, bound by %{customdata[1]}"
+                                       " (%{customdata[2]} splits)<extra></extra>"))
     per_view = len(roofs) + 1
     fig.update_layout(
-        barmode="group",
         updatemenus=[{"type": "buttons", "direction": "right", "x": 0, "y": 1.18,
                       "xanchor": "left", "buttons": [
                           {"label": f"batch {b}", "method": "update",
@@ -208,7 +227,8 @@ def roofline_figure(predictions: dict[int, list[Prediction]]) -> go.Figure:
                                                  for j in range(per_view * len(batches))]}]}
                           for i, b in enumerate(batches)]}],
         title_text="Predicted bandwidth roofs of one decode step (a prediction, not a measurement)",
-        yaxis={"title": "GB/s (10^9 bytes/s), log scale", "type": "log"},
+        yaxis={**log_axis(nice_log_ticks(min(values), max(values))),
+               "title": "GB/s (10^9 bytes/s), log scale"},
         xaxis={"tickangle": 0}, height=460, margin={"t": 110},
     )
     return fig
