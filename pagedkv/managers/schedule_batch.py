@@ -228,23 +228,21 @@ class ScheduleBatch:
         self.kv_len += 1
 
     def decode_many(self, steps: int) -> None:
-        """``steps`` decode steps' slots at once: one ``alloc_extend`` from ``kv_len`` to
-        ``kv_len + steps`` per request, and ``steps`` sampled tokens each.
+        """``steps`` decode steps' slots at once, and ``steps`` sampled tokens each.
 
-        The same number of pages per request as ``steps`` single steps; only which page ids
-        each request gets differs (the free list is walked request by request instead of
-        step by step). The caller checks that no request stops before the last step and
-        that the pages fit without eviction.
+        The slots are those ``steps`` calls of :meth:`prepare_for_decode` give
+        (``alloc_decode_steps``: new pages in step order, then batch order), so the page
+        tables and the free list end up exactly as after single steps. The caller checks
+        that no request stops before the last step and that the pages fit without eviction.
         """
-        out = self.allocator.alloc_extend(self.kv_len, self.kv_len + steps, self.last_loc,
-                                          len(self.reqs) * steps)
+        out = self.allocator.alloc_decode_steps(self.kv_len, self.last_loc, steps)
         if out is None:
             raise OutOfMemoryError(f"{steps} decode steps do not fit "
                                    f"{self.allocator.available_size()} free slots")
         rows = np.repeat(self.req_pool_idx, steps)
         positions = (self.kv_len[:, None] + np.arange(steps)).ravel()
-        self.table[rows, positions] = out.numpy()
-        self.last_loc = out.numpy()[steps - 1::steps].copy()
+        self.table[rows, positions] = out.ravel()
+        self.last_loc = out[:, -1].copy()
         self.kv_len += steps
         self.generated += steps
 

@@ -80,8 +80,10 @@ class Scheduler(SchedulerPrefillMixin, SchedulerDecodeMixin, SchedulerMetricsMix
         record_page_tables: keep every step's page tables in the trace (small pools only).
         record_pages: record every page's owner changes (``trace.page_events``: what the
             visualizer replays at card scale).
-        fast_forward: take decode steps between events together (simulator only; the trace
-            is the same either way).
+        fast_forward: take decode steps between events together (simulator only; the
+            results, the trace and the memory are the same either way: see
+            :mod:`pagedkv.managers.scheduler_decode`); False forces the step-by-step path,
+            the reference the fast path is tested against.
         trace: where the run is recorded (default: a new :class:`Trace` over ``meta``); a
             :class:`~pagedkv.managers.trace_summary.SummaryTrace` keeps totals only, for runs
             too long to keep every step (the scheduler's steps are the same either way).

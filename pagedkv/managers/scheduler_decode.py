@@ -13,11 +13,14 @@ requests that stopped release their KV into the tree (``cache_finished_req``, al
 the step in one free group).
 
 Fast-forward (the simulator only): between events SGLang's loop does the same thing every
-step, so ``k`` decode steps can be taken with one ``alloc_extend`` and their trace rows
-worked out arithmetically. A window is taken only when no prefill attempt, finish, eviction
-or retraction can happen inside it (see :meth:`SchedulerDecodeMixin.window_length`); every
-count in the trace is what ``k`` single steps give, only page ids differ, so no window is
-taken while page tables are recorded.
+step, so ``k`` decode steps can be taken with one allocation and their trace rows worked out
+arithmetically. A window is taken only when no prefill attempt, finish, eviction or
+retraction can happen inside it (see :meth:`SchedulerDecodeMixin.window_length`). It is
+exact, not approximate: every count, time and ratio in the trace is what ``k`` single steps
+give, and the slots are handed out in the single steps' order (``alloc_decode_steps``), so
+page tables and the free list are the same too. What it skips is only the per-step Python
+work; windows are not taken while per-step page tables or page events are recorded (they
+would need a snapshot per step). ``Scheduler(fast_forward=False)`` forces single steps.
 """
 
 from __future__ import annotations
