@@ -88,16 +88,19 @@ class SchedulerDecodeMixin:
             self.fast_forward_steps(steps)
             return
         batch.prepare_for_decode()
-        fb = ForwardBatch("decode", batch.reqs, batch.req_pool_idx, batch.kv_len - 1,
-                          np.ones(bs, dtype=np.int64), batch.last_loc, np.ones(bs, dtype=bool),
-                          kv_tokens, self.req_to_token_pool)
-        result = self.executor.forward(fb)
-        self.clock += result.seconds
+        if self.fast_forward:  # the simulator: the step's modelled time is all forward() gives
+            self.clock += self.executor.decode_seconds(bs, kv_tokens)
+        else:
+            fb = ForwardBatch("decode", batch.reqs, batch.req_pool_idx, batch.kv_len - 1,
+                              np.ones(bs, dtype=np.int64), batch.last_loc,
+                              np.ones(bs, dtype=bool), kv_tokens, self.req_to_token_pool)
+            result = self.executor.forward(fb)
+            self.clock += result.seconds
+            if result.next_token_ids is not None:
+                for req, token in zip(batch.reqs, result.next_token_ids.tolist(), strict=True):
+                    req.output_ids.append(int(token))
+                    req.last_token = int(token)
         batch.generated += 1
-        if result.next_token_ids is not None:
-            for req, token in zip(batch.reqs, result.next_token_ids.tolist(), strict=True):
-                req.output_ids.append(int(token))
-                req.last_token = int(token)
         self.decoded += bs
         self.num_decode_steps += 1
         self.process_batch_result_decode()

@@ -30,6 +30,7 @@ from pagedkv.model_executor.forward_batch_info import ForwardBatch
 
 WAITING_PREFIX_REFRESH_INTERVAL = 32  # 0.5.23: refresh waiting prefixes every 32 passes
 WAITING_PREFIX_REFRESH_REQS = 128  # ... of the first 128 waiting requests
+_NO_KEY = np.empty(0, dtype=np.int64)
 
 
 class SchedulerPrefillMixin:
@@ -69,7 +70,9 @@ class SchedulerPrefillMixin:
     def init_next_round_input(self, req: Req) -> None:
         """Match ``req``'s prompt + output so far (all but the last token) against the tree.
         Source: ``Req.init_next_round_input``."""
-        match = self.tree_cache.match_prefix(req.token_ids(max(req.fill_len - 1, 0)))
+        # a disabled cache (ChunkCache) never matches: its key need not be built
+        key = _NO_KEY if self.tree_cache.disable else req.token_ids(max(req.fill_len - 1, 0))
+        match = self.tree_cache.match_prefix(key)
         req.prefix_len = req.cache_protected_len = len(match.device_indices)
         req.last_node = match.last_device_node
         req._prefix_slots = match.device_indices

@@ -259,15 +259,14 @@ class BaseTokenToKVPoolAllocator:
         pages = as_i64("page_ids", page_ids)
         if len(pages) == 0:
             return
-        if pages.min() < 1 or pages.max() > self.num_pages:
+        srt = np.sort(pages) if len(pages) > 1 else pages  # its ends are the range
+        if srt[0] < 1 or srt[-1] > self.num_pages:
             raise AllocatorError(f"cannot free pages {pages.tolist()}: outside 1..{self.num_pages}")
-        if len(pages) > 1:
-            srt = np.sort(pages)
-            if np.count_nonzero(srt[1:] == srt[:-1]):
-                raise AllocatorError("page_ids lists a page twice")
+        if len(pages) > 1 and np.count_nonzero(srt[1:] == srt[:-1]):
+            raise AllocatorError("page_ids lists a page twice")
         by_page = self._state.reshape(-1, self.page_size)
         # a page holds a token if a slot does
-        held = (by_page[pages, 0] == IN_USE if self.page_size == 1
+        held = (self._state[pages] == IN_USE if self.page_size == 1
                 else (by_page[pages] == IN_USE).any(axis=1))
         if np.count_nonzero(held) != len(held):
             raise AllocatorError(f"cannot free pages {pages[~held].tolist()}: they hold no token")

@@ -99,6 +99,8 @@ class PagedTokenToKVPoolAllocator(BaseTokenToKVPoolAllocator):
                                  strict)
         if pages is None:
             return None
+        if p == 1:  # every token is a new page, taken request after request
+            return self._hand_out(pages, pages)
         # token j of request i (0 <= j < ext[i]): the first room[i] tokens fill the rest of
         # its partial page (last_loc + 1 + j); token room[i] + k goes to offset k % p of
         # its (k // p)-th new page, the request's new pages following those of requests < i
@@ -140,6 +142,9 @@ class PagedTokenToKVPoolAllocator(BaseTokenToKVPoolAllocator):
                             "two equal lengths")
         if len(seq) and seq.min() < 1:
             raise bad_value("seq_lens", seq.tolist(), "integers >= 1 (they include the new token)")
+        if self.page_size == 1:  # every token starts a new page
+            pages = self._take_pages(len(seq), f"alloc_decode({len(seq)} requests)", strict)
+            return None if pages is None else self._hand_out(pages, pages)
         boundary = ~self._check_last_loc(seq - 1, last)  # these start a new page
         pages = self._take_pages(int(np.count_nonzero(boundary)),
                                  f"alloc_decode({len(seq)} requests)", strict)
