@@ -87,19 +87,14 @@ class ScheduleBatch:
         if not reqs:
             return
         self.reqs.extend(reqs)
-        n = len(reqs)
-        cols = {
-            "prompt_len": [r.prompt_len for r in reqs],
-            "max_new_tokens": [r.max_new_tokens for r in reqs],
-            "output_len": [NO_EOS if r.output_len is None else r.output_len for r in reqs],
-            "generated": [r.generated for r in reqs],
-            "kv_len": [r.kv_committed_len for r in reqs],
-            "req_pool_idx": [r.req_pool_idx for r in reqs],
-            "last_loc": [int(self.table[r.req_pool_idx, r.kv_committed_len - 1]) for r in reqs],
-        }
-        for name in _FIELDS:
-            setattr(self, name, np.concatenate((getattr(self, name),
-                                                np.fromiter(cols[name], np.int64, n))))
+        table = self.table
+        cols = np.array([(r.prompt_len, r.max_new_tokens,
+                          NO_EOS if r.output_len is None else r.output_len, r.generated,
+                          r.kv_committed_len, r.req_pool_idx,
+                          table[r.req_pool_idx, r.kv_committed_len - 1]) for r in reqs],
+                        dtype=np.int64).T  # one row per _FIELDS name
+        for name, col in zip(_FIELDS, cols, strict=True):
+            setattr(self, name, np.concatenate((getattr(self, name), col)))
         self.ignore_eos = np.concatenate((self.ignore_eos, [r.ignore_eos for r in reqs]))
         self.finished = np.concatenate((self.finished, [r.finished for r in reqs]))
 
