@@ -32,9 +32,8 @@ from pagedkv.mem_cache.base_prefix_cache import BasePrefixCache
 from pagedkv.mem_cache.common import release_kv_cache
 from pagedkv.mem_cache.memory_pool import ReqToTokenPool
 
-_FIELDS = ("prompt_len", "max_new_tokens", "output_len", "generated", "kv_len", "req_pool_idx",
+_FIELDS = ("prompt_len", "max_new_tokens", "stop_at", "generated", "kv_len", "req_pool_idx",
            "last_loc")
-NO_EOS = np.iinfo(np.int64).max  # output_len of a request that stops only at max_new_tokens
 
 
 def retract_ratio(decoded: Sequence[int] | np.ndarray, max_new_tokens: Sequence[int] | np.ndarray,
@@ -56,9 +55,11 @@ class ScheduleBatch:
 
     Attributes:
         reqs: the requests, in batch order.
-        prompt_len, max_new_tokens, output_len, generated, kv_len, req_pool_idx, last_loc:
+        prompt_len, max_new_tokens, stop_at, generated, kv_len, req_pool_idx, last_loc:
             int64 ``[len(reqs)]``; ``kv_len`` is ``kv_committed_len``, ``last_loc`` the slot
-            of each request's last KV token, ``output_len`` :data:`NO_EOS` when unknown.
+            of each request's last KV token, ``stop_at`` the output length at which it stops
+            by itself (:meth:`Req.should_stop`: ``max_new_tokens``, or its ``output_len`` if
+            that comes first and EOS counts; a real model's EOS is checked apart).
         ignore_eos, finished: bool ``[len(reqs)]``.
         batch_is_full: SGLang's flag: admission found no room; prefill is not tried again
             until the batch shrinks.
@@ -89,7 +90,8 @@ class ScheduleBatch:
         self.reqs.extend(reqs)
         table = self.table
         cols = np.array([(r.prompt_len, r.max_new_tokens,
-                          NO_EOS if r.output_len is None else r.output_len, r.generated,
+                          r.max_new_tokens if r.ignore_eos or r.output_len is None
+                          else min(r.output_len, r.max_new_tokens), r.generated,
                           r.kv_committed_len, r.req_pool_idx,
                           table[r.req_pool_idx, r.kv_committed_len - 1]) for r in reqs],
                         dtype=np.int64).T  # one row per _FIELDS name
@@ -242,6 +244,5 @@ class ScheduleBatch:
         self.generated += steps
 
     def stopping(self) -> np.ndarray:
-        """Bool ``[len(reqs)]``: live requests whose latest token ends them."""
-        hit_eos = ~self.ignore_eos & (self.generated >= self.output_len)
-        return ~self.finished & ((self.generated >= self.max_new_tokens) | hit_eos)
+        """Bool ``[len(reqs)]``: live requests whose latest token ends them (``stop_at``)."""
+        return ~self.finished & (self.generated >= self.stop_at)

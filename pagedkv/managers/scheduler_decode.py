@@ -140,8 +140,7 @@ class SchedulerDecodeMixin:
                 or (self.waiting and not b.batch_is_full)):
             return 1
         size = len(b)
-        stop_at = np.where(b.ignore_eos, b.max_new_tokens, np.minimum(b.output_len, b.max_new_tokens))
-        k = min(int((stop_at - b.generated).min()), MAX_WINDOW)
+        k = min(int((b.stop_at - b.generated).min()), MAX_WINDOW)
         if k < max(2, size // 8):
             return 1
         # step j writes position kv_len + j: a new page when (kv_len + j) % p == 0

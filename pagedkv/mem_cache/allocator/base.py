@@ -58,6 +58,8 @@ def decode_need(kv_lens: IntsLike, page_size: int) -> int:
     Source: ``ScheduleBatch.new_tokens_required_next_decode`` (0.5.9 and 0.5.23).
     """
     kv = as_i64("kv_lens", kv_lens)
+    if page_size == 1:  # every token starts a page
+        return len(kv)
     return int(np.count_nonzero(kv % page_size == 0)) * page_size
 
 
