@@ -283,8 +283,9 @@ class BaseTokenToKVPoolAllocator:
     def free_segment(self, row_slots: IntsLike) -> None:
         """Free one request's row segment that starts on a page boundary: the pages of its
         first slot in every ``p``, in row order (SGLang 0.5.23 ``free_segment``)."""
-        slots = as_i64("row_slots", row_slots)
-        self.free_page_ids(slots[::self.page_size] // self.page_size)
+        slots, p = as_i64("row_slots", row_slots), self.page_size
+        # page size 1: the slots are the page ids (copied: a free group holds them till its end)
+        self.free_page_ids(np.array(slots) if p == 1 else slots[::p] // p)
 
     def free_group_begin(self) -> None:
         """Hold frees back until :meth:`free_group_end` (groups do not nest)."""

@@ -91,16 +91,17 @@ class PagedTokenToKVPoolAllocator(BaseTokenToKVPoolAllocator):
         if extend_num_tokens != total:
             raise bad_value("extend_num_tokens", extend_num_tokens,
                             f"sum(seq_lens - prefix_lens) = {total}")
-        self._check_last_loc(pre, last)
         p = self.page_size
+        if p == 1:  # every token is a new page, taken request after request
+            pages = self._take_pages(total, f"alloc_extend({len(seq)} requests)", strict)
+            return None if pages is None else self._hand_out(pages, pages)
+        self._check_last_loc(pre, last)
         pre_pages = (pre + p - 1) // p
         new_pages = (seq + p - 1) // p - pre_pages
         pages = self._take_pages(int(new_pages.sum()), f"alloc_extend({len(seq)} requests)",
                                  strict)
         if pages is None:
             return None
-        if p == 1:  # every token is a new page, taken request after request
-            return self._hand_out(pages, pages)
         # token j of request i (0 <= j < ext[i]): the first room[i] tokens fill the rest of
         # its partial page (last_loc + 1 + j); token room[i] + k goes to offset k % p of
         # its (k // p)-th new page, the request's new pages following those of requests < i
