@@ -5,7 +5,8 @@ once or Poisson, both SGLang releases, chunked prefill small enough to chunk, th
 off and on) run twice: with the fast path (``fast_forward=True``, the default) and with it
 forced off. Everything must match: every request's metrics, the step count, every step row,
 event and log line the trace keeps, the totals a summary trace keeps, and the allocator's
-final state (the free list in order, every slot's state, every page-table row).
+final state (the free list in order, every slot's state, every page-table row). The
+documented switch ``simulate(fast_forward=False)`` is checked on SGLang's own pool too.
 """
 
 from __future__ import annotations
@@ -14,11 +15,11 @@ import numpy as np
 import pytest
 
 from pagedkv.errors import ConfigError
-from pagedkv.managers import Scheduler, SchedulerConfig
+from pagedkv.managers import Scheduler, SchedulerConfig, simulate
 from pagedkv.managers.trace import TraceMeta
 from pagedkv.managers.trace_summary import SummaryTrace
 from pagedkv.model_executor.sim_executor import RooflineStepTime
-from pagedkv.workloads.synthetic import RequestSpec
+from pagedkv.workloads.synthetic import RequestSpec, sharegpt_like
 
 # decode time grows with the KV read (1 ms + 1 us per KV token): arrivals land mid-window
 STEP_TIME = RooflineStepTime(weights_bytes=10**6, num_params=10**6, cell_size=1000,
@@ -123,3 +124,17 @@ def test_the_cases_exercise_the_fast_path() -> None:
         retractions += len(s.trace.events_of("retract"))
         chunks += len(s.trace.events_of("chunk"))
     assert windows > 100 and retractions > 10 and chunks > 100
+
+
+@pytest.mark.parametrize("page", [1, 16])
+def test_simulate_switch_gives_the_same_run(page: int) -> None:
+    """``simulate(fast_forward=False)``, the documented switch, on SGLang's pool for
+    Llama-3-8B (roofline step times, ShareGPT-like lengths, Poisson arrivals, radix cache
+    off): the same trace and metrics as the default."""
+    specs = sharegpt_like(800, rate=20.0, seed=3)
+    runs = [simulate(specs, max_total_tokens=40000, page_size=page, radix_cache=False,
+                     fast_forward=fast) for fast in (True, False)]
+    assert runs[0].trace.to_dict() == runs[1].trace.to_dict()
+    assert runs[0].metrics == runs[1].metrics
+    assert [[getattr(r, k) for k in REQ_KEYS] for r in runs[0].requests] == [
+        [getattr(r, k) for k in REQ_KEYS] for r in runs[1].requests]
