@@ -122,11 +122,13 @@ class CsvSink:
             self.file = open(path, "w", newline="", encoding="utf-8")  # noqa: SIM115 - closed by close()
         except OSError as exc:
             raise bad_value("--csv", path, f"a file that can be written ({exc.strerror})") from None
-        self.writer = csv.DictWriter(self.file, COLUMNS)
-        self.writer.writeheader()
+        self.writer = csv.writer(self.file)
+        self.writer.writerow(COLUMNS)
 
     def __call__(self, row: Row) -> None:
-        self.writer.writerow(row)
+        # what csv.DictWriter writes (None as an empty field), without its per-row check
+        # for keys outside the header (a row has exactly COLUMNS)
+        self.writer.writerow([row[name] for name in COLUMNS])
 
     def close(self) -> None:
         self.file.close()

@@ -32,9 +32,8 @@ from pagedkv.mem_cache.base_prefix_cache import BasePrefixCache
 from pagedkv.mem_cache.common import release_kv_cache
 from pagedkv.mem_cache.memory_pool import ReqToTokenPool
 
-_FIELDS = ("prompt_len", "max_new_tokens", "output_len", "generated", "kv_len", "req_pool_idx",
+_FIELDS = ("prompt_len", "max_new_tokens", "stop_at", "generated", "kv_len", "req_pool_idx",
            "last_loc")
-NO_EOS = np.iinfo(np.int64).max  # output_len of a request that stops only at max_new_tokens
 
 
 def retract_ratio(decoded: Sequence[int] | np.ndarray, max_new_tokens: Sequence[int] | np.ndarray,
@@ -56,9 +55,11 @@ class ScheduleBatch:
 
     Attributes:
         reqs: the requests, in batch order.
-        prompt_len, max_new_tokens, output_len, generated, kv_len, req_pool_idx, last_loc:
+        prompt_len, max_new_tokens, stop_at, generated, kv_len, req_pool_idx, last_loc:
             int64 ``[len(reqs)]``; ``kv_len`` is ``kv_committed_len``, ``last_loc`` the slot
-            of each request's last KV token, ``output_len`` :data:`NO_EOS` when unknown.
+            of each request's last KV token, ``stop_at`` the output length at which it stops
+            by itself (:meth:`Req.should_stop`: ``max_new_tokens``, or its ``output_len`` if
+            that comes first and EOS counts; a real model's EOS is checked apart).
         ignore_eos, finished: bool ``[len(reqs)]``.
         batch_is_full: SGLang's flag: admission found no room; prefill is not tried again
             until the batch shrinks.
@@ -87,19 +88,15 @@ class ScheduleBatch:
         if not reqs:
             return
         self.reqs.extend(reqs)
-        n = len(reqs)
-        cols = {
-            "prompt_len": [r.prompt_len for r in reqs],
-            "max_new_tokens": [r.max_new_tokens for r in reqs],
-            "output_len": [NO_EOS if r.output_len is None else r.output_len for r in reqs],
-            "generated": [r.generated for r in reqs],
-            "kv_len": [r.kv_committed_len for r in reqs],
-            "req_pool_idx": [r.req_pool_idx for r in reqs],
-            "last_loc": [int(self.table[r.req_pool_idx, r.kv_committed_len - 1]) for r in reqs],
-        }
-        for name in _FIELDS:
-            setattr(self, name, np.concatenate((getattr(self, name),
-                                                np.fromiter(cols[name], np.int64, n))))
+        table = self.table
+        cols = np.array([(r.prompt_len, r.max_new_tokens,
+                          r.max_new_tokens if r.ignore_eos or r.output_len is None
+                          else min(r.output_len, r.max_new_tokens), r.generated,
+                          r.kv_committed_len, r.req_pool_idx,
+                          table[r.req_pool_idx, r.kv_committed_len - 1]) for r in reqs],
+                        dtype=np.int64).T  # one row per _FIELDS name
+        for name, col in zip(_FIELDS, cols, strict=True):
+            setattr(self, name, np.concatenate((getattr(self, name), col)))
         self.ignore_eos = np.concatenate((self.ignore_eos, [r.ignore_eos for r in reqs]))
         self.finished = np.concatenate((self.finished, [r.finished for r in reqs]))
 
@@ -228,27 +225,24 @@ class ScheduleBatch:
         self.kv_len += 1
 
     def decode_many(self, steps: int) -> None:
-        """``steps`` decode steps' slots at once: one ``alloc_extend`` from ``kv_len`` to
-        ``kv_len + steps`` per request, and ``steps`` sampled tokens each.
+        """``steps`` decode steps' slots at once, and ``steps`` sampled tokens each.
 
-        The same number of pages per request as ``steps`` single steps; only which page ids
-        each request gets differs (the free list is walked request by request instead of
-        step by step). The caller checks that no request stops before the last step and
-        that the pages fit without eviction.
+        The slots are those ``steps`` calls of :meth:`prepare_for_decode` give
+        (``alloc_decode_steps``: new pages in step order, then batch order), so the page
+        tables and the free list end up exactly as after single steps. The caller checks
+        that no request stops before the last step and that the pages fit without eviction.
         """
-        out = self.allocator.alloc_extend(self.kv_len, self.kv_len + steps, self.last_loc,
-                                          len(self.reqs) * steps)
+        out = self.allocator.alloc_decode_steps(self.kv_len, self.last_loc, steps)
         if out is None:
             raise OutOfMemoryError(f"{steps} decode steps do not fit "
                                    f"{self.allocator.available_size()} free slots")
         rows = np.repeat(self.req_pool_idx, steps)
         positions = (self.kv_len[:, None] + np.arange(steps)).ravel()
-        self.table[rows, positions] = out.numpy()
-        self.last_loc = out.numpy()[steps - 1::steps].copy()
+        self.table[rows, positions] = out.ravel()
+        self.last_loc = out[:, -1].copy()
         self.kv_len += steps
         self.generated += steps
 
     def stopping(self) -> np.ndarray:
-        """Bool ``[len(reqs)]``: live requests whose latest token ends them."""
-        hit_eos = ~self.ignore_eos & (self.generated >= self.output_len)
-        return ~self.finished & ((self.generated >= self.max_new_tokens) | hit_eos)
+        """Bool ``[len(reqs)]``: live requests whose latest token ends them (``stop_at``)."""
+        return ~self.finished & (self.generated >= self.stop_at)

@@ -80,8 +80,10 @@ class Scheduler(SchedulerPrefillMixin, SchedulerDecodeMixin, SchedulerMetricsMix
         record_page_tables: keep every step's page tables in the trace (small pools only).
         record_pages: record every page's owner changes (``trace.page_events``: what the
             visualizer replays at card scale).
-        fast_forward: take decode steps between events together (simulator only; the trace
-            is the same either way).
+        fast_forward: take decode steps between events together (simulator only; the
+            results, the trace and the memory are the same either way: see
+            :mod:`pagedkv.managers.scheduler_decode`); False forces the step-by-step path,
+            the reference the fast path is tested against.
         trace: where the run is recorded (default: a new :class:`Trace` over ``meta``); a
             :class:`~pagedkv.managers.trace_summary.SummaryTrace` keeps totals only, for runs
             too long to keep every step (the scheduler's steps are the same either way).
@@ -174,6 +176,8 @@ class Scheduler(SchedulerPrefillMixin, SchedulerDecodeMixin, SchedulerMetricsMix
         cfg, p, total = self.config, self.page_size, self.max_total_num_tokens
         limit = max_req_input_len(total, self.context_len or total)
         max_req_len = limit + 5
+        v0509 = cfg.sglang_version == "0.5.9"
+        overhead = 0 if v0509 else p
         for r in self.reqs:
             if r.prompt_len >= limit:
                 raise bad_value(f"request {r.rid} prompt_len", r.prompt_len,
@@ -181,12 +185,12 @@ class Scheduler(SchedulerPrefillMixin, SchedulerDecodeMixin, SchedulerMetricsMix
                                 f"max_total_num_tokens - 1) - 5)")
             if r.follows is not None and not 0 <= r.follows < r.rid:
                 raise bad_value(f"request {r.rid} follows", r.follows, f"an earlier rid in [0, {r.rid})")
+            prompt_pages = int(ceil_to_page(r.prompt_len, p))
             cap = max_req_len - r.prompt_len - 1
-            if cfg.sglang_version != "0.5.9":
-                cap = min(cap, total - int(ceil_to_page(r.prompt_len, p)) - p - 1)
+            if not v0509:
+                cap = min(cap, total - prompt_pages - p - 1)
             r.max_new_tokens = max(1, min(r.max_new_tokens, cap))
-            overhead = 0 if cfg.sglang_version == "0.5.9" else p
-            slack = total - int(ceil_to_page(r.prompt_len, p)) - overhead - r.max_new_tokens
+            slack = total - prompt_pages - overhead - r.max_new_tokens
             if r.ignore_eos and not radix_cache and slack <= 1:
                 raise bad_value(f"request {r.rid} (ignore_eos) prompt_len + max_new_tokens",
                                 r.prompt_len + r.max_new_tokens,

@@ -13,11 +13,14 @@ requests that stopped release their KV into the tree (``cache_finished_req``, al
 the step in one free group).
 
 Fast-forward (the simulator only): between events SGLang's loop does the same thing every
-step, so ``k`` decode steps can be taken with one ``alloc_extend`` and their trace rows
-worked out arithmetically. A window is taken only when no prefill attempt, finish, eviction
-or retraction can happen inside it (see :meth:`SchedulerDecodeMixin.window_length`); every
-count in the trace is what ``k`` single steps give, only page ids differ, so no window is
-taken while page tables are recorded.
+step, so ``k`` decode steps can be taken with one allocation and their trace rows worked out
+arithmetically. A window is taken only when no prefill attempt, finish, eviction or
+retraction can happen inside it (see :meth:`SchedulerDecodeMixin.window_length`). It is
+exact, not approximate: every count, time and ratio in the trace is what ``k`` single steps
+give, and the slots are handed out in the single steps' order (``alloc_decode_steps``), so
+page tables and the free list are the same too. What it skips is only the per-step Python
+work; windows are not taken while per-step page tables or page events are recorded (they
+would need a snapshot per step). ``Scheduler(fast_forward=False)`` forces single steps.
 """
 
 from __future__ import annotations
@@ -85,16 +88,19 @@ class SchedulerDecodeMixin:
             self.fast_forward_steps(steps)
             return
         batch.prepare_for_decode()
-        fb = ForwardBatch("decode", batch.reqs, batch.req_pool_idx, batch.kv_len - 1,
-                          np.ones(bs, dtype=np.int64), batch.last_loc, np.ones(bs, dtype=bool),
-                          kv_tokens, self.req_to_token_pool)
-        result = self.executor.forward(fb)
-        self.clock += result.seconds
+        if self.fast_forward:  # the simulator: the step's modelled time is all forward() gives
+            self.clock += self.executor.decode_seconds(bs, kv_tokens)
+        else:
+            fb = ForwardBatch("decode", batch.reqs, batch.req_pool_idx, batch.kv_len - 1,
+                              np.ones(bs, dtype=np.int64), batch.last_loc,
+                              np.ones(bs, dtype=bool), kv_tokens, self.req_to_token_pool)
+            result = self.executor.forward(fb)
+            self.clock += result.seconds
+            if result.next_token_ids is not None:
+                for req, token in zip(batch.reqs, result.next_token_ids.tolist(), strict=True):
+                    req.output_ids.append(int(token))
+                    req.last_token = int(token)
         batch.generated += 1
-        if result.next_token_ids is not None:
-            for req, token in zip(batch.reqs, result.next_token_ids.tolist(), strict=True):
-                req.output_ids.append(int(token))
-                req.last_token = int(token)
         self.decoded += bs
         self.num_decode_steps += 1
         self.process_batch_result_decode()
@@ -134,8 +140,7 @@ class SchedulerDecodeMixin:
                 or (self.waiting and not b.batch_is_full)):
             return 1
         size = len(b)
-        stop_at = np.where(b.ignore_eos, b.max_new_tokens, np.minimum(b.output_len, b.max_new_tokens))
-        k = min(int((stop_at - b.generated).min()), MAX_WINDOW)
+        k = min(int((b.stop_at - b.generated).min()), MAX_WINDOW)
         if k < max(2, size // 8):
             return 1
         # step j writes position kv_len + j: a new page when (kv_len + j) % p == 0

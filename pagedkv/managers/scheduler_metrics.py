@@ -14,6 +14,8 @@ from __future__ import annotations
 
 from typing import Any
 
+import numpy as np
+
 
 class SchedulerMetricsMixin:
     """Log lines and trace rows (state lives on the scheduler)."""
@@ -27,6 +29,8 @@ class SchedulerMetricsMixin:
 
     def log_prefill(self, adder: Any, running_bs: int, extend_tokens: int, seconds: float) -> None:
         """SGLang's prefill line, after the pass's result was processed."""
+        if not self.trace.keeps_log:  # nobody reads the line: do not build it
+            return
         n = len(adder.can_run_list)
         rate = extend_tokens / seconds if seconds > 0 else 0.0
         head = (f"Prefill batch, #new-seq: {n}, #new-token: {adder.log_input_tokens}, "
@@ -46,10 +50,12 @@ class SchedulerMetricsMixin:
     def log_decode(self, bs: int, used: int | None = None) -> None:
         """SGLang's decode line. ``#token`` (default: :meth:`tokens_in_use`) and
         ``token usage`` leave out evictable tokens."""
-        used = self.tokens_in_use() if used is None else used
         elapsed = self.clock - self._log_clock
         rate = (self.decoded - self._log_tokens) / elapsed if elapsed > 0 else 0.0
         self._log_clock, self._log_tokens = self.clock, self.decoded
+        if not self.trace.keeps_log:  # nobody reads the line: do not build it
+            return
+        used = self.tokens_in_use() if used is None else used
         graph = bs <= self.config.cuda_graph_max_bs
         self.trace.add_log(self.num_steps, f"Decode batch, #running-req: {bs}, #token: {used}, "
                                            f"token usage: {used / self.max_total_num_tokens:.2f}, "
@@ -59,9 +65,16 @@ class SchedulerMetricsMixin:
     def record(self, kind: str) -> None:
         """Append this step's row (and page tables) to the trace. ``tokens_reserved`` is
         worked out only for a trace that keeps rows (a summary trace does not read it)."""
-        live = int((~self.running.finished).sum()) + (self.chunked_req is not None)
+        b, chunked = self.running, self.chunked_req
+        if b.finished.any():  # (0.5.9) finished requests wait in the batch: not counted
+            live_mask = ~b.finished
+            live, used = int(np.count_nonzero(live_mask)), int(b.kv_len[live_mask].sum())
+        else:
+            live, used = len(b), int(b.kv_len.sum())
+        if chunked is not None:
+            live, used = live + 1, used + chunked.kv_committed_len
         reserved = self.tokens_reserved if self.trace.records_steps else 0.0
-        self.record_row(kind, self.tokens_used, reserved, self.allocator.available_size(), live)
+        self.record_row(kind, used, reserved, self.allocator.available_size(), live)
         if self.trace.page_tables is not None:
             self.trace.page_tables.append(self._page_tables())
         if self.trace.page_events is not None:

@@ -30,6 +30,7 @@ from pagedkv.model_executor.forward_batch_info import ForwardBatch
 
 WAITING_PREFIX_REFRESH_INTERVAL = 32  # 0.5.23: refresh waiting prefixes every 32 passes
 WAITING_PREFIX_REFRESH_REQS = 128  # ... of the first 128 waiting requests
+_NO_KEY = np.empty(0, dtype=np.int64)
 
 
 class SchedulerPrefillMixin:
@@ -69,7 +70,9 @@ class SchedulerPrefillMixin:
     def init_next_round_input(self, req: Req) -> None:
         """Match ``req``'s prompt + output so far (all but the last token) against the tree.
         Source: ``Req.init_next_round_input``."""
-        match = self.tree_cache.match_prefix(req.token_ids(max(req.fill_len - 1, 0)))
+        # a disabled cache (ChunkCache) never matches: its key need not be built
+        key = _NO_KEY if self.tree_cache.disable else req.token_ids(max(req.fill_len - 1, 0))
+        match = self.tree_cache.match_prefix(key)
         req.prefix_len = req.cache_protected_len = len(match.device_indices)
         req.last_node = match.last_device_node
         req._prefix_slots = match.device_indices
@@ -146,26 +149,28 @@ class SchedulerPrefillMixin:
                 self.trace.event(step, "chunk", req.rid, {"prefix": req.prefix_len,
                                                           "tokens": req.extend_len})
         n = len(admitted)
-        prefix = np.fromiter((r.prefix_len for r in admitted), np.int64, n)
-        ext = np.fromiter((r.extend_len for r in admitted), np.int64, n)
-        rows = np.fromiter((r.req_pool_idx for r in admitted), np.int64, n)
-        total = int(ext.sum())
-        last = np.full(n, -1, dtype=np.int64)
-        held = prefix > 0
-        last[held] = table[rows[held], prefix[held] - 1]
+        prefix_l = [r.prefix_len for r in admitted]
+        ext_l = [r.extend_len for r in admitted]
+        rows_l = [r.req_pool_idx for r in admitted]
+        prefix, ext, rows = (np.array(v, dtype=np.int64) for v in (prefix_l, ext_l, rows_l))
+        total = sum(ext_l)
+        # the slot of each request's last cached token (-1: none), for its partial page
+        last = np.array([table[row, pre - 1] if pre else -1
+                         for row, pre in zip(rows_l, prefix_l, strict=True)], dtype=np.int64)
         self.tree_cache.evict_from_tree_cache(total if p == 1 else total + n * p)
         out = self.allocator.alloc_extend(prefix, prefix + ext, last, total)
         if out is None:
             raise OutOfMemoryError(f"prefill of {total} tokens does not fit "
                                    f"{self.allocator.available_size()} free slots")
         slots = out.numpy()
-        ends = np.cumsum(ext)
-        table[np.repeat(rows, ext), np.arange(total) - np.repeat(ends - ext - prefix, ext)] = slots
-        sample = np.fromiter((r is not self.chunked_req for r in admitted), bool, n)
-        for req, e in zip(admitted, ext.tolist(), strict=True):
-            req.kv_committed_len = req.prefix_len + e
+        start = 0
+        for req, row, pre, e in zip(admitted, rows_l, prefix_l, ext_l, strict=True):
+            table[row, pre:pre + e] = slots[start:start + e]
+            start += e
+            req.kv_committed_len = pre + e
+        sample = np.array([r is not self.chunked_req for r in admitted], dtype=bool)
         batch = ForwardBatch("extend", admitted, rows, prefix, ext, slots, sample,
-                             int(prefix.sum()), self.req_to_token_pool)
+                             sum(prefix_l), self.req_to_token_pool)
         result = self.executor.forward(batch)
         self.clock += result.seconds
         self.process_batch_result_prefill(batch, result.next_token_ids)

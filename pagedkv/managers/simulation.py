@@ -61,16 +61,17 @@ class SimSetup:
     context_len: int
 
     def scheduler(self, requests: Iterable[RequestLike], *, record_page_tables: bool = False,
-                  record_pages: bool = False,
-                  trace: Trace | SummaryTrace | None = None) -> Scheduler:
+                  record_pages: bool = False, trace: Trace | SummaryTrace | None = None,
+                  fast_forward: bool = True) -> Scheduler:
         """A :class:`Scheduler` over ``requests`` on this pool (``trace`` default: a full
-        :class:`Trace`)."""
+        :class:`Trace`; ``fast_forward=False`` forces the step-by-step path, which gives the
+        same run)."""
         return Scheduler(requests, max_total_num_tokens=self.plan.max_total_num_tokens,
                          page_size=self.meta.page_size, config=self.config,
                          radix_cache=self.radix_cache, context_len=self.context_len,
                          step_time=self.step_time, meta=self.meta,
                          record_page_tables=record_page_tables, record_pages=record_pages,
-                         trace=trace)
+                         trace=trace, fast_forward=fast_forward)
 
 
 def prepare(
@@ -139,13 +140,15 @@ def prepare(
 
 
 def simulate(requests: Sequence[RequestLike], *, record_page_tables: bool = False,
-             record_pages: bool = False, **options: Any) -> SimResult:
+             record_pages: bool = False, fast_forward: bool = True, **options: Any) -> SimResult:
     """Run SGLang's scheduler over ``requests`` on the pool SGLang would build.
 
     Args:
         requests: workload entries (``pagedkv.workloads.synthetic.RequestSpec`` or alike), any order.
         record_page_tables: keep every step's page tables (small pools only).
         record_pages: record every page's owner changes (the visualizer's page events).
+        fast_forward: False forces the step-by-step path (the reference the fast path is
+            tested against; the results are the same, only slower).
         options: :func:`prepare`'s keyword arguments (``model``, ``gpu``, ``page_size``,
             ``policy``, ``radix_cache``, ... and any :class:`SchedulerConfig` field).
 
@@ -157,7 +160,7 @@ def simulate(requests: Sequence[RequestLike], *, record_page_tables: bool = Fals
     """
     setup = prepare(**options)
     sched = setup.scheduler(requests, record_page_tables=record_page_tables,
-                            record_pages=record_pages)
+                            record_pages=record_pages, fast_forward=fast_forward)
     trace = sched.run()
     return SimResult(trace, Metrics.from_run(sched.reqs, trace), sched.reqs, setup.plan,
                      setup.config)

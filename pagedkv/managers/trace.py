@@ -127,11 +127,12 @@ class TraceMeta:
 class Trace:
     """Step columns, events, optional page tables and log lines of one simulation.
 
-    ``records_steps`` is True: the scheduler fills every column (a
+    ``records_steps`` and ``keeps_log`` are True: the scheduler fills every column and log (a
     :class:`~pagedkv.managers.trace_summary.SummaryTrace` keeps totals only).
     """
 
     records_steps = True
+    keeps_log = True
 
     def __init__(self, meta: TraceMeta, record_page_tables: bool = False,
                  page_events: Any = None) -> None:

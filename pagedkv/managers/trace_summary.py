@@ -37,6 +37,7 @@ class SummaryTrace:
     Attributes:
         records_steps: False: the scheduler may skip work done only for step rows (the
             ``tokens_reserved`` column).
+        keeps_log: whether prefill and decode log lines are wanted (``on_log`` given).
         page_tables, page_events: always None (page tables and page events are kept only by
             ``Trace``).
     """
@@ -57,6 +58,12 @@ class SummaryTrace:
 
     def __len__(self) -> int:
         return sum(self._kinds.values())
+
+    @property
+    def keeps_log(self) -> bool:
+        """Whether log lines other than retraction lines (which are counted) are wanted:
+        only when someone takes them (``on_log``); the scheduler skips building them otherwise."""
+        return self.on_log is not None
 
     def record_step(self, *values: Any) -> None:
         """Count one step; ``values`` in :data:`~pagedkv.managers.trace.STEP_COLUMNS` order."""

@@ -81,6 +81,11 @@ class ReqToTokenPool:
 
     def free(self, free_index: int | list[int]) -> None:
         """Return rows to the back of the free list; AllocatorError for a free/unknown row."""
+        if isinstance(free_index, int) and self.first_row <= free_index < self.rows \
+                and not self._row_free[free_index]:  # one good row (the common case), checked
+            self._row_free[free_index] = True
+            self.free_slots.append(free_index)
+            return
         rows = [free_index] if isinstance(free_index, int) else list(free_index)
         idx = np.asarray(rows, dtype=np.int64)
         lo = self.first_row

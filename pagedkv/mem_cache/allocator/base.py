@@ -58,6 +58,8 @@ def decode_need(kv_lens: IntsLike, page_size: int) -> int:
     Source: ``ScheduleBatch.new_tokens_required_next_decode`` (0.5.9 and 0.5.23).
     """
     kv = as_i64("kv_lens", kv_lens)
+    if page_size == 1:  # every token starts a page
+        return len(kv)
     return int(np.count_nonzero(kv % page_size == 0)) * page_size
 
 
@@ -259,15 +261,14 @@ class BaseTokenToKVPoolAllocator:
         pages = as_i64("page_ids", page_ids)
         if len(pages) == 0:
             return
-        if pages.min() < 1 or pages.max() > self.num_pages:
+        srt = np.sort(pages) if len(pages) > 1 else pages  # its ends are the range
+        if srt[0] < 1 or srt[-1] > self.num_pages:
             raise AllocatorError(f"cannot free pages {pages.tolist()}: outside 1..{self.num_pages}")
-        if len(pages) > 1:
-            srt = np.sort(pages)
-            if np.count_nonzero(srt[1:] == srt[:-1]):
-                raise AllocatorError("page_ids lists a page twice")
+        if len(pages) > 1 and np.count_nonzero(srt[1:] == srt[:-1]):
+            raise AllocatorError("page_ids lists a page twice")
         by_page = self._state.reshape(-1, self.page_size)
         # a page holds a token if a slot does
-        held = (by_page[pages, 0] == IN_USE if self.page_size == 1
+        held = (self._state[pages] == IN_USE if self.page_size == 1
                 else (by_page[pages] == IN_USE).any(axis=1))
         if np.count_nonzero(held) != len(held):
             raise AllocatorError(f"cannot free pages {pages[~held].tolist()}: they hold no token")
@@ -282,8 +283,9 @@ class BaseTokenToKVPoolAllocator:
     def free_segment(self, row_slots: IntsLike) -> None:
         """Free one request's row segment that starts on a page boundary: the pages of its
         first slot in every ``p``, in row order (SGLang 0.5.23 ``free_segment``)."""
-        slots = as_i64("row_slots", row_slots)
-        self.free_page_ids(slots[::self.page_size] // self.page_size)
+        slots, p = as_i64("row_slots", row_slots), self.page_size
+        # page size 1: the slots are the page ids (copied: a free group holds them till its end)
+        self.free_page_ids(np.array(slots) if p == 1 else slots[::p] // p)
 
     def free_group_begin(self) -> None:
         """Hold frees back until :meth:`free_group_end` (groups do not nest)."""

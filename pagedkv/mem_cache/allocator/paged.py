@@ -91,8 +91,11 @@ class PagedTokenToKVPoolAllocator(BaseTokenToKVPoolAllocator):
         if extend_num_tokens != total:
             raise bad_value("extend_num_tokens", extend_num_tokens,
                             f"sum(seq_lens - prefix_lens) = {total}")
-        self._check_last_loc(pre, last)
         p = self.page_size
+        if p == 1:  # every token is a new page, taken request after request
+            pages = self._take_pages(total, f"alloc_extend({len(seq)} requests)", strict)
+            return None if pages is None else self._hand_out(pages, pages)
+        self._check_last_loc(pre, last)
         pre_pages = (pre + p - 1) // p
         new_pages = (seq + p - 1) // p - pre_pages
         pages = self._take_pages(int(new_pages.sum()), f"alloc_extend({len(seq)} requests)",
@@ -140,6 +143,9 @@ class PagedTokenToKVPoolAllocator(BaseTokenToKVPoolAllocator):
                             "two equal lengths")
         if len(seq) and seq.min() < 1:
             raise bad_value("seq_lens", seq.tolist(), "integers >= 1 (they include the new token)")
+        if self.page_size == 1:  # every token starts a new page
+            pages = self._take_pages(len(seq), f"alloc_decode({len(seq)} requests)", strict)
+            return None if pages is None else self._hand_out(pages, pages)
         boundary = ~self._check_last_loc(seq - 1, last)  # these start a new page
         pages = self._take_pages(int(np.count_nonzero(boundary)),
                                  f"alloc_decode({len(seq)} requests)", strict)
@@ -148,3 +154,49 @@ class PagedTokenToKVPoolAllocator(BaseTokenToKVPoolAllocator):
         out = last + 1
         out[boundary] = pages * self.page_size
         return self._hand_out(out, pages)
+
+    def alloc_decode_steps(self, kv_lens: np.ndarray, last_loc: np.ndarray,
+                           steps: int) -> np.ndarray | None:
+        """The slots of ``steps`` successive decode steps with nothing freed in between,
+        exactly as ``steps`` calls of :meth:`alloc_decode` hand them out.
+
+        Step ``j`` writes position ``kv_lens + j`` of every request; one that crosses a page
+        boundary there (``(kv_lens + j) % p == 0``; every request when ``p == 1``) takes the
+        next page from the front of the free list, step after step and, within a step, in
+        batch order. So new pages are taken in (step, request) order, and a request's other
+        tokens fill its current page.
+
+        Args:
+            kv_lens: int64 ``[bs]`` tokens cached before the first step (each >= 1).
+            last_loc: int64 ``[bs]`` slot of each request's last cached token.
+            steps: decode steps, >= 1.
+
+        Returns: int64 ``[bs, steps]`` slots (row ``i``: request ``i``'s positions
+        ``kv_lens[i] .. kv_lens[i] + steps - 1``), or None (nothing changed) when short.
+        Source: ``alloc_decode_kernel`` (``PagedTokenToKVPoolAllocator.alloc_decode``),
+        ``steps`` times.
+        """
+        kv, last = as_i64("kv_lens", kv_lens), as_i64("last_loc", last_loc)
+        if len(kv) != len(last) or (len(kv) and kv.min() < 1):
+            raise bad_value("(kv_lens, last_loc)", (kv.tolist(), last.tolist()),
+                            "two equal lengths, kv_lens >= 1")
+        p = self.page_size
+        self._check_last_loc(kv, last)
+        pos = kv[None, :] + np.arange(steps, dtype=np.int64)[:, None]  # [steps, bs]
+        fresh = pos % p == 0
+        pages = self._take_pages(int(np.count_nonzero(fresh)), f"{steps} decode steps", False)
+        if pages is None:
+            return None
+        if p == 1:  # every token is a new page: step-major, batch order
+            out = pages.reshape(steps, len(kv)).T.copy()
+        else:
+            page = np.empty(pos.shape, dtype=np.int64)
+            page[0] = last // p  # the partial page a request is filling (overwritten if fresh)
+            page[fresh] = pages  # boolean assignment walks (step, request) in C order
+            # the page a token goes to: the latest fresh page at or before its step
+            since = np.where(fresh, np.arange(steps)[:, None], 0)
+            np.maximum.accumulate(since, axis=0, out=since)
+            page = np.take_along_axis(page, since, axis=0)
+            out = (page * p + pos % p).T.copy()
+        self._hand_out(out.reshape(-1), pages)
+        return out
