@@ -25,27 +25,18 @@ would need a snapshot per step). ``Scheduler(fast_forward=False)`` forces single
 
 from __future__ import annotations
 
-from typing import Any
-
 import numpy as np
 
 from pagedkv.managers.schedule_policy import running_reservation
+from pagedkv.managers.scheduler_state import SchedulerState
 from pagedkv.mem_cache.common import release_kv_cache
 from pagedkv.model_executor.forward_batch_info import ForwardBatch
 
 MAX_WINDOW = 4096  # decode steps per fast-forward window at most
 
 
-class SchedulerDecodeMixin:
+class SchedulerDecodeMixin(SchedulerState):
     """Decode-side methods of the scheduler (state lives on the scheduler)."""
-
-    config: Any
-    tree_cache: Any
-    allocator: Any
-    req_to_token_pool: Any
-    running: Any
-    waiting: Any
-    trace: Any
 
     def update_running_batch(self) -> bool:
         """Drop finished requests, check memory (retract or decay the ratio), allocate the

@@ -16,16 +16,11 @@ from typing import Any
 
 import numpy as np
 
+from pagedkv.managers.scheduler_state import SchedulerState
 
-class SchedulerMetricsMixin:
+
+class SchedulerMetricsMixin(SchedulerState):
     """Log lines and trace rows (state lives on the scheduler)."""
-
-    config: Any
-    tree_cache: Any
-    allocator: Any
-    running: Any
-    waiting: Any
-    trace: Any
 
     def log_prefill(self, adder: Any, running_bs: int, extend_tokens: int, seconds: float) -> None:
         """SGLang's prefill line, after the pass's result was processed."""

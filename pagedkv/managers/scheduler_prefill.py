@@ -18,13 +18,12 @@ forward pass each request whose prompt is complete samples a token and is cached
 
 from __future__ import annotations
 
-from typing import Any
-
 import numpy as np
 
 from pagedkv.errors import OutOfMemoryError
 from pagedkv.managers.req import Req
 from pagedkv.managers.schedule_policy import AddReqResult, PrefillAdder
+from pagedkv.managers.scheduler_state import SchedulerState
 from pagedkv.mem_cache.common import release_kv_cache
 from pagedkv.model_executor.forward_batch_info import ForwardBatch
 
@@ -33,17 +32,8 @@ WAITING_PREFIX_REFRESH_REQS = 128  # ... of the first 128 waiting requests
 _NO_KEY = np.empty(0, dtype=np.int64)
 
 
-class SchedulerPrefillMixin:
+class SchedulerPrefillMixin(SchedulerState):
     """Prefill-side methods of the scheduler (state lives on the scheduler)."""
-
-    # attributes provided by Scheduler (typed loosely to keep this module import-free of it)
-    config: Any
-    tree_cache: Any
-    allocator: Any
-    req_to_token_pool: Any
-    running: Any
-    waiting: Any
-    trace: Any
 
     def num_allocatable_reqs(self, running_bs: int) -> int:
         """``max_running_requests - running_bs`` (0.5.23: also at most the free rows).

@@ -8,21 +8,13 @@ Follows SGLang's ``python/sglang/srt/managers/scheduler_runtime_checker_mixin.py
 
 from __future__ import annotations
 
-from typing import Any
-
 from pagedkv.errors import PagedKVError
+from pagedkv.managers.scheduler_state import SchedulerState
 from pagedkv.mem_cache.allocator import ceil_to_page
 
 
-class SchedulerRuntimeCheckerMixin:
+class SchedulerRuntimeCheckerMixin(SchedulerState):
     """Idle housekeeping and checks (state lives on the scheduler)."""
-
-    config: Any
-    tree_cache: Any
-    allocator: Any
-    req_to_token_pool: Any
-    running: Any
-    waiting: Any
 
     def on_idle(self) -> None:
         """Nothing to run: check memory and reset ``new_token_ratio`` (0.5.9: always; 0.5.23:
