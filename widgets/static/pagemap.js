@@ -60,6 +60,7 @@ function labelCell(ctx, text, x, y, ink, halo) {
 // per cell would take longer than a frame. A colour as one little-endian RGBA word:
 const words = new Map();
 let probe = null;
+const requestWords = [];  // a request's colour as a word, made once each
 function colourWord(colour) {
   if (!words.has(colour)) {
     probe ??= Object.assign(document.createElement("canvas"), { width: 1, height: 1 }).getContext("2d", { willReadFrequently: true });
@@ -72,22 +73,34 @@ function colourWord(colour) {
   return words.get(colour);
 }
 
-// cells: [x, y, colour, unused fraction of a partly written page (0: none)], in CSS px.
-function paintPixels(ctx, v, cells, cw, ch, colours) {
-  const canvas = ctx.canvas, k = canvas.width / v.W;
+// The pool map's pages straight into the canvas's pixels, cell by cell in page order, with no
+// per-cell objects (tens of thousands of pages, every frame). g: {r0, r1, c0, c1, cols, total,
+// cw, ch, owners, partial, p} as in poolMapSpec; v: the view in CSS px.
+function paintPixels(ctx, v, g, colours) {
+  const canvas = ctx.canvas, k = canvas.width / v.W, stride = canvas.width;
   if (canvas.pkvPixels?.width !== canvas.width || canvas.pkvPixels.height !== canvas.height) {
     canvas.pkvPixels = ctx.createImageData(canvas.width, canvas.height);  // kept: no megabyte per frame
   }
   const img = canvas.pkvPixels, px = new Uint32Array(img.data.buffer);
   px.fill(colourWord(colours.bg));
-  const free = colourWord(colours.free);
-  for (const [x, y, colour, unused] of cells) {
-    const x0 = Math.max(0, Math.round(x * k)), x1 = Math.min(canvas.width, Math.round((x + cw) * k));
-    const y0 = Math.max(0, Math.round(y * k)), y1 = Math.min(canvas.height, Math.round((y + ch) * k));
-    const word = colourWord(colour), cut = unused ? Math.round(x1 - (x1 - x0) * unused) : x1;
-    for (let row = y0; row < y1; row++) {
-      px.fill(word, row * canvas.width + x0, row * canvas.width + cut);
-      if (cut < x1) px.fill(free, row * canvas.width + cut, row * canvas.width + x1);
+  const free = colourWord(colours.free), padding = colourWord(PADDING_PAGE);
+  const special = new Map([[FREE, free], [SHARED, colourWord(OWNER_COLOURS[SHARED])], [CACHED, colourWord(OWNER_COLOURS[CACHED])]]);
+  const { r0, r1, c0, c1, cols, total, cw, ch, owners, partial, p } = g;
+  // Column edges in device pixels, once per frame.
+  const xs = new Int32Array(c1 - c0 + 1);
+  for (let c = c0; c <= c1; c++) xs[c - c0] = Math.min(stride, Math.max(0, Math.round((c * cw - v.x) * k)));
+  for (let r = r0; r < r1; r++) {
+    const y0 = Math.max(0, Math.round((r * ch - v.y) * k)), y1 = Math.min(canvas.height, Math.round(((r + 1) * ch - v.y) * k));
+    for (let c = c0; c < c1; c++) {
+      const page = r * cols + c;
+      if (page >= total) break;
+      const o = owners[page], x0 = xs[c - c0], x1 = xs[c - c0 + 1];
+      const word = page === 0 ? padding : o >= 0 ? (requestWords[o] ??= colourWord(ownerFill(o))) : special.get(o);
+      const tail = partial.get(page), cut = tail ? Math.round(x0 + (x1 - x0) * tail[1] / p) : x1;
+      for (let row = y0, at = y0 * stride; row < y1; row++, at += stride) {
+        px.fill(word, at + x0, at + cut);
+        if (cut < x1) px.fill(free, at + cut, at + x1);
+      }
     }
   }
   ctx.putImageData(img, 0, 0);
@@ -274,8 +287,15 @@ function poolMapSpec(run, s, width, zoom, colours) {
   const cols = Math.max(8, Math.floor(width / base)), rows = Math.ceil(total / cols);
   const cw = base * zoom, ch = base * zoom;
   const { free, ink, halo, freeLine: grid } = colours;
-  const counts = { own: 0, [SHARED]: 0, [CACHED]: 0, [FREE]: 0 };
-  for (let page = 1; page < total; page++) counts[owners[page] >= 0 ? "own" : owners[page]]++;
+  let own = 0, shared = 0, cached = 0, freePages = 0;  // plain counters: no keyed lookups per page
+  for (let page = 1; page < total; page++) {
+    const o = owners[page];
+    if (o >= 0) own++;
+    else if (o === SHARED) shared++;
+    else if (o === CACHED) cached++;
+    else freePages++;
+  }
+  const counts = { own, [SHARED]: shared, [CACHED]: cached, [FREE]: freePages };
   return {
     cols, rows, cw, ch, gutter: 0, height: rows * ch, counts, colours,
     label: `pool map at step ${s}: ${counts.own} pages held by requests, ${counts[SHARED]} shared, ${counts[CACHED]} cached, ${counts[FREE]} free`,
@@ -284,17 +304,7 @@ function poolMapSpec(run, s, width, zoom, colours) {
       const r0 = Math.floor(v.y / ch), r1 = Math.min(rows, Math.ceil((v.y + v.H) / ch));
       const c0 = Math.floor(v.x / cw), c1 = Math.min(cols, Math.ceil((v.x + v.W) / cw));
       const gap = cw >= 4 ? 1 : 0, byColour = new Map(), tails = [];
-      if (!gap) {
-        const cells = [];
-        for (let r = r0; r < r1; r++) {
-          for (let c = c0; c < c1 && r * cols + c < total; c++) {
-            const page = r * cols + c, o = owners[page];
-            cells.push([c * cw - v.x, r * ch - v.y, page === 0 ? PADDING_PAGE : o === FREE ? free : ownerFill(o),
-              partial.has(page) ? 1 - partial.get(page)[1] / p : 0]);
-          }
-        }
-        return paintPixels(ctx, v, cells, cw, ch, colours);
-      }
+      if (!gap) return paintPixels(ctx, v, { r0, r1, c0, c1, cols, total, cw, ch, owners, partial, p }, colours);
       for (let r = r0; r < r1; r++) {
         for (let c = c0; c < c1; c++) {
           const page = r * cols + c;
