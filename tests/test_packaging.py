@@ -23,3 +23,13 @@ def test_wheel_holds_every_module_and_data_file(tmp_path):
                  for p in (ROOT / "widgets").rglob("*") if p.suffix in {".py", ".js", ".css"}}
     missing = sorted(expected - names)
     assert not missing, f"missing from the wheel: {missing}"
+
+
+def test_test_modules_have_unique_names() -> None:
+    """pytest imports the test folders without packages, by basename: two test modules with
+    one name stop the whole run at collection (tests/reference included)."""
+    from collections import Counter
+    from pathlib import Path
+
+    names = Counter(p.name for p in (Path(__file__).parent).rglob("test_*.py"))
+    assert [n for n, k in names.items() if k > 1] == []
