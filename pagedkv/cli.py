@@ -104,7 +104,7 @@ def plan_from_args(args: argparse.Namespace) -> KVPoolPlan:
 def run_size(args: argparse.Namespace) -> int:
     """``pagedkv size``: print SGLang's start-up lines and B_max, or one JSON object."""
     plan = plan_from_args(args)
-    if args.json:
+    if args.json:  # the log lines, and so a cap that did nothing, are in the text output
         print(json.dumps(plan.as_dict(), indent=2))
         return 0
     print("\n".join(plan.log_lines()))

@@ -112,6 +112,7 @@ class KVPoolPlan:
     sglang_version: str = "0.5.23"
     architecture: str = ""
     chunked_prefill_size: int | None = None
+    warnings: tuple[str, ...] = ()
 
     @property
     def pool_bytes(self) -> int:
@@ -160,6 +161,7 @@ class KVPoolPlan:
         return [
             f"Load weight begin. avail mem={pre:.2f} GB",
             f"{load_end}avail mem={post:.2f} GB, mem usage={pre - post:.2f} GB.",
+            *self.warnings,
             allocated,
             f"max_total_num_tokens={self.max_total_num_tokens}, {chunk}"
             f"max_prefill_tokens=16384, max_running_requests={self.max_running_requests}, "
@@ -167,7 +169,15 @@ class KVPoolPlan:
         ]
 
     def as_dict(self) -> dict[str, object]:
-        """A flat JSON-able summary (what ``pagedkv size --json`` prints)."""
+        """A flat JSON-able summary (what ``pagedkv size --json`` prints): memory as exact
+        bytes (``*_bytes``) and as GiB (2^30 bytes) rounded to 6 decimals (``*_gib``: a
+        reading of 78.81 GiB stays 78.81, not its float remainder), and SGLang's warnings."""
+        memory = {"pre_free": self.pre_free_bytes, "post_free": self.post_free_bytes,
+                  "weights": self.weights_bytes, "pool": self.pool_bytes}
+        if self.is_mla:
+            memory["kv_size"] = self.k_size_bytes
+        else:
+            memory.update(k_size=self.k_size_bytes, v_size=self.v_size_bytes)
         out: dict[str, object] = {
             "model": self.model,
             "bytes_per_token": self.cell_size,
@@ -179,17 +189,13 @@ class KVPoolPlan:
             "page_size": self.page_size,
             "kv_cache_dtype": self.kv_cache_dtype,
             "context_len": self.context_len,
-            "pre_free_gib": self.pre_free_bytes / GiB,
-            "post_free_gib": self.post_free_bytes / GiB,
-            "weights_gib": self.weights_bytes / GiB,
-            "pool_gib": self.pool_bytes / GiB,
             "batch_cap": self.batch_cap,
+            "sglang_version": self.sglang_version,
+            "warnings": list(self.warnings),
         }
-        if self.is_mla:
-            out["kv_size_gib"] = self.k_size_bytes / GiB
-        else:
-            out["k_size_gib"] = self.k_size_bytes / GiB
-            out["v_size_gib"] = self.v_size_bytes / GiB
+        for name, size in memory.items():
+            out[f"{name}_bytes"] = int(size)
+            out[f"{name}_gib"] = round(size / GiB, 6)
         return out
 
 
@@ -249,7 +255,9 @@ def plan_pool(
         page_size: tokens per page, >= 1; the token count is rounded down to a multiple.
         kv_cache_dtype: ``bf16``, ``fp16``, ``fp32``, ``fp8_e4m3`` or ``fp8_e5m2``.
         context_len: default the model's ``max_position_embeddings``.
-        max_total_tokens: SGLang's ``--max-total-tokens`` cap.
+        max_total_tokens: SGLang's ``--max-total-tokens`` cap. A cap above the profiled
+            pool leaves the pool as profiled, and the plan's ``warnings`` (and its log lines)
+            carry SGLang's warning saying so.
         weights_bytes: override the weight size per GPU (needed for quantized models).
         sglang_version: ``"0.5.23"`` (default) or ``"0.5.9"``: whose default ``f``,
             ``max_running_requests``, start-up error and log lines to follow.
@@ -304,8 +312,12 @@ def plan_pool(
     if tokens < page_size:
         raise _not_enough_memory(pre_free_bytes, post_free_bytes, mem_fraction_static,
                                  "0.5.9" if not weights_fill_budget else sglang_version)
+    warnings: tuple[str, ...] = ()
     if max_total_tokens is not None:
         check_positive_int("max_total_tokens", max_total_tokens)
+        if max_total_tokens > tokens:  # SGLang warns and keeps the profiled pool
+            warnings = (f"max_total_tokens={max_total_tokens} is larger than the profiled value "
+                        f"{tokens}. Use the profiled value instead.",)
         tokens = min(tokens, max_total_tokens)
     tokens = tokens // page_size * page_size
     if max_running_requests is None:
@@ -336,6 +348,7 @@ def plan_pool(
         is_mla=model.is_mla, sglang_version=sglang_version, architecture=model.architecture,
         chunked_prefill_size=None if gpu is None else gpu_memory_defaults(
             gpu.memory_mib, tp, sglang_version)[0],
+        warnings=warnings,
     )
 
 

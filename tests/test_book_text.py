@@ -143,3 +143,28 @@ def test_chapter_8_token_usage_is_sglangs() -> None:
     assert r"(\text{max_total_num_tokens} - \text{available} - \text{evictable}) / " in text
     assert "evictable tree tokens count as free" in text
     assert "#6778" in text  # the misconception's source
+
+
+def test_the_running_case_medians_print_alike_everywhere() -> None:
+    """Chapters 1, 4 and 7 take the busy workload's medians from pagedkv_widgets.facts,
+    chapter 5 prints numpy's median with :.0f: the same request set, the same numbers."""
+    import numpy as np
+
+    from pagedkv.lessons.examples import long_answers_workload
+    from pagedkv.workloads.cases import LONG_ANSWERS
+    from pagedkv_widgets.facts import workload_facts
+
+    facts = workload_facts("busy")
+    specs = long_answers_workload(LONG_ANSWERS.busy_rate, seed=0)
+    assert f"{np.median([s.output_len for s in specs]):.0f}" == str(facts.output_median)
+    assert f"{np.median([s.prompt_len for s in specs]):.0f}" == str(facts.prompt_median)
+
+
+@pytest.mark.parametrize("chapter", CHAPTERS)
+def test_no_markdown_cell_is_tagged_to_hide(chapter: str) -> None:
+    """hide-cell/hide-input tags act on code cells only: on a markdown cell (an exercise's
+    answer) they do nothing and the answer shows. A dropdown admonition hides prose."""
+    nb = json.loads((BOOK / f"{chapter}.ipynb").read_text())
+    tagged = [c for c in nb["cells"] if c["cell_type"] == "markdown"
+              and {"hide-cell", "hide-input", "hide-output"} & set(c.get("metadata", {}).get("tags", []))]
+    assert tagged == []

@@ -46,3 +46,17 @@ def test_explorer_shows_names_not_preset_ids(monkeypatch):
     assert spec["labels"]["llama-3-8b"] == "Llama-3-8B"
     assert set(spec["labels"]) == set(spec["models"]) | set(spec["gpus"])
     assert "<figcaption>" in html
+
+
+def test_explorer_opens_on_the_followed_releases_default(monkeypatch):
+    """The slider opens at SGLang 0.5.23's default for the H100 (0.830, the value chapter 1's
+    text computes) and stops at 0.5.9's too (0.835)."""
+    import json
+    import re
+
+    monkeypatch.setenv("PAGEDKV_BOOK_BUILD", "1")
+    html = budget_explorer().data
+    spec = json.loads(re.search(r'<script type="application/json"[^>]*>(.*?)</script>', html).group(1))
+    assert spec["initial"][2] == "0.830"
+    assert {"0.830", "0.835"} <= set(spec["fractions"]) and spec["fractions"] == sorted(spec["fractions"])
+    assert spec["table"]["llama-3-8b|h100-sxm-80gb|0.830|8192"][3] == 419_019

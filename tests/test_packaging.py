@@ -33,3 +33,21 @@ def test_test_modules_have_unique_names() -> None:
 
     names = Counter(p.name for p in (Path(__file__).parent).rglob("test_*.py"))
     assert [n for n, k in names.items() if k > 1] == []
+
+
+def test_readme_presets_and_running_case_pools_are_pagedkvs() -> None:
+    """README's GPU preset list is every preset, and its running-case pools are computed ones."""
+    import re
+    from pathlib import Path
+
+    from pagedkv.gpus import GPU_PRESETS
+    from pagedkv.sizing import plan_pool
+    from pagedkv.workloads.cases import LONG_ANSWERS
+
+    text = " ".join((Path(__file__).parents[1] / "README.md").read_text().split())
+    listed = re.search(r"GPU presets: (.*?)\. Memory", text).group(1)
+    assert set(re.findall(r"`([a-z0-9-]+)`", listed)) == set(GPU_PRESETS)
+    case = LONG_ANSWERS.plan().max_total_num_tokens
+    default = plan_pool(LONG_ANSWERS.model, gpu=LONG_ANSWERS.gpu).max_total_num_tokens
+    assert f"mem_fraction_static {LONG_ANSWERS.mem_fraction_static:.2f}, an {case:,}-token pool" in text
+    assert f"{LONG_ANSWERS.sglang_default():.3f}, leaves # {default:,} tokens" in text

@@ -73,3 +73,12 @@ def test_package_exports_resolve_lazily() -> None:
     assert set(sched.__all__) <= set(dir(sched))
     with pytest.raises(AttributeError, match="no attribute 'nope'"):
         sched.nope  # noqa: B018
+
+
+def test_a_cap_above_the_pool_is_warned_on_stderr(capsys: pytest.CaptureFixture[str]) -> None:
+    args = parse("--model", "qwen3-4b", "--gpu", "rtx-4090", "--max-total-tokens", "87552",
+                 "--num-requests", "3", "--quiet")
+    assert run_simulate(args) == 0
+    captured = capsys.readouterr()
+    assert "warning: max_total_tokens=87552 is larger than the profiled value 68414" in captured.err
+    assert "pool 68,414 tokens" in captured.out

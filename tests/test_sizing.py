@@ -246,3 +246,23 @@ def test_max_running_requests_is_at_most_half_the_pool():
     assert plan_pool("qwen3-4b", sglang_version="0.5.9", **args).max_running_requests == 9000
     with pytest.raises(ConfigError, match="sglang_version"):
         plan_pool("qwen3-4b", sglang_version="0.6", **args)
+
+
+def test_a_cap_above_the_profiled_pool_is_said_not_silent():
+    """SGLang keeps the profiled pool and warns (0.5.23 kv_cache_configurator.py
+    _apply_token_constraints; 0.5.9 model_runner_kv_cache_mixin.py): so does pagedkv."""
+    free = plan_pool(load_model("qwen3-4b"), gpu=get_gpu("rtx-4090")).max_total_num_tokens
+    over = plan_pool(load_model("qwen3-4b"), gpu=get_gpu("rtx-4090"), max_total_tokens=87_552)
+    assert over.max_total_num_tokens == free
+    assert over.warnings == (f"max_total_tokens=87552 is larger than the profiled value {free}. "
+                             "Use the profiled value instead.",)
+    assert over.warnings[0] in over.log_lines() and over.as_dict()["warnings"] == list(over.warnings)
+    under = plan_pool(load_model("qwen3-4b"), gpu=get_gpu("rtx-4090"), max_total_tokens=40_000)
+    assert under.max_total_num_tokens == 40_000 and under.warnings == ()
+
+
+def test_json_gib_are_the_readings_not_their_float_remainders():
+    d = plan_pool(load_model("llama-3.1-8b"), pre_free_bytes=gib(78.81), post_free_bytes=gib(63.72),
+                  mem_fraction_static=0.88).as_dict()
+    assert (d["pre_free_gib"], d["post_free_gib"]) == (78.81, 63.72)
+    assert d["pool_bytes"] == d["max_total_num_tokens"] * d["bytes_per_token"] == 444_520 * 131_072

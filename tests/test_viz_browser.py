@@ -267,6 +267,11 @@ def test_visualizer_renders_four_views(page):
     assert len(widths) == 6 and sum(widths) == pytest.approx(bar, abs=0.01)
     assert "GiB = 2" in page.locator(VIZ).inner_text()
     assert "SGLang 0.5.23's scheduler" in _text(page, "run-name")
+    # every row of event marks inside the timeline's drawing (they were cut off at its edge)
+    height, bottoms = page.locator(f"{VIZ} [data-view=timeline] svg").evaluate(
+        "svg => [svg.viewBox.baseVal.height, [...svg.querySelectorAll('[data-marks]')]"
+        ".map(m => m.getBBox()).filter(b => b.height).map(b => b.y + b.height)]")
+    assert bottoms and max(bottoms) <= height
 
 
 def test_zoom_and_hover_read_a_page(page):

@@ -21,6 +21,8 @@ from IPython.display import HTML
 from pagedkv.errors import PagedKVError
 from pagedkv.gpus import get_gpu
 from pagedkv.model import load_model
+from pagedkv.releases import DEFAULT_SGLANG_VERSION, SGLANG_VERSIONS
+from pagedkv.server_args import default_mem_fraction_static
 from pagedkv.sizing import plan_pool
 from pagedkv.units import GiB
 from pagedkv_widgets.catalog import gpu_label, model_label
@@ -65,16 +67,24 @@ def budget_table(
 def budget_explorer(
     models: Sequence[str] = ("llama-3-8b", "llama-3.1-8b", "qwen3-4b", "mistral-7b-v0.3", "gemma-2-9b"),
     gpus: Sequence[str] = ("h100-sxm-80gb", "h200-141gb", "a100-80gb", "a100-40gb", "l4", "rtx-4090"),
-    fractions: Sequence[float] = (0.5, 0.55, 0.6, 0.65, 0.7, 0.75, 0.8, 0.835, 0.85, 0.9, 0.95),
+    fractions: Sequence[float] = (0.5, 0.55, 0.6, 0.65, 0.7, 0.75, 0.8, 0.85, 0.9, 0.95),
     contexts: Sequence[int] = (4096, 8192, 32768, 131072),
-    initial: tuple[str, str, float, int] = ("llama-3-8b", "h100-sxm-80gb", 0.835, 8192),
+    initial: tuple[str, str, float | None, int] = ("llama-3-8b", "h100-sxm-80gb", None, 8192),
 ) -> HTML:
     """An HTML output: selectors for model and GPU, sliders for fraction and context, the
     bar, a readout and a caption. Models and GPUs show by name, the ids stay in the data.
 
+    The fraction slider also stops at SGLang's own defaults for the first GPU (0.5.23's and
+    0.5.9's), and opens on the release the book follows (``initial``'s fraction None).
+
     Raises:
         ConfigError: an unknown model or GPU name.
     """
+    card = get_gpu(initial[1]).memory_mib
+    defaults = [default_mem_fraction_static(card, sglang_version=v) for v in SGLANG_VERSIONS]
+    fractions = sorted({round(f, 3) for f in (*fractions, *defaults)})
+    start = default_mem_fraction_static(card, sglang_version=DEFAULT_SGLANG_VERSION)
+    initial = (initial[0], initial[1], start if initial[2] is None else initial[2], initial[3])
     table = budget_table(models, gpus, fractions, contexts)
     spec = {
         "models": list(models), "gpus": list(gpus), "fractions": [f"{f:.3f}" for f in fractions],

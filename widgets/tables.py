@@ -142,8 +142,16 @@ def first_retraction_md(first: object) -> Markdown:
     """Chapter 5: who ``retract_decode`` chose first, and the ratio it set
     (``analysis.FirstRetraction``)."""
     f = first
-    tie = (f" (tied with request {f.tied_with}, whose prompt of {f.tied_prompt} tokens is "
-           f"shorter than its {f.victim_prompt})" if f.tied_with is not None else "")
+    if not f.tied_with:
+        tie = ""
+    elif len(f.tied_with) == 1:
+        tie = (f" (tied with request {f.tied_with[0]}, whose prompt of {f.tied_prompts[0]} tokens is "
+               f"shorter than its {f.victim_prompt})")
+    else:
+        names = ", ".join(map(str, f.tied_with[:-1])) + f" and {f.tied_with[-1]}"
+        sizes = ", ".join(map(str, f.tied_prompts[:-1])) + f" and {f.tied_prompts[-1]}"
+        tie = (f" (tied with requests {names}, whose prompts of {sizes} tokens are all "
+               f"shorter than its {f.victim_prompt})")
     stay = len(f.rows) - 1
     pages = -(-f.freed // f.page_size)
     kept = (f"; the radix cache keeps the {f.kept} tokens of its prompt it already held "

@@ -119,7 +119,8 @@ class FirstRetraction:
     step; ``victim``, its prompt, its ``output_len`` (kept), its ``freed`` KV tokens, the
     ``kept`` ones the radix cache holds on to (its cached prompt prefix) and the slots
     ``gained`` on the free list (the log's ``#new_tokens_gained``);
-    ``tied_with`` / ``tied_prompt``: a surviving request with as many outputs (None if none);
+    ``tied_with`` / ``tied_prompts``: the surviving requests with as many outputs, in batch order,
+    and their prompt lengths (empty if none);
     ``decoded`` / ``budget``: sums over the survivors that set ``ratio``
     (with ``retract_steps``, ``SGLANG_RETRACT_DECODE_STEPS``); ``log``: the SGLang
     log line; ``reprefill_step`` and ``reprefill_extend``: when the victim was prefilled
@@ -137,8 +138,8 @@ class FirstRetraction:
     freed: int
     kept: int
     gained: int
-    tied_with: int | None
-    tied_prompt: int | None
+    tied_with: tuple[int, ...]
+    tied_prompts: tuple[int, ...]
     decoded: int
     budget: int
     retract_steps: int
@@ -172,8 +173,8 @@ def first_retraction(sched: Scheduler) -> FirstRetraction:
         step, rows, int(trace.steps["tokens_free"][step - 1]),
         decode_need([r.kv_len for r in rows], p), p, victim, sched.reqs[victim].prompt_len,
         info["output_len"], info["freed"], info["kept"],
-        int(log.split("#new_tokens_gained: ")[1].split(",")[0]), tied[0] if tied else None,
-        sched.reqs[tied[0]].prompt_len if tied else None, sum(r.outputs for r in stay),
+        int(log.split("#new_tokens_gained: ")[1].split(",")[0]), tuple(tied),
+        tuple(sched.reqs[t].prompt_len for t in tied), sum(r.outputs for r in stay),
         sum(budget), sched.config.retract_decode_steps,
         retract_ratio([r.outputs for r in stay], budget,
                       sched.config.retract_decode_steps),

@@ -47,7 +47,8 @@ def admission(setup: Setup) -> Report:
     show += [len(kinds) - 1] if show[-1] != len(kinds) - 1 else []
     rows = [(steps["step"][i], steps["kind"][i], steps["num_running"][i], steps["num_waiting"][i],
              f"{steps['tokens_used'][i]:,}", f"{steps['tokens_reserved'][i]:,.0f}",
-             f"{steps['tokens_free'][i]:,}", f"{steps['new_token_ratio'][i]:.3f}") for i in show]
+             f"{steps['tokens_free'][i]:,}", f"{steps['tokens_evictable'][i]:,}",
+             f"{steps['new_token_ratio'][i]:.3f}") for i in show]
     lines = [
         setup.describe(),
         f"{n} requests arrive at once, each allowed up to {max_new} new tokens, into a pool of "
@@ -64,9 +65,14 @@ def admission(setup: Setup) -> Report:
          "advance: that is what the ratio guesses."),
         f"The run took {len(steps['step'])} steps ({sum(k == 'prefill' for k in steps['kind'])} "
         f"prefill passes) and {res.metrics.duration_s:.2f} s of forward passes; "
-        f"{plural(res.metrics.num_retractions, 'retraction')} (chapter 5).",
+        f"{plural(res.metrics.num_retractions, 'retraction')} (chapter 5). In the table a "
+        "request leaves \"running\" in the step it finishes (or is retracted: back to "
+        "\"waiting\"); a finished request's KV stays in the radix cache as cached tokens until "
+        "evicted (a retracted one keeps only its prompt pages there), so used + free + cached "
+        "is the pool.",
     ]
-    header = ("step", "kind", "running", "waiting", "tokens used", "reserved", "free", "ratio")
+    header = ("step", "kind", "running", "waiting", "tokens used", "reserved", "free",
+              "cached (evictable)", "ratio")
     log = [line for line in trace.log if line.startswith("Prefill")][:6]
     return Report(setup, lines, header, rows, log)
 
@@ -93,11 +99,17 @@ def retraction(setup: Setup) -> Report:
     t = np.diff(np.concatenate(([0.0], np.asarray(trace.steps["time_s"], dtype=float))))
     reprefill_steps = {e[0] for e in trace.events_of("reprefill")}
     reprefill_s = float(sum(t[s] for s in reprefill_steps))
-    again: dict[int, int] = {}  # tokens each re-prefill computed (what the tree no longer held)
-    for _, _, rid, extra in trace.events_of("reprefill"):
-        again[rid] = again.get(rid, 0) + extra["extend"]
-    rows = [(r.rid, r.num_retractions, r.generated, r.recomputed_tokens, r.kept_at_retract,
-             again.get(r.rid, 0), "yes" if same[r.rid] else "no") for r in victims]
+    held: dict[int, int] = {}  # KV tokens each victim held when retracted, and what the tree kept
+    kept: dict[int, int] = {}
+    for _, _, rid, extra in trace.events_of("retract"):
+        held[rid] = held.get(rid, 0) + extra["freed"]
+        kept[rid] = kept.get(rid, 0) + extra["kept"]
+    # A re-prefill computes what the tree no longer held: the KV thrown away (recomputed_tokens)
+    # plus, each time, the newest output token, whose KV no step had written yet. Counted from
+    # the requests, not the trace's reprefill event, which gives only the first chunk's length.
+    again = {r.rid: r.recomputed_tokens + r.num_retractions for r in victims}
+    rows = [(r.rid, r.num_retractions, r.generated, held[r.rid], kept[r.rid], again[r.rid],
+             r.recomputed_tokens, "yes" if same[r.rid] else "no") for r in victims]
     kept_same = sum(same[r.rid] for r in victims)
     others = [r for r in res.requests if not r.num_retractions]
     lines = [
@@ -106,10 +118,14 @@ def retraction(setup: Setup) -> Report:
         f"(page size {page}), schedule_conservativeness {opts['schedule_conservativeness']} (a "
         f"bold admission). {plural(len(victims), 'request')} "
         f"{'was' if len(victims) == 1 else 'were'} retracted (the log line below was printed "
-        f"{plural(res.metrics.retraction_events, 'time')}), freeing "
-        f"{res.metrics.recomputed_tokens:,} tokens of their KV; when they were admitted again, "
-        f"the model prefilled {sum(again.values()):,} tokens (prompt and output so far, minus "
-        "what the radix cache still held).",
+        f"{plural(res.metrics.retraction_events, 'time')}), holding {sum(held.values()):,} KV "
+        f"tokens, of which the radix cache kept {sum(kept.values()):,} as cached prompt pages "
+        "(the log's #new_tokens_gained counts the slots that came back, with what eviction "
+        "freed for the requests that stay). Admitted again, "
+        f"{'it' if len(victims) == 1 else 'they'} had {sum(again.values()):,} tokens prefilled "
+        "(prompt and output so far, minus what the radix cache still held): "
+        f"{res.metrics.recomputed_tokens:,} tokens of KV computed a second time, and the newest "
+        "output token each time.",
         f"The re-prefills took {reprefill_s:.3f} s of the run's {res.metrics.duration_s:.2f} s.",
         f"Each output is compared with the same prompt served from a pool 16 times larger, where "
         f"nothing was retracted: {kept_same} of {len(victims)} retracted requests and "
@@ -121,8 +137,8 @@ def retraction(setup: Setup) -> Report:
                      "a token computed in a batch of a different shape can round differently, and "
                      "greedy decoding follows a near tie either way. In float32 on the CPU every "
                      "token matches.")
-    header = ("request", "retractions", "output tokens", "KV freed", "of it kept in the tree",
-              "prefilled again", "same tokens")
+    header = ("request", "retractions", "output tokens", "KV held when retracted",
+              "of it kept in the tree", "prefilled again", "of it recomputed KV", "same tokens")
     log = [line for line in trace.log if line.startswith("KV cache pool is full")][:5]
     return Report(setup, lines, header, rows, log)
 

@@ -151,7 +151,7 @@ def chunk_default() -> VersionRow:
     """``chunked_prefill_size`` on a 24 GB card."""
     def run(v: str) -> str:
         return f"{gpu_memory_defaults(24_564, 1, v)[0]:,} tokens"
-    return VersionRow("bigger prefill chunks on 20-35 GB cards", "an RTX 4090 (24 GB)", *_both(run))
+    return VersionRow("bigger prefill chunks on 20-35 GiB cards", "an RTX 4090 (24 GB)", *_both(run))
 
 
 def version_changes() -> list[VersionRow]:

@@ -19,6 +19,8 @@ def run_single(args: argparse.Namespace, workload: Workload) -> int:
     """One run: the text summary (or one JSON object with every request's row), and the
     per-request CSV file with ``--csv``. Returns 0, or 130 after Ctrl-C."""
     setup = prepare(**setup_options(args))
+    for warning in setup.plan.warnings:  # a cap that did nothing: said, never silent
+        print(f"warning: {warning}", file=sys.stderr)
     csv_sink = CsvSink(args.csv) if args.csv else None
     stream = JsonStream() if args.json else None
     log: list[str] = []
@@ -48,6 +50,9 @@ def run_sweep(args: argparse.Namespace, workload: Workload) -> int:
     are left out; the one interrupted is marked partial)."""
     combos = settings([parse_axis(spec) for spec in args.sweep])
     setups = [prepare(**setup_options(args, c)) for c in combos]  # every bad value before any run
+    for combo, setup in zip(combos, setups, strict=True):
+        for warning in setup.plan.warnings:
+            print(f"warning ({label(combo)}): {warning}", file=sys.stderr)
     rows, runs = [], []
     for i, (combo, setup) in enumerate(zip(combos, setups, strict=True)):
         run = run_requests(setup, workload.make_specs(), workload.num_requests,

@@ -61,7 +61,7 @@ VERSION_DIFFERENCES: tuple[tuple[str, str, str, str], ...] = (
      "managers/schedule_batch.py: retract_decode"),
     ("new_token_ratio reset", "every step without a batch", "only when fully idle",
      "managers/scheduler.py: on_idle"),
-    ("chunked_prefill_size, 20-35 GB GPUs", "2048", "4096",
+    ("chunked_prefill_size, 20-35 GiB GPUs", "2048", "4096",
      "server_args / arg_groups/memory_hook.py"),
 )
 

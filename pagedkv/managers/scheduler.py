@@ -182,7 +182,8 @@ class Scheduler(SchedulerPrefillMixin, SchedulerDecodeMixin, SchedulerMetricsMix
             if r.prompt_len >= limit:
                 raise bad_value(f"request {r.rid} prompt_len", r.prompt_len,
                                 f"< max_req_input_len={limit} (min(context_len - 1, "
-                                f"max_total_num_tokens - 1) - 5)")
+                                f"max_total_num_tokens - 1) - 5; a larger pool, e.g. a higher "
+                                f"mem_fraction_static, takes longer prompts)")
             if r.follows is not None and not 0 <= r.follows < r.rid:
                 raise bad_value(f"request {r.rid} follows", r.follows, f"an earlier rid in [0, {r.rid})")
             prompt_pages = int(ceil_to_page(r.prompt_len, p))

@@ -156,7 +156,7 @@ def test_first_retraction_of_the_tiny_run(radix: bool) -> None:
     assert [r.rid for r in first.rows] == [2, 3, 4]
     assert [r.new_page for r in first.rows] == [False, False, True]
     # all tied on outputs: the longest prompt goes (39 > 27 > 24); it held 39 + 54 - 1 = 92
-    assert (first.victim, first.tied_with, first.output_len, first.freed) == (2, 3, 54, 92)
+    assert (first.victim, first.tied_with, first.output_len, first.freed) == (2, (3, 4), 54, 92)
     assert (first.decoded, first.budget) == (54 + 54, 70 + 70)
     assert first.ratio == 1.0  # (108 + 20 * 2) / 141 > 1
     # with the tree, its prompt's 2 whole pages (32 tokens) stay cached: 6 - 2 pages come

@@ -35,3 +35,31 @@ def test_helpers() -> None:
         "512 B", "8.00 KiB", "3.00 MiB", "2.00 GiB"]
     assert plural(1, "request") == "1 request" and plural(2, "time") == "2 times"
     assert report_md(Report(detect_setup(device="cpu"), ["a"])).data == "a"
+
+
+def test_admission_table_adds_up_to_the_pool() -> None:
+    """Chapter 4's table: used + free + cached (evictable) is the pool at every row shown."""
+    from pagedkv.lessons.on_gpu_serving import admission
+
+    report = admission(detect_setup(device="cpu"))
+    col = {name: k for k, name in enumerate(report.header)}
+    sums = {sum(int(row[col[c]].replace(",", "")) for c in ("tokens used", "free",
+                                                            "cached (evictable)"))
+            for row in report.rows}
+    assert sums == {96}  # the CPU stand-in's pool
+
+
+def test_retraction_report_counts_agree() -> None:
+    """Chapter 5's table: what a victim held, what the tree kept, what its re-prefill computed
+    (all its chunks, not the first) and the recomputed part of it."""
+    from pagedkv.lessons.on_gpu_serving import retraction
+
+    report = retraction(detect_setup(device="cpu"))
+    col = {name: k for k, name in enumerate(report.header)}
+    assert report.rows
+    for row in report.rows:
+        held, kept = row[col["KV held when retracted"]], row[col["of it kept in the tree"]]
+        again, recomputed = row[col["prefilled again"]], row[col["of it recomputed KV"]]
+        assert kept <= held and recomputed <= held
+        assert again == recomputed + row[col["retractions"]]
+    assert "freeing" not in " ".join(report.lines) and "their KV; when" not in " ".join(report.lines)

@@ -24,7 +24,7 @@ def test_each_change_gives_the_answer_worked_out_by_hand() -> None:
     assert rows["a cached answer is split from its prompt"] == ("1 node(s)", "2 node(s)")
     assert rows["a request that cannot decode alone is aborted"] == (
         "raises (the server stops)", "aborts request 0")
-    assert rows["bigger prefill chunks on 20-35 GB cards"] == ("2,048 tokens", "4,096 tokens")
+    assert rows["bigger prefill chunks on 20-35 GiB cards"] == ("2,048 tokens", "4,096 tokens")
 
 
 def test_table_and_rule_list() -> None:

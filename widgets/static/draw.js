@@ -23,8 +23,10 @@ const HBM_SEGMENTS = [
   ["other", "activations + CUDA graphs (1 − mem_fraction_static)", "url(#pkv-hatch)"],
   ["kv_used", "KV in use by running requests", "#0072B2"],
   ["kv_cached", "KV cached, evictable (radix cache)", OWNER_COLOURS[CACHED]],
-  ["kv_reserved", "KV reserved by admission", "#E69F00"],
-  ["kv_free", "KV free", "var(--pkv-free)"],
+  // Reserved is a count admission keeps back for running requests' future tokens, not pages:
+  // the pool map draws those pages as free, the bar moves them out of "free".
+  ["kv_reserved", "KV reserved by admission (free pages, held back)", "#E69F00"],
+  ["kv_free", "KV free and not reserved", "var(--pkv-free)"],
 ];
 const EVENT_MARKS = [["admit", "admit", "#009E73"], ["finish", "finish", "#56B4E9"],
   ["retract", "retract", "#D55E00"], ["reprefill", "re-prefill", "#CC79A7"]];
@@ -84,7 +86,8 @@ function hbmView(run, s, W) {
 // lines) is made once per width; a run only sets the lines' points and the event marks, so
 // changing the setting parses no new markup. The run has every step; a line takes a point
 // every other pixel (the step at its left edge), the marks every event, binned by pixel.
-const TL = { L: 40, T: 10, B: 140, H: 178 };
+// Under the plot: the step labels (to B + 13), then one row of event marks per kind, 7 px apart.
+const TL = { L: 40, T: 10, B: 140, H: 140 + 20 + 7 * 4 + 4 };
 const tlRight = (W) => W - 40;
 const tlX = (run, W, s) => TL.L + ((tlRight(W) - TL.L) * s) / Math.max(1, run.n - 1);
 const TL_LINES = [["used", "polygon", 'fill="#0072B2" opacity="0.22"'],
@@ -101,7 +104,7 @@ function timelineFrame(W) {
     `<text x="${R + 4}" y="${T + 8}" class="pkv-tick pkv-start">1.0</text><text x="${R + 4}" y="${B}" class="pkv-tick pkv-start">0</text>` +
     `<text x="${L}" y="${B + 13}" class="pkv-tick pkv-start">step 0</text><text data-role="last" x="${R}" y="${B + 13}" class="pkv-tick pkv-end"></text>`;
   body += EVENT_MARKS.map(([kind, , colour]) => `<path data-marks="${kind}" stroke="${colour}" stroke-width="2"/>`).join("");
-  body += `<line data-role="cursor" x1="${L}" x2="${L}" y1="${T}" y2="${B + 34}" class="pkv-cursor" stroke-width="1.5"/>`;
+  body += `<line data-role="cursor" x1="${L}" x2="${L}" y1="${T}" y2="${B + 20 + 7 * EVENT_MARKS.length}" class="pkv-cursor" stroke-width="1.5"/>`;
   const legend = legendHtml([["running (left axis)", "#0072B2"], ["waiting (left axis, dashed)", "#D55E00", true],
     ["tokens in use / pool (shaded)", "#9fc3de"], ["in use + reserved / pool", "#E69F00"],
     ["new_token_ratio (dotted)", "#CC79A7", true], ...EVENT_MARKS.map(([, label, colour]) => [`${label} events`, colour])]);

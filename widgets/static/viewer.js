@@ -41,8 +41,7 @@ function layoutHtml(config) {
 <div class="pkv-player">
 <button type="button" data-role="play">▶ play</button>
 <label class="pkv-control">speed <select data-role="speed">${SPEEDS.map((k) => `<option value="${k}">${k} ${k === 1 ? "step" : "steps"} a tick</option>`).join("")}</select></label>
-<button type="button" data-role="back" aria-label="previous step">◂</button>
-<button type="button" data-role="step" aria-label="next step">▸</button>
+<span class="pkv-pair"><button type="button" data-role="back" aria-label="previous step">◂</button><button type="button" data-role="step" aria-label="next step">▸</button></span>
 <label class="pkv-scrub">step <input type="range" data-role="scrub" min="0" max="0" step="1"></label></div>
 <div class="pkv-player"><label class="pkv-control">jump to <select data-role="jump">${JUMPS.map(([k, l]) => `<option value="${k}">${l}</option>`).join("")}</select></label>
 <button type="button" data-role="prev-event">◂ previous</button><button type="button" data-role="next-event">next ▸</button>
@@ -109,7 +108,8 @@ export function createViewer(el, config, source) {
     if (grids.pool) grids.pool.layout(pool);
     const c = pool.counts, held = rowsAt(run, s);
     q("[data-role=pool-caption]").textContent = `step ${num(s)}: ${held.length} requests hold pages · of ${num(pg.numPages)} pages (${pg.pageSize} tokens each): ` +
-      `${num(c.own)} requests' own, ${num(c[SHARED])} shared (locked in the radix cache), ${num(c[CACHED])} cached (evictable), ${num(c[FREE])} free${happenedAt(s)}`;
+      `${num(c.own)} requests' own, ${num(c[SHARED])} shared (locked in the radix cache), ${num(c[CACHED])} cached (evictable), ${num(c[FREE])} free` +
+      (run.reserved[s] ? ` (admission holds ${num(run.reserved[s])} tokens of room as reserved for running requests)` : "") + happenedAt(s);
   }
 
   function drawStep() {
