@@ -81,9 +81,9 @@ def budget_explorer(
         ConfigError: an unknown model or GPU name.
     """
     card = get_gpu(initial[1]).memory_mib
-    defaults = [default_mem_fraction_static(card, sglang_version=v) for v in SGLANG_VERSIONS]
-    fractions = sorted({round(f, 3) for f in (*fractions, *defaults)})
-    start = default_mem_fraction_static(card, sglang_version=DEFAULT_SGLANG_VERSION)
+    defaults = {v: default_mem_fraction_static(card, sglang_version=v) for v in SGLANG_VERSIONS}
+    fractions = sorted({round(f, 3) for f in (*fractions, *defaults.values())})
+    start = defaults[DEFAULT_SGLANG_VERSION]
     initial = (initial[0], initial[1], start if initial[2] is None else initial[2], initial[3])
     table = budget_table(models, gpus, fractions, contexts)
     spec = {

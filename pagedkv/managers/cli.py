@@ -13,17 +13,14 @@ fast.
 from __future__ import annotations
 
 import argparse
-from typing import Any
 
 from pagedkv.errors import bad_value, check_fraction, check_positive_int, check_real
 from pagedkv.gpus import GPU_PRESETS
 from pagedkv.managers.config import Policy
 from pagedkv.model import MODEL_PRESETS
-from pagedkv.units import gib
 
 # the keys of cli_workload.WORKLOADS, named here so that --help needs no workload module
 WORKLOAD_NAMES = ("sharegpt", "uniform", "fixed", "long", "system-prompt", "few-shot", "chat")
-EXIT_INTERRUPTED = 130  # 128 + SIGINT, the shell's convention for Ctrl-C
 
 
 def add_simulate_parser(subparsers: argparse._SubParsersAction) -> None:
@@ -122,22 +119,6 @@ def check_args(args: argparse.Namespace) -> None:
         raise bad_value("--csv", args.csv, "only without --sweep (the per-request table is one run's)")
     if args.plot and not args.sweep:
         raise bad_value("--plot", args.plot, "only with --sweep")
-
-
-def setup_options(args: argparse.Namespace, override: dict[str, object] | None = None) -> dict[str, Any]:
-    """``prepare``'s keyword arguments from the flags, with a sweep setting's values over them."""
-    opts: dict[str, Any] = {
-        "model": args.model, "gpu": args.gpu, "mem_fraction_static": args.mem_fraction_static,
-        "page_size": args.page_size, "policy": args.policy, "max_total_tokens": args.max_total_tokens,
-        "tp": args.tp, "weights_bytes": None if args.weights_gib is None else gib(args.weights_gib),
-        "arrival_rate": args.rate, "radix_cache": not args.disable_radix_cache,
-        "sglang_version": args.sglang_version,
-        "schedule_conservativeness": args.schedule_conservativeness,
-    }
-    opts.update(override or {})
-    if opts["sglang_version"] not in ("0.5.23", "0.5.9"):
-        raise bad_value("sglang_version", opts["sglang_version"], "0.5.23, 0.5.9")
-    return opts
 
 
 def run_simulate(args: argparse.Namespace) -> int:

@@ -6,21 +6,46 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from typing import Any
 
-from pagedkv.managers.cli import EXIT_INTERRUPTED, setup_options
 from pagedkv.managers.cli_output import CsvSink, JsonStream, print_summary, report_dict, step_time_text
 from pagedkv.managers.cli_workload import Workload
-from pagedkv.managers.simulation import prepare
+from pagedkv.managers.simulation import SimSetup, prepare
 from pagedkv.managers.sweep import label, parse_axis, print_table, settings, sweep_row
 from pagedkv.managers.trace_run import run_requests
+from pagedkv.releases import check_sglang_version
+from pagedkv.units import gib
+
+EXIT_INTERRUPTED = 130  # 128 + SIGINT, the shell's convention for Ctrl-C
+
+
+def setup_options(args: argparse.Namespace, override: dict[str, object] | None = None) -> dict[str, Any]:
+    """``prepare``'s keyword arguments from the flags, with a sweep setting's values over them."""
+    opts: dict[str, Any] = {
+        "model": args.model, "gpu": args.gpu, "mem_fraction_static": args.mem_fraction_static,
+        "page_size": args.page_size, "policy": args.policy, "max_total_tokens": args.max_total_tokens,
+        "tp": args.tp, "weights_bytes": None if args.weights_gib is None else gib(args.weights_gib),
+        "arrival_rate": args.rate, "radix_cache": not args.disable_radix_cache,
+        "sglang_version": args.sglang_version,
+        "schedule_conservativeness": args.schedule_conservativeness,
+    }
+    opts.update(override or {})
+    check_sglang_version(opts["sglang_version"])  # a sweep's value too
+    return opts
+
+
+def say_warnings(setup: SimSetup, prefix: str = "warning") -> None:
+    """SGLang's start-up warnings for this pool (a ``--max-total-tokens`` above the profiled
+    pool), on stderr: never silent."""
+    for warning in setup.plan.warnings:
+        print(f"{prefix}: {warning}", file=sys.stderr)
 
 
 def run_single(args: argparse.Namespace, workload: Workload) -> int:
     """One run: the text summary (or one JSON object with every request's row), and the
     per-request CSV file with ``--csv``. Returns 0, or 130 after Ctrl-C."""
     setup = prepare(**setup_options(args))
-    for warning in setup.plan.warnings:  # a cap that did nothing: said, never silent
-        print(f"warning: {warning}", file=sys.stderr)
+    say_warnings(setup)
     csv_sink = CsvSink(args.csv) if args.csv else None
     stream = JsonStream() if args.json else None
     log: list[str] = []
@@ -51,8 +76,7 @@ def run_sweep(args: argparse.Namespace, workload: Workload) -> int:
     combos = settings([parse_axis(spec) for spec in args.sweep])
     setups = [prepare(**setup_options(args, c)) for c in combos]  # every bad value before any run
     for combo, setup in zip(combos, setups, strict=True):
-        for warning in setup.plan.warnings:
-            print(f"warning ({label(combo)}): {warning}", file=sys.stderr)
+        say_warnings(setup, f"warning ({label(combo)})")
     rows, runs = [], []
     for i, (combo, setup) in enumerate(zip(combos, setups, strict=True)):
         run = run_requests(setup, workload.make_specs(), workload.num_requests,
