@@ -5,19 +5,24 @@ The fields that decide KV memory are few: layers ``L``, KV heads ``H_kv``, ``hea
 qk_rope_head_dim``. Everything else in a config only matters for the weight size.
 
 Follows SGLang ``python/sglang/srt/configs/model_config.py`` (``ModelConfig``:
-``get_num_kv_heads``, ``head_dim``, MLA detection) and
-``python/sglang/srt/model_executor/model_runner.py`` (``profile_max_num_token``: the cell size).
+``get_num_kv_heads``, ``head_dim``, MLA detection) and 0.5.23
+``srt/model_executor/pool_configurator.py`` (``DefaultPoolConfigurator._compute_cell_size``).
+Which models have one such pool, and the refusal for the others, is
+:mod:`pagedkv.model_family`; the weight size comes from the checkpoint (:mod:`pagedkv.weights`).
 """
 
 from __future__ import annotations
 
+import functools
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
 from typing import Any
 
 from pagedkv.errors import ConfigError, bad_value, check_positive_int
+from pagedkv.model_family import attention_family, text_config
+from pagedkv.weights import checkpoint_total_size, count_parameters, preset_param_counts
 
 #: Preset name -> the Hugging Face repository whose ``config.json`` is shipped verbatim.
 MODEL_PRESETS: dict[str, str] = {
@@ -64,10 +69,14 @@ class ModelSpec:
         v_head_dim: V head size (equal to ``head_dim`` outside MLA; MLA: ``v_head_dim``).
         kv_lora_rank, qk_rope_head_dim: MLA latent sizes (0 when not MLA).
         context_len: ``max_position_embeddings``.
-        num_params: parameter count derived from the config (see :meth:`weight_bytes`).
         weight_dtype_bytes: bytes per weight as served: ``torch_dtype``, with float32
             checkpoints served in 16 bits as SGLang's ``--dtype auto`` does.
-        is_moe, is_quantized: whether the weight estimate can be trusted.
+        num_experts: routed experts per MoE layer (0: a dense MLP).
+        quantization: the checkpoint's ``quantization_config.quant_method`` ("" if none).
+        checkpoint_bytes: ``metadata.total_size`` of the checkpoint's safetensors index
+            when the model was loaded from a folder holding one, else None.
+        model_type: the config's ``model_type``.
+        config: the parsed ``config.json`` (for :attr:`num_params`).
         architecture: the config's first ``architectures`` entry, e.g. ``"LlamaForCausalLM"``
             (the model class SGLang names in its "Load weight end" line).
     """
@@ -82,11 +91,36 @@ class ModelSpec:
     context_len: int
     kv_lora_rank: int
     qk_rope_head_dim: int
-    num_params: int
     weight_dtype_bytes: int
-    is_moe: bool
-    is_quantized: bool
+    num_experts: int = 0
+    quantization: str = ""
     architecture: str = ""
+    checkpoint_bytes: int | None = None
+    model_type: str = ""
+    config: dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
+
+    @property
+    def is_moe(self) -> bool:
+        """Mixture of experts: routed experts replace the MLP in some or all layers."""
+        return self.num_experts > 0
+
+    @property
+    def is_quantized(self) -> bool:
+        """The checkpoint stores quantized weights (``quantization_config``)."""
+        return bool(self.quantization)
+
+    @functools.cached_property
+    def num_params(self) -> int:
+        """Tensor elements of the checkpoint, counted on the meta device (see
+        :mod:`pagedkv.weights`); a preset's count is read from the shipped table.
+
+        Raises:
+            ConfigError: transformers cannot build this model.
+        """
+        table = preset_param_counts()
+        if self.name in table:
+            return table[self.name]
+        return count_parameters(self.config)
 
     @property
     def is_mla(self) -> bool:
@@ -139,30 +173,50 @@ class ModelSpec:
         return heads * (self.head_dim + self.v_head_dim) * self.num_hidden_layers * elem
 
     def weight_bytes(self, tp: int = 1) -> int:
-        """Bytes of weights one GPU holds: ``num_params * weight_dtype_bytes / tp``.
+        """Bytes of weights one GPU holds: the checkpoint's bytes / ``tp``.
 
-        Exact for dense unquantized checkpoints (Llama-3-8B: 8,030,261,248 params, 16.06 GB
-        in bf16). A simplification under TP: everything, embeddings included, is split evenly.
+        The checkpoint's bytes are its index's ``total_size`` when known (exact, quantized
+        tensors included), else ``num_params * weight_dtype_bytes`` (exact for unquantized
+        checkpoints: Llama-3-8B 8,030,261,248 parameters, 16.06 GB in bf16). Under TP SGLang
+        splits the attention and MLP matrices and the vocabulary, and shards MoE experts
+        across the same ranks (tensor-parallel experts by default; ``--ep-size`` equal to
+        ``tp`` gives each rank whole experts: the same share); norms and routers are
+        replicated, a few MiB pagedkv splits with the rest. A safetensors index also counts
+        DeepSeek's multi-token-prediction layer, which SGLang loads only for speculative
+        decoding.
 
         Raises:
-            ConfigError: for quantized checkpoints, whose byte count depends on the
-                quantization format; pass the real size (``weights_gib``) instead.
+            ConfigError: a quantized checkpoint without an index (its bytes depend on the
+                format); pass the real size (``weights_gib`` / ``--weights-gib``).
         """
+        check_positive_int("tp", tp)
+        if self.checkpoint_bytes is not None:
+            return self.checkpoint_bytes // tp
         if self.is_quantized:
             raise ConfigError(
-                f"model {self.name!r} is quantized; its weight size cannot be derived from the "
-                "config: pass the real size (weights_gib / --weights-gib)"
+                f"model {self.name!r} is quantized (quantization_config.quant_method="
+                f"{self.quantization!r}); its weight size cannot be derived from the config: "
+                "pass the real size (weights_gib / --weights-gib) or a checkpoint folder "
+                "holding model.safetensors.index.json"
             )
-        check_positive_int("tp", tp)
         return self.num_params * self.weight_dtype_bytes // tp
 
     @classmethod
-    def from_config(cls, config: dict[str, Any], name: str = "custom") -> ModelSpec:
+    def from_config(cls, config: dict[str, Any], name: str = "custom",
+                    checkpoint_bytes: int | None = None) -> ModelSpec:
         """Build a ModelSpec from a parsed ``config.json`` dict.
 
+        Multimodal wrappers are read through their ``text_config`` (SGLang's
+        ``hf_text_config``); ``checkpoint_bytes`` is the checkpoint index's ``total_size``.
+
         Raises:
-            ConfigError: a required field is missing or not a positive integer.
+            ConfigError: a required field is missing or not a positive integer, or a model
+                whose pools pagedkv does not size exactly (see
+                :func:`pagedkv.model_family.attention_family`).
         """
+        family = attention_family(config, name)
+        full = config
+        config = text_config(config)
         missing = [k for k in _REQUIRED if k not in config]
         if missing:
             raise ConfigError(
@@ -176,7 +230,7 @@ class ModelSpec:
         hidden = config["hidden_size"]
         kv_heads = config.get("num_key_value_heads") or heads
         head_dim = config.get("head_dim") or hidden // heads
-        kv_lora = config.get("kv_lora_rank") or 0
+        kv_lora = (config.get("kv_lora_rank") or 0) if family == "mla" else 0
         if kv_lora:  # MLA: K heads are nope + rope wide; the cache holds only the latent
             rope = config["qk_rope_head_dim"]
             head_dim, v_head_dim = config["qk_nope_head_dim"] + rope, config["v_head_dim"]
@@ -196,69 +250,24 @@ class ModelSpec:
             context_len=int(config.get("max_position_embeddings") or 0),
             kv_lora_rank=kv_lora,
             qk_rope_head_dim=rope,
-            num_params=count_params(config),
             weight_dtype_bytes=weight_bytes,
-            is_moe=bool(config.get("n_routed_experts") or config.get("num_local_experts")),
-            is_quantized="quantization_config" in config,
-            architecture=str((config.get("architectures") or [""])[0]),
+            num_experts=int(config.get("n_routed_experts") or config.get("num_local_experts")
+                            or config.get("num_experts") or 0),
+            quantization=_quant_method(config),
+            architecture=str((full.get("architectures") or [""])[0]),
+            checkpoint_bytes=checkpoint_bytes,
+            model_type=str(full.get("model_type") or ""),
+            config=full,
         )
 
 
-def count_params(config: dict[str, Any]) -> int:
-    """Parameter count of a decoder-only transformer described by ``config``.
-
-    Covers Llama, Mistral, Qwen2/2.5/3 (QKV bias, q/k norms), Gemma-2 (four norms per
-    layer, tied embeddings) and DeepSeek-V3 (MLA projections, MoE with shared experts and
-    ``first_k_dense_replace`` dense layers). Excludes DeepSeek's multi-token-prediction
-    layer, which SGLang loads only for speculative decoding.
-    """
-    h = config["hidden_size"]
-    layers = config["num_hidden_layers"]
-    heads = config["num_attention_heads"]
-    kv_heads = config.get("num_key_value_heads") or heads
-    d = config.get("head_dim") or h // heads
-    vocab = config.get("vocab_size", 0)
-    model_type = config.get("model_type", "")
-
-    if config.get("kv_lora_rank"):
-        attn = _mla_params(config)
-    else:
-        attn = h * heads * d * 2 + h * kv_heads * d * 2  # q, o; k, v
-        if model_type == "qwen2" or config.get("attention_bias"):
-            attn += heads * d + 2 * kv_heads * d  # q/k/v bias (Qwen2 always has it)
-        if model_type == "qwen3":
-            attn += 2 * d  # per-head RMSNorm on q and k
-    norms = (4 if model_type == "gemma2" else 2) * h
-
-    dense_mlp = 3 * h * config.get("intermediate_size", 0)
-    experts = config.get("n_routed_experts") or 0
-    if experts:
-        moe_i = config["moe_intermediate_size"]
-        shared = config.get("n_shared_experts") or 0
-        moe_mlp = 3 * h * moe_i * (experts + shared) + h * experts  # experts + router
-        if config.get("topk_method") == "noaux_tc":
-            moe_mlp += experts  # the router's score-correction bias
-        dense_layers = config.get("first_k_dense_replace", 0)
-        mlp_total = dense_layers * dense_mlp + (layers - dense_layers) * moe_mlp
-    else:
-        mlp_total = layers * dense_mlp
-
-    embed = vocab * h
-    lm_head = 0 if config.get("tie_word_embeddings", model_type == "gemma2") else vocab * h
-    return layers * (attn + norms) + mlp_total + embed + lm_head + h
-
-
-def _mla_params(config: dict[str, Any]) -> int:
-    """Attention parameters of one MLA layer (DeepSeek-V2/V3 ``DeepseekV3Attention``)."""
-    h = config["hidden_size"]
-    heads = config["num_attention_heads"]
-    q_rank = config.get("q_lora_rank") or 0
-    kv_rank = config["kv_lora_rank"]
-    nope, rope, v = config["qk_nope_head_dim"], config["qk_rope_head_dim"], config["v_head_dim"]
-    q_head = nope + rope
-    q = h * q_rank + q_rank + q_rank * heads * q_head if q_rank else h * heads * q_head
-    kv = h * (kv_rank + rope) + kv_rank + kv_rank * heads * (nope + v)
-    return q + kv + heads * v * h
+def _quant_method(config: dict[str, Any]) -> str:
+    """``quantization_config.quant_method`` ("unknown" when the config does not say)."""
+    quant = config.get("quantization_config")
+    if quant is None:
+        return ""
+    method = quant.get("quant_method") if isinstance(quant, dict) else None
+    return str(method or "unknown")
 
 
 def load_model(name_or_path: str | Path) -> ModelSpec:
@@ -278,6 +287,7 @@ def load_model(name_or_path: str | Path) -> ModelSpec:
         if not (path / "config.json").is_file():
             raise bad_value("model", key, "a folder holding a config.json (this one has none)")
         path = path / "config.json"
+    checkpoint = checkpoint_total_size(path.parent) if path.is_file() else None
     if not path.is_file():
         raise bad_value("model", key, f"a preset ({', '.join(MODEL_PRESETS)}) or the path of an "
                         "existing config.json file or folder")
@@ -285,4 +295,7 @@ def load_model(name_or_path: str | Path) -> ModelSpec:
         config = json.loads(path.read_text())
     except json.JSONDecodeError as exc:
         raise ConfigError(f"model={key!r}: {path} is not valid JSON ({exc})") from None
-    return ModelSpec.from_config(config, name=key)
+    if not isinstance(config, dict):
+        raise ConfigError(f"model={key!r}: {path} holds a JSON {type(config).__name__}, not an "
+                          "object; valid: a Hugging Face config.json")
+    return ModelSpec.from_config(config, name=key, checkpoint_bytes=checkpoint)

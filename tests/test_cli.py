@@ -82,7 +82,7 @@ def test_bad_input_exits_2_with_clear_message(args, message):
 
 
 def test_config_missing_fields_via_cli(tmp_path):
-    (tmp_path / "config.json").write_text('{"hidden_size": 64}')
+    (tmp_path / "config.json").write_text('{"model_type": "llama", "hidden_size": 64}')
     proc = subprocess.run([sys.executable, "-m", "pagedkv", "size", "--model", str(tmp_path),
                            "--gpu", "l4"], capture_output=True, text=True, check=False)
     assert proc.returncode == 2

@@ -5,7 +5,10 @@ import json
 import pytest
 
 from pagedkv.errors import ConfigError
-from pagedkv.model import MODEL_PRESETS, ModelSpec, count_params, load_model
+from pagedkv.model import MODEL_PRESETS, ModelSpec, load_model
+from pagedkv.weights import count_parameters, preset_param_counts
+
+LLAMA = {"architectures": ["LlamaForCausalLM"], "model_type": "llama"}
 
 
 def test_llama3_8b_bytes_per_token_is_128_kib():
@@ -15,6 +18,7 @@ def test_llama3_8b_bytes_per_token_is_128_kib():
 
 def test_llama3_8b_parameter_count_and_weight_bytes():
     m = load_model("llama-3-8b")
+    assert m.weight_bytes(tp=2) == 16_060_522_496 // 2
     # embed 128256*4096, lm_head the same, 32 layers of 218,112,000, final norm 4096
     assert m.num_params == 2 * 128_256 * 4096 + 32 * 218_112_000 + 4096 == 8_030_261_248
     assert m.weight_bytes() == 16_060_522_496  # 16.06 GB, 14.96 GiB
@@ -33,6 +37,15 @@ def test_llama3_8b_parameter_count_and_weight_bytes():
 )
 def test_parameter_counts_match_model_cards(name, params):
     assert load_model(name).num_params == params
+
+
+def test_shipped_preset_counts_are_the_meta_device_counts():
+    """The table the presets read equals a fresh count of every preset on the meta device."""
+    pytest.importorskip("transformers")
+    table = preset_param_counts()
+    assert set(table) == set(MODEL_PRESETS)
+    for name in MODEL_PRESETS:
+        assert count_parameters(load_model(name).config) == table[name], name
 
 
 def test_qwen3_uses_explicit_head_dim_not_hidden_over_heads():
@@ -75,28 +88,32 @@ def test_tp_splits_kv_heads_and_replicates_beyond_them():
 
 
 def test_missing_num_key_value_heads_means_mha():
-    m = ModelSpec.from_config({"num_hidden_layers": 2, "num_attention_heads": 4, "hidden_size": 64})
+    m = ModelSpec.from_config({**LLAMA, "num_hidden_layers": 2, "num_attention_heads": 4,
+                               "hidden_size": 64})
     assert m.num_key_value_heads == 4 and m.attention_kind == "MHA"
     assert m.cell_size("fp32") == 2 * 2 * 4 * 16 * 4
 
 
 def test_mqa_kind():
-    cfg = {"num_hidden_layers": 2, "num_attention_heads": 4, "num_key_value_heads": 1, "hidden_size": 64}
+    cfg = {"model_type": "llama", "num_hidden_layers": 2, "num_attention_heads": 4,
+           "num_key_value_heads": 1, "hidden_size": 64}
     assert ModelSpec.from_config(cfg).attention_kind == "MQA"
 
 
 def test_config_missing_fields_is_a_clear_error():
     with pytest.raises(ConfigError, match=r"lacks required field.*num_hidden_layers"):
-        ModelSpec.from_config({"num_attention_heads": 4, "hidden_size": 64}, name="broken")
+        ModelSpec.from_config({**LLAMA, "num_attention_heads": 4, "hidden_size": 64}, name="broken")
 
 
 def test_load_from_file_and_folder(tmp_path):
-    cfg = {"num_hidden_layers": 3, "num_attention_heads": 8, "num_key_value_heads": 2,
-           "hidden_size": 256, "intermediate_size": 512, "vocab_size": 1000}
+    cfg = {**LLAMA, "num_hidden_layers": 3, "num_attention_heads": 8, "num_key_value_heads": 2,
+           "hidden_size": 256, "intermediate_size": 512, "vocab_size": 1000,
+           "tie_word_embeddings": False}
     (tmp_path / "config.json").write_text(json.dumps(cfg))
     assert load_model(tmp_path).cell_size() == load_model(tmp_path / "config.json").cell_size()
+    pytest.importorskip("transformers")
     per_layer = 256 * 256 * 2 + 256 * 64 * 2 + 2 * 256 + 3 * 256 * 512  # q,o; k,v; norms; mlp
-    assert count_params(cfg) == 3 * per_layer + 2 * 1000 * 256 + 256
+    assert load_model(tmp_path).num_params == 3 * per_layer + 2 * 1000 * 256 + 256
 
 
 def test_unknown_preset_and_bad_json(tmp_path):
@@ -109,7 +126,8 @@ def test_unknown_preset_and_bad_json(tmp_path):
 
 
 def test_quantized_weights_need_override():
-    with pytest.raises(ConfigError, match=r"quantized.*--weights-gib"):
+    with pytest.raises(ConfigError, match=r"quantized \(quantization_config.quant_method='fp8'\)"
+                       r".*--weights-gib"):
         load_model("deepseek-v3").weight_bytes()
 
 

@@ -1,0 +1,109 @@
+"""A model's weight size from its checkpoint, never from a per-architecture formula.
+
+Three sources, in this order:
+
+1. the checkpoint's own index: ``model.safetensors.index.json`` ``metadata.total_size``, the
+   exact bytes of every stored tensor, quantized ones included, when the model's folder has
+   one;
+2. the parameter count of the model instantiated on torch's ``meta`` device with transformers
+   (``with torch.device("meta"): Model(config)``: shapes only, no memory), exact for every
+   architecture transformers knows, times the bytes of the served dtype; the presets'
+   counts, made the same way, are shipped in ``presets/models/param_counts.json`` so that
+   sizing a preset does not import transformers (a test recounts them);
+3. otherwise a :class:`~pagedkv.errors.ConfigError` asking for ``--weights-gib``.
+
+The count is of what a checkpoint stores: parameters plus persistent buffers (DeepSeek's
+router correction bias is a buffer in transformers and a tensor in the checkpoint), shared
+(tied) tensors once, rotary tables (non-persistent buffers) not at all.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+from pagedkv.errors import ConfigError
+
+INDEX_FILE = "model.safetensors.index.json"
+
+
+def checkpoint_total_size(folder: Path) -> int | None:
+    """``metadata.total_size`` of ``folder``'s safetensors index, or None without an index.
+
+    Raises:
+        ConfigError: an index that is not JSON or has no positive integer ``total_size``.
+    """
+    path = folder / INDEX_FILE
+    if not path.is_file():
+        return None
+    try:
+        size = json.loads(path.read_text()).get("metadata", {}).get("total_size")
+    except (json.JSONDecodeError, AttributeError) as exc:
+        raise ConfigError(f"{path} is not a safetensors index ({exc}); valid: the checkpoint's "
+                          "own model.safetensors.index.json, or remove it") from None
+    if isinstance(size, bool) or not isinstance(size, int) or size <= 0:
+        raise ConfigError(f"{path}: metadata.total_size={size!r} is invalid; valid: the byte "
+                          "count of the checkpoint's tensors (an integer >= 1)")
+    return size
+
+
+@functools.cache
+def preset_param_counts() -> dict[str, int]:
+    """Preset name -> parameter count, as :func:`count_parameters` gives it."""
+    text = resources.files("pagedkv.presets").joinpath("models/param_counts.json").read_text()
+    return {k: int(v) for k, v in json.loads(text).items() if not k.startswith("_")}
+
+
+def count_parameters(config: dict[str, Any]) -> int:
+    """Tensor elements a checkpoint of ``config`` stores: the model built on the meta device.
+
+    The class is ``transformers.<architectures[0]>`` with its own config class (as SGLang
+    loads it by architecture), else ``AutoModelForCausalLM`` for the ``model_type``.
+
+    Raises:
+        ConfigError: transformers is missing or does not know the model; pass its size.
+    """
+    return _count(json.dumps(config, sort_keys=True))
+
+
+@functools.lru_cache(maxsize=64)
+def _count(config_json: str) -> int:
+    config = json.loads(config_json)
+    refusal = ("its weight size needs a checkpoint folder with model.safetensors.index.json "
+               "or the real size per GPU: pass --weights-gib (weights_bytes=)")
+    try:
+        import torch
+        import transformers
+    except ImportError:
+        raise ConfigError(f"counting parameters needs transformers and torch; {refusal}") from None
+    archs = config.get("architectures") or []
+    cls = getattr(transformers, archs[0], None) if archs else None
+    try:
+        fields = {k: v for k, v in config.items() if k not in ("architectures", "model_type")}
+        if cls is not None and getattr(cls, "config_class", None) is not None:
+            hf_config = cls.config_class(**fields)
+        else:
+            hf_config = transformers.AutoConfig.for_model(config.get("model_type"), **fields)
+            cls = transformers.AutoModelForCausalLM
+        with torch.device("meta"):
+            model = (cls.from_config(hf_config) if cls is transformers.AutoModelForCausalLM
+                     else cls(hf_config))
+    except Exception as exc:  # any failure means transformers cannot build it
+        raise ConfigError(
+            f"model_type={config.get('model_type')!r} (architectures={archs!r}) is not a model "
+            f"this transformers ({transformers.__version__}) can build ({type(exc).__name__}: "
+            f"{str(exc)[:120]}); {refusal}") from None
+    seen: set[int] = set()
+    total = 0
+    for module in model.modules():
+        tensors = list(module.named_parameters(recurse=False))
+        tensors += [(n, b) for n, b in module.named_buffers(recurse=False)
+                    if n not in module._non_persistent_buffers_set]
+        for _, tensor in tensors:
+            if tensor is not None and id(tensor) not in seen:
+                seen.add(id(tensor))
+                total += tensor.numel()
+    return total

@@ -1,0 +1,102 @@
+"""Which models pagedkv sizes, the named refusal for the rest, and weights from the checkpoint."""
+
+import json
+
+import pytest
+
+from pagedkv.errors import ConfigError
+from pagedkv.model import ModelSpec, load_model
+from pagedkv.weights import count_parameters
+
+TINY = {"hidden_size": 64, "num_hidden_layers": 2, "num_attention_heads": 4,
+        "num_key_value_heads": 2, "intermediate_size": 128, "vocab_size": 100,
+        "max_position_embeddings": 4096, "tie_word_embeddings": False}
+
+
+def tiny(arch: str, model_type: str, **extra) -> dict:
+    return {"architectures": [arch], "model_type": model_type, **TINY, **extra}
+
+
+@pytest.mark.parametrize(("config", "match"), [
+    ({**TINY, "model_type": "foo"}, r"model_type='foo' \(and no architectures\) is a model "
+                                    r"pagedkv does not size; valid: .*LlamaForCausalLM"),
+    (tiny("FooForCausalLM", "foo"), r"architectures\[0\]='FooForCausalLM' is an architecture "
+                                    r"pagedkv does not size"),
+    (tiny("GptOssForCausalLM", "gpt_oss", sliding_window=128,
+          layer_types=["sliding_attention", "full_attention"]),
+     r"architectures\[0\]='GptOssForCausalLM' is a sliding-window hybrid.*"
+     r"--swa-full-tokens-ratio"),
+    (tiny("Llama4ForConditionalGeneration", "llama4"), "is a sliding-window hybrid"),
+    (tiny("Qwen3NextForCausalLM", "qwen3_next"),
+     r"'Qwen3NextForCausalLM' is a linear-attention hybrid.*--max-mamba-cache-size"),
+    (tiny("LlamaForCausalLM", "llama", layer_types=["linear_attention", "full_attention"]),
+     "is a linear-attention hybrid"),
+    (tiny("LlamaForCausalLM", "llama", layer_types=["full_attention"]),
+     r"layer_types has 1 entries but num_hidden_layers=2"),
+    (tiny("LlamaForCausalLM", "llama", layer_types="full_attention"),
+     r"layer_types has str entries but num_hidden_layers=2"),
+    (tiny("LlamaForCausalLM", "llama", layer_types=["full_attention", "global"]),
+     r"layer_types holds \['global'\]; valid: "),
+    (tiny("Gemma2ForCausalLM", "gemma2", sliding_window=8192, max_position_embeddings=4096),
+     r"sliding_window=8192 is larger than the context max_position_embeddings=4096; valid: "
+     r"a window of at most 4096 tokens"),
+    (tiny("DeepseekV3ForCausalLM", "deepseek_v3"), r"needs kv_lora_rank"),
+])
+def test_models_pagedkv_does_not_size_are_refused_by_name(config, match):
+    with pytest.raises(ConfigError, match=match):
+        ModelSpec.from_config(config, name="m")
+
+
+def test_a_refusal_reaches_the_command_line_as_exit_2(tmp_path, capsys):
+    from pagedkv.cli import main
+
+    (tmp_path / "config.json").write_text(json.dumps(tiny("GptOssForCausalLM", "gpt_oss")))
+    assert main(["size", "--model", str(tmp_path), "--gpu", "h100-sxm-80gb"]) == 2
+    assert "is a sliding-window hybrid" in capsys.readouterr().err
+
+
+def test_gemma3_wrapper_is_read_through_its_text_config():
+    config = {"architectures": ["Gemma3ForConditionalGeneration"], "model_type": "gemma3",
+              "torch_dtype": "bfloat16",
+              "text_config": {**TINY, "model_type": "gemma3_text", "head_dim": 32,
+                              "sliding_window": 1024}}
+    m = ModelSpec.from_config(config)
+    assert m.cell_size() == 2 * 2 * 2 * 32 * 2 and m.weight_dtype_bytes == 2
+    assert m.architecture == "Gemma3ForConditionalGeneration"
+
+
+def test_moe_experts_are_counted_in_the_weights():
+    """Mixtral: 4 experts of 3 matrices each, plus the router, in every layer."""
+    pytest.importorskip("transformers")
+    m = ModelSpec.from_config(tiny("MixtralForCausalLM", "mixtral", num_local_experts=4,
+                                   num_experts_per_tok=2))
+    attn = 64 * 64 * 2 + 64 * 32 * 2
+    layer = attn + 4 * 3 * 64 * 128 + 64 * 4 + 2 * 64
+    assert m.is_moe and m.num_experts == 4
+    assert m.num_params == 2 * layer + 2 * 100 * 64 + 64 == 234_816
+    qwen = ModelSpec.from_config(tiny("Qwen3MoeForCausalLM", "qwen3_moe", num_experts=8,
+                                      moe_intermediate_size=32, head_dim=16))
+    # q/k norms (16 each), 8 experts of 3 * 64 * 32, router 64 * 8
+    q_layer = 64 * 64 + 64 * 32 * 2 + 64 * 64 + 2 * 16 + 8 * 3 * 64 * 32 + 64 * 8 + 2 * 64
+    assert qwen.num_params == 2 * q_layer + 2 * 100 * 64 + 64
+
+
+def test_weights_from_the_checkpoint_index(tmp_path):
+    """The index's total_size wins, quantized checkpoints included, split by tp."""
+    config = tiny("LlamaForCausalLM", "llama", quantization_config={"quant_method": "fp8"})
+    (tmp_path / "config.json").write_text(json.dumps(config))
+    with pytest.raises(ConfigError, match=r"quant_method='fp8'.*--weights-gib"):
+        load_model(tmp_path).weight_bytes()
+    index = {"metadata": {"total_size": 1_000_001}, "weight_map": {}}
+    (tmp_path / "model.safetensors.index.json").write_text(json.dumps(index))
+    assert load_model(tmp_path).weight_bytes() == 1_000_001
+    assert load_model(tmp_path / "config.json").weight_bytes(tp=2) == 500_000
+    (tmp_path / "model.safetensors.index.json").write_text(json.dumps({"metadata": {}}))
+    with pytest.raises(ConfigError, match=r"metadata.total_size=None is invalid"):
+        load_model(tmp_path)
+
+
+def test_a_model_transformers_cannot_build_asks_for_its_size():
+    pytest.importorskip("transformers")
+    with pytest.raises(ConfigError, match=r"model_type='no_such_model'.*--weights-gib"):
+        count_parameters({"model_type": "no_such_model", "hidden_size": 8})
