@@ -22,12 +22,13 @@ server); all requests of :meth:`Engine.generate` arrive at once.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 import torch
 
+from pagedkv.engine_outcome import Clamp, RequestTiming, WallClock, lowered_caps
 from pagedkv.errors import bad_value, check_positive_int
 from pagedkv.managers.config import DEFAULT_SGLANG_VERSION, SchedulerConfig
 from pagedkv.managers.metrics import Metrics
@@ -35,6 +36,7 @@ from pagedkv.managers.req import Req, RequestLike
 from pagedkv.managers.scheduler import Scheduler
 from pagedkv.managers.trace import Trace, TraceMeta
 from pagedkv.model_executor.forward_batch_info import Executor
+from pagedkv.model_executor.hub import checkpoint_kwargs, load_tokenizer
 from pagedkv.model_executor.model_runner import ModelRunner
 from pagedkv.sizing import gpu_memory_defaults
 from pagedkv.units import MiB
@@ -71,6 +73,10 @@ class EngineResult:
         config: the scheduler's constants.
         startup_log: SGLang's start-up lines for the pool.
         tokenizer: decodes :attr:`texts` (None: ids only).
+        clamps: every request whose ``max_new_tokens`` the scheduler lowered at arrival,
+            with the value asked, the value granted and why (:class:`Clamp`).
+        timings: per request, wall-clock TTFT, TPOT and end-to-end seconds
+            (:class:`RequestTiming`; empty for a run that did not measure them).
     """
 
     trace: Trace
@@ -79,6 +85,8 @@ class EngineResult:
     config: SchedulerConfig
     startup_log: list[str] = field(default_factory=list)
     tokenizer: Any = None
+    clamps: list[Clamp] = field(default_factory=list)
+    timings: list[RequestTiming] = field(default_factory=list)
 
     @property
     def outputs(self) -> list[list[int]]:
@@ -156,13 +164,17 @@ class Engine:
         """Load a model (:meth:`ModelRunner.load`) and wrap it in an engine.
 
         ``tokenizer``: a tokenizer, or None to load one from ``source`` when it names a
-        checkpoint (hub id or folder); random-weight models have none. Other arguments as
-        in :meth:`ModelRunner.load` and the class.
+        checkpoint (hub id or folder) that has one; random-weight models and folders with
+        weights only have none (then prompts are token ids). Other arguments as in
+        :meth:`ModelRunner.load` and the class.
+
+        Raises:
+            ConfigError: a folder that does not exist or has no ``config.json``, a hub id
+                that cannot be had now (the hub unreachable and the id not cached: decided
+                at once), and everything :meth:`ModelRunner.load` and the class refuse.
         """
         if tokenizer is None and isinstance(source, str):
-            from transformers import AutoTokenizer  # after TRITON_INTERPRET is settled
-
-            tokenizer = AutoTokenizer.from_pretrained(source)
+            tokenizer = load_tokenizer(source, **checkpoint_kwargs(source))
         runner = ModelRunner.load(source, device=device, dtype=dtype, page_size=page_size,
                                   mem_fraction_static=mem_fraction_static,
                                   max_total_tokens=max_total_tokens,
@@ -198,28 +210,51 @@ class Engine:
                          executor=self.executor, meta=self._meta(),
                          record_pages=self.record_pages)
 
-    def run(self, requests: Sequence[RequestLike], check: bool = False) -> EngineResult:
-        """Serve ``requests`` to the end; with ``check``, check every memory invariant after
-        every step (``Scheduler.check_invariants``)."""
+    def run(self, requests: Sequence[RequestLike], check: bool = False,
+            on_step: Callable[[Scheduler], None] | None = None) -> EngineResult:
+        """Serve ``requests`` to the end.
+
+        Args:
+            requests: the workload.
+            check: check every memory invariant after every step
+                (``Scheduler.check_invariants``).
+            on_step: called with the scheduler after every step (a progress bar reads
+                ``sched.reqs`` and ``sched.num_decode_steps``).
+
+        The result's ``clamps`` list each request whose ``max_new_tokens`` was lowered at
+        arrival; ``timings`` hold wall-clock TTFT/TPOT read after every step.
+        """
         sched = self.scheduler(requests)
+        lowered = lowered_caps(requests, sched.reqs, self.max_total_num_tokens,
+                               self.page_size, self.context_len)
+        clock = WallClock(len(sched.reqs))
         while sched.step():
+            clock.observe(sched.reqs)
             if check:
                 sched.check_invariants()
+            if on_step is not None:
+                on_step(sched)
+        clock.observe(sched.reqs)
         runner = self.executor if isinstance(self.executor, ModelRunner) else None
         return EngineResult(sched.trace, Metrics.from_run(sched.reqs, sched.trace), sched.reqs,
                             self.config, list(runner.startup_log) if runner else [],
-                            runner.tokenizer if runner else None)
+                            runner.tokenizer if runner else None, lowered,
+                            clock.timings(sched.reqs))
 
     def generate(self, prompts: Sequence[str | Sequence[int]],
                  max_new_tokens: int | Sequence[int] = 32, *, ignore_eos: bool = False,
-                 check: bool = False) -> EngineResult:
+                 check: bool = False,
+                 on_step: Callable[[Scheduler], None] | None = None) -> EngineResult:
         """Serve ``prompts`` with the real model: greedy tokens until EOS or the cap.
 
         Args:
             prompts: token-id lists, or strings when the runner has a tokenizer.
-            max_new_tokens: one cap for all, or one per prompt.
+            max_new_tokens: one cap for all, or one per prompt. A cap the context or the
+                pool cannot hold is lowered as SGLang lowers it, and the result's
+                ``clamps`` say so (asked, granted, why).
             ignore_eos: run every request to its cap.
             check: check the memory invariants after every step.
+            on_step: see :meth:`run`.
 
         Raises:
             ConfigError: a simulated executor (it makes no tokens), an empty or overlong
@@ -247,4 +282,4 @@ class Engine:
             ids = tuple(int(t) for t in prompt)
             runner.check_prompt(i, ids, cap)
             requests.append(PromptRequest(len(ids), cap, ids, ignore_eos))
-        return self.run(requests, check=check)
+        return self.run(requests, check=check, on_step=on_step)

@@ -16,10 +16,11 @@ Examples::
 from __future__ import annotations
 
 import argparse
-import json
+import sys
 from typing import Any
 
-from pagedkv.errors import bad_value, check_positive_int
+from pagedkv.engine_cli_output import DecodeProgress, print_result
+from pagedkv.errors import bad_value, check_positive_int, check_real
 
 CPU_POOL_TOKENS = 4096  # the CPU measures no free memory: the pool's default size there
 
@@ -51,24 +52,48 @@ def add_generate_parser(subparsers: argparse._SubParsersAction) -> None:
                    "fp16 on older GPUs, fp32 on the CPU)")
     p.add_argument("--page-size", type=int, default=1, help="tokens per KV page (default 1)")
     p.add_argument("--mem-fraction-static", type=float, metavar="F",
-                   help="share of the free GPU memory kept for weights + KV (default SGLang's)")
+                   help="fraction in (0, 1] of the free GPU memory kept for weights + KV "
+                   "(default SGLang's for the card; the CPU measures nothing and ignores it)")
     p.add_argument("--max-total-tokens", type=int, metavar="TOKENS",
-                   help=f"cap on the pool in tokens (default on the CPU: {CPU_POOL_TOKENS})")
+                   help=f"cap on the pool in tokens, rounded down to whole pages (default on "
+                   f"the CPU: {CPU_POOL_TOKENS})")
     p.add_argument("--disable-radix-cache", action="store_true",
                    help="turn SGLang's prefix cache off")
+    p.add_argument("--chunked-prefill-size", type=int, metavar="TOKENS",
+                   help="prompt tokens per prefill pass before a prompt is chunked; -1 turns "
+                   "chunking off (default SGLang's: by GPU memory, 8192 on the CPU)")
+    p.add_argument("--max-running-requests", type=int, metavar="N",
+                   help="cap on the running batch (default: the pool's, as SGLang)")
+    p.add_argument("--schedule-conservativeness", type=float, metavar="C",
+                   help="scales the initial new_token_ratio, 0.7 x C capped at 1; > 1 admits "
+                   "fewer requests and retracts less (default 1.0)")
     p.add_argument("--sglang-version", default="0.5.23", choices=("0.5.23", "0.5.9"),
                    help="the SGLang release whose scheduler is followed (default 0.5.23)")
     p.add_argument("--seed", type=int, default=0, help="seed of random weights and prompts")
     p.add_argument("--log", action="store_true", help="print SGLang's log lines first")
-    p.add_argument("--json", action="store_true", help="print one JSON object")
+    p.add_argument("--json", action="store_true",
+                   help="print one JSON object (per request: ids, text, TTFT/TPOT in seconds)")
+    p.add_argument("--no-progress", action="store_true",
+                   help="no progress bar (it shows on a terminal only, on stderr)")
     p.set_defaults(func=run_generate)
 
 
+RANDOM_MODELS = ", 'tiny' or 'random:<arch>[:<size>]' (random weights)"
+
+
 def model_source(name: str) -> Any:
-    """``--model`` as a loader source: a random-weight config, or the hub id / folder."""
+    """``--model`` as a loader source: a random-weight config, or the checked hub id / folder.
+
+    Raises:
+        ConfigError: a folder that does not exist or has no ``config.json``, or a hub id that
+            cannot be had now (:func:`~pagedkv.model_executor.hub.checkpoint_kwargs`).
+    """
     if name == "tiny":
         name = "random:llama"
     if not name.startswith("random:"):
+        from pagedkv.model_executor.hub import checkpoint_kwargs
+
+        checkpoint_kwargs(name, RANDOM_MODELS)  # fails at once, before torch loads anything
         return name
     from pagedkv.model_executor.model_loader import random_model_config
 
@@ -84,15 +109,45 @@ def parse_ids(text: str) -> list[int]:
         raise bad_value("--prompt-ids", text, "comma-separated integers") from None
 
 
+def scheduler_options(args: argparse.Namespace) -> dict[str, Any]:
+    """The scheduler flags given, as :class:`~pagedkv.managers.config.SchedulerConfig`
+    fields (an absent flag keeps SGLang's default for the card and the pool).
+
+    Raises:
+        ConfigError: a size below 1 (``--chunked-prefill-size`` -1 excepted: off, as in
+            SGLang), a conservativeness that is not a finite number > 0.
+    """
+    options: dict[str, Any] = {}
+    if args.chunked_prefill_size is not None:
+        if args.chunked_prefill_size == -1:
+            options["chunked_prefill_size"] = None
+        else:
+            options["chunked_prefill_size"] = check_positive_int(
+                "--chunked-prefill-size", args.chunked_prefill_size)
+    if args.max_running_requests is not None:
+        options["max_running_requests"] = check_positive_int(
+            "--max-running-requests", args.max_running_requests)
+    if args.schedule_conservativeness is not None:
+        options["schedule_conservativeness"] = check_real(
+            "--schedule-conservativeness", args.schedule_conservativeness, 0.0, open_low=True)
+    return options
+
+
 def run_generate(args: argparse.Namespace) -> int:
     """``pagedkv generate``: load, serve, print; return 0.
 
+    Notes on the settings (a CPU ignores ``--mem-fraction-static``) and every request whose
+    ``--max-new-tokens`` the scheduler lowered go to stderr, one line each.
+
     Raises:
-        ConfigError: a bad model, device, dtype, size or prompt (named, before any work).
+        ConfigError: a bad model, device, dtype, size, scheduler option or prompt (named,
+            before any work).
         NotEnoughMemoryError: the weights leave no room for a pool.
     """
     check_positive_int("--num-prompts", args.num_prompts)
     check_positive_int("--max-new-tokens", args.max_new_tokens)
+    options = scheduler_options(args)
+    source = model_source(args.model)
     from pagedkv.engine import Engine
     from pagedkv.model_executor.model_loader import resolve_device
 
@@ -101,10 +156,12 @@ def run_generate(args: argparse.Namespace) -> int:
     if pool is None and device.type == "cpu":
         pool = CPU_POOL_TOKENS
     engine = Engine.from_pretrained(
-        model_source(args.model), device=device, dtype=args.dtype, page_size=args.page_size,
+        source, device=device, dtype=args.dtype, page_size=args.page_size,
         mem_fraction_static=args.mem_fraction_static, max_total_tokens=pool, seed=args.seed,
-        radix_cache=not args.disable_radix_cache, sglang_version=args.sglang_version)
+        radix_cache=not args.disable_radix_cache, sglang_version=args.sglang_version, **options)
     runner = engine.executor
+    for note in runner.notes:
+        print(f"pagedkv generate: note: {note}", file=sys.stderr)
     prompts: list[Any] = [*args.prompt, *(parse_ids(t) for t in args.prompt_ids)]
     if not prompts:
         import numpy as np
@@ -112,27 +169,10 @@ def run_generate(args: argparse.Namespace) -> int:
         rng = np.random.default_rng(args.seed)
         prompts = [rng.integers(0, runner.vocab_size, int(rng.integers(8, 33))).tolist()
                    for _ in range(args.num_prompts)]
-    res = engine.generate(prompts, args.max_new_tokens, ignore_eos=args.ignore_eos)
-    texts = res.texts
-    rows = [{"rid": r.rid, "prompt_len": r.prompt_len, "output_len": r.generated,
-             "finish_reason": r.finish_reason, "retractions": r.num_retractions,
-             "cached_tokens": r.cached_tokens, "output_ids": list(r.output_ids or []),
-             **({"text": texts[r.rid]} if texts is not None else {})} for r in res.requests]
-    if args.json:
-        out = {"meta": res.trace.meta.to_dict(), "metrics": res.metrics.as_dict(),
-               "outputs": rows, **({"log": res.log} if args.log else {})}
-        print(json.dumps(out, indent=2))
-        return 0
-    if args.log:
-        print("\n".join(res.log))
-    meta = res.trace.meta
-    print(f"{meta.model} on {meta.gpu}: pool {meta.max_total_num_tokens:,} tokens (page_size "
-          f"{meta.page_size}), SGLang {meta.sglang_version} scheduler, radix cache "
-          f"{'on' if meta.radix_cache else 'off'}; {len(rows)} requests, "
-          f"{res.metrics.output_tokens} tokens in {res.metrics.duration_s:.2f} s of forward passes")
-    for row in rows:
-        shown = row.get("text", row["output_ids"])
-        print(f"[{row['rid']}] {row['prompt_len']} prompt + {row['output_len']} output tokens "
-              f"({row['finish_reason']}, {row['retractions']} retractions, {row['cached_tokens']} "
-              f"cached): {shown!r}")
+    with DecodeProgress(disable=True if args.no_progress else None) as bar:
+        res = engine.generate(prompts, args.max_new_tokens, ignore_eos=args.ignore_eos,
+                              on_step=bar.update)
+    for clamp in res.clamps:
+        print(f"pagedkv generate: {clamp.message()}", file=sys.stderr)
+    print_result(res, args.json, args.log)
     return 0

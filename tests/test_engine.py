@@ -118,7 +118,9 @@ def test_bad_prompts_fail_before_any_work(runner: ModelRunner, monkeypatch) -> N
     calls = []
     monkeypatch.setattr(runner, "forward", lambda batch: calls.append(batch))
     engine = Engine(runner)
-    with pytest.raises(ConfigError, match=r"prompt_len=70 is invalid; valid: < max_req_input_len=58"):
+    with pytest.raises(ConfigError, match=r"len\(prompts\[0\]\)=70 is invalid; valid: < "
+                       r"max_req_input_len=58 .*; max_total_tokens >= 80 \(the pool is the "
+                       r"size given\)"):  # 70 + 7 tokens, in pages of 4
         engine.generate([[1] * 70], 4)  # longer than the 64-token pool
     with pytest.raises(ConfigError, match=r"len\(prompts\[1\]\)=600 is invalid; valid: < "
                                           r"context_len=512"):
@@ -151,3 +153,73 @@ def test_simulated_engine_matches_the_scheduler() -> None:
     res = Engine(SimExecutor(), max_total_num_tokens=64, page_size=4).run(specs, check=True)
     assert res.outputs == [[]] * 6 and res.texts is None
     assert res.metrics.output_tokens == 48 and len(res.trace.events_of("finish")) == 6
+
+
+def _gpu_runner(fraction: float, context: int) -> ModelRunner:
+    """The GPU sizing path on the CPU: 1 MiB of weights read off a 16 GiB card."""
+    readings = chain([(64 * MiB, 16 * GiB)], repeat((63 * MiB, 16 * GiB)))
+    return ModelRunner.load(random_model_config(max_position_embeddings=context), device="cpu",
+                            page_size=16, mem_fraction_static=fraction, eos_token_ids=(),
+                            mem_get_info=lambda: next(readings))
+
+
+def test_a_long_prompt_hears_what_would_take_it() -> None:
+    # (63 MiB - 64 MiB * 0.98) / 512 B = 573 tokens, 560 in pages of 16
+    runner = _gpu_runner(0.02, 4096)
+    assert runner.max_total_num_tokens == 560 and not runner.pool_capped
+    with pytest.raises(ConfigError, match=r"len\(prompts\[0\]\)=600 is invalid; valid: < "
+                       r"max_req_input_len=554 .*; a pool of >= 608 tokens: a higher "
+                       r"mem_fraction_static than 0.02 or a GPU with more free memory"):
+        Engine(runner).generate([[1] * 600], 4)
+    # the same pool under a 512-token context: the context is the limit, not the pool
+    with pytest.raises(ConfigError, match=r"len\(prompts\[0\]\)=508 is invalid; valid: < "
+                       r"max_req_input_len=506 .*; a shorter prompt \(context_len=512 bounds it"):
+        Engine(_gpu_runner(0.02, 512)).generate([[1] * 508], 2)
+
+
+def test_settings_checked_at_the_api() -> None:
+    for bad in (0, 1.5, float("nan"), float("inf"), -0.1):
+        with pytest.raises(ConfigError, match=r"mem_fraction_static=.* is invalid; valid: a "
+                                              r"fraction in \(0, 1\]"):
+            ModelRunner.load(random_model_config(), device="cpu", max_total_tokens=64,
+                             mem_fraction_static=bad)
+    with pytest.raises(ConfigError, match=r"max_total_tokens=15 is invalid; valid: at least "
+                                          r"page_size=16: the pool holds whole pages, and 15 "
+                                          r"tokens round down to 0 pages of 16"):
+        ModelRunner.load(random_model_config(), device="cpu", max_total_tokens=15, page_size=16)
+    runner = ModelRunner.load(random_model_config(), device="cpu", max_total_tokens=40,
+                              page_size=16, mem_fraction_static=0.9)
+    assert runner.max_total_num_tokens == 32 and runner.pool_capped
+    assert runner.notes == ["mem_fraction_static=0.9 is ignored on cpu: no free memory is "
+                            "measured there, the pool is max_total_tokens=40"]
+
+
+class _Letters:
+    """A stand-in tokenizer: token t is the letter chr(97 + t % 26)."""
+
+    def __call__(self, text: str) -> object:
+        return type("Enc", (), {"input_ids": [ord(c) - 97 for c in text]})()
+
+    def decode(self, ids: list[int], skip_special_tokens: bool = True) -> str:
+        return "".join(chr(97 + t % 26) for t in ids)
+
+
+def test_from_pretrained_options_progress_and_text(capsys: pytest.CaptureFixture[str]) -> None:
+    from pagedkv.engine_cli_output import DecodeProgress, print_result
+
+    engine = Engine.from_pretrained(random_model_config(), device="cpu", max_total_tokens=64,
+                                    tokenizer=_Letters(), chunked_prefill_size=4,
+                                    max_running_requests=2, schedule_conservativeness=2.0)
+    cfg = engine.config
+    assert (cfg.chunked_prefill_size, cfg.max_running_requests, cfg.schedule_conservativeness) \
+        == (4, 2, 2.0)
+    with DecodeProgress(disable=False) as bar:
+        res = engine.generate(["abcdef", "xyz"], 3, ignore_eos=True, on_step=bar.update)
+    assert bar.bar is not None and bar.bar.n == bar.bar.total == 6
+    assert "decode: 100%" in capsys.readouterr().err  # tqdm's line, tok/s beside it
+    assert len(res.trace.events_of("chunk")) >= 1  # the 6-token prompt went in chunks of 4
+    print_result(res, as_json=False, with_log=False)
+    out = capsys.readouterr().out
+    for ids, text in zip(res.outputs, res.texts, strict=True):
+        assert f"    ids:  {ids}\n    text: {text!r}" in out
+    assert res.clamps == [] and len(res.timings) == 2

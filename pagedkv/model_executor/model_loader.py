@@ -26,6 +26,7 @@ import torch
 from torch import nn
 
 from pagedkv.errors import bad_value
+from pagedkv.model_executor.hub import checkpoint_kwargs
 
 #: ``(free bytes, total bytes)`` of a device, the shape of ``torch.cuda.mem_get_info()``.
 MemGetInfo = Callable[[], tuple[int, int]]
@@ -169,8 +170,10 @@ def load_causal_lm(source: str | nn.Module | Any, device: torch.device, dtype: t
         model's class name.
 
     Raises:
-        ConfigError: a ``source`` that is none of these.
-        OSError: from ``from_pretrained`` when the checkpoint cannot be found or downloaded.
+        ConfigError: a ``source`` that is none of these; a folder that does not exist or has
+            no ``config.json``; a hub id the hub does not serve, or that is not cached while
+            the hub cannot be reached (:func:`~pagedkv.model_executor.hub.checkpoint_kwargs`,
+            decided at once, before ``transformers`` would retry the network).
     """
     import transformers  # after pagedkv.layers.attention set TRITON_INTERPRET (see there)
 
@@ -185,7 +188,13 @@ def load_causal_lm(source: str | nn.Module | Any, device: torch.device, dtype: t
             model = transformers.AutoModelForCausalLM.from_config(source, **kwarg)
         return model.to(device=device, dtype=dtype).eval(), f"random {source.model_type}"
     if isinstance(source, str):
-        model = transformers.AutoModelForCausalLM.from_pretrained(source, **kwarg)
+        local = checkpoint_kwargs(source)
+        try:
+            model = transformers.AutoModelForCausalLM.from_pretrained(source, **kwarg, **local)
+        except OSError as exc:  # a hub id the hub does not know, a folder without weights
+            first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+            raise bad_value("model", source, f"a checkpoint transformers can load ({first})"
+                            ) from None
         return model.to(device=device, dtype=dtype).eval(), source
     raise bad_value("model", type(source).__name__,
                     "a hub id or folder, a transformers config, or a model")

@@ -40,7 +40,7 @@ import numpy as np
 import torch
 from torch import nn
 
-from pagedkv.errors import bad_value, check_positive_int
+from pagedkv.errors import bad_value, check_fraction, check_positive_int
 from pagedkv.layers.attention.backend import ATTENTION_BACKENDS, init_forward_metadata
 from pagedkv.layers.attention.checks import interpreted
 from pagedkv.mem_cache.memory_pool import MHATokenToKVPool
@@ -55,7 +55,12 @@ from pagedkv.model_executor.model_loader import (
     resolve_dtype,
 )
 from pagedkv.models.llama import check_causal_lm, forward_hidden, logits, sliding_window
-from pagedkv.sizing import KVPoolPlan, default_mem_fraction_static, plan_pool
+from pagedkv.sizing import (
+    KVPoolPlan,
+    default_mem_fraction_static,
+    max_req_input_len,
+    plan_pool,
+)
 from pagedkv.units import MiB
 
 
@@ -120,6 +125,9 @@ class ModelRunner:
         self.sliding_window = sliding_window(self.config)
         self.vocab_size = int(self.config.vocab_size)
         self.eos_token_ids = tuple(_model_eos(model) if eos_token_ids is None else eos_token_ids)
+        #: the pool is the size given (``max_total_tokens``, or by hand), not what free
+        #: memory left; notes: what the user should know about the settings (one line each)
+        self.pool_capped, self.notes = plan is None, []
         k, v = self.token_to_kv_pool.kv_size_bytes()
         self.startup_log = plan.log_lines() if plan is not None else [
             f"KV Cache is allocated. #tokens: {max_total_num_tokens}, "
@@ -155,17 +163,30 @@ class ModelRunner:
         difference: its weights were resident before the first one.
 
         Raises:
-            ConfigError: a bad device, dtype, size or architecture, or the CPU without
-                ``max_total_tokens``.
+            ConfigError: a bad device, dtype, size or architecture, a
+                ``mem_fraction_static`` outside (0, 1] (NaN and infinities included), a
+                ``max_total_tokens`` below one page, a checkpoint that cannot be had now, or
+                the CPU without ``max_total_tokens``.
+
+        On the CPU a given ``mem_fraction_static`` has no effect; ``notes`` says so.
             NotEnoughMemoryError: the weights leave no room for a pool.
         """
         dev = resolve_device(device)
         dt = resolve_dtype(dtype, dev)
         check_positive_int("page_size", page_size)
+        if mem_fraction_static is not None:
+            check_fraction("mem_fraction_static", mem_fraction_static)
+        if max_total_tokens is not None:
+            check_pool_cap(max_total_tokens, page_size)
         before = free_memory(dev, mem_get_info)
         if before is None and max_total_tokens is None:
             raise bad_value("max_total_tokens", None, "a token count: free memory is not "
                             "measured on the CPU, so the pool size must be given")
+        notes = []
+        if before is None and mem_fraction_static is not None:
+            notes.append(f"mem_fraction_static={mem_fraction_static} is ignored on {dev}: no "
+                         f"free memory is measured there, the pool is max_total_tokens="
+                         f"{max_total_tokens}")
         model, name = load_causal_lm(source, dev, dt, seed)
         check_causal_lm(model)
         plan = None
@@ -183,10 +204,14 @@ class ModelRunner:
             tokens = plan.max_total_num_tokens
         else:
             tokens = max_total_tokens // page_size * page_size
-        return cls(model, max_total_num_tokens=tokens, page_size=page_size,
-                   eos_token_ids=eos_token_ids, attention_backend=attention_backend, name=name,
-                   plan=plan, tokenizer=tokenizer, context_len=context_len,
-                   device_memory_bytes=0 if before is None else before[1])
+        runner = cls(model, max_total_num_tokens=tokens, page_size=page_size,
+                     eos_token_ids=eos_token_ids, attention_backend=attention_backend, name=name,
+                     plan=plan, tokenizer=tokenizer, context_len=context_len,
+                     device_memory_bytes=0 if before is None else before[1])
+        runner.pool_capped = (max_total_tokens is not None
+                              and tokens == max_total_tokens // page_size * page_size)
+        runner.notes = notes
+        return runner
 
     # ----- the executor interface ----------------------------------------------------------
     def decode_seconds(self, batch_size: int, kv_tokens: int) -> None:
@@ -241,8 +266,11 @@ class ModelRunner:
         """Refuse a prompt the model cannot run, before any work.
 
         Raises:
-            ConfigError: an empty prompt, a token id outside ``[0, vocab_size)``, or a
-                sequence longer than the model's context or its sliding window.
+            ConfigError: an empty prompt, a token id outside ``[0, vocab_size)``, a
+                prompt SGLang refuses on this pool (``max_req_input_len``; the message says
+                what pool would take it: a larger ``max_total_tokens`` where the pool is the
+                size given, a higher ``mem_fraction_static`` where free memory sized it), or
+                a sequence longer than the model's context or its sliding window.
         """
         ids = list(ids)
         if not ids:
@@ -254,10 +282,46 @@ class ModelRunner:
         if self.context_len is not None and len(ids) >= self.context_len:
             raise bad_value(f"len(prompts[{index}])", len(ids),
                             f"< context_len={self.context_len} (the model's max_position_embeddings)")
+        total = self.max_total_num_tokens
+        limit = max_req_input_len(total, self.context_len or total)
+        if len(ids) >= limit:  # the scheduler refuses it too; here with what helps
+            need = -(-(len(ids) + 7) // self.page_size) * self.page_size
+            if self.context_len is not None and self.context_len <= total:
+                helps = (f"a shorter prompt (context_len={self.context_len} bounds it here; a "
+                         "larger pool would not help)")
+            elif self.pool_capped or self.plan is None:
+                helps = f"max_total_tokens >= {need} (the pool is the size given)"
+            else:
+                helps = (f"a pool of >= {need} tokens: a higher mem_fraction_static than "
+                         f"{self.plan.mem_fraction_static} or a GPU with more free memory")
+            raise bad_value(f"len(prompts[{index}])", len(ids),
+                            f"< max_req_input_len={limit} (min(context_len - 1, "
+                            f"max_total_num_tokens - 1) - 5 with max_total_num_tokens={total}); "
+                            f"{helps}")
         if self.sliding_window is not None and longest > self.sliding_window:
             raise bad_value(f"len(prompts[{index}]) + max_new_tokens", longest,
                             f"<= sliding_window={self.sliding_window} (pagedkv attends over "
                             "whole sequences only)")
+
+
+def check_pool_cap(max_total_tokens: object, page_size: int) -> int:
+    """``max_total_tokens`` (SGLang's ``--max-total-tokens``) if it holds a whole page.
+
+    The pool holds whole pages, so the cap is rounded down to a multiple of ``page_size``;
+    a cap below one page would round to an empty pool.
+
+    Raises:
+        ConfigError: not an integer, or fewer tokens than one page (named with the value
+            given and why it rounds to nothing).
+    """
+    check_positive_int("max_total_tokens", max_total_tokens)
+    assert isinstance(max_total_tokens, int)
+    if max_total_tokens < page_size:
+        raise bad_value("max_total_tokens", max_total_tokens,
+                        f"at least page_size={page_size}: the pool holds whole pages, and "
+                        f"{max_total_tokens} tokens round down to "
+                        f"{max_total_tokens // page_size} pages of {page_size}")
+    return max_total_tokens
 
 
 def _backend(name: str | None, device: torch.device) -> str:

@@ -1,0 +1,133 @@
+"""What a run of :class:`pagedkv.engine.Engine` tells the user beyond the tokens: caps it
+lowered, and wall-clock latencies per request.
+
+Clamps. SGLang lowers a request's ``max_new_tokens`` at arrival to what the context and the
+pool leave after its prompt, without a word to the client (``Scheduler.init_req_max_new_tokens``
+in ``python/sglang/srt/managers/scheduler.py``: 0.5.9 ``min(max_new_tokens, max_req_len -
+len(origin_input_ids) - 1)``; 0.5.23 also ``token_to_kv_pool_allocator.max_new_tokens_for_memory``,
+the pool's room). pagedkv's scheduler clamps the same way
+(:meth:`~pagedkv.managers.scheduler.Scheduler._admit_checks`); the engine compares what each
+request asked with what it was granted and reports every difference (:class:`Clamp`), so an
+output cut to a few tokens is never a surprise.
+
+Timings. The trace's clock counts forward passes only; :class:`WallClock` reads the host
+clock after every scheduler step, so TTFT and TPOT include the scheduler's own work, as a
+client would measure them (``bench_serving``'s definitions: TTFT from sending to the first
+token, TPOT ``(e2e - TTFT) / (output_len - 1)``).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from pagedkv.managers.req import Req, RequestLike
+from pagedkv.sizing import max_req_input_len
+
+
+@dataclass(frozen=True)
+class Clamp:
+    """A request whose ``max_new_tokens`` the scheduler lowered at arrival.
+
+    Attributes:
+        rid: the request. asked, granted: ``max_new_tokens`` before and after (tokens).
+        why: which bound and its numbers, in words.
+    """
+
+    rid: int
+    asked: int
+    granted: int
+    why: str
+
+    def message(self) -> str:
+        """One line for stderr or a log."""
+        return (f"request {self.rid}: max_new_tokens={self.asked} lowered to {self.granted} "
+                f"({self.why}; SGLang clamps the same way at arrival)")
+
+    def to_dict(self) -> dict[str, object]:
+        """The JSON form."""
+        return {"rid": self.rid, "asked": self.asked, "granted": self.granted, "why": self.why}
+
+
+def lowered_caps(requests: Sequence[RequestLike], reqs: Sequence[Req],
+                 max_total_num_tokens: int, page_size: int,
+                 context_len: int | None) -> list[Clamp]:
+    """Every request whose cap the scheduler lowered, with the bound that did it.
+
+    Args:
+        requests: what was submitted (``max_new_tokens`` as asked).
+        reqs: the scheduler's requests after arrival (``max_new_tokens`` as granted).
+        max_total_num_tokens, page_size, context_len: the pool and the model's context.
+    """
+    total = max_total_num_tokens
+    max_req_len = max_req_input_len(total, context_len or total) + 5
+    out = []
+    for spec, req in zip(requests, reqs, strict=True):
+        if req.max_new_tokens >= spec.max_new_tokens:
+            continue
+        left = max_req_len - req.prompt_len - 1
+        if req.max_new_tokens == left:
+            bound = ("context_len" if context_len is not None and context_len <= total
+                     else "max_total_num_tokens")
+            why = (f"max_req_len = min(context_len - 1, max_total_num_tokens - 1) = {max_req_len}"
+                   f" (set by {bound}) leaves {left} after the {req.prompt_len}-token prompt")
+        else:
+            why = (f"the pool of max_total_num_tokens={total} in pages of {page_size} holds "
+                   f"the {req.prompt_len}-token prompt, one page for admission and one slot "
+                   f"for the allocator, and leaves room for {req.max_new_tokens}")
+        out.append(Clamp(req.rid, int(spec.max_new_tokens), int(req.max_new_tokens), why))
+    return out
+
+
+@dataclass(frozen=True)
+class RequestTiming:
+    """Wall-clock latencies of one request, seconds from the start of the run (when every
+    request of :meth:`Engine.generate` is sent).
+
+    Attributes:
+        ttft_s: to the first output token (None: it produced none).
+        e2e_s: to its last token (None: it did not finish).
+        output_len: tokens it produced.
+    """
+
+    ttft_s: float | None
+    e2e_s: float | None
+    output_len: int
+
+    @property
+    def tpot_s(self) -> float | None:
+        """Mean time per output token after the first: ``(e2e - TTFT) / (output_len - 1)``
+        (None with fewer than two tokens)."""
+        if self.ttft_s is None or self.e2e_s is None or self.output_len < 2:
+            return None
+        return (self.e2e_s - self.ttft_s) / (self.output_len - 1)
+
+    def to_dict(self) -> dict[str, float | None]:
+        """The JSON form (seconds)."""
+        return {"ttft_s": self.ttft_s, "tpot_s": self.tpot_s, "e2e_s": self.e2e_s}
+
+
+class WallClock:
+    """Host-clock times of each request's first token and finish, read after every step.
+
+    Call :meth:`observe` after each scheduler step; :meth:`timings` at the end.
+    """
+
+    def __init__(self, num_requests: int) -> None:
+        self.start = time.perf_counter()
+        self.first: list[float | None] = [None] * num_requests
+        self.done: list[float | None] = [None] * num_requests
+
+    def observe(self, reqs: Sequence[Req]) -> None:
+        """Stamp the requests that got their first token or finished since the last call."""
+        now = time.perf_counter() - self.start
+        for r in reqs:
+            if self.first[r.rid] is None and r.generated > 0:
+                self.first[r.rid] = now
+            if self.done[r.rid] is None and r.finished:
+                self.done[r.rid] = now
+
+    def timings(self, reqs: Sequence[Req]) -> list[RequestTiming]:
+        """One :class:`RequestTiming` per request, in rid order."""
+        return [RequestTiming(self.first[r.rid], self.done[r.rid], r.generated) for r in reqs]
