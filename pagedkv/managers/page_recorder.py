@@ -90,6 +90,49 @@ class PageRecorder:
             self.observe(step, page_owners(sched))
         self._mark = mark
 
+    def record_quiet_decodes(self, sched: Any, step: int, steps: int) -> None:
+        """Record decode steps ``step .. step + steps - 1`` of a fast-forward window, run
+        at once (``ScheduleBatch.decode_many``) and already in ``sched``'s state.
+
+        The window guarantees each is what :meth:`record` calls quiet (no event, no change
+        to the tree or the holders, nothing freed: rows only grow by one token a step), so
+        the record is the one ``steps`` calls of :meth:`record` would make: each new page,
+        at the step whose token opens it (position ``t`` with ``t % page_size == 0``), in
+        the holders' order within a step; the arithmetic is done for all steps at once.
+        """
+        if steps <= 0:
+            return
+        p = sched.page_size
+        table = sched.req_to_token_pool.req_to_token.numpy()
+        rids, idx, kv = _holders(sched)
+        start = np.asarray(kv, dtype=np.int64) - steps  # tokens before the first step
+        first = -(-start // p) * p  # the first page-opening position at or after start
+        count = np.maximum(0, -(-(start + steps - first) // p))  # pages opened per holder
+        order = np.repeat(np.arange(len(rids)), count)
+        nth = np.arange(len(order)) - np.repeat(np.cumsum(count) - count, count)
+        pos = first[order] + nth * p  # the opening positions, holder by holder
+        steps_at = step + pos - start[order]
+        sort = np.lexsort((order, steps_at))  # by step, then the holders' order
+        order, pos, steps_at = order[sort], pos[sort], steps_at[sort]
+        pages = table[np.asarray(idx, dtype=np.int64)[order], pos] // p
+        owner = np.asarray(rids, dtype=np.int64)[order]
+        for r, m, page in zip(owner.tolist(), (pos // p).tolist(), pages.tolist(), strict=True):
+            row = self._row[r]
+            if m != len(row):
+                raise AssertionError(f"request {r}'s row holds {len(row)} pages, not {m}: "
+                                     "the window was not quiet")
+            row.append(page)
+        for name, v in zip(("step", "rid", "index", "page"), (steps_at, owner, pos // p, pages),
+                           strict=True):
+            self.rows[name].extend(v.tolist())
+        changed = self._prev[pages] != owner  # pages are distinct: no order between them
+        self.step.extend(steps_at[changed].tolist())
+        self.page.extend(pages[changed].tolist())
+        self.owner.extend(owner[changed].tolist())
+        self._prev[pages] = owner
+        self._len.update(zip(rids, kv, strict=True))
+        self._mark = _marks(sched)
+
     def _append_pages(self, step: int, p: int, table: np.ndarray, rids: list[int],
                       idx: list[int], kv: list[int]) -> int:
         """A quiet step: record each row's new last pages as its own; return how many."""
@@ -124,9 +167,12 @@ class PageRecorder:
             self._len[r] = n
             row = self._row.setdefault(r, [])
             now = (table[i, :-(-n // p) * p:p] // p).tolist()
-            for k, page in enumerate(now):
-                if k >= len(row) or row[k] != page:
-                    self._set_row(step, r, k, page, row)
+            if row == now:
+                continue
+            same = min(len(row), len(now))  # most rows only grew: skip their common head
+            for k in range(same if row[:same] == now[:same] else 0, len(now)):
+                if k >= len(row) or row[k] != now[k]:
+                    self._set_row(step, r, k, now[k], row)
             del row[len(now):]
 
     def _set_row(self, step: int, rid: int, k: int, page: int, row: list[int]) -> None:

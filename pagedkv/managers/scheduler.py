@@ -129,7 +129,7 @@ class Scheduler(SchedulerPrefillMixin, SchedulerDecodeMixin, SchedulerMetricsMix
         self.real_tokens = self.executor.decode_seconds(1, 1) is None
         self.eos_token_ids = frozenset(getattr(self.executor, "eos_token_ids", ()) or ())
         self.fast_forward = fast_forward and not self.real_tokens
-        self.record_pages = record_page_tables or record_pages  # no fast-forward windows then
+        self.record_page_tables = record_page_tables  # no fast-forward windows then
         if trace is not None and record_page_tables and trace.page_tables is None:
             raise bad_value("trace", type(trace).__name__, "a Trace with page tables when "
                             "record_page_tables=True")

@@ -19,8 +19,11 @@ retraction can happen inside it (see :meth:`SchedulerDecodeMixin.window_length`)
 exact, not approximate: every count, time and ratio in the trace is what ``k`` single steps
 give, and the slots are handed out in the single steps' order (``alloc_decode_steps``), so
 page tables and the free list are the same too. What it skips is only the per-step Python
-work; windows are not taken while per-step page tables or page events are recorded (they
-would need a snapshot per step). ``Scheduler(fast_forward=False)`` forces single steps.
+work. Windows are not taken while per-step page tables are recorded (they would need a
+snapshot per step); they are with page events, which a window's middle steps only extend
+(new pages at the end of rows:
+:meth:`~pagedkv.managers.page_recorder.PageRecorder.record_quiet_decodes`).
+``Scheduler(fast_forward=False)`` forces single steps.
 """
 
 from __future__ import annotations
@@ -127,7 +130,7 @@ class SchedulerDecodeMixin(SchedulerState):
         the window pays for itself (``k >= batch / 8``).
         """
         b, p = self.running, self.allocator.page_size
-        if (self.record_pages or self.chunked_req is not None or self.real_tokens
+        if (self.record_page_tables or self.chunked_req is not None or self.real_tokens
                 or (self.waiting and not b.batch_is_full)):
             return 1
         size = len(b)
@@ -160,6 +163,10 @@ class SchedulerDecodeMixin(SchedulerState):
         kv0, gen0, kv_sum = b.kv_len.copy(), b.generated.copy(), int(b.kv_len.sum())
         need = p * np.bincount((-kv0) % p, minlength=p)[np.arange(k) % p]
         cum = np.cumsum(need)
+        pages = self.trace.page_events
+        if pages is not None:  # the first step as a single step records it (it may follow a retraction)
+            b.decode_many(1)
+            pages.record(self, "decode")
         for j in range(k):
             if j:
                 self.new_token_ratio = max(self.new_token_ratio - cfg.ratio_decay, cfg.min_ratio)
@@ -177,5 +184,11 @@ class SchedulerDecodeMixin(SchedulerState):
                         if self.trace.records_steps else 0.0)
             self.record_row("decode", kv_sum + (j + 1) * size, reserved, free, size)
             self.num_steps += 1
-        b.decode_many(k)
+        if pages is None:
+            b.decode_many(k)
+        else:  # the middle steps are quiet; the caller records the last one
+            if k > 2:
+                b.decode_many(k - 2)
+                pages.record_quiet_decodes(self, self.num_steps - (k - 2), k - 2)
+            b.decode_many(1)
         self.process_batch_result_decode()

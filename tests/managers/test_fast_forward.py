@@ -46,13 +46,15 @@ def workload(seed: int, page: int, poisson: bool) -> tuple[list[RequestSpec], in
 
 
 def run(specs: list[RequestSpec], pool: int, page: int, cfg: SchedulerConfig, radix: bool,
-        fast: bool, summary: bool = False) -> tuple[Scheduler, int]:
-    """Run to the end; return the scheduler and how many fast-forward windows it took."""
+        fast: bool, summary: bool = False, pages: bool = False) -> tuple[Scheduler, int]:
+    """Run to the end (with the page record if ``pages``); return the scheduler and how
+    many fast-forward windows it took."""
     trace = None
     if summary:
         trace = SummaryTrace(TraceMeta(pool, page))
     s = Scheduler(specs, max_total_num_tokens=pool, page_size=page, config=cfg,
-                  radix_cache=radix, step_time=STEP_TIME, fast_forward=fast, trace=trace)
+                  radix_cache=radix, step_time=STEP_TIME, fast_forward=fast, trace=trace,
+                  record_pages=pages)
     windows = 0
     take = s.fast_forward_steps
 
@@ -105,6 +107,24 @@ def test_fast_path_matches_single_steps(seed: int, page: int, poisson: bool, ver
     lean, _ = run(specs, pool, page, cfg, radix, fast=True, summary=True)
     assert lean.trace.totals() == slow.trace.totals()
     assert final_state(lean) == final_state(slow)
+
+
+@pytest.mark.parametrize(("seed", "page", "poisson", "version", "radix"),
+                         [c for c in CASES if c[0] < 4])
+def test_page_record_is_the_same_with_windows(seed: int, page: int, poisson: bool,
+                                              version: str, radix: bool) -> None:
+    """The page record (owners, rows, lengths) of a run that takes windows is the one
+    single steps record, entry for entry; so is everything else the run leaves."""
+    specs, pool = workload(seed, page, poisson)
+    cfg = SchedulerConfig(chunked_prefill_size=(None, 2 * page)[seed % 2], sglang_version=version)
+    try:
+        slow, _ = run(specs, pool, page, cfg, radix, fast=False, pages=True)
+    except ConfigError:
+        pytest.skip("workload refused up front")
+    fast, windows = run(specs, pool, page, cfg, radix, fast=True, pages=True)
+    assert windows > 0
+    assert fast.trace.to_dict() == slow.trace.to_dict()
+    assert final_state(fast) == final_state(slow)
 
 
 def test_the_cases_exercise_the_fast_path() -> None:

@@ -68,7 +68,7 @@ class Replay:
 def test_replayed_events_rebuild_each_step(page: int, radix: bool, version: str) -> None:
     specs = as_specs(multi_turn(6, 3, (10, 40), (10, 60), system_len=30, seed=2), max_new_tokens=80)
     s = Scheduler(specs, max_total_num_tokens=1024, page_size=page, radix_cache=radix,
-                  record_pages=True,
+                  record_pages=True, fast_forward=False,  # one step at a time, to replay each
                   config=SchedulerConfig(chunked_prefill_size=64, sglang_version=version))
     replay = Replay(1024 // page, s.trace.page_events)
     while s.step():
