@@ -13,7 +13,8 @@ import pytest
 from pagedkv.releases import DEFAULT_SGLANG_VERSION, SGLANG_VERSIONS
 
 BOOK = Path(__file__).resolve().parents[1] / "book"
-CHAPTERS = tuple(sorted(p.stem for p in BOOK.glob("*.ipynb")))
+CHAPTERS = tuple(sorted(p.stem for p in BOOK.glob("[0-9][0-9]-*.ipynb")))
+PAGES = ("cheat-sheet", "glossary")  # generated reference pages, held to the same rules
 
 
 def cells(chapter: str, kind: str) -> list[str]:
@@ -38,6 +39,7 @@ def test_intro_names_the_release_the_book_follows() -> None:
 
 def test_every_chapter_is_checked() -> None:
     assert len(CHAPTERS) == 8 and CHAPTERS[0] == "01-memory-arithmetic"
+    assert sorted(p.stem for p in BOOK.glob("*.ipynb")) == sorted((*CHAPTERS, *PAGES))
 
 
 OUTSIDE_WORDS = ("seed note", "the seed's", "seed_page_table", "public report", "operators report",
@@ -45,7 +47,7 @@ OUTSIDE_WORDS = ("seed note", "the seed's", "seed_page_table", "public report", 
                  "the report's", "observation_workload", "observed:")
 
 
-@pytest.mark.parametrize("chapter", CHAPTERS)
+@pytest.mark.parametrize("chapter", (*CHAPTERS, *PAGES))
 def test_no_words_from_outside_the_book(chapter: str) -> None:
     text = " ".join(" ".join(cells(chapter, "markdown") + cells(chapter, "code")).lower().split())
     for words in OUTSIDE_WORDS:
@@ -69,7 +71,7 @@ def shared_numbers() -> set[int]:
                    for v in SGLANG_VERSIONS}
 
 
-@pytest.mark.parametrize("chapter", CHAPTERS)
+@pytest.mark.parametrize("chapter", (*CHAPTERS, *PAGES))
 def test_shared_numbers_are_computed_not_typed(chapter: str) -> None:
     text = " ".join(cells(chapter, "markdown") + cells(chapter, "code"))
     for n in shared_numbers():
@@ -82,7 +84,7 @@ OLD_ONLY = ("srt/mem_cache/allocator.py", "triton_ops/", "cache_finished_req", "
             "scheduler_runtime_checker_mixin", "/radix_cache.py", "`RadixCache`", "cutlass_mla")
 
 
-@pytest.mark.parametrize("chapter", CHAPTERS)
+@pytest.mark.parametrize("chapter", (*CHAPTERS, *PAGES))
 def test_sglang_paths_are_0_5_23_with_0_5_9_beside_them(chapter: str) -> None:
     for para in paragraphs(chapter):
         assert "adjust_max_prefix_ids" not in para
@@ -160,7 +162,7 @@ def test_the_running_case_medians_print_alike_everywhere() -> None:
     assert f"{np.median([s.prompt_len for s in specs]):.0f}" == str(facts.prompt_median)
 
 
-@pytest.mark.parametrize("chapter", CHAPTERS)
+@pytest.mark.parametrize("chapter", (*CHAPTERS, *PAGES))
 def test_no_markdown_cell_is_tagged_to_hide(chapter: str) -> None:
     """hide-cell/hide-input tags act on code cells only: on a markdown cell (an exercise's
     answer) they do nothing and the answer shows. A dropdown admonition hides prose."""

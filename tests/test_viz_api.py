@@ -226,8 +226,8 @@ def test_watch_it_texts_are_the_default_runs():
     assert f"at most {mem['running']} requests run at once" in text1
     assert (f"{small['pool']:,}-token pool: up to {small['waiting']} wait and "
             f"{len(small['retracts'])}") in text1
-    assert ("mem_fraction_static` 0.85 (this chapter's setting: SGLang 0.5.23's default for this "
-            "card is 0.830)") in text1
+    assert ("mem_fraction_static` 0.80 (the book's running-case fraction, which every chapter uses; "
+            "SGLang 0.5.23's default for this card is 0.830)") in text1
 
     _, text4 = _rendered("04-admission.ipynb", "## Watch it: reservation")
     adm = _facts("admission")
@@ -263,10 +263,10 @@ def test_paging_text_matches_the_teaching_runs():
 
 
 def test_memory_chapter_default_run_never_waits_or_retracts():
-    """At most 42 running on a 432,064-token pool, none waiting, no retraction; Qwen3-4B on
-    the RTX 4090 at the same fraction does retract."""
+    """At most 42 running on a 399,440-token pool (the running case's fraction on the H100),
+    none waiting, no retraction; Qwen3-4B on the RTX 4090 at the same fraction does retract."""
     mem = _facts("memory")
-    assert (mem["pool"], mem["running"], mem["waiting"], mem["retracts"]) == (432_064, 42, 0, [])
+    assert (mem["pool"], mem["running"], mem["waiting"], mem["retracts"]) == (399_440, 42, 0, [])
     assert _facts("memory", model="qwen3-4b", gpu="rtx-4090")["retracts"]
 
 

@@ -1,11 +1,12 @@
 """The models, GPUs and workloads the visualizer offers, and the defaults it opens on.
 
 The card-scale workloads are the book's running case (:data:`pagedkv.workloads.cases.LONG_ANSWERS`:
-Qwen3-4B on an RTX 4090, ~386-token prompts, answers with median ~2,340 tokens,
-``max_new_tokens`` = answer length). The admission, retraction and full chapters open on that
-case at 2 requests/s with the book's ``mem_fraction_static`` of 0.80 (not SGLang's default for
-the card), where the default run over-admits and retracts; the memory chapter opens on
-Llama-3-8B on an H100.
+Qwen3-4B on an RTX 4090, log-normal answers, ``max_new_tokens`` = answer length). Every chapter
+that plays the card-scale workloads runs them at the case's ``mem_fraction_static``, so the
+case has one pool and one outcome wherever the book shows it. The admission, retraction and
+full chapters open on that case at 2 requests/s, where the run over-admits and retracts; the
+memory chapter opens on Llama-3-8B on an H100 at the same fraction, and its model and GPU menus
+lead to the case.
 """
 
 from __future__ import annotations
@@ -49,7 +50,8 @@ CATALOG = Catalog(
         "burst": Workload("burst: all at once", rate=None, teaching_rate=None),
     },
     defaults=_DEFAULTS,
-    chapter_defaults={"admission": _CASE, "retraction": _CASE, "full": _CASE},
+    chapter_defaults={"memory": replace(_DEFAULTS, mem_fraction_static=LONG_ANSWERS.mem_fraction_static),
+                      "admission": _CASE, "retraction": _CASE, "full": _CASE},
 )
 
 

@@ -1,5 +1,6 @@
 """The chapters' "On your GPU" sections: a :class:`pagedkv.lessons.on_gpu.Report` as Markdown
-(its sentences, its table, then SGLang's log lines as a code block)."""
+(on the CPU stand-in a warning first, then its sentences, its table, and SGLang's log lines as
+a code block)."""
 
 from __future__ import annotations
 
@@ -10,7 +11,8 @@ from pagedkv_widgets.tables import markdown_table
 
 def report_md(report: object) -> Markdown:
     """Render ``report`` (``lines``, ``header``, ``rows``, ``log``) for a notebook cell."""
-    parts = list(report.lines)  # type: ignore[attr-defined]
+    note = getattr(report, "cpu_note", "")
+    parts = ([f"> {note}"] if note else []) + list(report.lines)  # type: ignore[attr-defined]
     if report.header:  # type: ignore[attr-defined]
         parts.append(markdown_table(report.header, report.rows).data)  # type: ignore[attr-defined]
     if report.log:  # type: ignore[attr-defined]

@@ -83,6 +83,17 @@ class Setup:
                 "runs Qwen2.5-0.5B-Instruct.")
 
 
+    def cpu_note(self, meaningless: str) -> str:
+        """On the CPU stand-in, a plain warning that names the numbers that mean nothing there
+        (``meaningless``, one or two sentences); "" on a GPU, where every number is real, or
+        when there is nothing to name."""
+        if self.kind != "tiny" or not meaningless:
+            return ""
+        return (f"**Not a GPU run.** No GPU was found, so this section ran a tiny model with random "
+                f"weights on the CPU instead of {DEFAULT_MODEL}. {meaningless} Run the chapter on a "
+                "GPU (on Colab: a T4 runtime) to get real ones.")
+
+
 def detect_setup(model_id: str = DEFAULT_MODEL, device: str | None = None,
                  allow_download: bool | None = None) -> Setup:
     """Pick the model and device (see the module docstring).
@@ -216,6 +227,8 @@ class Report:
     Attributes:
         setup: what ran. lines: sentences, every number computed. header, rows: the table.
         log: SGLang-format log lines worth reading.
+        meaningless: which of the section's numbers mean nothing on the CPU stand-in (shown
+            first, by :meth:`Setup.cpu_note`, when the tiny model ran).
     """
 
     setup: Setup
@@ -223,3 +236,9 @@ class Report:
     header: tuple[str, ...] = ()
     rows: list[tuple[object, ...]] = field(default_factory=list)
     log: list[str] = field(default_factory=list)
+    meaningless: str = ""
+
+    @property
+    def cpu_note(self) -> str:
+        """The warning to show above the section on the CPU stand-in, or ""."""
+        return self.setup.cpu_note(self.meaningless)

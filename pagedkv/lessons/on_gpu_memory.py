@@ -95,7 +95,10 @@ def real_pool(setup: Setup) -> Report:
     del runner
     if setup.on_gpu:
         torch.cuda.empty_cache()
-    return Report(setup, lines, ("quantity", "how", "value"), rows, plan.log_lines())
+    return Report(setup, lines, ("quantity", "how", "value"), rows, plan.log_lines(),
+                  meaningless="The free-memory readings are those of a pretend card and the model is "
+                  "a toy, so the pool in bytes and tokens, the cell size and B_max describe no real "
+                  "card; only how the rows follow from one another holds.")
 
 
 def page_sizes(setup: Setup, sizes: Sequence[int] = (1, 16, 64)) -> Report:
@@ -131,13 +134,17 @@ def page_sizes(setup: Setup, sizes: Sequence[int] = (1, 16, 64)) -> Report:
              f"{pool:,} tokens, radix cache off. One token of KV costs {cell:,} B, so a page of p "
              f"tokens costs p x {cell:,} B.",
              "Wasted: the share of held slots that hold no token (the unused tail of each "
-             "request's last page), averaged over decode steps. Page ids: entries of a "
-             "FlashInfer-style page table at the end (SGLang's `req_to_token` keeps one entry "
-             "per token whatever p is). The decode kernel reads one slot id per token, so p does "
+             "request's last page), averaged over decode steps. Page ids: entries of a table "
+             "with one id per page (what FA3 reads) at the end; SGLang's `req_to_token` keeps "
+             "one entry per token whatever p is, and hands FlashInfer and Triton those. The "
+             "decode kernel reads one slot id per token, so p does "
              "not change its work, and the tokens are the same for every p."]
     if not setup.on_gpu:
         lines.append("On the CPU the step times are Triton's interpreter, and they wander from run "
                      "to run with the machine's load: read the GPU's figures for speed.")
     header = ("p", "bytes per page", "peak pages", "slots held / with tokens at peak", "wasted",
               "page ids", "decode ms/step", "same tokens as p=1")
-    return Report(setup, lines, header, rows)
+    return Report(setup, lines, header, rows,
+                  meaningless="The decode times are Triton's interpreter on a CPU and say nothing "
+                  "about speed, and the bytes per page are the toy model's; the pages, the waste "
+                  "and the equal tokens hold on any hardware.")

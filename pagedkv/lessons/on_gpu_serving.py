@@ -74,7 +74,10 @@ def admission(setup: Setup) -> Report:
     header = ("step", "kind", "running", "waiting", "tokens used", "reserved", "free",
               "cached (evictable)", "ratio")
     log = [line for line in trace.log if line.startswith("Prefill")][:6]
-    return Report(setup, lines, header, rows, log)
+    return Report(setup, lines, header, rows, log,
+                  meaningless="Random weights never stop early, so the output lengths (and how "
+                  "much the ratio over- or under-reserved) are not a model's, and the seconds are "
+                  "CPU times; the bookkeeping that links the columns holds on any hardware.")
 
 
 def retraction(setup: Setup) -> Report:
@@ -140,7 +143,10 @@ def retraction(setup: Setup) -> Report:
     header = ("request", "retractions", "output tokens", "KV held when retracted",
               "of it kept in the tree", "prefilled again", "of it recomputed KV", "same tokens")
     log = [line for line in trace.log if line.startswith("KV cache pool is full")][:5]
-    return Report(setup, lines, header, rows, log)
+    return Report(setup, lines, header, rows, log,
+                  meaningless="The re-prefill seconds are CPU times and mean nothing, and which "
+                  "requests are retracted follows from output lengths a random model drew; that a "
+                  "retraction costs time and never tokens holds on any hardware.")
 
 
 def prefix_cache(setup: Setup) -> Report:
@@ -186,7 +192,10 @@ def prefix_cache(setup: Setup) -> Report:
                      "size the saving is lost in the time each pass costs anyway.")
     header = ("radix cache", "prefill tokens computed", "tokens from the cache", "prefill s",
               "decode s", "total s")
-    return Report(setup, lines, header, rows)
+    return Report(setup, lines, header, rows,
+                  meaningless="The prefill seconds, and so the time saved, are CPU times and mean "
+                  "nothing; the counts of tokens computed and found in the cache hold on any "
+                  "hardware.")
 
 
 def _common_prefix(ids: list[list[int]]) -> int:

@@ -1,0 +1,149 @@
+"""The book's words: one definition for each term, and the chapter that introduces it.
+
+The glossary page, the short list at the top of chapter 1 and the tests that hold every term
+to "defined before its first use" all read :data:`TERMS`, so a definition is written once.
+Each term names where SGLang has it (0.5.23's file, with 0.5.9's where it differs).
+
+The lengths of a request have one name each (:data:`LENGTHS`), and one rule ties them: the
+newest sampled token has no KV yet. Its K and V are written by the next decode step, when it
+is fed back in, so between steps ``kv_len = seq_len - 1``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from pagedkv.errors import bad_value, check_positive_int
+
+
+@dataclass(frozen=True)
+class Term:
+    """One word of the book.
+
+    Attributes:
+        name: the term as the book writes it (Markdown, backticks for code names).
+        chapter: the chapter (1-8) whose text defines it; it must not be used earlier.
+        definition: one or two sentences, Markdown.
+        source: where SGLang has it (file and name), or "" for a plain English word.
+        pattern: a case-insensitive regular expression that finds a use in a chapter's text.
+    """
+
+    name: str
+    chapter: int
+    definition: str
+    source: str
+    pattern: str
+
+
+NEWEST_TOKEN_RULE = ("The newest sampled token has no KV yet: its K and V are written by the "
+                     "next decode step, when it is fed back in. So between steps a request holds "
+                     "`kv_len` = `seq_len` - 1 tokens of KV.")
+
+# One name for each length of a request (chapter 1 introduces them, every chapter uses them).
+LENGTHS: tuple[Term, ...] = (
+    Term("`seq_len`", 1, "A request's tokens so far: its prompt plus every token it has generated, "
+         "the newest sampled one included.", "`Req.seqlen`, `ScheduleBatch.seq_lens`",
+         r"\bseq_len"),
+    Term("`kv_len`", 1, "The tokens whose K and V are in the pool: `seq_len` - 1 between decode "
+         "steps (the newest sampled token has no KV yet). The next decode step writes the KV of "
+         "token number `kv_len`.", "`Req.kv.kv_committed_len` (0.5.23)", r"\bkv_len"),
+    Term("`prefix_len`", 1, "The tokens at the start of a request whose KV is already in the pool "
+         "when a prefill begins: the prefix the radix cache matched, plus earlier chunks of a "
+         "chunked prompt. mini-sglang calls it `cached_len`.",
+         "`ScheduleBatch.prefix_lens`", r"\bprefix_len|cached_len"),
+    Term("`extend_input_len`", 1, "The prompt tokens a prefill must still compute: `seq_len` - "
+         "`prefix_len` (at most one chunk at a time with chunked prefill).",
+         "`Req.extend_input_len`", r"extend_input_len"),
+)
+
+TERMS: tuple[Term, ...] = (
+    Term("KV cache", 1, "The keys and values every past token leaves in every layer, kept so "
+         "that later tokens can attend to it without recomputing them.", "", r"\bKV cache"),
+    Term("prefill", 1, "The forward pass over a request's prompt (or the part of it not cached): "
+         "it writes the prompt's KV in one go and samples the first output token.",
+         "`ForwardMode.EXTEND`", r"\bprefill"),
+    Term("decode", 1, "A forward pass that feeds every running request its newest token: one "
+         "new token of KV per request per step, and one sampled token each.",
+         "`ForwardMode.DECODE`", r"\bdecode step|\bdecod"),
+    Term("chunked prefill", 1, "Prefilling a long prompt in pieces of at most "
+         "`chunked_prefill_size` tokens, one piece per step, so that one long prompt does not "
+         "stall the running requests or need all its activations at once.",
+         "`--chunked-prefill-size`", r"chunked prefill|chunked_prefill|prefill chunk"),
+    Term("CUDA graph", 1, "A recording of one forward pass's GPU kernels for a fixed batch size, "
+         "replayed at the cost of one launch. Each captured size keeps its own buffers, which "
+         "is memory outside the KV pool.", ("`model_executor/runner/decode_cuda_graph_runner.py` (0.5.23); "
+          "`--cuda-graph-max-bs-decode` (0.5.9: `--cuda-graph-max-bs`)"),
+         r"CUDA[- ]graph"),
+    Term("`mem_fraction_static`", 1, "The share of the GPU's free memory SGLang keeps for weights "
+         "plus KV pool; the rest is left for activations and CUDA graphs.",
+         "`--mem-fraction-static`", r"mem_fraction_static"),
+    Term("cell size", 1, "The bytes one token's KV costs: 2 (K and V) x layers x KV heads x head "
+         "size x bytes per number.", "`_compute_cell_size` (0.5.9: `get_cell_size_per_token`)",
+         r"cell size"),
+    Term("`max_total_num_tokens`", 1, "The pool's size in tokens (rounded down to whole pages).",
+         "`ModelRunner.max_total_num_tokens`", r"max_total_num_tokens"),
+    Term("`max_running_requests`", 1, "The most requests that may run at once: the rows of the "
+         "request table (`req_to_token`), sized from the pool unless set.",
+         "`--max-running-requests`, `resolve_max_num_reqs`", r"max_running_requests"),
+    Term("page, `page_size`", 1, "The unit the allocator hands out: `page_size` consecutive "
+         "token slots of the pool (1 by default).", "`--page-size`", r"page_size|\bpage size"),
+    Term("radix cache", 1, "A prefix tree over token ids whose nodes point at KV slots: a new "
+         "request reuses the KV of any prefix already in it (chapter 8). On by default.",
+         "`mem_cache/unified_radix_cache.py` (0.5.9: `radix_cache.py`, `RadixCache`)",
+         r"radix cache|radix tree"),
+    Term("cached (evictable)", 1, "KV the radix cache keeps of finished (or retracted) requests "
+         "that no running request reads: reusable by a later request with the same prefix, "
+         "and freed on demand, least recently used first.", "`evictable_size()`",
+         r"\bevictable|\bcached\b"),
+    Term("reserved", 1, "Memory admission holds back for the tokens running requests have not "
+         "written yet: their remaining `max_new_tokens` (clipped) times `new_token_ratio`. No "
+         "slot is allocated for it; it only stops newcomers.",
+         "`_get_running_request_total_token_offset`", r"\breserv"),
+    Term("retraction (retracted)", 1, "Taking a running request out of the batch when the next "
+         "decode step does not fit: its KV is freed (except what the radix cache keeps), it "
+         "keeps its output tokens and goes back to the queue, to be prefilled again later.",
+         "`ScheduleBatch.retract_decode`", r"\bretract"),
+    Term("`new_token_ratio`", 1, "The share of each running request's remaining `max_new_tokens` "
+         "that admission assumes will still be written (chapter 4).",
+         "`NewTokenRatioTracker` (0.5.9: `Scheduler.new_token_ratio`)", r"new_token_ratio"),
+    *LENGTHS,
+    Term("`available_size`", 3, "Free slots in the pool: free pages times `page_size`.",
+         "`TokenToKVPoolAllocator.available_size`", r"available_size"),
+    Term("`req_to_token`", 3, "The request table: one row per running request, holding the pool "
+         "slot of each of its tokens (the page table, one entry per token).",
+         "`ReqToTokenPool.req_to_token`", r"req_to_token"),
+    Term("`PrefillAdder`", 1, "The object that walks the waiting queue once per prefill pass and "
+         "decides who is admitted.", "`managers/schedule_policy.py`", r"PrefillAdder"),
+    Term("`CONTINUE`, `NO_TOKEN`, `OTHER`", 4, "`PrefillAdder`'s answer for one request: "
+         "`CONTINUE` (admitted, try the next one), `NO_TOKEN` (memory refuses it: the pass "
+         "ends), `OTHER` (another budget, the chunk or `max_prefill_tokens`, ends the pass).",
+         "`AddReqResult`", r"\bCONTINUE\b|NO_TOKEN"),
+    Term("`batch_is_full`", 4, "Set when admission refuses a request for memory (0.5.23: only if "
+         "something was admitted or is running); while set, the scheduler does not walk the "
+         "queue again, until the running batch shrinks.",
+         "`ScheduleBatch.batch_is_full`", r"batch_is_full"),
+    Term("`#pending-token`", 4, "In 0.5.23's prefill log line: the prompt tokens still to "
+         "prefill over the whole waiting queue (and the rest of a chunked prompt). 0.5.9's line "
+         "has no such field.", "`metrics_reporter.py` (0.5.23)", r"#pending-token"),
+    Term("token usage", 1, "In SGLang's log lines: (`max_total_num_tokens` - `available_size` - "
+         "evictable) / `max_total_num_tokens`, the share of the pool holding tokens with cached, "
+         "evictable ones counted as free.",
+         "`managers/scheduler_components/pool_stats_observer.py` (0.5.23)", r"token usage"),
+    Term("`check_decode_mem`", 3, "The test before each decode step: does the allocator have the "
+         "pages the step will open? It evicts from the radix cache first, then says yes or no.",
+         "`ScheduleBatch.check_decode_mem`", r"check_decode_mem"),
+    Term("eviction", 1, "Freeing cached, evictable KV from the radix cache, least recently used "
+         "leaves first, when the free list is short.", "`evict`", r"\bevict"),
+)
+
+
+def terms_of_chapter(chapter: int) -> tuple[Term, ...]:
+    """The terms ``chapter`` (1-8) introduces, in the order of :data:`TERMS`.
+
+    Raises:
+        pagedkv.errors.ConfigError: ``chapter`` is not 1-8.
+    """
+    check_positive_int("chapter", chapter, minimum=1)
+    if chapter > 8:
+        raise bad_value("chapter", chapter, "1-8")
+    return tuple(t for t in TERMS if t.chapter == chapter)

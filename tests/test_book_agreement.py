@@ -1,0 +1,185 @@
+"""The book agrees with itself: terms defined before their first use, one running case, one
+value for each constant and each formula wherever it appears, every release-specific statement
+next to its release, and "On your GPU" sections that say when their numbers mean nothing."""
+
+from __future__ import annotations
+
+import inspect
+import json
+import re
+from pathlib import Path
+
+import pytest
+import torch
+
+from pagedkv.lessons import on_gpu_memory, on_gpu_serving
+from pagedkv.lessons.cheat_sheet import CONSTANTS, constant_rows
+from pagedkv.lessons.glossary import LENGTHS, NEWEST_TOKEN_RULE, TERMS
+from pagedkv.lessons.on_gpu import Report, Setup
+from pagedkv.managers.config import ENV_VARS, SchedulerConfig
+from pagedkv.workloads.cases import LONG_ANSWERS
+
+ROOT = Path(__file__).resolve().parents[1]
+BOOK = ROOT / "book"
+CHAPTERS = tuple(sorted(p.stem for p in BOOK.glob("[0-9][0-9]-*.ipynb")))
+PAGES = ("cheat-sheet", "glossary")
+
+
+def cells(name: str) -> list[dict]:
+    return json.loads((BOOK / f"{name}.ipynb").read_text())["cells"]
+
+
+def text_of(cell: dict) -> str:
+    return "".join(cell["source"])
+
+
+def prose(name: str) -> list[str]:
+    """Markdown paragraphs and list items, and whole code cells (their prose is in strings)."""
+    out = []
+    for c in cells(name):
+        if c["cell_type"] == "markdown":
+            out += [p for p in re.split(r"\n\s*\n|\n- |\n\d\. ", text_of(c)) if p.strip()]
+        else:
+            out.append(text_of(c))
+    return [" ".join(p.split()) for p in out]
+
+
+def test_the_reference_pages_are_in_the_toc_around_the_chapters() -> None:
+    toc = [line.split("book/")[1] for line in (ROOT / "_toc.yml").read_text().splitlines()
+           if "file: book/" in line]
+    assert toc == ["cheat-sheet", *CHAPTERS, "glossary"]
+
+
+def test_terms_are_not_used_before_the_chapter_that_defines_them() -> None:
+    for term in TERMS:
+        for chapter in CHAPTERS[:term.chapter - 1]:
+            used = [p[:120] for p in prose(chapter) if re.search(term.pattern, p, re.IGNORECASE)]
+            assert not used, (term.name, chapter, used)
+
+
+def test_chapter_1_lists_its_terms_before_using_them() -> None:
+    """The list (terms_md(1)) comes right after the chapter's opening; no earlier cell uses a
+    term the list defines, the opening's 'what you will learn' aside."""
+    ch1 = cells(CHAPTERS[0])
+    at = next(k for k, c in enumerate(ch1) if "terms_md(1)" in text_of(c))
+    opening = next(k for k, c in enumerate(ch1) if text_of(c).startswith("# 1."))
+    assert at == opening + 2
+    first_words = [t for t in TERMS if t.chapter == 1 and t.name not in ("KV cache", "`mem_fraction_static`")]
+    before = " ".join(text_of(c) for c in ch1[1:opening + 1])
+    assert [t.name for t in first_words if re.search(t.pattern, before, re.IGNORECASE)] == []
+
+
+def test_one_name_for_each_length() -> None:
+    """mini-sglang's names appear only where mini-sglang is named; the rule is chapter 1's."""
+    assert {t.name for t in LENGTHS} == {"`seq_len`", "`kv_len`", "`prefix_len`", "`extend_input_len`"}
+    for chapter in CHAPTERS:
+        for para in prose(chapter):
+            if re.search(r"cached_len|device_len", para) and "=" not in para[:60]:
+                assert "mini-sglang" in para, (chapter, para[:200])
+    assert "kv_len` = `seq_len` - 1" in NEWEST_TOKEN_RULE
+    for chapter in ("03-paging", "04-admission", "05-retraction"):
+        assert any("chapter 1's rule" in p.lower() for p in prose(chapter)), chapter
+
+
+def test_one_running_case_in_every_chapter() -> None:
+    """Every visualizer chapter that can show the running case's model and card shows it at
+    the case's fraction, so its pool, queue and retractions are one set of numbers."""
+    from pagedkv_widgets.catalog import CATALOG
+    from pagedkv_widgets.chapters import CHAPTERS as VIEWS
+    from pagedkv_widgets.chapters import resolve_settings
+
+    for name, spec in VIEWS.items():
+        if spec.teaching:
+            continue
+        s = resolve_settings(CATALOG, name, model=LONG_ANSWERS.model, gpu=LONG_ANSWERS.gpu)
+        assert s.mem_fraction_static == LONG_ANSWERS.mem_fraction_static, name
+
+
+def test_typed_constants_agree_with_the_package() -> None:
+    """Where prose names an SGLANG_* variable with a value, or the retraction ratio's
+    per-request tokens, the value is pagedkv's default."""
+    cfg = SchedulerConfig()
+    for name in (*CHAPTERS, *PAGES):
+        for para in prose(name):
+            for var, value in re.findall(r"`(SGLANG_[A-Z_]+)`\s*\((\d[\d.,]*)\)", para):
+                field = ENV_VARS[var]
+                assert float(value.replace(",", "")) == float(getattr(cfg, field)), (name, var, value)
+            for n in re.findall(r"\\sum \\text\{decoded\} \+ (\d+)", para):
+                assert int(n) == cfg.retract_decode_steps, (name, para[:200])
+
+
+def test_gb_and_gib_differ_by_one_number() -> None:
+    ch1 = " ".join(prose(CHAPTERS[0]))
+    quoted = set(re.findall(r"differ by (?:those )?([\d.]+) %", ch1))
+    assert quoted == {f"{(2**30 / 10**9 - 1) * 100:.1f}"}
+
+
+RELEASE_SPECIFIC = ("#pending-token", "finishing in flight", "evict_to_free_tokens",
+                    "--cuda-graph-max-bs-decode", "extra page", "padding row",
+                    "evicts only what")
+
+
+@pytest.mark.parametrize("name", (*CHAPTERS, *PAGES))
+def test_release_specific_statements_name_their_release(name: str) -> None:
+    for para in prose(name):
+        for words in RELEASE_SPECIFIC:
+            if words in para:
+                assert re.search(r"0\.5\.(9|23)|sglang_version|releases_md", para), (name, words, para[:200])
+
+
+def test_retraction_is_described_alike_everywhere() -> None:
+    """Who goes first, and what a retraction frees, say the same in chapters 5 and 7."""
+    for name in CHAPTERS:
+        for para in prose(name):
+            if re.search(r"frees (their|its) KV", para):
+                assert "radix cache" in para or "tree" in para, (name, para[:200])
+            assert "fewest first" not in para and "charged for prompts only" not in para, name
+    ch5 = " ".join(prose("05-retraction"))
+    assert "pops victims from its end" in ch5 and "--disable-radix-cache" in ch5
+    ch7 = " ".join(prose("07-visualizer"))
+    for words in ("evictable tokens", "clipped", "one more page", "the $n$ requests that stay"):
+        assert words in ch7, words
+
+
+def test_chapter_1_tells_the_log_s_request_count_as_a_release_difference() -> None:
+    ch1 = " ".join(prose(CHAPTERS[0]))
+    assert "had one padding row more" not in ch1 and "fixed in that thread by more GPUs" not in ch1
+    assert "does not count it" in ch1
+
+
+def test_every_constant_has_a_reason_and_a_source() -> None:
+    assert {c.field for c in CONSTANTS} == set(ENV_VARS.values())
+    rows = constant_rows()
+    cfg = SchedulerConfig()
+    for c, (var, value, _gives, why, source) in zip(CONSTANTS, rows, strict=True):
+        assert ENV_VARS[var.strip("`")] == c.field
+        assert float(value.replace(",", "")) == float(getattr(cfg, c.field))
+        assert why and "environ.py" in source
+        assert not re.search(r"\d", c.role), c.field  # values are computed, never typed
+    half = constant_rows(SchedulerConfig(clip_max_new_tokens=512))
+    assert half[0][1] == "512"
+
+
+def _tiny() -> Setup:
+    return Setup(torch.device("cpu"), torch.float32, None, "tiny", "CPU")
+
+
+def test_cpu_sections_say_which_numbers_mean_nothing() -> None:
+    from pagedkv_widgets.on_gpu import report_md
+
+    text = report_md(Report(_tiny(), ["a line"], meaningless="The times mean nothing.")).data
+    assert text.startswith("> **Not a GPU run.**") and "The times mean nothing." in text
+    real = Setup(torch.device("cpu"), torch.float32, "x", "real", "GPU")
+    assert not report_md(Report(real, ["a line"], meaningless="x")).data.startswith(">")
+    for module in (on_gpu_memory, on_gpu_serving):
+        for name, fn in inspect.getmembers(module, inspect.isfunction):
+            src = inspect.getsource(fn)
+            if fn.__module__ == module.__name__ and "return Report(" in src:
+                assert src.count("return Report(") == src.count("meaningless="), name
+
+
+@pytest.mark.parametrize("name", CHAPTERS)
+def test_on_your_gpu_texts_promise_the_note(name: str) -> None:
+    for para in prose(name):
+        if "Without a GPU" in para and "tiny random" in para:
+            assert "numbers that then mean nothing" in para, name

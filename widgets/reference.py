@@ -1,0 +1,104 @@
+"""The book's reference pages, generated so that they cannot drift from pagedkv: the glossary
+(:data:`pagedkv.lessons.glossary.TERMS`), chapter 1's list of first words, and the cheat sheet
+(formulas with SGLang's constants filled in from :class:`SchedulerConfig`, the constants with
+their reasons and sources, the defaults, and what changed between the two SGLang releases,
+from :data:`pagedkv.managers.config.VERSION_DIFFERENCES`)."""
+
+from __future__ import annotations
+
+from IPython.display import Markdown
+
+from pagedkv.errors import bad_value
+from pagedkv.lessons.cheat_sheet import constant_rows
+from pagedkv.lessons.glossary import NEWEST_TOKEN_RULE, TERMS, terms_of_chapter
+from pagedkv.managers.config import VERSION_DIFFERENCES, SchedulerConfig
+from pagedkv.releases import SGLANG_VERSIONS
+from pagedkv_widgets.tables import markdown_table
+
+
+def terms_md(chapter: int) -> Markdown:
+    """The terms ``chapter`` introduces, as a list, then the newest-token rule (chapter 1).
+
+    Raises:
+        pagedkv.errors.ConfigError: ``chapter`` is not 1-8, or introduces no term.
+    """
+    terms = terms_of_chapter(chapter)
+    if not terms:
+        raise bad_value("chapter", chapter, "a chapter that introduces terms")
+    lines = [f"- **{t.name}**: {t.definition}" for t in terms]
+    if chapter == 1:
+        lines.append(f"\n**The newest token.** {NEWEST_TOKEN_RULE}")
+    return Markdown("\n".join(lines))
+
+
+def glossary_md() -> Markdown:
+    """Every term, alphabetically, with the chapter that introduces it and SGLang's name."""
+    rows = sorted(TERMS, key=lambda t: t.name.strip("`#").lower())
+    return markdown_table(("term", "meaning", "chapter", "in SGLang"),
+                          ((t.name, t.definition, t.chapter, t.source or "-") for t in rows))
+
+
+def constants_md(config: SchedulerConfig | None = None) -> Markdown:
+    """SGLang's five scheduler constants: value (read from ``config``), what it gives, why it
+    is there, and where SGLang sets it."""
+    return markdown_table(("SGLang variable", "default", "gives", "why it is there", "source"),
+                          constant_rows(config))
+
+
+def formulas_md(config: SchedulerConfig | None = None) -> Markdown:
+    """The book's formulas, one line each, with the constants of ``config`` filled in."""
+    c = config or SchedulerConfig()
+    clip, n20 = c.clip_max_new_tokens, c.retract_decode_steps
+    rows = [
+        ("bytes per token (cell size)", r"$2 \cdot L \cdot H_{kv} \cdot d_{head} \cdot \text{bytes}$; "
+         r"MLA: $(\text{kv_lora_rank} + \text{qk_rope_head_dim}) \cdot L \cdot \text{bytes}$", 1),
+        ("pool from two free-memory readings", r"$\text{rest} = \text{post} - \text{pre} \cdot (1 - f)$, "
+         r"$\text{max_total_num_tokens} = \lfloor \text{rest} / \text{cell} \rfloor$, rounded down "
+         "to whole pages", 1),
+        ("pool on an empty card", r"$f \cdot \text{HBM} - \text{weights}$", 1),
+        ("batch cap", r"$B_{\max} = \lfloor \text{pool} / (c \cdot \text{cell}) \rfloor$ at context $c$", 1),
+        ("longest prompt", r"$\min(\text{context}, \text{max_total_num_tokens}) - 7$", 1),
+        ("KV a request holds", r"$\text{kv_len} = \text{seq_len} - 1$ between steps", 1),
+        ("pages a prefill opens", r"$\lceil \text{seq_len}/p \rceil - \lceil \text{prefix_len}/p \rceil$", 3),
+        ("a running request's reservation",
+         rf"$\min(\text{{max_new_tokens}} - \text{{generated}}, {clip}) \cdot \text{{new_token_ratio}}$", 4),
+        ("admission room", r"$R = \text{available_size} + \text{evictable} - \text{reservations} - "
+         r"\text{charges so far}$", 4),
+        ("a newcomer is refused (`NO_TOKEN`)",
+         rf"$e + \min(m - g, {clip}) + p \ge R$ (0.5.9: without $+\,p$)", 4),
+        ("its charge", rf"$\lceil e \rceil_\text{{page}} + p + \min(m, {clip})$ (0.5.9: without $+\,p$)", 4),
+        ("ratio over time", rf"start $\min({c.init_new_token_ratio:g} \cdot \text{{conservativeness}}, 1)$, "
+         rf"floor $\times {c.min_new_token_ratio_factor:g}$, down by "
+         rf"$(\text{{start}} - \text{{floor}}) / {c.new_token_ratio_decay_steps}$ per decode step", 4),
+        ("ratio after a retraction",
+         rf"$\min\!\big(1, (\sum \text{{decoded}} + {n20} n) / (\sum \text{{max_new_tokens}} + 1)\big)$ "
+         "over the $n$ requests that stay", 5),
+        ("tokens the next decode step needs",
+         r"$p \cdot \#\{\text{running requests with } \text{kv_len} \bmod p = 0\}$", 5),
+        ("token usage (log lines)", r"$(\text{max_total_num_tokens} - \text{available} - "
+         r"\text{evictable}) / \text{max_total_num_tokens}$", 8),
+    ]
+    return markdown_table(("what", "formula", "chapter"), rows)
+
+
+def defaults_md(config: SchedulerConfig | None = None) -> Markdown:
+    """The server settings the book varies, with SGLang's default (from ``config``)."""
+    c = config or SchedulerConfig()
+    rows = [
+        ("`--mem-fraction-static`", "by the card's memory (chapter 1)"),
+        ("`--page-size`", "1"),
+        ("`--chunked-prefill-size`", f"by the card's memory; {c.chunked_prefill_size:,} on an 80 GB card"),
+        ("`--max-prefill-tokens`", f"{c.max_prefill_tokens:,}"),
+        ("`--max-running-requests`", "from the pool (chapter 1)"),
+        ("`--schedule-conservativeness`", f"{c.schedule_conservativeness:g}"),
+        ("radix cache", "on (`--disable-radix-cache` turns it off)"),
+    ]
+    return markdown_table(("setting", "default"), rows)
+
+
+def releases_md() -> Markdown:
+    """What pagedkv switches between the two SGLang releases, with 0.5.23's source of each."""
+    old, new = sorted(SGLANG_VERSIONS, key=lambda v: tuple(int(x) for x in v.split(".")))
+    return markdown_table(("behaviour", old, new, f"where in {new}"),
+                          ((what, a, b, f"`{where}`") for what, a, b, where in VERSION_DIFFERENCES))
+
