@@ -21,6 +21,7 @@ from typing import Any
 
 from pagedkv.engine_cli_output import DecodeProgress, print_result
 from pagedkv.errors import bad_value, check_positive_int, check_real
+from pagedkv.releases import DEFAULT_SGLANG_VERSION, RELEASES
 
 CPU_POOL_TOKENS = 4096  # the CPU measures no free memory: the pool's default size there
 
@@ -67,8 +68,9 @@ def add_generate_parser(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--schedule-conservativeness", type=float, metavar="C",
                    help="scales the initial new_token_ratio, 0.7 x C capped at 1; > 1 admits "
                    "fewer requests and retracts less (default 1.0)")
-    p.add_argument("--sglang-version", default="0.5.23", choices=("0.5.23", "0.5.9"),
-                   help="the SGLang release whose scheduler is followed (default 0.5.23)")
+    p.add_argument("--sglang-version", default=DEFAULT_SGLANG_VERSION, choices=tuple(RELEASES),
+                   help="the SGLang release whose scheduler is followed "
+                   f"(default {DEFAULT_SGLANG_VERSION})")
     p.add_argument("--seed", type=int, default=0, help="seed of random weights and prompts")
     p.add_argument("--log", action="store_true", help="print SGLang's log lines first")
     p.add_argument("--json", action="store_true",

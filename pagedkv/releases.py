@@ -1,25 +1,302 @@
-"""The SGLang releases pagedkv follows, and the check every ``sglang_version`` argument gets.
+"""The SGLang releases pagedkv follows, as data: one frozen :class:`Release` per release.
 
 pagedkv follows SGLang 0.5.23 (the newest release) by default and 0.5.9 (the release the
-book was first written against) on request. Where the two differ, the code says which one
-it follows; :data:`pagedkv.managers.config.VERSION_DIFFERENCES` lists the differences the
-scheduler switches on.
+book was first written against) on request. Every behaviour that differs between them is
+one field of :class:`Release`, named for the behaviour; the code reads fields and never
+compares release names. Each field's metadata says where SGLang does it (``source``: the
+0.5.23 file and function unless it names 0.5.9), what the behaviour is (``what``,
+``description``) and, for a yes/no field, what each answer means (``shows``).
+:func:`differences` turns the fields into the book's table of rules, and
+``pagedkv.lessons.versions`` runs each field on one small case.
+
+The public API takes a release name (``sglang_version="0.5.9"``) at its boundary and turns
+it into a :class:`Release` once, with :func:`as_release`.
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field, fields
+from typing import Any
+
 from pagedkv.errors import bad_value
 
-SGLANG_VERSIONS = ("0.5.23", "0.5.9")
-DEFAULT_SGLANG_VERSION = SGLANG_VERSIONS[0]
+
+def _behaviour(what: str, source: str, description: str,
+               shows: tuple[str, str] | dict[object, str] | None = None) -> Any:
+    """A field's metadata. ``shows``: each value in words; for a flag, the pair (what False
+    means, what True means)."""
+    meta: dict[str, object] = {"what": what, "source": source, "description": description}
+    if isinstance(shows, tuple):
+        meta["shows"] = {False: shows[0], True: shows[1]}
+    elif shows is not None:
+        meta["shows"] = shows
+    return field(metadata=meta)
+
+
+@dataclass(frozen=True, repr=False)
+class Release:
+    """What one SGLang release does where the releases differ (one field per behaviour).
+
+    ``name`` is the release (``"0.5.23"``); every other field is a behaviour, documented in
+    its metadata (``dataclasses.fields(Release)[i].metadata``).
+    """
+
+    name: str
+    # ----- admission: managers/schedule_policy.py, managers/scheduler.py ------------------
+    extra_page_per_request: bool = _behaviour(
+        "admission charge per request", "mem_cache/prefill_budget.py: PrefillBudget.reserve",
+        "Admission charges each newcomer one page more (per_req_token_overhead = page_size), "
+        "in the newcomer test, in its charge and in the ignore-EOS check of an empty pool.",
+        ("extend + min(max_new, CLIP)", "extend + min(max_new, CLIP) + page_size"))
+    ignore_eos_reserves_all: bool = _behaviour(
+        "reservation of a running ignore-EOS request",
+        "managers/schedule_policy.py: PrefillAdder._get_running_request_total_token_offset",
+        "A running request that ignores EOS reserves its remaining tokens at ratio 1.0 "
+        "instead of new_token_ratio.", ("ratio new_token_ratio", "ratio 1.0"))
+    max_prefill_tokens_with_chunking: bool = _behaviour(
+        "max_prefill_tokens", "managers/schedule_policy.py: PrefillAdder.add_one_req",
+        "max_prefill_tokens also binds when chunked prefill is on (0.5.9 checks both budgets "
+        "before the prefix lock too, as its add_one_req does).",
+        ("checked only without chunked prefill",
+         "checked always (before and after the prefix lock)"))
+    chunk_ends_on_page_boundary: bool = _behaviour(
+        "a new chunk's end", "managers/schedule_policy.py: PrefillAdder.add_one_req",
+        "A request cut into chunks is cut where the sequence (cached prefix + chunk) ends on "
+        "a page boundary, not where the chunk alone does.",
+        ("chunk length a multiple of page_size", "prefix + chunk a multiple of page_size"))
+    prefill_log_raw_tokens: bool = _behaviour(
+        "prefill log #new-token", "managers/schedule_policy.py: PrefillAdder._update_prefill_budget",
+        "The prefill log's #new-token counts the tokens computed, not their pages.",
+        ("page-rounded extend", "raw extend"))
+    prefill_log_pending_tokens: bool = _behaviour(
+        "prefill log fields", "managers/scheduler_metrics_mixin.py: log_prefill_stats",
+        "The prefill log line has #pending-token (tokens still to prefill) and ends with the "
+        "input throughput.", ("throughput, cuda graph", "#pending-token, cuda graph, throughput"))
+    cap_max_new_tokens_by_pool: bool = _behaviour(
+        "max_new_tokens at arrival", "managers/scheduler.py: Scheduler.handle_generate_request",
+        "At arrival max_new_tokens is also capped at max_total_num_tokens - "
+        "ceil_to_page(prompt) - page_size - 1.",
+        ("min(max_new, max_req_len - prompt - 1)", "also <= pool - prompt pages - page - 1"))
+    allocatable_counts_free_rows: bool = _behaviour(
+        "requests a pass may admit", "managers/scheduler.py: Scheduler.get_num_allocatable_reqs",
+        "A pass admits at most the free request rows too (plus the carried chunk's); the "
+        "page table has max_running_requests rows (0.5.9: pagedkv adds one, so that a "
+        "carried chunk's row stays apart from the running batch's).",
+        ("max_running - running", "also <= free rows"))
+    filter_finished_every_step: bool = _behaviour(
+        "finished requests leave the running batch",
+        "managers/scheduler.py: Scheduler.get_next_batch_to_run",
+        "Every step starts by dropping finished requests from the running batch (a shrink "
+        "clears batch_is_full), not only at the next decode step.",
+        ("at the next decode step", "every step"))
+    batch_full_only_when_busy: bool = _behaviour(
+        "batch_is_full after NO_TOKEN", "managers/scheduler.py: Scheduler._get_new_batch_prefill_raw",
+        "A pass that runs out of memory marks the batch full only if something is admitted or "
+        "running; an empty running batch clears the mark; with no request slot left the "
+        "batch is marked full when no chunk is carried (0.5.9: when one is).",
+        ("always", "only if something is admitted or running"))
+    stop_pass_at_spent_budget: bool = _behaviour(
+        "a spent prompt or chunk budget", "managers/scheduler.py: Scheduler._get_new_batch_prefill_raw",
+        "The pass stops before matching the next waiting request when the prompt or chunk "
+        "budget is spent (0.5.9 matches its prefix, then refuses it).",
+        ("the next request is matched, then refused", "the pass stops first"))
+    touch_waiting_prefixes: bool = _behaviour(
+        "waiting prefixes under FCFS", "managers/schedule_policy.py: SchedulePolicy._touch_waiting_prefixes",
+        "With the tree on, every 32nd pass marks the cached prefixes of the first 128 waiting "
+        "requests as just used, so eviction spares them.",
+        ("untouched", "refreshed (LRU) every 32 passes"))
+    abort_last_request: bool = _behaviour(
+        "last request cannot decode", "managers/schedule_batch.py: ScheduleBatch.retract_decode",
+        "When even one request cannot take its next decode step, it is aborted (its KV freed) "
+        "instead of the server stopping with an error.", ("ValueError", "aborted"))
+    reset_ratio_only_when_idle: bool = _behaviour(
+        "new_token_ratio reset", "managers/scheduler.py: Scheduler.on_idle",
+        "A step without a batch resets new_token_ratio (and checks memory) only when nothing "
+        "waits or runs.", ("every step without a batch", "only when fully idle"))
+    group_prefill_frees: bool = _behaviour(
+        "frees after a prefill pass",
+        "managers/scheduler_output_processor_mixin.py: process_batch_result_prefill",
+        "The KV freed by requests that finish at their first token is returned in one "
+        "free group (free_group_begin / free_group_end), not call by call.",
+        ("one free call per request", "one free group per pass"))
+    # ----- the memory pools and the prefix cache: mem_cache/ ------------------------------
+    req_pool_padding_row: bool = _behaviour(
+        "request row 0", "mem_cache/memory_pool.py: ReqToTokenPool.__init__",
+        "The page table has one more row, row 0, which pads CUDA-graph batches and is never "
+        "handed out.", ("a request row", "a padding row, never handed out"))
+    req_pool_reuses_last_freed: bool = _behaviour(
+        "which free request row is taken", "mem_cache/memory_pool.py: ReqToTokenPool.alloc_rows",
+        "Rows are taken from the back of the free list (free_slots[-n:]), so the row freed "
+        "last is reused first; 0.5.9 takes them from the front.",
+        ("the front of the free list (oldest first)", "the back of the free list (last freed first)"))
+    free_order: str = _behaviour(
+        "freed pages (page_size > 1)", "mem_cache/allocator/paged.py: free_segment",
+        "How the cache returns a run of slots: 'sorted' (free, 0.5.9: each call's pages "
+        "sorted) or 'row' (free_segment: pages in the row's order).",
+        {"sorted": "sorted page ids (free)", "row": "row order (free_segment)"})
+    evict_until_free: bool = _behaviour(
+        "eviction when the free list is short", "mem_cache/allocator/base.py: evict_to_free_tokens",
+        "Eviction stops as soon as the allocator has the slots asked for, instead of "
+        "evicting the whole amount asked for.",
+        ("evict the whole amount asked for", "evict until enough is free"))
+    split_output_from_prompt: bool = _behaviour(
+        "cached prompt + output", "mem_cache/unified_radix_cache.py: checkpoint_into_tree",
+        "Inserting prompt + output splits the leaf at the prompt boundary, so the output can "
+        "be evicted on its own; duplicates are freed node by node along the insert walk and "
+        "the row is repointed along its path (0.5.9 matches the key again).",
+        ("one node", "split at the prompt boundary"))
+    # ----- server arguments: srt/arg_groups/ (0.5.9: srt/server_args.py) -----------------
+    chunked_prefill_size_20_35_gib: int = _behaviour(
+        "chunked_prefill_size, 20-35 GiB GPUs", "arg_groups/memory_hook.py: handle_gpu_memory_settings",
+        "Tokens per prefill chunk on a card with 20-35 GiB (RTX 4090, L4).")
+    cuda_graph_max_bs_20_35_gib: tuple[int, int] = _behaviour(
+        "decode CUDA-graph max batch, 20-35 GiB GPUs",
+        "arg_groups/memory_hook.py: handle_gpu_memory_settings",
+        "The largest decode batch captured in a CUDA graph on a 20-35 GiB card, at tp < 4 and "
+        "at tp >= 4.")
+    prefill_cuda_graph_reserve: bool = _behaviour(
+        "memory kept for prefill CUDA graphs", "arg_groups/memory_hook.py: reserve_for_graph_mb",
+        "The default mem_fraction_static keeps 8 MiB per captured prefill CUDA graph size "
+        "(1.5 GiB for an MLA model) aside, on CUDA.", ("nothing", "8 MiB per size (MLA: 1.5 GiB)"))
+    req_to_token_rows_are_cap: bool = _behaviour(
+        "request rows of the page table", "mem_cache/memory_pool.py: MemoryPoolConfig",
+        "The page table gets max_running_requests rows (0.5.9: as many as the pool and "
+        "context length allow).", ("from the pool and context length", "max_running_requests"))
+    cap_running_at_half_pool: bool = _behaviour(
+        "--max-running-requests", "arg_groups/memory_hook.py: MemoryPoolConfig",
+        "A --max-running-requests above half the pool's tokens is lowered to that.",
+        ("taken as given", "at most max_total_num_tokens // 2"))
+    kv_dtype_in_allocation_log: bool = _behaviour(
+        "start-up log dtype", "mem_cache/memory_pool.py: _finalize_allocation_log",
+        "The 'KV Cache is allocated' line names the KV dtype; the 'Load weight end' line no "
+        "longer names the weights' dtype.", ("on the load line", "on the allocation line"))
+    weights_leave_no_memory_error: bool = _behaviour(
+        "weights fill the static budget", "model_executor/kv_cache_configurator.py: "
+        "KVCacheConfigurator._profile_available_bytes",
+        "When the weights take the whole static budget, start-up fails with 'Loaded weights "
+        "leave no GPU memory' and the smallest viable fraction, not 'Not enough memory'.",
+        ("'Not enough memory'", "'Loaded weights leave no GPU memory'"))
+    # ----- attention backends: srt/arg_groups/overrides.py -------------------------------
+    attention_backends: tuple[str, ...] = _behaviour(
+        "attention backends offered", "layers/attention/attention_registry.py",
+        "The --attention-backend values the release offers (of those the book covers).")
+    forced_page_sizes: tuple[tuple[str, tuple[int, ...], int], ...] = _behaviour(
+        "page sizes a backend forces", "arg_groups/overrides.py: _mla_backend_page_constraints",
+        "(backend, page sizes it accepts, what any other becomes) for each backend that "
+        "forces a page size.")
+    fa4_for_asymmetric_kv: bool = _behaviour(
+        "default backend, sm_100, K and V of different widths",
+        "arg_groups/model_override_base.py: get_default_attn_backend",
+        "On sm_100, a model whose K and V rows differ in width gets fa4.",
+        ("trtllm_mha", "fa4"))
+    flashinfer_avoids_attention_sinks: bool = _behaviour(
+        "default backend, a model with attention sinks",
+        "arg_groups/model_override_base.py: get_default_attn_backend",
+        "Below sm_90, a model with attention sinks gets triton, not flashinfer.",
+        ("flashinfer", "triton"))
+
+    def __repr__(self) -> str:
+        return f"<SGLang {self.name}>"
+
+    def __post_init__(self) -> None:
+        if self.free_order not in FREE_ORDERS:
+            raise bad_value("free_order", self.free_order, "one of " + ", ".join(FREE_ORDERS))
+
+
+FREE_ORDERS = ("sorted", "row")
+
+_BACKENDS = ("triton", "flashinfer", "fa3", "fa4", "trtllm_mha", "trtllm_mla", "flashmla", "aiter")
+
+RELEASES: dict[str, Release] = {r.name: r for r in (
+    Release(
+        name="0.5.23",
+        extra_page_per_request=True, ignore_eos_reserves_all=True,
+        max_prefill_tokens_with_chunking=False, chunk_ends_on_page_boundary=True,
+        prefill_log_raw_tokens=True, prefill_log_pending_tokens=True,
+        cap_max_new_tokens_by_pool=True, allocatable_counts_free_rows=True,
+        filter_finished_every_step=True, batch_full_only_when_busy=True,
+        stop_pass_at_spent_budget=True, touch_waiting_prefixes=True, abort_last_request=True,
+        reset_ratio_only_when_idle=True, group_prefill_frees=True,
+        req_pool_padding_row=True, req_pool_reuses_last_freed=True, free_order="row",
+        evict_until_free=True, split_output_from_prompt=True,
+        chunked_prefill_size_20_35_gib=4096, cuda_graph_max_bs_20_35_gib=(48, 160),
+        prefill_cuda_graph_reserve=True, req_to_token_rows_are_cap=True,
+        cap_running_at_half_pool=True, kv_dtype_in_allocation_log=True,
+        weights_leave_no_memory_error=True,
+        attention_backends=(*_BACKENDS, "cutedsl_mla", "hpc_ops"),
+        forced_page_sizes=(("flashmla", (64,), 64), ("trtllm_mla", (32, 64), 64),
+                           ("cutedsl_mla", (32, 64), 64), ("trtllm_mha", (16, 32, 64, 128), 64),
+                           ("hpc_ops", (64,), 64), ("fa4", (128,), 128)),
+        fa4_for_asymmetric_kv=True, flashinfer_avoids_attention_sinks=True),
+    Release(
+        name="0.5.9",
+        extra_page_per_request=False, ignore_eos_reserves_all=False,
+        max_prefill_tokens_with_chunking=True, chunk_ends_on_page_boundary=False,
+        prefill_log_raw_tokens=False, prefill_log_pending_tokens=False,
+        cap_max_new_tokens_by_pool=False, allocatable_counts_free_rows=False,
+        filter_finished_every_step=False, batch_full_only_when_busy=False,
+        stop_pass_at_spent_budget=False, touch_waiting_prefixes=False, abort_last_request=False,
+        reset_ratio_only_when_idle=False, group_prefill_frees=False,
+        req_pool_padding_row=False, req_pool_reuses_last_freed=False, free_order="sorted",
+        evict_until_free=False, split_output_from_prompt=False,
+        chunked_prefill_size_20_35_gib=2048, cuda_graph_max_bs_20_35_gib=(24, 80),
+        prefill_cuda_graph_reserve=False, req_to_token_rows_are_cap=False,
+        cap_running_at_half_pool=False, kv_dtype_in_allocation_log=False,
+        weights_leave_no_memory_error=False,
+        attention_backends=(*_BACKENDS, "cutlass_mla"),
+        forced_page_sizes=(("flashmla", (64,), 64), ("cutlass_mla", (128,), 128),
+                           ("trtllm_mla", (32, 64), 64), ("trtllm_mha", (16, 32, 64), 64),
+                           ("fa4", (128,), 128)),
+        fa4_for_asymmetric_kv=False, flashinfer_avoids_attention_sinks=False),
+)}
+
+DEFAULT_RELEASE = RELEASES["0.5.23"]
+SGLANG_VERSIONS = tuple(RELEASES)  # newest first
+DEFAULT_SGLANG_VERSION = DEFAULT_RELEASE.name
+BEHAVIOURS = tuple(f.name for f in fields(Release) if f.name != "name")
+
+
+def as_release(sglang_version: object) -> Release:
+    """The :class:`Release` named ``sglang_version`` (a :class:`Release` passes through).
+
+    Raises:
+        ConfigError: a name not in :data:`RELEASES` (the message lists them).
+    """
+    if isinstance(sglang_version, Release):
+        return sglang_version
+    if isinstance(sglang_version, str) and sglang_version in RELEASES:
+        return RELEASES[sglang_version]
+    raise bad_value("sglang_version", sglang_version, "one of " + ", ".join(RELEASES))
 
 
 def check_sglang_version(sglang_version: object) -> str:
     """Return ``sglang_version`` if pagedkv follows it.
 
     Raises:
-        ConfigError: anything but ``"0.5.23"`` or ``"0.5.9"`` (the message names both).
+        ConfigError: anything but a name in :data:`RELEASES` (the message names them).
     """
-    if sglang_version not in SGLANG_VERSIONS:
-        raise bad_value("sglang_version", sglang_version, "one of " + ", ".join(SGLANG_VERSIONS))
-    return sglang_version  # type: ignore[return-value]
+    return as_release(sglang_version).name
+
+
+def describe(release: Release, behaviour: str) -> str:
+    """``release``'s value of ``behaviour`` in words (a flag through its ``shows`` metadata)."""
+    meta = next(f.metadata for f in fields(Release) if f.name == behaviour)
+    value = getattr(release, behaviour)
+    if "shows" in meta:
+        return meta["shows"][value]
+    if isinstance(value, tuple):
+        return ", ".join(map(str, value)) if value and not isinstance(value[0], tuple) else \
+            "; ".join(f"{b}: {'/'.join(map(str, ok))} -> {to}" for b, ok, to in value)
+    return str(value)
+
+
+def differences(old: Release | None = None, new: Release | None = None
+                ) -> tuple[tuple[str, str, str, str], ...]:
+    """``(what, old's rule, new's rule, SGLang source)`` per behaviour where ``old`` (default
+    the oldest release) and ``new`` (default :data:`DEFAULT_RELEASE`) differ, in field order."""
+    old = old or RELEASES[SGLANG_VERSIONS[-1]]
+    new = new or DEFAULT_RELEASE
+    return tuple((f.metadata["what"], describe(old, f.name), describe(new, f.name),
+                  f.metadata["source"])
+                 for f in fields(Release)
+                 if f.name != "name" and getattr(old, f.name) != getattr(new, f.name))

@@ -9,11 +9,11 @@ and 0.5.9 (``srt/server_args.py``) on request. Memory here is MiB, as SGLang com
 from __future__ import annotations
 
 from pagedkv.errors import check_positive_int
-from pagedkv.releases import check_sglang_version
+from pagedkv.releases import DEFAULT_SGLANG_VERSION, Release, as_release
 
 
 def gpu_memory_defaults(gpu_memory_mib: int, tp: int = 1,
-                        sglang_version: str = "0.5.23") -> tuple[int, int]:
+                        sglang_version: str | Release = DEFAULT_SGLANG_VERSION) -> tuple[int, int]:
     """SGLang's ``(chunked_prefill_size, decode CUDA-graph max batch size)`` for one card.
 
     The classes are SGLang's: under 20 GiB (T4), under 35 GiB (RTX 4090, L4), under 60 GiB
@@ -29,14 +29,13 @@ def gpu_memory_defaults(gpu_memory_mib: int, tp: int = 1,
     """
     check_positive_int("gpu_memory_mib", gpu_memory_mib)
     check_positive_int("tp", tp)
-    check_sglang_version(sglang_version)
+    release = as_release(sglang_version)
     gib = 1024
     if gpu_memory_mib < 20 * gib:
         return 2048, 8
-    if gpu_memory_mib < 35 * gib:
-        if sglang_version == "0.5.9":
-            return 2048, 24 if tp < 4 else 80
-        return 4096, 48 if tp < 4 else 160
+    if gpu_memory_mib < 35 * gib:  # the one class the releases size differently
+        return (release.chunked_prefill_size_20_35_gib,
+                release.cuda_graph_max_bs_20_35_gib[0 if tp < 4 else 1])
     if gpu_memory_mib < 60 * gib:
         return 4096, 32 if tp < 4 else 160
     if gpu_memory_mib < 160 * gib:
@@ -65,7 +64,7 @@ def static_reserve_mib(
     chunked_prefill_size: int | None = None,
     cuda_graph_max_bs: int | None = None,
     *,
-    sglang_version: str = "0.5.23",
+    sglang_version: str | Release = DEFAULT_SGLANG_VERSION,
     mla: bool = False,
     prefill_cuda_graph: bool = True,
 ) -> float:
@@ -104,7 +103,7 @@ def static_reserve_mib(
         check_positive_int("cuda_graph_max_bs", cuda_graph_max_bs)
         graph_bs = cuda_graph_max_bs
     reserve = 512 + 1.5 * max(chunk, 2048) + tp * pp / 8 * 1024 + 2 * graph_bs
-    if sglang_version != "0.5.9" and prefill_cuda_graph:
+    if as_release(sglang_version).prefill_cuda_graph_reserve and prefill_cuda_graph:
         reserve += 1.5 * 1024 if mla else 8 * len(prefill_cuda_graph_sizes(chunk))
     if gpu_memory_mib > 60 * 1024:
         reserve = max(reserve, 10 * 1024)
@@ -118,7 +117,7 @@ def default_mem_fraction_static(
     chunked_prefill_size: int | None = None,
     cuda_graph_max_bs: int | None = None,
     *,
-    sglang_version: str = "0.5.23",
+    sglang_version: str | Release = DEFAULT_SGLANG_VERSION,
     mla: bool = False,
     prefill_cuda_graph: bool = True,
 ) -> float:

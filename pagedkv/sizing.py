@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from pagedkv.errors import NotEnoughMemoryError, bad_value, check_fraction, check_positive_int
 from pagedkv.gpus import GPUSpec, get_gpu
 from pagedkv.model import ModelSpec, kv_dtype_bytes, load_model
-from pagedkv.releases import check_sglang_version
+from pagedkv.releases import DEFAULT_SGLANG_VERSION, Release, as_release
 from pagedkv.server_args import (
     default_mem_fraction_static,
     gpu_memory_defaults,
@@ -109,7 +109,8 @@ class KVPoolPlan:
     k_size_bytes: int
     v_size_bytes: int
     is_mla: bool
-    sglang_version: str = "0.5.23"
+    sglang_version: str = DEFAULT_SGLANG_VERSION
+    kv_dtype_in_allocation_log: bool | None = None  # None: the named release's
     architecture: str = ""
     chunked_prefill_size: int | None = None
     warnings: tuple[str, ...] = ()
@@ -149,13 +150,16 @@ class KVPoolPlan:
         )
         kv_dtype = _TORCH_DTYPES.get(self.kv_cache_dtype, self.kv_cache_dtype)
         model = f"type={self.architecture}, " if self.architecture else ""
-        if self.sglang_version == "0.5.9":
-            load_end = f"Load weight end. {model}dtype=torch.bfloat16, "
-            allocated = f"KV Cache is allocated. #tokens: {self.max_total_num_tokens}, {size}"
-        else:
+        dtype_there = self.kv_dtype_in_allocation_log
+        if dtype_there is None:
+            dtype_there = as_release(self.sglang_version).kv_dtype_in_allocation_log
+        if dtype_there:
             load_end = f"Load weight end. {model}"
             allocated = (f"KV Cache is allocated. dtype: {kv_dtype}, "
                          f"#tokens: {self.max_total_num_tokens}, {size}")
+        else:
+            load_end = f"Load weight end. {model}dtype=torch.bfloat16, "
+            allocated = f"KV Cache is allocated. #tokens: {self.max_total_num_tokens}, {size}"
         chunk = ("" if self.chunked_prefill_size is None
                  else f"chunked_prefill_size={self.chunked_prefill_size}, ")
         return [
@@ -199,27 +203,29 @@ class KVPoolPlan:
         return out
 
 
-def _not_enough_memory(pre: int, post: int, f: float, sglang_version: str
+def _not_enough_memory(pre: int, post: int, f: float, weights_leave_no_memory: bool
                        ) -> NotEnoughMemoryError:
     """SGLang's start-up error when ``f * pre`` leaves no page for the pool after the weights.
 
-    When the weights take the whole static budget, 0.5.23 raises the error of
-    ``KVCacheConfigurator._profile_available_bytes`` ("Loaded weights leave no GPU memory");
-    0.5.9, and 0.5.23 when some bytes are left but less than a page of tokens, the "Not enough
-    memory" of ``init_memory_pool`` (0.5.23 ``MemoryPoolConfig.__post_init__``). pagedkv adds
-    what the weights take, in GiB (2^30 bytes).
+    ``weights_leave_no_memory``: the weights take the whole static budget and the release
+    says so (``Release.weights_leave_no_memory_error``, 0.5.23): the error of
+    ``KVCacheConfigurator._profile_available_bytes`` ("Loaded weights leave no GPU memory").
+    Otherwise (0.5.9, and 0.5.23 when some bytes are left but less than a page of tokens) the
+    "Not enough memory" of ``init_memory_pool`` (0.5.23 ``MemoryPoolConfig.__post_init__``).
+    pagedkv adds what the weights take, in GiB (2^30 bytes).
     """
     need = (pre - post) / pre  # the smallest f whose budget holds the weights
     why = (f"mem_fraction_static={f} keeps {fmt_gib(f * pre)} for weights + KV, but the "
            f"weights alone take {fmt_gib(pre - post)}")
-    if sglang_version == "0.5.9":
+    if weights_leave_no_memory:
         return NotEnoughMemoryError(
-            f"Not enough memory. Please try to increase --mem-fraction-static: {why} "
-            f"(need f > {need:.3f})")
+            f"Loaded weights leave no GPU memory for the KV cache under "
+            f"--mem-fraction-static={f}. Raise --mem-fraction-static above "
+            f"{math.ceil(need * 1000) / 1000:.3f} (minimum viable = 1 - available/pre = "
+            f"{need:.4f}): {why}")
     return NotEnoughMemoryError(
-        f"Loaded weights leave no GPU memory for the KV cache under --mem-fraction-static={f}. "
-        f"Raise --mem-fraction-static above {math.ceil(need * 1000) / 1000:.3f} (minimum "
-        f"viable = 1 - available/pre = {need:.4f}): {why}")
+        f"Not enough memory. Please try to increase --mem-fraction-static: {why} "
+        f"(need f > {need:.3f})")
 
 
 def plan_pool(
@@ -236,7 +242,7 @@ def plan_pool(
     max_total_tokens: int | None = None,
     max_running_requests: int | None = None,
     weights_bytes: int | None = None,
-    sglang_version: str = "0.5.23",
+    sglang_version: str | Release = DEFAULT_SGLANG_VERSION,
 ) -> KVPoolPlan:
     """Size the KV pool as SGLang does at start-up.
 
@@ -259,8 +265,8 @@ def plan_pool(
             pool leaves the pool as profiled, and the plan's ``warnings`` (and its log lines)
             carry SGLang's warning saying so.
         weights_bytes: override the weight size per GPU (needed for quantized models).
-        sglang_version: ``"0.5.23"`` (default) or ``"0.5.9"``: whose default ``f``,
-            ``max_running_requests``, start-up error and log lines to follow.
+        sglang_version: a release name (default 0.5.23) or a :class:`Release`: whose
+            default ``f``, ``max_running_requests``, start-up error and log lines to follow.
 
     Raises:
         ConfigError: any parameter outside its range (named in the message).
@@ -270,7 +276,7 @@ def plan_pool(
         model = load_model(model)
     if isinstance(gpu, str):
         gpu = get_gpu(gpu)
-    check_sglang_version(sglang_version)
+    release = as_release(sglang_version)
     check_positive_int("page_size", page_size)
     check_positive_int("tp", tp)
     elem = kv_dtype_bytes(kv_cache_dtype)
@@ -311,7 +317,7 @@ def plan_pool(
     weights_fill_budget = post_free_bytes - pre_free_bytes * (1.0 - mem_fraction_static) <= 0
     if tokens < page_size:
         raise _not_enough_memory(pre_free_bytes, post_free_bytes, mem_fraction_static,
-                                 "0.5.9" if not weights_fill_budget else sglang_version)
+                                 weights_fill_budget and release.weights_leave_no_memory_error)
     warnings: tuple[str, ...] = ()
     if max_total_tokens is not None:
         check_positive_int("max_total_tokens", max_total_tokens)
@@ -323,11 +329,11 @@ def plan_pool(
     if max_running_requests is None:
         slots = req_to_token_pool_size(tokens, context_len)
         max_running_requests = min(tokens // 2, slots)
-        if sglang_version != "0.5.9":  # 0.5.23 sizes the rows to the cap
+        if release.req_to_token_rows_are_cap:  # 0.5.23 sizes the rows to the cap
             slots = max_running_requests
     else:  # --max-running-requests: 0.5.23 still caps it at half the pool
         check_positive_int("max_running_requests", max_running_requests)
-        if sglang_version != "0.5.9":
+        if release.cap_running_at_half_pool:
             max_running_requests = min(max_running_requests, tokens // 2)
         slots = max_running_requests
     rows = tokens + page_size  # each per-layer buffer has one padding page
@@ -345,7 +351,8 @@ def plan_pool(
         post_free_bytes=post_free_bytes, weights_bytes=weights_bytes, cell_size=cell,
         max_total_num_tokens=tokens, req_to_token_pool_size=slots,
         max_running_requests=max_running_requests, k_size_bytes=k_size, v_size_bytes=v_size,
-        is_mla=model.is_mla, sglang_version=sglang_version, architecture=model.architecture,
+        is_mla=model.is_mla, sglang_version=release.name,
+        kv_dtype_in_allocation_log=release.kv_dtype_in_allocation_log, architecture=model.architecture,
         chunked_prefill_size=None if gpu is None else gpu_memory_defaults(
             gpu.memory_mib, tp, sglang_version)[0],
         warnings=warnings,

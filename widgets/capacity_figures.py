@@ -9,6 +9,7 @@ import plotly.graph_objects as go
 from pagedkv.errors import NotEnoughMemoryError
 from pagedkv.gpus import get_gpu
 from pagedkv.model import load_model
+from pagedkv.releases import DEFAULT_SGLANG_VERSION
 from pagedkv.sizing import batch_cap, plan_pool
 from pagedkv_widgets.axes import log_axis, nice_log_ticks
 from pagedkv_widgets.catalog import gpu_label, model_label
@@ -65,7 +66,7 @@ def batch_cap_figure(models: Sequence[str], gpus: Sequence[str],
 
 
 def caps_at(models: Sequence[str], gpus: Sequence[str], context_len: int,
-            sglang_version: str = "0.5.23") -> dict[str, dict[str, int | None]]:
+            sglang_version: str = DEFAULT_SGLANG_VERSION) -> dict[str, dict[str, int | None]]:
     """``B_max`` at ``context_len`` tokens per request, by GPU then model, at SGLang's default
     ``mem_fraction_static`` for ``sglang_version``; ``None`` where the weights exceed the
     default budget (SGLang stops at start-up). The numbers :func:`batch_cap_figure` draws.

@@ -10,6 +10,8 @@ from collections.abc import Iterable, Mapping, Sequence
 
 from IPython.display import Markdown
 
+from pagedkv.releases import DEFAULT_SGLANG_VERSION, RELEASES, SGLANG_VERSIONS
+
 
 def markdown_table(header: Sequence[str], rows: Iterable[Sequence[object]]) -> Markdown:
     """A pipe table: ``header`` cells, then one line per row (cells formatted with ``str``)."""
@@ -191,7 +193,8 @@ def prefix_runs_table(runs: Mapping[str, object]) -> Markdown:
 
 def version_changes_table(rows: Sequence[object]) -> Markdown:
     """Chapter 5: ``versions.VersionRow`` per change, 0.5.9 next to 0.5.23 on one input."""
-    return markdown_table(("what changed", "the same input", "SGLang 0.5.9", "SGLang 0.5.23"),
+    old, new = SGLANG_VERSIONS[-1], SGLANG_VERSIONS[0]
+    return markdown_table(("what changed", "the same input", f"SGLang {old}", f"SGLang {new}"),
                           ([r.change, r.case, r.old, r.new] for r in rows))
 
 
@@ -210,13 +213,14 @@ def attention_backends_table() -> Markdown:
 
     rows = []
     for g, new, old in backend_rows():
-        page = resolve_page_size(new, None, "0.5.23")
+        page = resolve_page_size(new, None, DEFAULT_SGLANG_VERSION)
         handed = _indexing(new)
         if BACKENDS[new].indexes == "page" and page == 1:
             handed += " (at page size 1, one per token)"
-        rows.append([g.label, g.examples, f"`{new}`" if new == old else f"`{new}` (0.5.9: `{old}`)",
-                     page, handed])
-    return markdown_table(("GPU class", "for example", "default backend (SGLang 0.5.23)",
+        backend = f"`{new}`" if new == old else f"`{new}` ({SGLANG_VERSIONS[-1]}: `{old}`)"
+        rows.append([g.label, g.examples, backend, page, handed])
+    return markdown_table(("GPU class", "for example",
+                           f"default backend (SGLang {DEFAULT_SGLANG_VERSION})",
                            "page size when `--page-size` is not given", "the kernel is handed"), rows)
 
 
@@ -238,6 +242,6 @@ def forced_page_sizes_table(backends: Sequence[str] = ("trtllm_mha", "flashmla",
         accepted, forced = rule
         return f"{', '.join(map(str, accepted))}; anything else -> {forced}"
 
-    return markdown_table(("backend", "SGLang 0.5.23", "SGLang 0.5.9", "the kernel is handed"),
-                          ([f"`{b}`", cell(b, "0.5.23"), cell(b, "0.5.9"), _indexing(b)]
+    return markdown_table(("backend", *(f"SGLang {v}" for v in RELEASES), "the kernel is handed"),
+                          ([f"`{b}`", *(cell(b, v) for v in RELEASES), _indexing(b)]
                            for b in backends))

@@ -21,7 +21,7 @@ from pagedkv_widgets.scenes import TEACH_DECAY_STEPS, Settings, default_simulate
 class TeachingRun:
     """One page size of the teaching pool: its pages, the longest row of the page table
     (cells = pages of the longest request's KV), and the steps at which the run retracted,
-    per SGLang release (``{"0.5.23": [...], "0.5.9": [...]}``)."""
+    per SGLang release (a list per name in ``pagedkv.releases.RELEASES``)."""
 
     page_size: int
     pool_tokens: int

@@ -31,7 +31,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from pagedkv.errors import bad_value, check_positive_int
-from pagedkv.releases import DEFAULT_SGLANG_VERSION, check_sglang_version
+from pagedkv.releases import DEFAULT_SGLANG_VERSION, RELEASES, SGLANG_VERSIONS, Release, as_release
 
 TOKEN, PAGE = "token", "page"
 
@@ -46,14 +46,19 @@ class AttentionBackend:
             (one page id per page); ``None`` where the book does not cover it.
         how: what SGLang hands the kernel, in words.
         source: the SGLang file (0.5.23 path; the same file in 0.5.9).
-        releases: the releases that offer it.
+
+    Which releases offer it is ``Release.attention_backends`` (see :attr:`releases`).
     """
 
     name: str
     indexes: str | None
     how: str
     source: str
-    releases: tuple[str, ...] = ("0.5.23", "0.5.9")
+
+    @property
+    def releases(self) -> tuple[str, ...]:
+        """The names of the releases that offer it, newest first."""
+        return tuple(n for n, r in RELEASES.items() if self.name in r.attention_backends)
 
 
 _LAYERS = "python/sglang/srt/layers/attention/"
@@ -74,11 +79,10 @@ BACKENDS: dict[str, AttentionBackend] = {b.name: b for b in (
     AttentionBackend("flashmla", PAGE, "block_kv_indices: one page id per page of 64",
                      _LAYERS + "flashmla_backend.py"),
     AttentionBackend("cutlass_mla", PAGE, "block_kv_indices: one page id per page of 128",
-                     _LAYERS + "cutlass_mla_backend.py", ("0.5.9",)),
+                     _LAYERS + "cutlass_mla_backend.py"),
     AttentionBackend("cutedsl_mla", PAGE, "a page table (pages of 32 or 64)",
-                     _LAYERS + "cutedsl_mla_backend.py", ("0.5.23",)),
-    AttentionBackend("hpc_ops", None, "pages of 64 (Hopper only)", _LAYERS + "hpc_ops_backend.py",
-                     ("0.5.23",)),
+                     _LAYERS + "cutedsl_mla_backend.py"),
+    AttentionBackend("hpc_ops", None, "pages of 64 (Hopper only)", _LAYERS + "hpc_ops_backend.py"),
     AttentionBackend("aiter", None, "AMD's kernels: a per-token or a paged table, by mode",
                      _LAYERS + "aiter_backend.py"),
 )}
@@ -105,7 +109,7 @@ GPU_CLASSES = (
 )
 
 
-def default_attention_backend(sm: int, sglang_version: str = DEFAULT_SGLANG_VERSION, *,
+def default_attention_backend(sm: int, sglang_version: str | Release = DEFAULT_SGLANG_VERSION, *,
                               platform: str = "cuda", flashinfer_installed: bool = True,
                               attention_sinks: bool = False,
                               asymmetric_kv: bool = False) -> str:
@@ -113,11 +117,14 @@ def default_attention_backend(sm: int, sglang_version: str = DEFAULT_SGLANG_VERS
 
     Args:
         sm: compute capability times 10 (``90`` for an H100); ignored on ROCm.
-        sglang_version: ``"0.5.23"`` (default) or ``"0.5.9"``.
+        sglang_version: a name in :data:`~pagedkv.releases.RELEASES` (default 0.5.23) or a
+            :class:`~pagedkv.releases.Release`.
         platform: ``"cuda"`` or ``"rocm"``.
         flashinfer_installed: whether ``flashinfer`` imports (the SGLang wheel depends on it).
-        attention_sinks: the model has attention sinks (0.5.23 then avoids FlashInfer).
-        asymmetric_kv: K and V rows differ in width (0.5.23 then picks fa4 on sm_100).
+        attention_sinks: the model has attention sinks (0.5.23 then avoids FlashInfer:
+            ``Release.flashinfer_avoids_attention_sinks``).
+        asymmetric_kv: K and V rows differ in width (0.5.23 then picks fa4 on sm_100:
+            ``Release.fa4_for_asymmetric_kv``).
 
     Returns:
         ``"fa3"`` on Hopper, ``"trtllm_mha"`` on sm_100 (``"fa4"`` for asymmetric K/V in
@@ -130,7 +137,7 @@ def default_attention_backend(sm: int, sglang_version: str = DEFAULT_SGLANG_VERS
     Source: 0.5.23 ``get_default_attn_backend``; 0.5.9
     ``ServerArgs._handle_attention_backend_compatibility`` (see the module docstring).
     """
-    v = check_sglang_version(sglang_version)
+    release = as_release(sglang_version)
     if platform == "rocm":
         return "aiter"
     if platform != "cuda":
@@ -139,36 +146,28 @@ def default_attention_backend(sm: int, sglang_version: str = DEFAULT_SGLANG_VERS
     if major == 9:
         return "fa3"
     if major == 10:
-        return "fa4" if v == "0.5.23" and asymmetric_kv else "trtllm_mha"
-    if flashinfer_installed and not (v == "0.5.23" and attention_sinks):
+        return "fa4" if release.fa4_for_asymmetric_kv and asymmetric_kv else "trtllm_mha"
+    if flashinfer_installed and not (release.flashinfer_avoids_attention_sinks and attention_sinks):
         return "flashinfer"
     return "triton"
 
 
-_PAGE_RULES = {  # backend -> {release: (page sizes it accepts, what others become)}
-    "flashmla": {"0.5.9": ((64,), 64), "0.5.23": ((64,), 64)},
-    "cutlass_mla": {"0.5.9": ((128,), 128)},
-    "trtllm_mla": {"0.5.9": ((32, 64), 64), "0.5.23": ((32, 64), 64)},
-    "cutedsl_mla": {"0.5.23": ((32, 64), 64)},
-    "trtllm_mha": {"0.5.9": ((16, 32, 64), 64), "0.5.23": ((16, 32, 64, 128), 64)},
-    "hpc_ops": {"0.5.23": ((64,), 64)},
-    "fa4": {"0.5.9": ((128,), 128), "0.5.23": ((128,), 128)},
-}
-
-
-def forced_page_sizes(backend: str, sglang_version: str = DEFAULT_SGLANG_VERSION
+def forced_page_sizes(backend: str, sglang_version: str | Release = DEFAULT_SGLANG_VERSION
                       ) -> tuple[tuple[int, ...], int] | None:
     """``(page sizes the backend accepts, the size any other becomes)``, or None when the
-    backend takes any page size. Raises ConfigError for a backend the release lacks."""
-    v = check_sglang_version(sglang_version)
-    if backend not in BACKENDS or v not in BACKENDS[backend].releases:
-        offered = sorted(n for n, b in BACKENDS.items() if v in b.releases)
-        raise bad_value("backend", backend, f"a backend of SGLang {v}: {', '.join(offered)}")
-    return _PAGE_RULES.get(backend, {}).get(v)
+    backend takes any page size (``Release.forced_page_sizes``). Raises ConfigError for a
+    backend the release lacks."""
+    release = as_release(sglang_version)
+    if backend not in BACKENDS or backend not in release.attention_backends:
+        offered = sorted(n for n in BACKENDS if n in release.attention_backends)
+        raise bad_value("backend", backend,
+                        f"a backend of SGLang {release.name}: {', '.join(offered)}")
+    return next(((accepted, forced) for name, accepted, forced in release.forced_page_sizes
+                 if name == backend), None)
 
 
 def resolve_page_size(backend: str, page_size: int | None = None,
-                      sglang_version: str = DEFAULT_SGLANG_VERSION) -> int:
+                      sglang_version: str | Release = DEFAULT_SGLANG_VERSION) -> int:
     """The page size SGLang runs with, given ``--page-size`` (None: not given) and the backend.
 
     ``backend`` is the backend of both phases (``--attention-backend``, or the same value for
@@ -192,8 +191,10 @@ def resolve_page_size(backend: str, page_size: int | None = None,
 
 
 def backend_rows() -> list[tuple[GPUClass, str, str]]:
-    """Per :data:`GPU_CLASSES` entry: ``(class, 0.5.23's default, 0.5.9's default)`` for a
-    plain MHA model (no attention sinks, equal K and V widths) with FlashInfer installed."""
-    return [(g, default_attention_backend(g.sm or 80, "0.5.23", platform=g.platform),
-             default_attention_backend(g.sm or 80, "0.5.9", platform=g.platform))
+    """Per :data:`GPU_CLASSES` entry: ``(class, the newest release's default, the oldest's)``
+    (0.5.23 and 0.5.9) for a plain MHA model (no attention sinks, equal K and V widths) with
+    FlashInfer installed."""
+    newest, oldest = SGLANG_VERSIONS[0], SGLANG_VERSIONS[-1]
+    return [(g, default_attention_backend(g.sm or 80, newest, platform=g.platform),
+             default_attention_backend(g.sm or 80, oldest, platform=g.platform))
             for g in GPU_CLASSES]

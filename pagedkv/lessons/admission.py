@@ -77,7 +77,7 @@ def running_state(reqs: Sequence[Req], pool_tokens: int, config: SchedulerConfig
     allocator = make_allocator(pool_tokens, p)
     longest = max((r.prompt_len + r.max_new_tokens for r in reqs), default=1) + p
     pool = ReqToTokenPool(len(reqs) + 1, longest)
-    tree = (RadixCache if radix else ChunkCache)(pool, allocator, config.sglang_version)
+    tree = (RadixCache if radix else ChunkCache).for_release(pool, allocator, config.release)
     batch = ScheduleBatch(pool, allocator, tree)
     table = pool.req_to_token.numpy()
     for r, n in zip(reqs, kv.tolist(), strict=True):

@@ -20,6 +20,7 @@ from pagedkv.managers.req import Req
 from pagedkv.managers.schedule_batch import ScheduleBatch
 from pagedkv.managers.scheduler import Scheduler
 from pagedkv.managers.simulation import SimResult, simulate
+from pagedkv.releases import DEFAULT_SGLANG_VERSION
 from pagedkv.workloads.cases import LONG_ANSWERS
 from pagedkv.workloads.synthetic import RequestSpec, sharegpt_like, uniform
 
@@ -36,7 +37,8 @@ TINY_SPECS = (RequestSpec(23, 100, 100), RequestSpec(28, 100, 100), RequestSpec(
               RequestSpec(24, 70, 70), RequestSpec(27, 70, 70))
 
 
-def tiny_retraction_run(radix_cache: bool = True, sglang_version: str = "0.5.23") -> Scheduler:
+def tiny_retraction_run(radix_cache: bool = True,
+                        sglang_version: str = DEFAULT_SGLANG_VERSION) -> Scheduler:
     """Chapter 5's visible example, finished: 5 requests arriving at once on a 256-token pool
     in 16 pages of 16, ``max_new_tokens`` = output length, the ratio decaying in 60 steps
     instead of 600 (``SGLANG_NEW_TOKEN_RATIO_DECAY_STEPS=60``). Page tables are recorded.

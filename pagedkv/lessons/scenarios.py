@@ -19,7 +19,7 @@ from pagedkv.mem_cache.allocator import (
 )
 from pagedkv.mem_cache.contiguous import ContiguousAllocator
 from pagedkv.mem_cache.memory_pool import MHATokenToKVPool, ReqToTokenPool
-from pagedkv.releases import DEFAULT_SGLANG_VERSION, check_sglang_version
+from pagedkv.releases import DEFAULT_SGLANG_VERSION, as_release
 
 RESERVED = "×"  # label of page 0's slots: never handed out, padded tokens write there
 
@@ -90,8 +90,9 @@ def page_table_example(sglang_version: str = DEFAULT_SGLANG_VERSION) -> PageTabl
     4-row table, row 3 never used and the next request taking it; in 0.5.23 rows 1, 2, 3 of
     a 3 + 1-row table, row 0 the padding row, and the next request taking x's row.
     """
-    v = check_sglang_version(sglang_version)
-    pool = ReqToTokenPool(4 if v == "0.5.9" else 3, 8, sglang_version=v)
+    release = as_release(sglang_version)
+    # the same four rows either way: 0.5.23's padding row is one of them
+    pool = ReqToTokenPool.for_release(4 - release.req_pool_padding_row, 8, release)
     alloc = PagedTokenToKVPoolAllocator(12, 4)
     row_x, row_b, row_a = pool.alloc(3)
     words = {row_a: "The cat sat down", row_x: "Hi there you all", row_b: "A dog ran off"}
@@ -102,7 +103,7 @@ def page_table_example(sglang_version: str = DEFAULT_SGLANG_VERSION) -> PageTabl
     alloc.free(out[4:8])
     pool.free(row_x)
     names = {row_a: "A", row_b: "B"}
-    next_row = pool.free_slots[0 if v == "0.5.9" else -1]
+    next_row = pool.free_slots[-1 if release.req_pool_reuses_last_freed else 0]
     free_rows = {}
     for row in range(pool.rows):
         if row < pool.first_row:
@@ -190,13 +191,14 @@ def decode_check(case: DecodeOOMCase, sglang_version: str = DEFAULT_SGLANG_VERSI
     p = case.alloc.page_size
     kv = (case.seq_lens - 1).numpy()
     prompt = kv - case.generated + 1  # running_batch holds prompt + generated - 1 tokens
+    config = SchedulerConfig(sglang_version=sglang_version)
     batch = running_batch(prompt.tolist(), case.generated.tolist(), (case.generated + 100).tolist(),
-                          free=case.alloc.available_size(), page_size=p,
-                          config=SchedulerConfig(sglang_version=sglang_version))
+                          free=case.alloc.available_size(), page_size=p, config=config)
     need, free = batch.new_tokens_required_next_decode(), batch.allocator.available_size()
     retracted = []
     if not batch.check_decode_mem():
-        retracted, _, _ = batch.retract_decode(sglang_version=sglang_version)
+        retracted, _, _ = batch.retract_decode(
+            abort_last_request=config.release.abort_last_request)
     return DecodeCheck(len(kv), need, free, len(retracted),
                        batch.new_tokens_required_next_decode(), batch.allocator.available_size())
 

@@ -18,6 +18,7 @@ from pagedkv.errors import bad_value, check_fraction, check_positive_int, check_
 from pagedkv.gpus import GPU_PRESETS
 from pagedkv.managers.config import Policy
 from pagedkv.model import MODEL_PRESETS
+from pagedkv.releases import DEFAULT_SGLANG_VERSION, RELEASES
 
 # the keys of cli_workload.WORKLOADS, named here so that --help needs no workload module
 WORKLOAD_NAMES = ("sharegpt", "uniform", "fixed", "long", "system-prompt", "few-shot", "chat")
@@ -51,8 +52,9 @@ def add_simulate_parser(subparsers: argparse._SubParsersAction) -> None:
                    help=f"admission policy: {', '.join(x.value for x in Policy)} (default sglang)")
     p.add_argument("--disable-radix-cache", action="store_true",
                    help="turn SGLang's prefix cache off (it is on by default)")
-    p.add_argument("--sglang-version", default="0.5.23", choices=("0.5.23", "0.5.9"),
-                   help="the SGLang release whose scheduler is followed (default 0.5.23)")
+    p.add_argument("--sglang-version", default=DEFAULT_SGLANG_VERSION, choices=tuple(RELEASES),
+                   help="the SGLang release whose scheduler is followed "
+                   f"(default {DEFAULT_SGLANG_VERSION})")
     p.add_argument("--schedule-conservativeness", type=float, default=1.0, metavar="C",
                    help="scales the initial new_token_ratio, 0.7 x C capped at 1 (default 1.0)")
     g = p.add_argument_group("requests")

@@ -20,50 +20,27 @@ SGLANG_RETRACT_DECODE_STEPS            ``retract_decode_steps``    20
 
 :meth:`SchedulerConfig.from_env` reads the five environment variables as SGLang does.
 
-``sglang_version`` picks the release whose behaviour the scheduler follows: ``"0.5.23"`` (the
-newest, the default) or ``"0.5.9"`` (the release the book was first written against). Only
-what differs between them on these code paths is switched; :data:`VERSION_DIFFERENCES` lists
-each difference with its source, and the book's table of changes is computed from it.
+``release`` (or ``sglang_version``, its name) picks the release whose behaviour the scheduler
+follows: a :class:`~pagedkv.releases.Release`, 0.5.23 (the newest, the default) or 0.5.9 (the
+release the book was first written against). The scheduler reads the fields it needs;
+:data:`VERSION_DIFFERENCES` lists each difference with its source, from the same fields.
 """
 
 from __future__ import annotations
 
+import math
 import os
-from dataclasses import dataclass, fields, replace
+from dataclasses import InitVar, dataclass, fields, replace
 from enum import Enum
 
 from pagedkv.errors import bad_value, check_positive_int
-from pagedkv.releases import DEFAULT_SGLANG_VERSION, check_sglang_version
+from pagedkv.releases import DEFAULT_RELEASE, DEFAULT_SGLANG_VERSION, Release, as_release, differences
 
-# What pagedkv switches on ``sglang_version``: (what, 0.5.9, 0.5.23, where in 0.5.23).
-VERSION_DIFFERENCES: tuple[tuple[str, str, str, str], ...] = (
-    ("admission charge per request", "extend + min(max_new, CLIP)",
-     "extend + min(max_new, CLIP) + page_size", "mem_cache/prefill_budget.py: PrefillBudget.reserve"),
-    ("reservation of a running ignore-EOS request", "ratio new_token_ratio", "ratio 1.0",
-     "managers/schedule_policy.py: _get_running_request_total_token_offset"),
-    ("max_prefill_tokens", "checked always (before and after the prefix lock)",
-     "checked only without chunked prefill", "managers/schedule_policy.py: add_one_req"),
-    ("prefill log #new-token", "page-rounded extend", "raw extend",
-     "managers/schedule_policy.py: _update_prefill_budget"),
-    ("finished requests leave the running batch", "at the next decode step", "every step",
-     "managers/scheduler.py: get_next_batch_to_run"),
-    ("batch_is_full after NO_TOKEN", "always", "only if something is admitted or running",
-     "managers/scheduler.py: _get_new_batch_prefill_raw"),
-    ("eviction when the free list is short", "evict the whole amount asked for",
-     "evict until enough is free", "mem_cache/allocator/base.py: evict_to_free_tokens"),
-    ("freed pages (page_size > 1)", "sorted page ids (free)", "row order (free_segment)",
-     "mem_cache/allocator/paged.py: free_segment"),
-    ("cached prompt + output", "one node", "split at the prompt boundary",
-     "mem_cache/unified_radix_cache.py: checkpoint_into_tree"),
-    ("waiting prefixes under FCFS", "untouched", "refreshed (LRU) every 32 passes",
-     "managers/schedule_policy.py: _touch_waiting_prefixes"),
-    ("last request cannot decode", "ValueError", "aborted",
-     "managers/schedule_batch.py: retract_decode"),
-    ("new_token_ratio reset", "every step without a batch", "only when fully idle",
-     "managers/scheduler.py: on_idle"),
-    ("chunked_prefill_size, 20-35 GiB GPUs", "2048", "4096",
-     "server_args / arg_groups/memory_hook.py"),
-)
+__all__ = ["DEFAULT_SGLANG_VERSION", "ENV_VARS", "VERSION_DIFFERENCES", "Policy", "SchedulerConfig"]
+
+# Every rule that differs between the releases: (what, 0.5.9, 0.5.23, where in SGLang),
+# generated from the fields of :class:`pagedkv.releases.Release`.
+VERSION_DIFFERENCES: tuple[tuple[str, str, str, str], ...] = differences()
 
 ENV_VARS: dict[str, str] = {
     "SGLANG_CLIP_MAX_NEW_TOKENS_ESTIMATION": "clip_max_new_tokens",
@@ -95,7 +72,7 @@ class Policy(str, Enum):
 
 @dataclass(frozen=True)
 class SchedulerConfig:
-    """Every knob of the scheduler; defaults are SGLang's (0.5.23 unless ``sglang_version``).
+    """Every knob of the scheduler; defaults are SGLang's (0.5.23 unless ``release``).
 
     Attributes:
         policy: admission policy, see :class:`Policy`.
@@ -118,7 +95,10 @@ class SchedulerConfig:
         decode_log_interval: a "Decode batch" log line every this many decode steps (40).
         cuda_graph_max_bs: the largest decode batch a CUDA graph serves (the log's
             ``cuda graph`` field only); ``simulate`` sets SGLang's default for the GPU.
-        sglang_version: the SGLang release followed, ``"0.5.23"`` or ``"0.5.9"``.
+        release: the SGLang release followed (a :class:`~pagedkv.releases.Release` or its
+            name; stored as the :class:`Release`). ``sglang_version`` (init only) names it
+            instead and wins when given; afterwards ``sglang_version`` reads
+            ``release.name``.
     """
 
     policy: Policy = Policy.SGLANG
@@ -133,20 +113,22 @@ class SchedulerConfig:
     max_running_requests: int | None = None
     decode_log_interval: int = 40
     cuda_graph_max_bs: int = 256
-    sglang_version: str = DEFAULT_SGLANG_VERSION
+    release: Release = DEFAULT_RELEASE
+    sglang_version: InitVar[str | None] = None
 
-    def __post_init__(self) -> None:
-        check_sglang_version(self.sglang_version)
+    def __post_init__(self, sglang_version: str | None) -> None:
+        object.__setattr__(self, "release",
+                           as_release(self.release if sglang_version is None else sglang_version))
         try:
             object.__setattr__(self, "policy", Policy(self.policy))
         except ValueError:
             raise bad_value("policy", self.policy, ", ".join(p.value for p in Policy)) from None
         for name in ("schedule_conservativeness", "init_new_token_ratio"):
             value = getattr(self, name)
-            if not isinstance(value, (int, float)) or value <= 0:
+            if not isinstance(value, (int, float)) or not math.isfinite(value) or value <= 0:
                 raise bad_value(name, value, "a number > 0")
         factor = self.min_new_token_ratio_factor
-        if not isinstance(factor, (int, float)) or not 0 <= factor <= 1:
+        if not isinstance(factor, (int, float)) or not 0 <= factor <= 1:  # NaN fails too
             raise bad_value("min_new_token_ratio_factor", factor, "a number in [0, 1]")
         for name in ("new_token_ratio_decay_steps", "clip_max_new_tokens", "max_prefill_tokens",
                      "decode_log_interval", "cuda_graph_max_bs"):
@@ -191,3 +173,9 @@ class SchedulerConfig:
     def ratio_decay(self) -> float:
         """``(init_ratio - min_ratio) / new_token_ratio_decay_steps`` per decode step."""
         return (self.init_ratio - self.min_ratio) / self.new_token_ratio_decay_steps
+
+
+# ``sglang_version`` is an init-only name for the release; read back, it is the release's
+# name. Set after the dataclass is built, so that the init default stays None.
+SchedulerConfig.sglang_version = property(  # type: ignore[assignment,method-assign]
+    lambda self: self.release.name, doc="The followed release's name (``release.name``).")

@@ -31,6 +31,7 @@ from pagedkv.mem_cache.allocator import BaseTokenToKVPoolAllocator, decode_need
 from pagedkv.mem_cache.base_prefix_cache import BasePrefixCache
 from pagedkv.mem_cache.common import release_kv_cache
 from pagedkv.mem_cache.memory_pool import ReqToTokenPool
+from pagedkv.releases import DEFAULT_RELEASE
 
 _FIELDS = ("prompt_len", "max_new_tokens", "stop_at", "generated", "kv_len", "req_pool_idx",
            "last_loc")
@@ -164,21 +165,24 @@ class ScheduleBatch:
         release_kv_cache(req, self.tree_cache, self.req_to_token_pool, is_insert=False)
         self.tree_cache.evict_from_tree_cache(remaining * retract_decode_steps)
 
-    def retract_decode(self, retract_decode_steps: int = 20,
-                       sglang_version: str = "0.5.23") -> tuple[list[Req], float, list[Req]]:
+    def retract_decode(self, retract_decode_steps: int = 20, *,
+                       abort_last_request: bool = DEFAULT_RELEASE.abort_last_request,
+                       ) -> tuple[list[Req], float, list[Req]]:
         """Retract requests until the rest of the batch's next step fits.
 
         Victims in :meth:`retraction_order`, at least one, never the last one: each is
         released (:meth:`release_req`) as it is chosen; then the survivors stay in sorted
-        order. If even one request cannot decode, 0.5.23 aborts it (frees its KV, empties
-        the batch) where 0.5.9 raises. The new ``new_token_ratio`` is
+        order. If even one request cannot decode, it is aborted (frees its KV, empties the
+        batch) with ``abort_last_request`` (0.5.23, ``Release.abort_last_request``); 0.5.9
+        raises. The new ``new_token_ratio`` is
         :func:`retract_ratio` over the survivors.
 
         Returns:
             ``(retracted in pop order, new ratio, aborted)``; the retracted requests have
             no KV and no row, their ``generated`` kept.
         Raises:
-            OutOfMemoryError: (0.5.9) a single request cannot take its next step.
+            OutOfMemoryError: a single request cannot take its next step and
+                ``abort_last_request`` is False (0.5.9).
         Source: ``ScheduleBatch.retract_decode`` (0.5.9 and 0.5.23).
         """
         order = self.retraction_order()
@@ -193,7 +197,7 @@ class ScheduleBatch:
             self.release_req(i, len(order), retract_decode_steps)
         aborted: list[Req] = []
         if len(order) <= 1 and not self.check_decode_mem(order):
-            if sglang_version == "0.5.9":
+            if not abort_last_request:
                 raise OutOfMemoryError(
                     "Out of memory even after retracting all other requests in the decode "
                     f"batch: {self.allocator.available_size()} slots free, kv_len="

@@ -76,7 +76,7 @@ def running_reservation(config: SchedulerConfig, page_size: int, new_token_ratio
         return 0.0
     if config.policy is Policy.SGLANG:
         left = np.minimum(max_new_tokens - generated, config.clip_max_new_tokens)
-        if (ignore_eos is not None and config.sglang_version != "0.5.9"
+        if (ignore_eos is not None and config.release.ignore_eos_reserves_all
                 and np.count_nonzero(ignore_eos)):
             left = left * np.where(ignore_eos, 1.0, new_token_ratio)
         else:
@@ -116,8 +116,8 @@ class PrefillAdder:
                  new_token_ratio: float) -> None:
         self.config, self.tree_cache, self.allocator = config, tree_cache, allocator
         self.page_size = p = allocator.page_size
-        self.v0509 = config.sglang_version == "0.5.9"
-        self.overhead = 0 if self.v0509 else p  # 0.5.23's per_req_token_overhead
+        self.release = release = config.release
+        self.overhead = p if release.extra_page_per_request else 0  # per_req_token_overhead
         self.running = running
         self.new_token_ratio = new_token_ratio
         self.rem_input_tokens = config.max_prefill_tokens
@@ -168,7 +168,7 @@ class PrefillAdder:
         if self.rem_chunk_tokens is not None:
             self.rem_chunk_tokens -= pages
         self.log_hit_tokens += req.prefix_len if req.req_pool_idx < 0 else 0
-        self.log_input_tokens += pages if self.v0509 else extend
+        self.log_input_tokens += extend if self.release.prefill_log_raw_tokens else pages
         req.extend_len = extend
         self.can_run_list.append(req)
         if new_chunk:
@@ -231,7 +231,8 @@ class PrefillAdder:
         input_tokens = ceil_to_page(extend, self.page_size)
         need = self.newcomer_need(req, extend)
         chunked = self.rem_chunk_tokens is not None
-        if self.v0509:
+        both_budgets = self.release.max_prefill_tokens_with_chunking
+        if both_budgets:  # 0.5.9 checks the budgets before locking the prefix too
             if need >= self.rem_total_tokens:
                 return AddReqResult.NO_TOKEN
             if input_tokens >= self.rem_input_tokens and self.can_run_list:
@@ -241,14 +242,14 @@ class PrefillAdder:
         try:
             if not need < self.rem_total_tokens:
                 return AddReqResult.NO_TOKEN
-            if ((self.v0509 or not chunked) and self.can_run_list
+            if ((both_budgets or not chunked) and self.can_run_list
                     and input_tokens >= self.rem_input_tokens):
                 return AddReqResult.OTHER
             truncated = chunked and input_tokens > self.rem_chunk_tokens
             if truncated:
                 p = self.page_size
                 extend = self.rem_chunk_tokens // p * p
-                if not self.v0509:  # the chunk ends on a page boundary of the sequence
+                if self.release.chunk_ends_on_page_boundary:  # of the sequence
                     extend = (req.prefix_len + extend) // p * p - req.prefix_len
                 if extend <= 0:
                     return AddReqResult.OTHER
@@ -266,10 +267,9 @@ class PrefillAdder:
         """
         extend = req.fill_len - req.prefix_len
         paged = ceil_to_page(extend, self.page_size) + self.overhead
-        if self.v0509:
-            if paged > min(self.cur_rem_tokens, self.rem_total_tokens):
-                return AddReqResult.NO_TOKEN
-        elif not paged <= min(self.cur_rem_tokens, self.rem_total_tokens):
+        # the budgets are never NaN (SchedulerConfig refuses a NaN ratio), so this is also
+        # 0.5.23's ``not paged <= ...``
+        if paged > min(self.cur_rem_tokens, self.rem_total_tokens):
             return AddReqResult.NO_TOKEN
         states = self._ignore_eos_states(req)
         cur_rem = self.cur_rem_tokens - paged

@@ -3,7 +3,7 @@
 Follows SGLang's ``python/sglang/srt/managers/scheduler.py`` (``event_loop_normal``,
 ``get_next_batch_to_run``, ``get_new_batch_prefill``, ``update_running_batch``, and the idle
 path ``self_check_during_idle`` in 0.5.9 / ``on_idle`` in 0.5.23), in the release chosen by
-``config.sglang_version`` (0.5.23 by default). One step:
+``config.release`` (0.5.23 by default). One step:
 
 1. Requests whose arrival time has passed join the waiting queue (FCFS). A later turn of a
    conversation (``follows``) arrives when the turn before it finishes.
@@ -120,11 +120,12 @@ class Scheduler(SchedulerPrefillMixin, SchedulerDecodeMixin, SchedulerMetricsMix
         longest = max((r.prompt_len + r.max_new_tokens for r in self.reqs), default=1)
         # 0.5.23 sizes the rows to max_running_requests (plus its padding row 0); 0.5.9's
         # pool has at least as many rows, and one more here keeps a carried chunk's row
-        # apart from the running batch's (0.5.9 does not count it in num_allocatable_reqs)
-        rows = self.max_running_requests + (cfg.sglang_version == "0.5.9")
-        self.req_to_token_pool = ReqToTokenPool(rows, longest + p, sglang_version=cfg.sglang_version)
+        # apart from the running batch's (0.5.9 does not count rows in num_allocatable_reqs)
+        release = cfg.release
+        rows = self.max_running_requests + (not release.allocatable_counts_free_rows)
+        self.req_to_token_pool = ReqToTokenPool.for_release(rows, longest + p, release)
         cache = RadixCache if radix_cache else ChunkCache
-        self.tree_cache = cache(self.req_to_token_pool, self.allocator, cfg.sglang_version)
+        self.tree_cache = cache.for_release(self.req_to_token_pool, self.allocator, release)
         self.executor = executor or SimExecutor(step_time)
         self.real_tokens = self.executor.decode_seconds(1, 1) is None
         self.eos_token_ids = frozenset(getattr(self.executor, "eos_token_ids", ()) or ())
@@ -176,8 +177,7 @@ class Scheduler(SchedulerPrefillMixin, SchedulerDecodeMixin, SchedulerMetricsMix
         cfg, p, total = self.config, self.page_size, self.max_total_num_tokens
         limit = max_req_input_len(total, self.context_len or total)
         max_req_len = limit + 5
-        v0509 = cfg.sglang_version == "0.5.9"
-        overhead = 0 if v0509 else p
+        overhead = p if cfg.release.extra_page_per_request else 0
         for r in self.reqs:
             if r.prompt_len >= limit:
                 raise bad_value(f"request {r.rid} prompt_len", r.prompt_len,
@@ -188,7 +188,7 @@ class Scheduler(SchedulerPrefillMixin, SchedulerDecodeMixin, SchedulerMetricsMix
                 raise bad_value(f"request {r.rid} follows", r.follows, f"an earlier rid in [0, {r.rid})")
             prompt_pages = int(ceil_to_page(r.prompt_len, p))
             cap = max_req_len - r.prompt_len - 1
-            if not v0509:
+            if cfg.release.cap_max_new_tokens_by_pool:
                 cap = min(cap, total - prompt_pages - p - 1)
             r.max_new_tokens = max(1, min(r.max_new_tokens, cap))
             slack = total - prompt_pages - overhead - r.max_new_tokens
@@ -282,7 +282,7 @@ class Scheduler(SchedulerPrefillMixin, SchedulerDecodeMixin, SchedulerMetricsMix
         from the running batch (a shrink clears ``batch_is_full``)."""
         if self.chunked_req is not None:
             self.tree_cache.cache_unfinished_req(self.chunked_req)
-        if self.config.sglang_version != "0.5.9" and self.running.filter_finished():
+        if self.config.release.filter_finished_every_step and self.running.filter_finished():
             self.running.batch_is_full = False
 
     # ----- what happens to a request ------------------------------------------------------

@@ -54,8 +54,8 @@ class SchedulerDecodeMixin(SchedulerState):
         if not batch.check_decode_mem():
             old_available, old_ratio = self.allocator.available_size(), self.new_token_ratio
             batch.sync()
-            retracted, ratio, aborted = batch.retract_decode(cfg.retract_decode_steps,
-                                                             cfg.sglang_version)
+            retracted, ratio, aborted = batch.retract_decode(
+                cfg.retract_decode_steps, abort_last_request=cfg.release.abort_last_request)
             gained = self.allocator.available_size() - old_available
             self.new_token_ratio = ratio
             self.trace.add_log(self.num_steps, "KV cache pool is full. Retract requests. "

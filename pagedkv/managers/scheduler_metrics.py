@@ -31,7 +31,7 @@ class SchedulerMetricsMixin(SchedulerState):
         head = (f"Prefill batch, #new-seq: {n}, #new-token: {adder.log_input_tokens}, "
                 f"#cached-token: {adder.log_hit_tokens}, token usage: {self.token_usage():.2f}, "
                 f"#running-req: {running_bs}, #queue-req: {len(self.waiting)}, ")
-        if self.config.sglang_version == "0.5.9":
+        if not self.config.release.prefill_log_pending_tokens:
             line = f"{head}input throughput (token/s): {rate:.2f}, cuda graph: False"
         else:
             pending = self.waiting_tokens

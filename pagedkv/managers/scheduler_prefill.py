@@ -39,7 +39,7 @@ class SchedulerPrefillMixin(SchedulerState):
         """``max_running_requests - running_bs`` (0.5.23: also at most the free rows).
         Source: ``Scheduler.get_num_allocatable_reqs``."""
         n = self.max_running_requests - running_bs
-        if self.config.sglang_version != "0.5.9":
+        if self.config.release.allocatable_counts_free_rows:
             held = int(self.chunked_req is not None)
             n = min(n, self.req_to_token_pool.available_size() + held)
         return n
@@ -48,7 +48,8 @@ class SchedulerPrefillMixin(SchedulerState):
         """0.5.23, FCFS with the tree on: every 32nd pass, mark the prefixes of the first 128
         waiting requests as just used (head last). Source: ``SchedulePolicy.
         _touch_waiting_prefixes``."""
-        if self.config.sglang_version == "0.5.9" or self.tree_cache.disable or not self.waiting:
+        if (not self.config.release.touch_waiting_prefixes or self.tree_cache.disable
+                or not self.waiting):
             return
         refresh = self._refresh_calls % WAITING_PREFIX_REFRESH_INTERVAL == 0
         self._refresh_calls += 1
@@ -73,15 +74,15 @@ class SchedulerPrefillMixin(SchedulerState):
         Sets ``batch_is_full`` when the pass stops for memory (0.5.23: only if something is
         admitted or running) or for request slots.
         """
-        v0509 = self.config.sglang_version == "0.5.9"
+        busy_rule = self.config.release.batch_full_only_when_busy
         running = self.running
-        if not v0509 and not len(running):
+        if busy_rule and not len(running):
             running.batch_is_full = False
         if (running.batch_is_full or not self.waiting) and self.chunked_req is None:
             return None
         running_bs = len(running)
         allocatable = self.num_allocatable_reqs(running_bs)
-        if allocatable <= 0 and (self.chunked_req is not None if v0509 else self.chunked_req is None):
+        if allocatable <= 0 and (self.chunked_req is None) == busy_rule:
             running.batch_is_full = True
             return None
         self._touch_waiting_prefixes()
@@ -90,7 +91,8 @@ class SchedulerPrefillMixin(SchedulerState):
         if self.chunked_req is not None:
             self.chunked_req = adder.add_chunked_req(self.chunked_req)
         for req in self.waiting:
-            if not v0509 and adder.budget_state() is AddReqResult.OTHER:
+            if (self.config.release.stop_pass_at_spent_budget
+                    and adder.budget_state() is AddReqResult.OTHER):
                 break
             if len(adder.can_run_list) >= self.num_allocatable_reqs(running_bs):
                 running.batch_is_full = True
@@ -100,7 +102,8 @@ class SchedulerPrefillMixin(SchedulerState):
             result = adder.add_one_req(req)
             if result is not AddReqResult.CONTINUE:
                 if result is AddReqResult.NO_TOKEN:
-                    running.batch_is_full = v0509 or bool(adder.can_run_list) or bool(len(running))
+                    running.batch_is_full = (not busy_rule or bool(adder.can_run_list)
+                                             or bool(len(running)))
                 break
         if not adder.can_run_list:
             return None
@@ -170,7 +173,7 @@ class SchedulerPrefillMixin(SchedulerState):
         """Each request whose prompt is complete samples a token; it is cached in the tree
         (``cache_unfinished_req``) or, if that token ends it, released. A chunk cut short
         does nothing here: it is cached at the start of the next step."""
-        group = self.config.sglang_version != "0.5.9"
+        group = self.config.release.group_prefill_frees
         if group:
             self.allocator.free_group_begin()
         done: list[Req] = []

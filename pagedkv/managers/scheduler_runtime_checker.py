@@ -25,7 +25,7 @@ class SchedulerRuntimeCheckerMixin(SchedulerState):
                 due to arrive, admission refused them twice).
         """
         fully_idle = not self.waiting and not len(self.running) and self.chunked_req is None
-        if self.config.sglang_version == "0.5.9" or fully_idle:
+        if not self.config.release.reset_ratio_only_when_idle or fully_idle:
             self.check_memory()
             self.new_token_ratio = self.config.init_ratio
         if self.waiting and not len(self.running):  # consecutive idle steps with a queue

@@ -59,6 +59,8 @@ import json
 from dataclasses import asdict, dataclass
 from typing import Any
 
+from pagedkv.releases import DEFAULT_SGLANG_VERSION
+
 STEP_COLUMNS = ("step", "time_s", "kind", "tokens_used", "tokens_reserved", "tokens_free",
                 "pages_used", "num_running", "num_waiting", "new_token_ratio",
                 "tokens_evictable", "tokens_protected")
@@ -101,7 +103,7 @@ class TraceMeta:
     model: str = "custom"
     gpu: str = "custom"
     policy: str = "sglang"
-    sglang_version: str = "0.5.23"
+    sglang_version: str = DEFAULT_SGLANG_VERSION
     radix_cache: bool = True
     mem_fraction_static: float = 0.0
     cell_size: int = 0

@@ -12,8 +12,6 @@ from typing import Any, Protocol
 
 import numpy as np
 
-from pagedkv.releases import SGLANG_VERSIONS  # noqa: F401  (re-exported)
-
 
 class CacheReq(Protocol):
     """The request state a cache reads and updates (SGLang's ``Req`` / ``ReqKvInfo``).

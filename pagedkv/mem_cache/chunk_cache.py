@@ -16,7 +16,7 @@ from pagedkv.mem_cache.allocator import BaseTokenToKVPoolAllocator
 from pagedkv.mem_cache.base_prefix_cache import CacheReq
 from pagedkv.mem_cache.memory_pool import ReqToTokenPool
 from pagedkv.mem_cache.radix_tree import MatchResult
-from pagedkv.releases import check_sglang_version
+from pagedkv.releases import DEFAULT_RELEASE, Release, as_release
 
 _EMPTY = np.empty(0, dtype=np.int64)
 
@@ -26,20 +26,27 @@ class ChunkCache:
 
     Args:
         req_to_token_pool: the page table; allocator: the pool's allocator;
-        sglang_version: ``"0.5.23"`` (default) or ``"0.5.9"``.
+        free_order: how a request's slots are freed (``Release.free_order``: ``"row"``,
+            0.5.23's default, or ``"sorted"``).
     """
 
     disable = True
 
     def __init__(self, req_to_token_pool: ReqToTokenPool, allocator: BaseTokenToKVPoolAllocator,
-                 sglang_version: str = "0.5.23") -> None:
-        check_sglang_version(sglang_version)
+                 *, free_order: str = DEFAULT_RELEASE.free_order) -> None:
         self.req_to_token_pool = req_to_token_pool
         self.allocator = allocator
         self.page_size = allocator.page_size
-        self.sglang_version = sglang_version
+        self.free_order = free_order
         self._table = req_to_token_pool.req_to_token.numpy()
         self.root_node = None
+
+    @classmethod
+    def for_release(cls, req_to_token_pool: ReqToTokenPool, allocator: BaseTokenToKVPoolAllocator,
+                    release: Release | str) -> ChunkCache:
+        """The cache ``release`` (a :class:`Release` or its name) builds with the radix cache
+        off. Raises ConfigError for an unknown release."""
+        return cls(req_to_token_pool, allocator, free_order=as_release(release).free_order)
 
     def match_prefix(self, key: np.ndarray) -> MatchResult:
         """Never a hit: no slots, and no node to lock."""
@@ -71,10 +78,7 @@ class ChunkCache:
         """Free every slot of the request's row (the caller frees the row itself)."""
         row = self._table[req.req_pool_idx, :req.kv_committed_len]
         if len(row):
-            if self.sglang_version == "0.5.9":
-                self.allocator.free(row)
-            else:
-                self.allocator.free_segment(row)
+            self.allocator.free_run(row, self.free_order)
         req.prefix_len = req.cache_protected_len = 0
         req.last_node = None
 

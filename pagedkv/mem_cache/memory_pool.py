@@ -11,7 +11,7 @@ import numpy as np
 import torch
 
 from pagedkv.errors import AllocatorError, bad_value, check_positive_int
-from pagedkv.releases import DEFAULT_SGLANG_VERSION, check_sglang_version
+from pagedkv.releases import DEFAULT_RELEASE, Release, as_release
 
 
 class ReqToTokenPool:
@@ -19,13 +19,15 @@ class ReqToTokenPool:
 
     Args:
         size: request rows handed out (SGLang's ``max_num_reqs``). max_context_len: columns
-            per row. sglang_version: ``"0.5.23"`` (default) or ``"0.5.9"``: which release's
-            row order to follow.
+            per row. padding_row: add row 0, never handed out (``Release.req_pool_padding_row``).
+        reuse_last_freed: take rows from the back of the free list
+            (``Release.req_pool_reuses_last_freed``). Both default to 0.5.23's;
+            :meth:`for_release` takes a release instead.
 
     Attributes:
         req_to_token: int32 ``[rows, max_context_len]``, zero-initialised, so an unused row
             maps every position to slot 0, the reserved dummy slot.
-        rows: rows of ``req_to_token``: ``size`` in 0.5.9, ``size + 1`` in 0.5.23.
+        rows: rows of ``req_to_token``: ``size``, plus the padding row.
         free_slots: free row ids, in the order SGLang keeps them.
 
     The two releases differ in the rows (``python/sglang/srt/mem_cache/memory_pool.py``,
@@ -44,21 +46,34 @@ class ReqToTokenPool:
     row in O(1); :meth:`check_invariants` checks that the two agree.
 
     Raises:
-        ConfigError: ``size`` or ``max_context_len`` below 1, or an unknown ``sglang_version``.
+        ConfigError: ``size`` or ``max_context_len`` below 1.
     """
 
-    def __init__(self, size: int, max_context_len: int, device: str = "cpu",
-                 sglang_version: str = DEFAULT_SGLANG_VERSION) -> None:
+    def __init__(self, size: int, max_context_len: int, device: str = "cpu", *,
+                 padding_row: bool = DEFAULT_RELEASE.req_pool_padding_row,
+                 reuse_last_freed: bool = DEFAULT_RELEASE.req_pool_reuses_last_freed) -> None:
         self.size = check_positive_int("size", size)
         self.max_context_len = check_positive_int("max_context_len", max_context_len)
-        self.sglang_version = check_sglang_version(sglang_version)
-        self.first_row = 0 if sglang_version == "0.5.9" else 1  # 0.5.23: row 0 pads
+        self.reuse_last_freed = bool(reuse_last_freed)
+        self.first_row = int(bool(padding_row))  # the padding row is row 0
         self.rows = size + self.first_row
         self.req_to_token = torch.zeros((self.rows, max_context_len), dtype=torch.int32,
                                         device=device)
         self.free_slots: list[int] = list(range(self.first_row, self.rows))
         self._row_free = np.zeros(self.rows, dtype=bool)
         self._row_free[self.first_row:] = True
+
+    @classmethod
+    def for_release(cls, size: int, max_context_len: int, release: Release | str,
+                    device: str = "cpu") -> ReqToTokenPool:
+        """The pool ``release`` (a :class:`Release` or its name) builds.
+
+        Raises:
+            ConfigError: an unknown release, or a bad size.
+        """
+        r = as_release(release)
+        return cls(size, max_context_len, device, padding_row=r.req_pool_padding_row,
+                   reuse_last_freed=r.req_pool_reuses_last_freed)
 
     def available_size(self) -> int:
         """Free request rows."""
@@ -70,12 +85,12 @@ class ReqToTokenPool:
         check_positive_int("need_size", need_size)
         if need_size > len(self.free_slots):
             return None
-        if self.sglang_version == "0.5.9":
-            rows = self.free_slots[:need_size]
-            del self.free_slots[:need_size]
-        else:
+        if self.reuse_last_freed:
             rows = self.free_slots[-need_size:]
             del self.free_slots[-need_size:]
+        else:
+            rows = self.free_slots[:need_size]
+            del self.free_slots[:need_size]
         self._row_free[rows] = False
         return rows
 

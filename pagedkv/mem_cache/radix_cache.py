@@ -15,15 +15,16 @@ Follows ``python/sglang/srt/mem_cache/radix_cache.py`` (``RadixCache.cache_unfin
 - At retraction, ``cache_finished_req(is_insert=False)`` inserts nothing: the prompt prefix
   inserted at prefill stays in the tree (now evictable), everything after it is freed.
 
-Where 0.5.23 differs from 0.5.9 (``sglang_version``):
+Where 0.5.23 differs from 0.5.9 (one flag each, a field of :class:`pagedkv.releases.Release`):
 
-- duplicates are freed node by node during the insert walk, and all cache frees go through
-  ``free_segment`` (pages in row order) instead of ``free`` (sorted pages);
-- after each insert of a key longer than the page-aligned prompt, a second insert of the
+- ``free_order``: all cache frees go through ``free_segment`` (pages in row order) instead
+  of ``free`` (sorted pages);
+- ``split_output_from_prompt``: duplicates are freed node by node during the insert walk;
+  after each insert of a key longer than the page-aligned prompt, a second insert of the
   prompt splits the leaf at the prompt boundary, so the output can be evicted on its own;
-- the row is repointed along the insert's path (0.5.9 matches the key once more);
-- :meth:`evict_from_tree_cache` evicts only until the allocator has enough free slots
-  (0.5.9 evicts the whole amount asked for).
+  the row is repointed along the insert's path (0.5.9 matches the key once more);
+- ``evict_until_free``: :meth:`evict_from_tree_cache` evicts only until the allocator has
+  enough free slots (0.5.9 evicts the whole amount asked for).
 """
 
 from __future__ import annotations
@@ -34,7 +35,7 @@ from pagedkv.mem_cache.allocator import BaseTokenToKVPoolAllocator
 from pagedkv.mem_cache.base_prefix_cache import CacheReq
 from pagedkv.mem_cache.memory_pool import ReqToTokenPool
 from pagedkv.mem_cache.radix_tree import RadixTree, TreeNode
-from pagedkv.releases import check_sglang_version
+from pagedkv.releases import DEFAULT_RELEASE, Release, as_release
 
 
 class RadixCache(RadixTree):
@@ -43,19 +44,36 @@ class RadixCache(RadixTree):
     Args:
         req_to_token_pool: the page table (rows are read and repointed).
         allocator: the pool's allocator.
-        sglang_version: ``"0.5.23"`` (default) or ``"0.5.9"``.
+        free_order, evict_until_free, split_output_from_prompt: the release's rules (the
+            :class:`~pagedkv.releases.Release` fields of these names; 0.5.23's by default);
+            :meth:`for_release` takes a release instead.
 
     Raises:
-        ConfigError: an unknown ``sglang_version``, or a page table whose rows cannot hold
-            a token of the pool.
+        ConfigError: an unknown ``free_order``.
     """
 
     def __init__(self, req_to_token_pool: ReqToTokenPool, allocator: BaseTokenToKVPoolAllocator,
-                 sglang_version: str = "0.5.23") -> None:
-        check_sglang_version(sglang_version)
-        super().__init__(allocator, sglang_version)
+                 *, free_order: str = DEFAULT_RELEASE.free_order,
+                 evict_until_free: bool = DEFAULT_RELEASE.evict_until_free,
+                 split_output_from_prompt: bool = DEFAULT_RELEASE.split_output_from_prompt) -> None:
+        super().__init__(allocator, free_order=free_order)
+        self.evict_until_free = evict_until_free
+        self.split_output_from_prompt = split_output_from_prompt
         self.req_to_token_pool = req_to_token_pool
         self._table = req_to_token_pool.req_to_token.numpy()  # a view: writes reach the pool
+
+    @classmethod
+    def for_release(cls, req_to_token_pool: ReqToTokenPool, allocator: BaseTokenToKVPoolAllocator,
+                    release: Release | str) -> RadixCache:
+        """The cache ``release`` (a :class:`Release` or its name) builds.
+
+        Raises:
+            ConfigError: an unknown release.
+        """
+        r = as_release(release)
+        return cls(req_to_token_pool, allocator, free_order=r.free_order,
+                   evict_until_free=r.evict_until_free,
+                   split_output_from_prompt=r.split_output_from_prompt)
 
     # ----- memory -----------------------------------------------------------------------
     def evict_from_tree_cache(self, num_tokens: int) -> None:
@@ -67,19 +85,15 @@ class RadixCache(RadixTree):
         """
         if self.allocator.available_size() >= num_tokens:
             return
-        if self.sglang_version == "0.5.9":
-            self.evict(num_tokens)
-        else:
+        if self.evict_until_free:
             self.evict_for_alloc(num_tokens)
+        else:
+            self.evict(num_tokens)
 
     def _free_row(self, row: np.ndarray, start: int, end: int) -> None:
         """Free ``row[start:end]``: 0.5.9 ``free`` (sorted pages), 0.5.23 ``free_segment``."""
-        if end <= start:
-            return
-        if self.sglang_version == "0.5.9":
-            self.allocator.free(row[start:end])
-        else:
-            self.allocator.free_segment(row[start:end])
+        if end > start:
+            self.allocator.free_run(row[start:end], self.free_order)
 
     # ----- a request's life -------------------------------------------------------------
     def _insert_req(self, req: CacheReq, row: np.ndarray, keys: np.ndarray) -> TreeNode:
@@ -88,17 +102,17 @@ class RadixCache(RadixTree):
         cpl = req.cache_protected_len
         values = row[:len(keys)].astype(np.int64)
         had, node, overlaps = self.insert(keys, values)
-        if self.sglang_version == "0.5.9":
-            self._free_row(row, cpl, had)
-            match = self.match_prefix(keys)
-            new_indices, node = match.device_indices, match.last_device_node
-        else:
+        if self.split_output_from_prompt:  # 0.5.23's checkpoint_into_tree
             for start, end in overlaps:  # the walk frees duplicates node by node
                 self._free_row(row, max(start, cpl), end)
             prompt = req.origin_len // self.page_size * self.page_size
             if 0 < prompt < len(keys):  # split at the prompt boundary (frees nothing)
                 self.insert_held_prefix(node, prompt)
             new_indices = self.path_indices(node)
+        else:
+            self._free_row(row, cpl, had)
+            match = self.match_prefix(keys)
+            new_indices, node = match.device_indices, match.last_device_node
         assert len(new_indices) == len(keys)
         row[cpl:len(keys)] = new_indices[cpl:]
         req.cache_protected_len = len(keys)
@@ -134,17 +148,17 @@ class RadixCache(RadixTree):
         committed = req.kv_committed_len
         keys = self.page_aligned(req.token_ids(committed))
         cpl = req.cache_protected_len
-        if self.sglang_version == "0.5.9":
+        if self.split_output_from_prompt:  # 0.5.23's release_kv_cache
+            if is_insert:
+                self._insert_req(req, row, keys)
+            self._free_row(row, req.cache_protected_len, committed)
+        else:
             if is_insert:
                 had, _, _ = self.insert(keys, row[:len(keys)].astype(np.int64))
                 self._free_row(row, cpl, had)
             else:
                 self._free_row(row, cpl, len(keys))
             self._free_row(row, len(keys), committed)  # the partial last page
-        else:
-            if is_insert:
-                self._insert_req(req, row, keys)
-            self._free_row(row, req.cache_protected_len, committed)
         if req.last_node is not None:
             self.dec_lock_ref(req.last_node)
         req.last_node = None

@@ -45,6 +45,7 @@ import numpy as np
 
 from pagedkv.errors import AllocatorError, bad_value, check_positive_int
 from pagedkv.mem_cache.allocator import IN_USE, BaseTokenToKVPoolAllocator, IntsLike, as_i64
+from pagedkv.releases import DEFAULT_RELEASE, FREE_ORDERS
 
 _EMPTY = np.empty(0, dtype=np.int64)
 
@@ -89,8 +90,9 @@ class RadixTree:
 
     Args:
         allocator: the pool's allocator; evicted slots go back to it.
-        sglang_version: ``"0.5.23"`` (default) or ``"0.5.9"``: how evicted pages are freed
-            (0.5.23: in the leaf's key order, ``free_segment``; 0.5.9: ``free``, sorted).
+        free_order: how evicted pages are freed (``Release.free_order``): ``"row"`` (0.5.23,
+            the default: in the leaf's key order, ``free_segment``) or ``"sorted"`` (0.5.9:
+            ``free``).
 
     Attributes:
         root_node: the empty-key root, always locked (``lock_ref`` 1) so it is never evicted.
@@ -99,10 +101,13 @@ class RadixTree:
         evicted_tokens: slots evicted so far (a counter of ours, for the book).
     """
 
-    def __init__(self, allocator: BaseTokenToKVPoolAllocator, sglang_version: str = "0.5.23") -> None:
+    def __init__(self, allocator: BaseTokenToKVPoolAllocator, *,
+                 free_order: str = DEFAULT_RELEASE.free_order) -> None:
+        if free_order not in FREE_ORDERS:
+            raise bad_value("free_order", free_order, " or ".join(map(repr, FREE_ORDERS)))
         self.allocator = allocator
         self.page_size = allocator.page_size
-        self.sglang_version = sglang_version
+        self.free_order = free_order
         self.disable = False
         self.reset()
 
@@ -342,12 +347,8 @@ class RadixTree:
         caller frees them)."""
         parent = leaf.parent
         assert parent is not None
-        if not free:
-            pass
-        elif self.sglang_version == "0.5.9":
-            self.allocator.free(leaf.value)
-        else:
-            self.allocator.free_segment(leaf.value)
+        if free:
+            self.allocator.free_run(leaf.value, self.free_order)
         del parent.children[self._child_key(leaf.key)]
         leaf.parent = None
         self._num_nodes -= 1
@@ -373,7 +374,7 @@ class RadixTree:
         """Free LRU unlocked leaves one at a time until the allocator has ``num_tokens``
         free slots or nothing unlocked is left; return the slots freed.
         Source: 0.5.23 ``UnifiedRadixCache.evict_for_alloc``."""
-        if self.sglang_version == "0.5.9":  # free() sorts each call's pages: one leaf a call
+        if self.free_order == "sorted":  # free() sorts each call's pages: one leaf a call
             freed = 0
             while self.allocator.available_size() < num_tokens:
                 leaf = self._pop_lru_leaf()

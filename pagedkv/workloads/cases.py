@@ -16,6 +16,7 @@ import numpy as np
 
 from pagedkv.errors import check_positive_int
 from pagedkv.gpus import get_gpu
+from pagedkv.releases import DEFAULT_SGLANG_VERSION
 from pagedkv.server_args import default_mem_fraction_static
 from pagedkv.sizing import KVPoolPlan, plan_pool
 from pagedkv.workloads.synthetic import RequestSpec, arrivals, lognormal_lengths
@@ -63,12 +64,12 @@ class ServiceCase:
         return [RequestSpec(int(p), int(o), int(o), float(t))
                 for p, o, t in zip(prompts, outputs, arrivals(n, rate, rng), strict=True)]
 
-    def plan(self, page_size: int = 1, sglang_version: str = "0.5.23") -> KVPoolPlan:
+    def plan(self, page_size: int = 1, sglang_version: str = DEFAULT_SGLANG_VERSION) -> KVPoolPlan:
         """The pool at the case's ``mem_fraction_static``, rounded to ``page_size``."""
         return plan_pool(self.model, gpu=self.gpu, mem_fraction_static=self.mem_fraction_static,
                          page_size=page_size, sglang_version=sglang_version)
 
-    def sglang_default(self, sglang_version: str = "0.5.23") -> float:
+    def sglang_default(self, sglang_version: str = DEFAULT_SGLANG_VERSION) -> float:
         """SGLang's own default ``mem_fraction_static`` for the card, for comparison."""
         return default_mem_fraction_static(get_gpu(self.gpu).memory_mib,
                                            sglang_version=sglang_version)

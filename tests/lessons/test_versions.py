@@ -27,6 +27,57 @@ def test_each_change_gives_the_answer_worked_out_by_hand() -> None:
     assert rows["bigger prefill chunks on 20-35 GiB cards"] == ("2,048 tokens", "4,096 tokens")
 
 
+def test_the_newer_rows_give_the_answer_worked_out_by_hand() -> None:
+    rows = {r.change: (r.old, r.new) for r in version_changes()}
+    # 100 tokens left: times the ratio 0.5, or all of them
+    assert rows["a running ignore-EOS request reserves all it has left"] == (
+        "reserves 50 tokens", "reserves 100 tokens")
+    # 32 // 16 * 16 = 32; (6 + 32) // 16 * 16 - 6 = 26
+    assert rows["a chunk ends where the sequence fills a page"] == (
+        "a chunk of 32 tokens", "a chunk of 26 tokens")
+    # max_req_len 255: 255 - 200 - 1 = 54; 0.5.23 also 256 - 208 - 16 - 1 = 31
+    assert rows["max_new_tokens is capped by the pool at arrival"] == (
+        "max_new_tokens becomes 54", "max_new_tokens becomes 31")
+    # 4 - 0 running; 0.5.23: at most the 3 rows still free
+    assert rows["a pass admits no more requests than there are free rows"] == (
+        "admits up to 4", "admits up to 3")
+    assert rows["finished requests leave the batch at the start of every step"] == (
+        "2 in the batch", "1 in the batch")
+    assert rows["an empty batch that admits nothing is not full"] == ("batch_is_full", "not full")
+    # 0.5.9 matches request 1 against the 32 tokens of request 0's first chunk, then stops
+    assert rows["a pass stops at a spent chunk budget before matching the next request"] == (
+        "request 1 matched 32 cached tokens", "request 1 matched 0 cached tokens")
+    assert rows["the prefixes of waiting requests are kept fresh"] == (
+        "the waiting request's prefix evicted", "the waiting request's prefix kept")
+    assert rows["new_token_ratio is reset only when the server is idle"] == (
+        "new_token_ratio 0.70", "new_token_ratio 0.30")
+    # pages 1-2 (request 0) and 3-4 (request 1) go to the front one call at a time, or together
+    assert rows["a prefill pass frees its finished requests in one group"] == (
+        "free list starts 3, 4, 1, 2", "free list starts 1, 2, 3, 4")
+    assert rows["row 0 of the page table pads and is never handed out"] == (
+        "2 rows, requests get 0, 1", "3 rows, requests get 1, 2")
+    assert rows["the row freed last is reused first"] == (
+        "row 2 (a never-used one)", "row 2 (the one just freed)")
+    assert rows["bigger decode CUDA graphs on 20-35 GiB cards"] == ("24 requests", "48 requests")
+    assert rows["memory is kept aside for prefill CUDA graphs"] == (
+        "mem_fraction_static 0.835", "mem_fraction_static 0.830")
+    # 1,000 tokens: 0.5.9 keeps the 2,048-row minimum, 0.5.23 sizes the rows to 1000 // 2
+    assert rows["the page table has max_running_requests rows"] == (
+        "2,048 rows for 500 requests", "500 rows for 500 requests")
+    assert rows["--max-running-requests is capped at half the pool"] == (
+        "max_running_requests 4,000", "max_running_requests 500")
+    assert rows["the allocation log line names the KV dtype"] == (
+        "KV Cache is allocated. #tokens: N", "KV Cache is allocated. dtype: torch.bfloat16, #tokens: N")
+    assert rows["weights that fill the budget get their own error"] == (
+        "Not enough memory", "Loaded weights leave no GPU memory")
+    assert rows["cutlass_mla is gone (cutedsl_mla and hpc_ops are new)"] == (
+        "page size 128", "not offered")
+    assert rows["trtllm_mha accepts pages of 128"] == ("page size 64", "page size 128")
+    assert rows["fa4 by default for K and V of different widths on sm_100"] == ("trtllm_mha", "fa4")
+    assert rows["no FlashInfer by default for a model with attention sinks"] == (
+        "flashinfer", "triton")
+
+
 def test_table_and_rule_list() -> None:
     table = version_changes_table(version_changes()).data.splitlines()
     assert table[0] == "| what changed | the same input | SGLang 0.5.9 | SGLang 0.5.23 |"

@@ -62,9 +62,9 @@ def test_one_request_that_cannot_decode(version: str) -> None:
     b = running_batch([8], [1], [50], free=0, page_size=4, config=cfg)
     if version == "0.5.9":
         with pytest.raises(OutOfMemoryError, match="even after retracting"):
-            b.retract_decode(sglang_version=version)
+            b.retract_decode(abort_last_request=cfg.release.abort_last_request)
         return
-    retracted, ratio, aborted = b.retract_decode(sglang_version=version)
+    retracted, ratio, aborted = b.retract_decode(abort_last_request=cfg.release.abort_last_request)
     assert not retracted and rids(aborted) == [0] and len(b) == 0
     assert b.allocator.available_size() == 8 and ratio == 0.0
 

@@ -13,7 +13,7 @@ from pagedkv.mem_cache.memory_pool import MHATokenToKVPool, ReqToTokenPool
 
 def test_req_to_token_rows_and_free_order_0_5_9() -> None:
     # 0.5.9: `size` rows, taken from the front of the free list, freed rows appended.
-    pool = ReqToTokenPool(4, 8, sglang_version="0.5.9")
+    pool = ReqToTokenPool.for_release(4, 8, "0.5.9")
     assert pool.req_to_token.dtype == torch.int32 and pool.req_to_token.shape == (4, 8)
     assert pool.alloc(3) == [0, 1, 2]
     pool.free(0)
@@ -29,7 +29,7 @@ def test_req_to_token_rows_and_free_order_0_5_23() -> None:
     # 0.5.23: size + 1 rows, row 0 pads and is never handed out; rows come from the back of
     # the free list (free_slots[-n:]) and freed rows are appended there: last freed, first used.
     pool = ReqToTokenPool(3, 8)
-    assert pool.sglang_version == "0.5.23" and pool.req_to_token.shape == (4, 8)
+    assert pool.first_row == 1 and pool.req_to_token.shape == (4, 8)
     assert pool.free_slots == [1, 2, 3] and pool.available_size() == pool.size == 3
     assert pool.alloc(1) == [3]
     assert pool.alloc(2) == [1, 2]
@@ -46,7 +46,7 @@ def test_req_to_token_rows_and_free_order_0_5_23() -> None:
 
 def test_req_to_token_unknown_release() -> None:
     with pytest.raises(ConfigError, match=r"sglang_version='0.4' is invalid"):
-        ReqToTokenPool(4, 8, sglang_version="0.4")
+        ReqToTokenPool.for_release(4, 8, "0.4")
 
 
 @pytest.mark.parametrize(("call", "message"), [
@@ -58,14 +58,14 @@ def test_req_to_token_unknown_release() -> None:
     (lambda p: p.free([0, 0]), r"cannot free request row 0: it is already free"),
 ])
 def test_req_to_token_errors(call, message: str) -> None:
-    pool = ReqToTokenPool(4, 8, sglang_version="0.5.9")
+    pool = ReqToTokenPool.for_release(4, 8, "0.5.9")
     pool.alloc(3)
     with pytest.raises(AllocatorError, match=message):
         call(pool)
 
 
 def test_req_to_token_bad_arguments() -> None:
-    pool = ReqToTokenPool(4, 8, sglang_version="0.5.9")
+    pool = ReqToTokenPool.for_release(4, 8, "0.5.9")
     pool.alloc(1)
     with pytest.raises(ConfigError, match=r"slots.shape=\(1,\) is invalid; valid: \(2,\)"):
         pool.write(0, [0, 1], [4])
@@ -127,7 +127,7 @@ def test_agreement_helper_catches_leaks_and_strays() -> None:
 
 
 def test_agreement_helper_catches_free_rows_and_shared_slots() -> None:
-    pool, alloc = ReqToTokenPool(3, 8, sglang_version="0.5.9"), PagedTokenToKVPoolAllocator(16, 4)
+    pool, alloc = ReqToTokenPool.for_release(3, 8, "0.5.9"), PagedTokenToKVPoolAllocator(16, 4)
     rows = pool.alloc(2)
     out = alloc.alloc_extend([0], [2], [-1], 2)
     for row in rows:

@@ -32,7 +32,7 @@ class R:
 
 
 def setup(version: str, p: int = 1, size: int = 64) -> RadixCache:
-    return RadixCache(ReqToTokenPool(8, 64), make_allocator(size, p), version)
+    return RadixCache.for_release(ReqToTokenPool(8, 64), make_allocator(size, p), version)
 
 
 def prefill(cache: RadixCache, r: R, n: int) -> None:
@@ -110,7 +110,7 @@ def test_paged_duplicates_come_back_node_by_node_in_0523() -> None:
     # each node's pages as it walks (the later one ends in front), 0.5.9 in one sorted call
     heads = {}
     for version in ("0.5.23", "0.5.9"):
-        cache = RadixCache(ReqToTokenPool(8, 64), PagedTokenToKVPoolAllocator(64, 2), version)
+        cache = RadixCache.for_release(ReqToTokenPool(8, 64), PagedTokenToKVPoolAllocator(64, 2), version)
         prefill(cache, R([1, 2, 3, 4], 4), 4)             # pages 1-2, one node
         prefill(cache, R([1, 2, 7, 7], 4), 4)             # splits it: [1,2] | [3,4]
         prefill(cache, R([1, 2, 3, 4, 5, 5], 6), 6)       # overlaps both nodes

@@ -24,6 +24,7 @@ from life_pagedkv import PagedkvLife
 
 from pagedkv.errors import OutOfMemoryError
 from pagedkv.managers.schedule_batch import ScheduleBatch as PkBatch
+from pagedkv.releases import RELEASES
 
 
 class PagedkvRetract:
@@ -46,7 +47,8 @@ class PagedkvRetract:
     def retract(self) -> tuple[list[str], float | None, list[str], bool]:
         """(victims, new ratio, aborted, raised)."""
         try:
-            victims, ratio, aborted = self.batch.retract_decode(20, self.version)
+            victims, ratio, aborted = self.batch.retract_decode(
+                20, abort_last_request=RELEASES[self.version].abort_last_request)
         except OutOfMemoryError:
             return [], None, [], True
         return ([self.names[id(r)] for r in victims], ratio,

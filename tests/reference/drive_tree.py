@@ -40,7 +40,7 @@ class PagedkvTree:
 
     def __init__(self, page_size: int, pool_tokens: int, version: str) -> None:
         self.alloc = make_allocator(pool_tokens, page_size)
-        self.tree = RadixCache(ReqToTokenPool(4, 64), self.alloc, version)
+        self.tree = RadixCache.for_release(ReqToTokenPool(4, 64), self.alloc, version)
         self.old = version == "0.5.9"
 
     def take(self, n: int) -> list[int] | None:

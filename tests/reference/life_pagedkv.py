@@ -32,7 +32,7 @@ class PagedkvLife:
         self.alloc = make_allocator(pool_tokens, page_size)
         self.pool = ReqToTokenPool(rows, context_len)
         self.table = self.pool.req_to_token.numpy()
-        self.tree = (RadixCache if radix else ChunkCache)(self.pool, self.alloc, version)
+        self.tree = (RadixCache if radix else ChunkCache).for_release(self.pool, self.alloc, version)
         self.reqs: dict[str, Req] = {}
         self.prefix_slots: dict[str, np.ndarray] = {}
 

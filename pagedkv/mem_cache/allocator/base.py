@@ -287,6 +287,18 @@ class BaseTokenToKVPoolAllocator:
         # page size 1: the slots are the page ids (copied: a free group holds them till its end)
         self.free_page_ids(np.array(slots) if p == 1 else slots[::p] // p)
 
+    def free_run(self, row_slots: IntsLike, free_order: str) -> None:
+        """Free a run of a request's row the way a release's cache does: ``free_order``
+        ``"sorted"`` calls :meth:`free` (0.5.9: each call's pages sorted), ``"row"``
+        :meth:`free_segment` (0.5.23: pages in row order). Raises ConfigError for another
+        order."""
+        if free_order == "row":
+            self.free_segment(row_slots)
+        elif free_order == "sorted":
+            self.free(row_slots)
+        else:
+            raise bad_value("free_order", free_order, '"sorted" or "row"')
+
     def free_group_begin(self) -> None:
         """Hold frees back until :meth:`free_group_end` (groups do not nest)."""
         if self._group is not None:
