@@ -116,7 +116,7 @@ def test_gb_and_gib_differ_by_one_number() -> None:
 
 RELEASE_SPECIFIC = ("#pending-token", "finishing in flight", "evict_to_free_tokens",
                     "--cuda-graph-max-bs-decode", "extra page", "padding row",
-                    "evicts only what")
+                    "evicts only what", "slots for each")
 
 
 @pytest.mark.parametrize("name", (*CHAPTERS, *PAGES))

@@ -114,3 +114,33 @@ def policy_bars_figure(metrics: Mapping[tuple[str, str], object]) -> go.Figure:
                                                           len(POLICY_METRICS)),
                                         x=0, y=1.42, xanchor="left", name="workload")])
     return fig
+
+
+LIFE_COLORS = {"own": "#4477AA", "locked": "#222255", "cached": "#BBBBBB"}
+
+
+def request_life_figure(lives: Sequence[object]) -> go.Figure:
+    """One panel per :class:`pagedkv.lessons.request_life.RequestLife`: its own pages, its pages
+    in the radix cache locked while it runs, and its cached, evictable pages after it lets go,
+    stacked per step, with its events marked and named on the panel."""
+    fig = make_subplots(rows=len(lives), cols=1, shared_xaxes=True, vertical_spacing=0.12,
+                        subplot_titles=[f"request {life.rid}" for life in lives])
+    names = {"own": "its own pages", "locked": "its prompt in the tree, locked",
+             "cached": "cached after it let go (evictable)"}
+    for row, life in enumerate(lives, start=1):
+        x = np.arange(len(life.own))
+        for key in ("locked", "own", "cached"):
+            fig.add_bar(x=x, y=getattr(life, key), name=names[key], marker_color=LIFE_COLORS[key],
+                        legendgroup=key, showlegend=row == 1, row=row, col=1,
+                        hovertemplate=f"step %{{x}}: %{{y}} pages {names[key]}<extra></extra>")
+        top = int(max(np.max(life.own + life.locked), np.max(life.cached), 1))
+        for k, (step, what) in enumerate(life.events):
+            fig.add_vline(x=step, line_dash="dot", line_color=POOL_LINE, row=row, col=1)
+            fig.add_annotation(x=step, y=top * (1.75 - 0.2 * (k % 3)), text=what, showarrow=False,
+                               xanchor="left", font=dict(size=11), row=row, col=1)
+        fig.update_yaxes(title_text="pages", range=[0, top * 1.85], row=row, col=1)
+    fig.update_layout(barmode="stack", bargap=0, height=260 * len(lives) + 80,
+                      margin=dict(t=40, l=60, r=10, b=40),
+                      legend=dict(orientation="h", y=-0.12))
+    fig.update_xaxes(title_text="step", row=len(lives), col=1)
+    return fig

@@ -245,3 +245,23 @@ def forced_page_sizes_table(backends: Sequence[str] = ("trtllm_mha", "flashmla",
     return markdown_table(("backend", *(f"SGLang {v}" for v in RELEASES), "the kernel is handed"),
                           ([f"`{b}`", *(cell(b, v) for v in RELEASES), _indexing(b)]
                            for b in backends))
+
+
+def decode_step_md(worked: object) -> Markdown:
+    """Chapter 5: one decode step's memory decisions, stage by stage
+    (``pagedkv.lessons.decode_step.WorkedDecodeStep``)."""
+    w = worked
+    what = {"before the step": "count the pages the step opens: one per request whose `kv_len` "
+                               f"is a multiple of {w.page_size}",
+            "check_decode_mem": "evict unlocked cached tokens from the radix cache, then compare",
+            "retract_decode": "pop victims off the end of the order, release each "
+                              "(`release_req`), until the rest fits"}
+    table = markdown_table(("stage", "what SGLang does", "free slots", "evictable tokens",
+                            "slots the step needs", "result"),
+                           ((f"`{s.name}`" if "_" in s.name else s.name, what[s.name], s.free,
+                             s.evictable, s.need, s.note) for s in w.stages))
+    old, new = w.ratio
+    return Markdown(
+        f"Step {w.step}, page size {w.page_size}. Retraction order, kept first: "
+        f"{', '.join(map(str, w.order))}; retracted: {', '.join(map(str, w.victims))}; "
+        f"`new_token_ratio` {old:.4f} -> {new:.4f}.\n\n" + table.data)

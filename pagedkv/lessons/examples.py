@@ -37,16 +37,24 @@ TINY_SPECS = (RequestSpec(23, 100, 100), RequestSpec(28, 100, 100), RequestSpec(
               RequestSpec(24, 70, 70), RequestSpec(27, 70, 70))
 
 
+def tiny_retraction_scheduler(radix_cache: bool = True,
+                              sglang_version: str = DEFAULT_SGLANG_VERSION,
+                              fast_forward: bool = True) -> Scheduler:
+    """Chapter 5's visible example, not yet run: 5 requests arriving at once on a 256-token
+    pool in 16 pages of 16, ``max_new_tokens`` = output length, the ratio decaying in 60 steps
+    instead of 600 (``SGLANG_NEW_TOKEN_RATIO_DECAY_STEPS=60``). Page tables are recorded.
+    SGLang's default server (the radix cache on) unless asked otherwise; ``fast_forward=False``
+    takes every decode step alone (the same run, step by step)."""
+    return Scheduler(TINY_SPECS, max_total_num_tokens=256, page_size=16, record_page_tables=True,
+                     radix_cache=radix_cache, fast_forward=fast_forward,
+                     config=SchedulerConfig(new_token_ratio_decay_steps=60,
+                                            sglang_version=sglang_version))
+
+
 def tiny_retraction_run(radix_cache: bool = True,
                         sglang_version: str = DEFAULT_SGLANG_VERSION) -> Scheduler:
-    """Chapter 5's visible example, finished: 5 requests arriving at once on a 256-token pool
-    in 16 pages of 16, ``max_new_tokens`` = output length, the ratio decaying in 60 steps
-    instead of 600 (``SGLANG_NEW_TOKEN_RATIO_DECAY_STEPS=60``). Page tables are recorded.
-    SGLang's default server (the radix cache on) unless asked otherwise."""
-    sched = Scheduler(TINY_SPECS, max_total_num_tokens=256, page_size=16, record_page_tables=True,
-                      radix_cache=radix_cache,
-                      config=SchedulerConfig(new_token_ratio_decay_steps=60,
-                                             sglang_version=sglang_version))
+    """:func:`tiny_retraction_scheduler`, run to the end."""
+    sched = tiny_retraction_scheduler(radix_cache, sglang_version)
     sched.run()
     return sched
 

@@ -70,8 +70,9 @@ TERMS: tuple[Term, ...] = (
          "stall the running requests or need all its activations at once.",
          "`--chunked-prefill-size`", r"chunked prefill|chunked_prefill|prefill chunk"),
     Term("CUDA graph", 1, "A recording of one forward pass's GPU kernels for a fixed batch size, "
-         "replayed at the cost of one launch. Each captured size keeps its own buffers, which "
-         "is memory outside the KV pool.", ("`model_executor/runner/decode_cuda_graph_runner.py` (0.5.23); "
+         "replayed at the cost of one launch. The captured graphs keep their buffers alive: "
+         "memory outside the KV pool, part of what `mem_fraction_static` leaves free.",
+         ("`model_executor/runner/decode_cuda_graph_runner.py` (0.5.23); "
           "`--cuda-graph-max-bs-decode` (0.5.9: `--cuda-graph-max-bs`)"),
          r"CUDA[- ]graph"),
     Term("`mem_fraction_static`", 1, "The share of the GPU's free memory SGLang keeps for weights "

@@ -11,7 +11,7 @@ runs alike).
                "tokens_evictable", "tokens_protected"},
      "events": [[step, "admit"|"chunk"|"finish"|"retract"|"reprefill"|"abort", rid,
                  extra|None], ...],
-     "page_tables": None or [per step: [[rid, seq_len, [page ids]], ...]],
+     "page_tables": None or [per step: [[rid, kv_len, [page ids]], ...]],
      "page_events": None or {"step", "page", "owner", "rows", "lengths"} (page_recorder),
      "log": [str, ...],
      "log_steps": [int, ...]}
@@ -34,10 +34,11 @@ Columns, one entry per step, all read at the end of the step:
   tokens_protected`` plus the requests' own slots is the pool. SGLang's logged ``#token`` is
   ``max_total_num_tokens - tokens_free - tokens_evictable``.
 
-``page_tables[i]`` lists, after step ``i``, each request holding KV as ``[rid, seq_len,
-[page ids]]``: ``seq_len`` is the number of tokens whose KV is in the pool (the newest sampled
-token's KV is written by the next decode step), and page ``k`` of the list holds the request's
-tokens ``k * page_size .. (k + 1) * page_size - 1``. Page 0 is never listed (padding page).
+``page_tables[i]`` lists, after step ``i``, each request holding KV as ``[rid, kv_len,
+[page ids]]``: ``kv_len`` is the number of tokens whose KV is in the pool, ``seq_len - 1``
+between steps (the newest sampled token's KV is written by the next decode step), and page
+``k`` of the list holds the request's tokens ``k * page_size .. (k + 1) * page_size - 1``.
+Page 0 is never listed (padding page).
 
 Events' ``extra``: ``admit`` / ``reprefill``: ``extend`` (tokens prefilled now) and ``cached``
 (tokens served from the radix cache); ``chunk``: ``prefix`` and ``tokens``; ``retract``:
