@@ -2,7 +2,7 @@
 (:data:`pagedkv.lessons.glossary.TERMS`), chapter 1's list of first words, and the cheat sheet
 (formulas with SGLang's constants filled in from :class:`SchedulerConfig`, the constants with
 their reasons and sources, the defaults, and what changed between the two SGLang releases,
-from :data:`pagedkv.managers.config.VERSION_DIFFERENCES`)."""
+one row per differing field of :class:`pagedkv.releases.Release`)."""
 
 from __future__ import annotations
 
@@ -11,8 +11,8 @@ from IPython.display import Markdown
 from pagedkv.errors import bad_value
 from pagedkv.lessons.cheat_sheet import constant_rows
 from pagedkv.lessons.glossary import NEWEST_TOKEN_RULE, TERMS, terms_of_chapter
-from pagedkv.managers.config import VERSION_DIFFERENCES, SchedulerConfig
-from pagedkv.releases import SGLANG_VERSIONS
+from pagedkv.managers.config import SchedulerConfig
+from pagedkv.releases import DEFAULT_RELEASE, RELEASES, SGLANG_VERSIONS, differences
 from pagedkv_widgets.tables import markdown_table
 
 
@@ -97,8 +97,9 @@ def defaults_md(config: SchedulerConfig | None = None) -> Markdown:
 
 
 def releases_md() -> Markdown:
-    """What pagedkv switches between the two SGLang releases, with 0.5.23's source of each."""
-    old, new = sorted(SGLANG_VERSIONS, key=lambda v: tuple(int(x) for x in v.split(".")))
-    return markdown_table(("behaviour", old, new, f"where in {new}"),
-                          ((what, a, b, f"`{where}`") for what, a, b, where in VERSION_DIFFERENCES))
+    """What pagedkv switches between the oldest release it follows and the default one, one row
+    per differing field of :class:`pagedkv.releases.Release`, with the default's source."""
+    old, new = RELEASES[SGLANG_VERSIONS[-1]], DEFAULT_RELEASE
+    return markdown_table(("behaviour", old.name, new.name, f"where in {new.name}"),
+                          ((what, a, b, f"`{where}`") for what, a, b, where in differences(old, new)))
 

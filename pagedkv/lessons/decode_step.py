@@ -93,8 +93,8 @@ def worked_decode_step() -> WorkedDecodeStep:
     ratio = sched.new_token_ratio
     batch.sync()
     evicted = tree.evicted_tokens
-    retracted, new_ratio, _ = batch.retract_decode(sched.config.retract_decode_steps,
-                                                   sched.config.sglang_version)
+    retracted, new_ratio, _ = batch.retract_decode(
+        sched.config.retract_decode_steps, abort_last_request=sched.config.release.abort_last_request)
     after = Stage("retract_decode", alloc.available_size(), tree.evictable_size(),
                   batch.new_tokens_required_next_decode(),
                   f"released {len(retracted)}, evicted {tree.evicted_tokens - evicted} tokens")
