@@ -185,18 +185,21 @@ class MHATokenToKVPool:
         return self.v_buffer[self._layer(layer_id)]
 
     def set_kv_buffer(self, layer_id: int, loc: torch.Tensor, cache_k: torch.Tensor,
-                      cache_v: torch.Tensor) -> None:
+                      cache_v: torch.Tensor, *, check_loc: bool = True) -> None:
         """Scatter ``cache_k``/``cache_v`` (``[n, head_num, head_dim]``) to slots ``loc``.
 
         ``loc`` is int64 ``[n]`` in ``[0, size + page_size)``; values are cast to
         ``dtype`` as SGLang does. ConfigError on a bad layer, shape or slot.
+        ``check_loc=False``: the caller checked ``loc``'s slots already (a model's pass
+        checks them once on the host, ``backend.init_forward_metadata``); reading them here
+        would sync the device in every layer.
         Source: ``MHATokenToKVPool.set_kv_buffer``.
         """
         layer = self._layer(layer_id)
         rows = self.size + self.page_size
         if loc.dim() != 1 or loc.dtype not in (torch.int32, torch.int64):
             raise bad_value("loc", f"{loc.dtype} {tuple(loc.shape)}", "a 1-D integer tensor")
-        if len(loc) and (int(loc.min()) < 0 or int(loc.max()) >= rows):
+        if check_loc and len(loc) and (int(loc.min()) < 0 or int(loc.max()) >= rows):
             raise bad_value("loc", loc.tolist(), f"slots in [0, {rows})")
         want = (len(loc), self.head_num, self.head_dim)
         for name, t in (("cache_k", cache_k), ("cache_v", cache_v)):

@@ -236,7 +236,8 @@ class ModelRunner:
         ids, positions = self._inputs(batch)
         meta = init_forward_metadata(batch.mode == "decode", batch.req_to_token_pool.req_to_token,
                                      batch.req_pool_indices, batch.prefix_lens, batch.extend_lens,
-                                     batch.out_cache_loc, self.device)
+                                     batch.out_cache_loc, self.device,
+                                     num_slots=self.token_to_kv_pool.size + self.page_size)
         hidden = forward_hidden(self.model, ids.to(self.device), positions.to(self.device), meta,
                                 self.token_to_kv_pool, self.attention_backend)
         last = np.cumsum(batch.extend_lens) - 1  # each request's last new token

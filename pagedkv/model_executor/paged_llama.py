@@ -198,6 +198,7 @@ class PagedLlamaRunner:
         """Hidden states ``[T, hidden]`` of the new tokens (no final norm)."""
         meta = init_forward_metadata(decode, self.req_to_token_pool.req_to_token,
                                      np.asarray(rows, dtype=np.int64), prefix.numpy(),
-                                     extend.numpy(), loc.numpy(), self.device)
+                                     extend.numpy(), loc.numpy(), self.device,
+                                     num_slots=self.token_to_kv_pool.size + self.page_size)
         return forward_hidden(self.model, ids.to(self.device), positions.to(self.device), meta,
                               self.token_to_kv_pool)

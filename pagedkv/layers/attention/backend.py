@@ -19,6 +19,10 @@ Two passes, two ways of reading the pool:
   kernel of chapter 6 (``attention_backend="torch_native"`` uses its torch reference, as
   SGLang's ``--attention-backend torch_native`` does).
 
+No device-to-host read in a layer: :func:`init_forward_metadata` checks every index once per
+pass on the host, so a layer's K/V write and its decode launch only queue work on the GPU
+(SGLang's backend, which trusts its scheduler, reads nothing back either).
+
 Where we simplify: the page table lives on the host (the scheduler's numpy bookkeeping reads
 it), so each pass uploads the batch's rows as a compact ``[bs, max_seq_len]`` table; SGLang
 keeps ``req_to_token`` on the GPU and builds ``kv_indices`` there. No CUDA graphs, no
@@ -34,6 +38,7 @@ import torch
 from torch.nn import functional as F
 
 from pagedkv.errors import bad_value
+from pagedkv.layers.attention.checks import check_decode_values
 from pagedkv.layers.attention.decode_attention import paged_decode_attention
 from pagedkv.layers.attention.reference import paged_decode_attention_ref
 from pagedkv.mem_cache.memory_pool import MHATokenToKVPool
@@ -55,6 +60,8 @@ class AttentionMetadata:
         rows: int64 ``[bs]`` on the device: ``0 .. bs - 1``, the rows of ``table``.
         seq_lens: int64 ``[bs]`` on the device: tokens in each request's KV after the pass.
         prefix_lens, extend_lens: the host lists the extend loop walks.
+        max_seq_len: ``max(seq_lens)``, a host int (the decode kernel's split count reads
+            it; reading it from the device would sync every layer).
     """
 
     decode: bool
@@ -64,12 +71,20 @@ class AttentionMetadata:
     seq_lens: torch.Tensor
     prefix_lens: list[int]
     extend_lens: list[int]
+    max_seq_len: int = 0
 
 
 def init_forward_metadata(decode: bool, req_to_token: torch.Tensor, req_pool_indices: np.ndarray,
                           prefix_lens: np.ndarray, extend_lens: np.ndarray,
-                          out_cache_loc: np.ndarray, device: torch.device) -> AttentionMetadata:
-    """Upload what the layers of one pass need (SGLang ``init_forward_metadata``).
+                          out_cache_loc: np.ndarray, device: torch.device, *,
+                          num_slots: int) -> AttentionMetadata:
+    """Check and upload what the layers of one pass need (SGLang ``init_forward_metadata``).
+
+    Every index the layers will use is checked here, once per pass and on the host, before
+    the upload: the slots the new K/V go to, and for a decode the rows, lengths and slots
+    the kernel reads (:func:`~pagedkv.layers.attention.checks.check_decode_values`, the
+    checks a hand-called kernel runs, with the same errors). So no layer reads a value back
+    from the device: on a GPU a pass runs without a device-to-host sync until its logits.
 
     Args:
         decode: True for a decode pass (every ``extend_lens`` is 1).
@@ -78,28 +93,37 @@ def init_forward_metadata(decode: bool, req_to_token: torch.Tensor, req_pool_ind
             tokens already in the pool, tokens computed now.
         out_cache_loc: int64 ``[sum(extend_lens)]`` slots of the new tokens.
         device: where the model runs.
+        num_slots: slots in each layer's K/V buffer (pool size plus its dummy page).
 
     Raises:
-        ConfigError: a row shorter than a request's sequence, or ``out_cache_loc`` of the
-            wrong length.
+        ConfigError: a row shorter than a request's sequence, ``out_cache_loc`` of the
+            wrong length or outside the pool, or (decode) a row, length or slot the kernel
+            would read outside its table or the pool.
     """
     seq = (np.asarray(prefix_lens) + np.asarray(extend_lens)).astype(np.int64)
-    if len(out_cache_loc) != int(np.sum(extend_lens)):
-        raise bad_value("len(out_cache_loc)", len(out_cache_loc),
+    loc = np.asarray(out_cache_loc, dtype=np.int64)
+    if len(loc) != int(np.sum(extend_lens)):
+        raise bad_value("len(out_cache_loc)", len(loc),
                         f"sum(extend_lens)={int(np.sum(extend_lens))}")
+    if len(loc) and (int(loc.min()) < 0 or int(loc.max()) >= num_slots):
+        raise bad_value("out_cache_loc", loc.tolist(), f"slots in [0, {num_slots})")
     width = int(seq.max()) if len(seq) else 0
     if width > req_to_token.shape[1]:
         raise bad_value("seq_lens", seq.tolist(), f"at most {req_to_token.shape[1]} (the row width)")
     rows = torch.as_tensor(np.asarray(req_pool_indices, dtype=np.int64))
     table = req_to_token[rows, :width].contiguous()
+    compact_rows, seq_lens = torch.arange(len(seq), dtype=torch.int64), torch.as_tensor(seq)
+    if decode and len(seq):  # host tensors: these reads cost no device sync
+        check_decode_values(table, compact_rows, seq_lens, num_slots)
     return AttentionMetadata(
         decode=decode,
-        out_cache_loc=torch.as_tensor(np.asarray(out_cache_loc, dtype=np.int64)).to(device),
+        out_cache_loc=torch.as_tensor(loc).to(device),
         table=table.to(device),
-        rows=torch.arange(len(seq), dtype=torch.int64, device=device),
-        seq_lens=torch.as_tensor(seq).to(device),
+        rows=compact_rows.to(device),
+        seq_lens=seq_lens.to(device),
         prefix_lens=[int(x) for x in prefix_lens],
-        extend_lens=[int(x) for x in extend_lens])
+        extend_lens=[int(x) for x in extend_lens],
+        max_seq_len=width)
 
 
 def paged_attention(pool: MHATokenToKVPool, layer_id: int, q: torch.Tensor, k: torch.Tensor,
@@ -122,11 +146,16 @@ def paged_attention(pool: MHATokenToKVPool, layer_id: int, q: torch.Tensor, k: t
     Source: ``RadixAttention.forward`` and ``TritonAttnBackend.forward_extend`` /
     ``forward_decode`` (``set_kv_buffer`` first, then the kernel).
     """
-    pool.set_kv_buffer(layer_id, meta.out_cache_loc, k, v)
+    # the slots and, for a decode, the table were checked once for the pass (no device read)
+    pool.set_kv_buffer(layer_id, meta.out_cache_loc, k, v, check_loc=False)
     k_cache, v_cache = pool.get_key_buffer(layer_id), pool.get_value_buffer(layer_id)
     if meta.decode:
-        kernel = paged_decode_attention if backend == "triton" else paged_decode_attention_ref
-        return kernel(q, k_cache, v_cache, meta.table, meta.rows, meta.seq_lens, sm_scale=scale)
+        if backend == "triton":
+            return paged_decode_attention(q, k_cache, v_cache, meta.table, meta.rows,
+                                          meta.seq_lens, sm_scale=scale,
+                                          max_seq_len=meta.max_seq_len)
+        return paged_decode_attention_ref(q, k_cache, v_cache, meta.table, meta.rows,
+                                          meta.seq_lens, sm_scale=scale)
     return _extend(q, k_cache, v_cache, meta, scale)
 
 

@@ -5,7 +5,20 @@ the CPU interpreter, segfaults on) memory that is not the pool. SGLang's Triton 
 does not check, because its own scheduler builds every index. pagedkv is a teaching
 package whose callers build tables by hand, so every launch is preceded by these checks;
 each failure raises :class:`pagedkv.errors.ConfigError` naming the parameter, the value
-and the valid range. The slot check reads the table on the host (one device sync).
+and the valid range.
+
+Two kinds of check, split so that a model's decode step pays for the expensive one once:
+
+- :func:`check_decode_layout`: shapes, dtypes, devices, strides. Tensor metadata only, no
+  read of any value, so no device-to-host synchronisation.
+- :func:`check_decode_values`: every row, length and slot the kernel will read. These read
+  values; on a GPU tensor each read waits for the device (a sync).
+
+:func:`check_decode_inputs` runs both (the kernel's public entry points, hand-built tables).
+A real model's pass runs the value checks once, on the host copies of the batch's table
+before it is uploaded (:func:`pagedkv.layers.attention.backend.init_forward_metadata`), and
+each layer's launch then runs the layout checks only: SGLang trusts its scheduler in every
+layer, pagedkv checks the batch once at the engine's boundary with the same errors.
 """
 
 from __future__ import annotations
@@ -100,7 +113,7 @@ def check_scale_and_splits(sm_scale: float | None, num_kv_splits: int | None) ->
         raise bad_value("num_kv_splits", num_kv_splits, f"an integer in [1, {MAX_KV_SPLITS}]")
 
 
-def check_decode_inputs(
+def check_decode_layout(
     q: torch.Tensor,
     k_cache: torch.Tensor,
     v_cache: torch.Tensor,
@@ -109,22 +122,13 @@ def check_decode_inputs(
     seq_lens: torch.Tensor,
     *,
     table_name: str = "req_to_token",
-    page_size: int = 1,
-) -> DecodeShape:
-    """Check shapes, dtypes, devices, lengths and every slot (or page) a decode will read.
+) -> tuple[int, int, int, int, int]:
+    """Check shapes, dtypes, devices and strides; read no tensor value (no device sync).
 
-    Args:
-        q: ``[B, H_q, D]`` float32/float16/bfloat16, ``1 <= D <= 256``.
-        k_cache, v_cache: ``[num_slots, H_kv, D]``, q's dtype and device, last dim contiguous.
-        table: int32 ``[R, W]``, rows contiguous: slot ids (``req_to_token``, ``page_size`` 1) or page ids
-            (``page_table``, a page holds ``page_size`` consecutive slots).
-        req_pool_indices: int32/int64 ``[B]``, rows of ``table`` in ``[0, R)``.
-        seq_lens: int32/int64 ``[B]``, tokens to attend over, in ``[1, W * page_size]``.
-        table_name: the name used in error messages.
-        page_size: slots per page; 1 means the table holds slot ids.
+    Args: as :func:`check_decode_inputs`.
 
     Returns:
-        The sizes, as a :class:`DecodeShape`.
+        ``(batch, num_q_heads, num_kv_heads, head_dim, num_slots)``.
 
     Raises:
         ConfigError: naming the first offending parameter, its value and the valid range.
@@ -163,6 +167,32 @@ def check_decode_inputs(
             raise bad_value(f"{name}.shape", tuple(t.shape), f"({batch},) (one per request in q)")
     if table.stride(1) != 1:
         raise bad_value(f"{table_name}.stride(1)", table.stride(1), "1 (contiguous rows)")
+    return batch, num_q_heads, num_kv_heads, head_dim, num_slots
+
+
+def check_decode_values(
+    table: torch.Tensor,
+    req_pool_indices: torch.Tensor,
+    seq_lens: torch.Tensor,
+    num_slots: int,
+    *,
+    table_name: str = "req_to_token",
+    page_size: int = 1,
+) -> int:
+    """Check every row, length and slot (or page) a decode will read; return the longest
+    sequence (tokens). Reads values: give host tensors to avoid a device sync.
+
+    Args:
+        table: int32 ``[R, W]`` slot ids (``page_size`` 1) or page ids.
+        req_pool_indices: ``[B]`` rows of ``table`` in ``[0, R)``.
+        seq_lens: ``[B]`` tokens to attend over, in ``[1, W * page_size]``.
+        num_slots: slots in the pool (``k_cache.shape[0]``).
+        table_name, page_size: as :func:`check_decode_inputs`.
+
+    Raises:
+        ConfigError: naming the first offending row, length or entry, its value and the
+            valid range.
+    """
     num_rows, width = table.shape
     bad = (req_pool_indices < 0) | (req_pool_indices >= num_rows)
     if bool(bad.any()):
@@ -175,8 +205,44 @@ def check_decode_inputs(
         i = int(bad.nonzero()[0, 0])
         raise bad_value(f"seq_lens[{i}]", int(seq_lens[i]), f"a length in [1, {row_width}]")
     _check_entries(table, table_name, req_pool_indices, seq_lens, page_size, num_slots)
-    return DecodeShape(batch, num_q_heads, num_kv_heads, head_dim, num_slots,
-                       int(seq_lens.max()))
+    return int(seq_lens.max())
+
+
+def check_decode_inputs(
+    q: torch.Tensor,
+    k_cache: torch.Tensor,
+    v_cache: torch.Tensor,
+    table: torch.Tensor,
+    req_pool_indices: torch.Tensor,
+    seq_lens: torch.Tensor,
+    *,
+    table_name: str = "req_to_token",
+    page_size: int = 1,
+) -> DecodeShape:
+    """Check shapes, dtypes, devices, lengths and every slot (or page) a decode will read:
+    :func:`check_decode_layout`, then :func:`check_decode_values` (which syncs on a GPU).
+
+    Args:
+        q: ``[B, H_q, D]`` float32/float16/bfloat16, ``1 <= D <= 256``.
+        k_cache, v_cache: ``[num_slots, H_kv, D]``, q's dtype and device, last dim contiguous.
+        table: int32 ``[R, W]``, rows contiguous: slot ids (``req_to_token``, ``page_size`` 1) or page ids
+            (``page_table``, a page holds ``page_size`` consecutive slots).
+        req_pool_indices: int32/int64 ``[B]``, rows of ``table`` in ``[0, R)``.
+        seq_lens: int32/int64 ``[B]``, tokens to attend over, in ``[1, W * page_size]``.
+        table_name: the name used in error messages.
+        page_size: slots per page; 1 means the table holds slot ids.
+
+    Returns:
+        The sizes, as a :class:`DecodeShape`.
+
+    Raises:
+        ConfigError: naming the first offending parameter, its value and the valid range.
+    """
+    layout = check_decode_layout(q, k_cache, v_cache, table, req_pool_indices, seq_lens,
+                                 table_name=table_name)
+    longest = check_decode_values(table, req_pool_indices, seq_lens, layout[4],
+                                  table_name=table_name, page_size=page_size)
+    return DecodeShape(*layout, longest)
 
 
 def _check_entries(

@@ -74,8 +74,9 @@ instructions; ``tests/test_kernel_compiles.py`` holds them to a budget, and
 
 Where we simplify (and why)
 ---------------------------
-- Inputs are validated in Python before every launch (``checks.py``); SGLang trusts its
-  scheduler.
+- Inputs are validated in Python (``checks.py``); SGLang trusts its scheduler. A model's
+  decode step checks the batch's rows and slots once on the host and each layer's launch
+  only the layout, so no launch reads from the device (``backend.py``).
 - The default split count (:func:`default_num_kv_splits`) fills the GPU with one wave of
   programs; SGLang's ``get_num_kv_splits`` decides per request from the lengths.
 - fp32 caches (a teaching case) multiply in IEEE fp32, not on the tensor cores.
@@ -94,6 +95,7 @@ from pagedkv.errors import check_positive_int
 from pagedkv.layers.attention.checks import (
     DecodeShape,
     check_decode_inputs,
+    check_decode_layout,
     check_launch_device,
     check_scale_and_splits,
     interpreted,
@@ -392,6 +394,7 @@ def paged_decode_attention(
     *,
     sm_scale: float | None = None,
     num_kv_splits: int | None = None,
+    max_seq_len: int | None = None,
 ) -> torch.Tensor:
     """Decode attention over a paged KV cache, one slot id per token (SGLang's Triton backend).
 
@@ -406,6 +409,11 @@ def paged_decode_attention(
         sm_scale: softmax scale, default ``1 / sqrt(D)``.
         num_kv_splits: chunks per sequence (flash-decoding); default
             :func:`default_num_kv_splits`.
+        max_seq_len: None (default): every row, length and slot is checked here
+            (:func:`~pagedkv.layers.attention.checks.check_decode_values`, device reads).
+            Given: the caller has run those checks on this batch already, once, and this
+            is ``max(seq_lens)``; the launch then checks the layout only and reads no value
+            from the device (a model's layers, :mod:`pagedkv.layers.attention.backend`).
 
     Returns:
         ``o`` ``[B, H_q, D]`` in q's dtype, accumulated in float32 (16-bit dtypes: the
@@ -414,7 +422,8 @@ def paged_decode_attention(
 
     Raises:
         ConfigError: a bad shape, dtype, device, length, row, slot, scale or split count
-            (the message names it, its value and the valid range). Nothing is launched.
+            (the message names it, its value and the valid range; rows, lengths and slots
+            only without ``max_seq_len``). Nothing is launched.
 
     Source: SGLang 0.5.23 ``sglang/kernels/ops/attention/decode_attention.py``
     (``_fwd_grouped_kernel_stage1``, ``_fwd_kernel_stage2``; in 0.5.9 the file was
@@ -422,7 +431,13 @@ def paged_decode_attention(
     """
     check_launch_device(q)
     check_scale_and_splits(sm_scale, num_kv_splits)
-    shape = check_decode_inputs(q, k_cache, v_cache, req_to_token, req_pool_indices, seq_lens)
+    if max_seq_len is None:
+        shape = check_decode_inputs(q, k_cache, v_cache, req_to_token, req_pool_indices,
+                                    seq_lens)
+    else:  # the batch's values were checked once, on the host: no device read per launch
+        check_positive_int("max_seq_len", max_seq_len)
+        shape = DecodeShape(*check_decode_layout(q, k_cache, v_cache, req_to_token,
+                                                 req_pool_indices, seq_lens), max_seq_len)
     return _launch(q, k_cache, v_cache, req_to_token, req_pool_indices, seq_lens, shape,
                    page_size=1, per_page=False, sm_scale=sm_scale, num_kv_splits=num_kv_splits)
 
