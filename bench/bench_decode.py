@@ -1,7 +1,8 @@
 """Decode-attention bandwidth on a GPU: pagedkv's kernel, paged and contiguous, against SDPA,
 FlashInfer and a plain copy.
 
-Llama-3-8B attention shapes (32 query heads, 8 KV heads, head dim 128, bf16), batch 1-256,
+Llama-3-8B attention shapes (32 query heads, 8 KV heads, head dim 128; bf16 from sm_80, fp16
+on older cards such as a T4, which has no bf16 arithmetic), batch 1-256,
 context 512-32K, page sizes 1/16/64. For every point it reports the time of one decode step
 of one layer, the bytes that step must read, counted as FlashInfer counts them (K and V of
 every token, plus q and o), and the achieved GB/s (10^9 bytes/s), as a fraction of the GPU's
@@ -64,6 +65,7 @@ from pagedkv.layers.attention.compiled import loaded_resources
 from pagedkv.layers.attention.decode_attention import run_plan
 from pagedkv.layers.attention.provenance import environment
 from pagedkv.layers.attention.traffic import decode_bytes
+from pagedkv.model_executor.model_loader import resolve_dtype
 
 RESULTS = Path(__file__).resolve().parent / "results"
 TARGET = (64, 4096)  # (batch, context) of the issue's targets: measured first
@@ -71,6 +73,7 @@ LAUNCH_BOUND = 4  # a point under 4 empty launches (two per decode step) is laun
 
 # Which pagedkv.gpus preset a CUDA device name is (first match wins). A device that matches
 # none (H100 PCIe or NVL, A100 PCIe, ...) gets no peak unless --gpu-preset names one.
+# A T4's 320 GB/s is NVIDIA's T4 datasheet figure (pagedkv.gpus['t4']), Colab's default GPU.
 DEVICE_PRESETS = [
     (r"H200", "h200-141gb"),
     (r"H100 80GB HBM3|H100 SXM", "h100-sxm-80gb"),
@@ -78,8 +81,17 @@ DEVICE_PRESETS = [
     (r"A100-SXM4-40GB", "a100-40gb"),
     (r"\bL4\b", "l4"),
     (r"RTX 4090", "rtx-4090"),
+    (r"\bT4\b", "t4"),
     (r"MI300X", "mi300x"),
 ]
+# What --dry-run (and bash bench/gpu_check.sh --dry-run) shows without a GPU: a Colab T4 and
+# an H100 SXM, as torch.cuda names them, with their compute capability.
+PLAN_GPUS = [("Tesla T4", (7, 5)), ("NVIDIA H100 80GB HBM3", (9, 0))]
+
+
+def device_preset(gpu_name: str) -> str | None:
+    """The ``pagedkv.gpus`` preset a CUDA device name is (:data:`DEVICE_PRESETS`), or None."""
+    return next((p for pattern, p in DEVICE_PRESETS if re.search(pattern, gpu_name)), None)
 
 
 def peak_bandwidth(gpu_name: str, preset: str | None = None) -> tuple[float | None, str | None]:
@@ -89,10 +101,33 @@ def peak_bandwidth(gpu_name: str, preset: str | None = None) -> tuple[float | No
         ConfigError: ``preset`` is not a ``pagedkv.gpus`` preset name.
     """
     if preset is None:
-        preset = next((p for pattern, p in DEVICE_PRESETS if re.search(pattern, gpu_name)), None)
+        preset = device_preset(gpu_name)
     if preset is None:
         return None, None
     return float(get_gpu(preset).hbm_bandwidth), f"pagedkv.gpus[{preset!r}]"
+
+
+def default_dtype(capability: tuple[int, int]) -> str:
+    """The sweep's dtype on a card of ``capability``: bfloat16 from sm_80, float16 before
+    (a T4 has no bf16 arithmetic); the engine's rule (``model_loader.resolve_dtype``)."""
+    dtype = resolve_dtype(None, torch.device("cuda"), capability)
+    return str(dtype).removeprefix("torch.")
+
+
+def plan_lines(gpus: list[tuple[str, tuple[int, int]]]) -> list[str]:
+    """For each ``(device name, capability)``: the dtype the sweep uses and the peak
+    bandwidth row its fraction-of-peak compares against. Needs no GPU."""
+    lines = []
+    for name, capability in gpus:
+        preset = device_preset(name)
+        row = "no peak bandwidth row (pass --gpu-preset)"
+        if preset is not None:
+            gpu = get_gpu(preset)
+            row = (f"peak {gpu.hbm_bandwidth / 1e9:,.0f} GB/s from pagedkv.gpus[{preset!r}] "
+                   f"({gpu.source})")
+        lines.append(f"{name} (sm_{capability[0]}{capability[1]}): --dtype "
+                     f"{default_dtype(capability)}, {row}")
+    return lines
 
 
 def time_call(fn: Callable[[], object], cuda: bool) -> float:
@@ -243,7 +278,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--num-q-heads", type=int, default=32)
     p.add_argument("--num-kv-heads", type=int, default=8)
     p.add_argument("--head-dim", type=int, default=128)
-    p.add_argument("--dtype", choices=["bfloat16", "float16", "float32"], default="bfloat16")
+    p.add_argument("--dtype", choices=["bfloat16", "float16", "float32"],
+                   help="default: bfloat16 from sm_80, float16 before (a T4 has no bf16)")
     p.add_argument("--max-tokens", type=int, default=1 << 22,
                    help="skip points with batch * context above this (pool memory)")
     p.add_argument("--no-flashinfer", dest="flashinfer", action="store_false")
@@ -255,6 +291,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     out.add_argument("--out-dir", type=Path, help="folder for the default file name")
     p.add_argument("--cpu-smoke", action="store_true",
                    help="tiny shapes on the CPU interpreter, to check the script itself")
+    p.add_argument("--dry-run", action="store_true",
+                   help="print the dtype and peak-bandwidth row for a T4 and an H100 (and "
+                   "this GPU, if any), run nothing")
     args = p.parse_args(argv)
     if args.flashinfer:
         try:
@@ -273,6 +312,13 @@ def main(argv: list[str] | None = None) -> int:
     started = time.monotonic()
     args = parse_args(argv)
     cuda = torch.cuda.is_available()
+    if args.dry_run:
+        here = ([(torch.cuda.get_device_name(), torch.cuda.get_device_capability())]
+                if cuda else [])
+        print("\n".join(plan_lines([*PLAN_GPUS, *here])))
+        return 0
+    if args.dtype is None:
+        args.dtype = default_dtype(torch.cuda.get_device_capability()) if cuda else "float32"
     if not cuda and not args.cpu_smoke:
         print("bench_decode.py measures GPU memory bandwidth and needs CUDA, but "
               "torch.cuda.is_available() is False. Run it on a GPU machine (Colab works), or "

@@ -4,16 +4,23 @@
 # interpreter), then bench_decode.py's sweep, the target point first.
 #
 #   bash bench/gpu_check.sh            # on the GPU machine, from the repository root
-#   bash bench/gpu_check.sh --dry-run  # print the plan; needs no GPU
+#   bash bench/gpu_check.sh --dry-run  # print the plan (T4 and H100 rows too); needs no GPU
+#   bash bench/gpu_check.sh --install  # no Python here sees the GPU: make .venv-gpu first
 #
-# It installs nothing, since a borrowed GPU machine may have no network and torch's CUDA
-# wheels are gigabytes: it runs the checkout itself (first on PYTHONPATH, so no
-# `pip install -e .`) with a Python that already has a CUDA build of torch, triton, numpy and
-# pytest. hypothesis, transformers and flashinfer are optional: without one, only the tests
-# or benchmark rows that need it are skipped (and say so).
+# It runs the checkout itself (first on PYTHONPATH, so no `pip install -e .`) with the first
+# Python whose torch sees a CUDA GPU: $PYTHON if set, else the first of the candidates below,
+# and says which one and what the others lacked. It installs nothing unless asked
+# (--install: a .venv-gpu with torch's CUDA wheels, gigabytes, over the network), since a
+# borrowed GPU machine may have no network; without such a Python it prints the command.
+# triton, numpy and pytest are needed; hypothesis, transformers and flashinfer are optional:
+# without one, only the tests or benchmark rows that need it are skipped (and say so).
+# The sweep runs in bfloat16 from sm_80 and in float16 below (a T4 has no bf16 arithmetic).
 #
 # Environment:
-#   PYTHON             interpreter (default: .venv/bin/python if it imports torch, else python3)
+#   PYTHON             interpreter (default: the first of GPU_CHECK_PYTHONS whose torch sees CUDA)
+#   GPU_CHECK_PYTHONS  candidates, in order (default: .venv-gpu/bin/python .venv/bin/python
+#                      python3 python /usr/local/bin/python3 /usr/bin/python3 /opt/conda/bin/python)
+#   TORCH_CUDA_INDEX   the wheel index --install uses (default https://download.pytorch.org/whl/cu128)
 #   OUT                if set, the folder every log and the benchmark JSON are written into,
 #                      as they are produced (nothing is copied at the end, so nothing is lost
 #                      when the run is killed)
@@ -24,10 +31,12 @@
 set -uo pipefail
 
 DRY_RUN=0
+INSTALL=0
 case "${1:-}" in
   --dry-run) DRY_RUN=1 ;;
+  --install) INSTALL=1 ;;
   "") ;;
-  *) echo "usage: bash bench/gpu_check.sh [--dry-run]" >&2; exit 2 ;;
+  *) echo "usage: bash bench/gpu_check.sh [--dry-run | --install]" >&2; exit 2 ;;
 esac
 
 [ -n "${OUT:-}" ] && OUT=$(realpath -m "$OUT")  # before the cd below
@@ -43,12 +52,63 @@ fi
 TOTAL=${GPU_CHECK_SECONDS:-420}
 KILL_AFTER=15  # after SIGINT, time to write reports before SIGKILL
 
-if [ -n "${PYTHON:-}" ]; then
-  PY=$PYTHON
-elif [ -x .venv/bin/python ] && .venv/bin/python -c "import torch" 2>/dev/null; then
-  PY=.venv/bin/python
-else
-  PY=python3
+TORCH_CUDA_INDEX=${TORCH_CUDA_INDEX:-https://download.pytorch.org/whl/cu128}
+INSTALL_CMD="python3 -m venv .venv-gpu && .venv-gpu/bin/pip install --index-url $TORCH_CUDA_INDEX --extra-index-url https://pypi.org/simple torch triton numpy plotly tqdm ipywidgets anywidget pytest hypothesis transformers"
+CANDIDATES=${GPU_CHECK_PYTHONS:-.venv-gpu/bin/python .venv/bin/python python3 python /usr/local/bin/python3 /usr/bin/python3 /opt/conda/bin/python}
+# One line about a candidate's torch; exit 0 only when it sees a CUDA device, 2 when it
+# imports torch but sees none.
+PROBE='
+import sys
+try:
+    import torch
+except ImportError as exc:
+    print(f"no torch ({exc})")
+    sys.exit(1)
+cuda = torch.cuda.is_available()
+print(f"torch {torch.__version__} (CUDA build {torch.version.cuda}) "
+      + (f"sees {torch.cuda.get_device_name(0)}" if cuda else "sees no CUDA device"))
+sys.exit(0 if cuda else 2)
+'
+
+# PY: $PYTHON as given, else the first candidate whose torch sees CUDA; PY_WHY says why and
+# SKIPPED what the others said. Without one: the first that imports torch (the env stage
+# then reports what it sees), else python3.
+pick_python() {
+  local c path out rc fallback="" seen=" "
+  SKIPPED=""
+  if [ -n "${PYTHON:-}" ]; then
+    PY=$PYTHON
+    PY_WHY="set by PYTHON: $("$PY" -c "$PROBE" 2>&1 | tail -n 1)"
+    return
+  fi
+  for c in $CANDIDATES; do
+    path=$(command -v "$c" 2>/dev/null) || continue
+    case "$seen" in *" $path "*) continue ;; esac
+    seen="$seen$path "
+    out=$("$c" -c "$PROBE" 2>&1)
+    rc=$?
+    out=$(printf '%s' "$out" | tail -n 1)
+    if [ "$rc" = 0 ]; then
+      PY=$c
+      PY_WHY="the first candidate whose torch sees the GPU: $out"
+      return
+    fi
+    SKIPPED="$SKIPPED  $c: $out"$'\n'
+    [ -z "$fallback" ] && [ "$rc" = 2 ] && fallback=$c
+  done
+  PY=${fallback:-python3}
+  PY_WHY="no candidate's torch sees a CUDA GPU"
+}
+pick_python
+
+if [ "$INSTALL" = 1 ]; then
+  if "$PY" -c "$PROBE" >/dev/null 2>&1; then
+    echo "python: $PY ($PY_WHY): nothing to install"
+    exit 0
+  fi
+  echo "installing a CUDA build of torch into .venv-gpu: $INSTALL_CMD"
+  bash -c "$INSTALL_CMD" || { echo "the install failed (no network?)" >&2; exit 2; }
+  exec bash "$0"
 fi
 export PYTHONPATH="$ROOT${PYTHONPATH:+:$PYTHONPATH}" PYTHONUNBUFFERED=1
 # pagedkv.layers.attention turns the interpreter on only without CUDA; an exported value would
@@ -58,19 +118,24 @@ export TRITON_DEFAULT_FP_FUSION=1  # Triton 3.9's default, said out loud
 
 GPU_TESTS=(tests/test_kernel.py tests/test_kernel_props.py tests/test_kernel_checks.py
            tests/test_baselines.py tests/test_llama.py tests/test_bench_decode.py
-           tests/model_executor/test_model_runner.py)
+           tests/model_executor/test_model_runner.py tests/test_decode_sync_free.py)
 PYTEST=("$PY" -m pytest -q -rs -o faulthandler_timeout=100 --junitxml="$LOG_DIR/pytest-gpu.xml"
         "${GPU_TESTS[@]}")
 BENCH=("$PY" bench/bench_decode.py --out-dir "$RESULTS_DIR")
 
 plan() {
-  echo "python:  $PY (PYTHONPATH=$PYTHONPATH, TRITON_INTERPRET unset)"
+  echo "python:  $PY ($PY_WHY)"
+  [ -n "$SKIPPED" ] && printf 'passed over:\n%s' "$SKIPPED"
+  echo "         PYTHONPATH=$PYTHONPATH, TRITON_INTERPRET unset"
   echo "1. env   (30 s):  nvidia-smi (clocks, driver); python, torch, CUDA, triton versions"
   echo "2. tests (150 s): ${PYTEST[*]}"
-  echo "3. bench (rest):  ${BENCH[*]} --time-budget <rest - 60 s>"
+  echo "3. bench (rest):  ${BENCH[*]} --dtype <float16 below sm_80, else bfloat16> --time-budget <rest - 60 s>"
   echo "                  -> $RESULTS_DIR/decode-<gpu>-<date>.json, rewritten after every point"
   echo "logs:    $LOG_DIR/{env.txt,pytest-gpu.log,pytest-gpu.xml,bench.log,summary.txt}"
   echo "overall limit ${TOTAL} s"
+  echo "the sweep on a T4 and an H100, with $PY (dtype; the peak it compares against):"
+  "$PY" bench/bench_decode.py --dry-run 2>&1 | sed 's/^/  /'
+  echo "no Python here sees a GPU? bash bench/gpu_check.sh --install, which runs: $INSTALL_CMD"
 }
 
 if [ "$DRY_RUN" = 1 ]; then
@@ -147,13 +212,23 @@ env_info() {
 
 export PY ENV_PY ROOT
 export -f env_info  # `timeout` runs programs, so the function goes through bash -c
+echo "python: $PY ($PY_WHY)"
 stage env 30 "$LOG_DIR/env.txt" bash -c env_info
 if ! grep -q "^gpu " "$LOG_DIR/env.txt"; then
   echo "No CUDA GPU usable from $PY (see $LOG_DIR/env.txt): nothing was run on a GPU." >&2
-  echo "This is what would run:" >&2
+  [ -n "$SKIPPED" ] && printf 'Pythons tried:\n%s' "$SKIPPED" >&2
+  echo "Install a CUDA build of torch (bash bench/gpu_check.sh --install does it):" >&2
+  echo "  $INSTALL_CMD" >&2
+  echo "then rerun, or set PYTHON=... This is what would run:" >&2
   plan >&2
   exit 2
 fi
+# bfloat16 from sm_80, float16 below: a T4 (sm_75) has no bf16 arithmetic
+SM=$(sed -n 's/^gpu .* sm_\([0-9]*\) .*/\1/p' "$LOG_DIR/env.txt" | head -n 1)
+DTYPE=bfloat16
+if [ -n "$SM" ] && [ "$SM" -lt 80 ]; then DTYPE=float16; fi
+BENCH+=(--dtype "$DTYPE")
+echo "sweep dtype: $DTYPE (sm_${SM:-?})" | tee -a "$LOG_DIR/summary.txt"
 
 stage tests 150 "$LOG_DIR/pytest-gpu.log" "${PYTEST[@]}"
 

@@ -127,3 +127,14 @@ def test_peak_bandwidth_comes_from_pagedkv_gpus() -> None:
     assert bench.peak_bandwidth("NVIDIA H100 PCIe", "h100-sxm-80gb")[0] == 3.35e12
     with pytest.raises(ConfigError, match=r"gpu='nope' is invalid"):
         bench.peak_bandwidth("NVIDIA H100 PCIe", "nope")
+
+
+def test_dtype_by_compute_capability_and_the_t4_row(capsys: pytest.CaptureFixture[str]) -> None:
+    bench = _load()
+    assert [bench.default_dtype(c) for c in ((7, 5), (8, 0), (8, 9), (9, 0))] == [
+        "float16", "bfloat16", "bfloat16", "bfloat16"]  # a T4 has no bf16
+    assert bench.peak_bandwidth("Tesla T4") == (320e9, "pagedkv.gpus['t4']")  # T4 datasheet
+    assert bench.main(["--dry-run"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0].startswith("Tesla T4 (sm_75): --dtype float16, peak 320 GB/s")
+    assert lines[1].startswith("NVIDIA H100 80GB HBM3 (sm_90): --dtype bfloat16, peak 3,350 GB/s")

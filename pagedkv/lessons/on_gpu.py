@@ -5,9 +5,11 @@ Every section runs its chapter's experiment on a real model through
 
 - a CUDA GPU with the Hugging Face hub reachable: ``Qwen/Qwen2.5-0.5B-Instruct`` (about 1 GB
   of weights), in bf16 where the card has it, fp16 on a T4 (sm_75 has no bf16);
-- a CUDA GPU without the hub (``HF_HUB_OFFLINE=1``, no network, ``allow_download=False``):
-  random weights in Qwen2.5-0.5B's exact shapes, so memory and timing are those of the real
-  model while the text is noise;
+- a CUDA GPU without the hub (``HF_HUB_OFFLINE=1``, no answer from the hub within 2 s,
+  ``allow_download=False``) and without the model in the local cache: random weights in
+  Qwen2.5-0.5B's exact shapes, so memory and timing are those of the real model while the
+  text is noise. Offline is decided at once (:mod:`pagedkv.model_executor.hub`), not after
+  ``transformers`` has retried the network for about 50 s; a cached model loads offline;
 - no GPU (the book's own build): the tiny random Llama of the tests (2 layers, 4 query heads
   sharing 2 KV heads of 16) on the CPU, with Triton's interpreter running the decode kernel.
   Nothing is downloaded.
@@ -19,7 +21,6 @@ experiments themselves live in :mod:`pagedkv.lessons.on_gpu_memory` (chapters 1 
 
 from __future__ import annotations
 
-import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -29,6 +30,7 @@ import torch
 
 from pagedkv.engine import Engine, PromptRequest
 from pagedkv.managers.trace import Trace
+from pagedkv.model_executor.hub import checkpoint_kwargs, load_tokenizer
 from pagedkv.model_executor.model_loader import (
     free_memory,
     load_causal_lm,
@@ -98,23 +100,23 @@ def detect_setup(model_id: str = DEFAULT_MODEL, device: str | None = None,
                  allow_download: bool | None = None) -> Setup:
     """Pick the model and device (see the module docstring).
 
-    ``allow_download``: None tries the hub unless ``HF_HUB_OFFLINE`` is set; the CPU never
-    downloads. ConfigError for a bad ``device``.
+    ``allow_download``: None uses the hub when it answers (or the local cache when it does
+    not, :func:`~pagedkv.model_executor.hub.checkpoint_kwargs`, decided at once); False
+    never tries. The CPU never downloads. ConfigError for a bad ``device``.
     """
     dev = resolve_device(device)
     dtype = resolve_dtype(None, dev)
     if dev.type == "cpu":
         return Setup(dev, dtype, random_model_config(), "tiny", "CPU")
     name = torch.cuda.get_device_name(dev)
-    if allow_download is None:
-        allow_download = os.environ.get("HF_HUB_OFFLINE", "0") in ("", "0")
-    if allow_download:
+    if allow_download is not False:
         try:
             from transformers import AutoConfig
 
-            AutoConfig.from_pretrained(model_id)  # a small file: is the hub (or a cache) there?
+            # at once: offline and not cached is a ConfigError here, before any retry
+            AutoConfig.from_pretrained(model_id, **checkpoint_kwargs(model_id))
             return Setup(dev, dtype, model_id, "real", name)
-        except (OSError, ValueError):  # no network, no cache, or the hub refused: fall back
+        except (OSError, ValueError):  # ConfigError included: no hub, no cache, or refused
             pass
     return Setup(dev, dtype, random_model_config("qwen2", "qwen2.5-0.5b"), "random-full", name)
 
@@ -129,9 +131,7 @@ def model_and_tokenizer(setup: Setup) -> tuple[torch.nn.Module, Any]:
         model, _ = load_causal_lm(setup.source, setup.device, setup.dtype)
         tokenizer = None
         if setup.kind == "real":
-            from transformers import AutoTokenizer
-
-            tokenizer = AutoTokenizer.from_pretrained(setup.source)
+            tokenizer = load_tokenizer(setup.source, **checkpoint_kwargs(setup.source))
         _LOADED[key] = (model, tokenizer)
     return _LOADED[key]
 

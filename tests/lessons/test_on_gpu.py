@@ -63,3 +63,22 @@ def test_retraction_report_counts_agree() -> None:
         assert kept <= held and recomputed <= held
         assert again == recomputed + row[col["retractions"]]
     assert "freeing" not in " ".join(report.lines) and "their KV; when" not in " ".join(report.lines)
+
+
+def test_a_gpu_without_the_hub_falls_back_at_once(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Offline and not cached: random weights in the real shapes, without asking transformers
+    (which would retry the network for about 50 s)."""
+    import transformers
+
+    from pagedkv.lessons import on_gpu
+    from pagedkv.model_executor import hub
+
+    monkeypatch.setattr(hub, "_PROBES", {})
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    monkeypatch.setattr(on_gpu, "resolve_device", lambda device: torch.device("cuda"))
+    monkeypatch.setattr(on_gpu, "resolve_dtype", lambda dtype, device: torch.float16)
+    monkeypatch.setattr(torch.cuda, "get_device_name", lambda device=None: "Tesla T4")
+    monkeypatch.setattr(transformers.AutoConfig, "from_pretrained", pytest.fail)
+    setup = detect_setup("org/not-downloaded")
+    assert setup.kind == "random-full" and setup.device_name == "Tesla T4"
+    assert "the hub was not reachable" in setup.describe()
