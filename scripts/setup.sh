@@ -15,3 +15,13 @@ if ! .venv/bin/python -c "import torch" 2>/dev/null; then
 fi
 .venv/bin/python -m pip install -q -r requirements.txt
 .venv/bin/python -m pip install -q --no-deps -e .
+# The book's JavaScript from npm (package.json, pinned in package-lock.json): plotly.js's
+# partial bundles, which the built pages load, and axe-core, which the browser tests run.
+if ! command -v npm >/dev/null 2>&1 && [ "$(id -u)" = 0 ]; then
+  (apt-get update -qq && apt-get install -y -qq npm >/dev/null) || true
+fi
+if command -v npm >/dev/null 2>&1; then
+  npm ci --no-audit --no-fund --loglevel=error
+else
+  echo "npm not found: the book falls back to the full plotly.js (4.8 MB a page) and the accessibility tests are skipped"
+fi

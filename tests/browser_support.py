@@ -1,13 +1,15 @@
-"""Shared by the browser tests: where the built book and Chromium are, a quiet local server,
-and a page loader that refuses every other host.
+"""Shared by the browser tests: where the built book and Chromium are, a quiet local server
+(which gzips text, as static web hosts do), a page loader that refuses every other host, and
+axe-core.
 
 The book is ``_build/html`` at the repository root (or ``$PAGEDKV_BOOK_HTML``); Chromium is
 ``/usr/bin/chromium`` (or ``$PAGEDKV_CHROMIUM``). Tests skip when either is missing (CI
-builds the book first).
+builds the book first); the accessibility checks also need axe-core (``npm ci``).
 """
 
 from __future__ import annotations
 
+import gzip
 import http.server
 import os
 import threading
@@ -21,13 +23,34 @@ ROOT = Path(__file__).resolve().parents[1]
 BOOK = Path(os.environ.get("PAGEDKV_BOOK_HTML", ROOT / "_build" / "html"))
 ARTIFACTS = ROOT / "test-artifacts"
 CHROMIUM = os.environ.get("PAGEDKV_CHROMIUM", "/usr/bin/chromium")
+# axe-core, the accessibility checker the browser tests inject (npm: package.json, `npm ci`).
+AXE_JS = ROOT / "node_modules" / "axe-core" / "axe.min.js"
 FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
          "--disable-background-networking", "--disable-component-update", "--disable-sync"]
 
 
 class QuietHandler(http.server.SimpleHTTPRequestHandler):
+    """Serves files as a static web host does (GitHub Pages among them): text gzip-encoded
+    for a browser that accepts it, so what a page transfers is what a reader downloads."""
+
+    COMPRESSED = (".html", ".js", ".css", ".json", ".svg", ".txt", ".map")
+
     def log_message(self, *args: object) -> None:
         pass
+
+    def do_GET(self) -> None:
+        path = Path(self.translate_path(self.path))
+        if not (path.is_file() and path.suffix in self.COMPRESSED
+                and "gzip" in self.headers.get("Accept-Encoding", "")):
+            super().do_GET()
+            return
+        body = gzip.compress(path.read_bytes(), compresslevel=6, mtime=0)
+        self.send_response(200)
+        self.send_header("Content-Type", self.guess_type(str(path)))
+        self.send_header("Content-Encoding", "gzip")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
 
 
 @contextmanager
@@ -76,3 +99,20 @@ SETTLED_JS = """async () => {
   }
   await new Promise((r) => requestAnimationFrame(() => requestAnimationFrame(r)));
 }"""
+
+
+def axe_violations(page, impacts: tuple[str, ...] = ("serious", "critical")) -> list[dict]:
+    """axe-core's violations on ``page`` as it is now, of the given impacts, every rule but
+    WCAG AAA's run:
+    rule id, impact, how many nodes, and the first few nodes' selectors and summaries."""
+    if not page.evaluate("Boolean(window.axe)"):
+        page.add_script_tag(content=AXE_JS.read_text(encoding="utf-8"))
+    # Every rule up to WCAG AA, the experimental ones included (label-content-name-mismatch
+    # is one); AAA's (color-contrast-enhanced: 7:1) stay off.
+    found = page.evaluate("async () => (await axe.run(document, {resultTypes: ['violations'],"
+                          " rules: Object.fromEntries(axe.getRules().map(r =>"
+                          " [r.ruleId, {enabled: !r.tags.includes('wcag2aaa')}]))}))"
+                          ".violations.map(v => ({id: v.id, impact: v.impact, count: v.nodes.length,"
+                          " nodes: v.nodes.slice(0, 4).map(n => [n.target.join(' '),"
+                          " (n.failureSummary || '').slice(0, 160)])}))")
+    return [v for v in found if v["impact"] in impacts]

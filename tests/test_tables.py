@@ -158,18 +158,28 @@ def test_tradeoff_figure_axes_agree_and_ticks_are_round() -> None:
     assert list(fig.layout.yaxis2.ticktext) == ["2,000", "5,000", "10,000", "20,000", "50,000"]
 
 
-def test_page_table_figure_shows_free_rows_as_stored() -> None:
+def test_page_table_shows_free_rows_as_stored() -> None:
     from pagedkv.lessons.scenarios import page_table_example
-    from pagedkv_widgets.memory_maps import page_table_figure
+    from pagedkv_widgets.memory_maps import page_table_html, page_table_rows
 
     st = page_table_example("0.5.9")
     table = st.pool.req_to_token.tolist()
     assert table[0][:4] == [8, 9, 10, 11] and st.pool.free_slots == [3, 0]
-    fig = page_table_figure(table, st.lens, st.labels, {0: "x finished", 3: "never used"})
-    rows = list(zip(*fig.data[0].cells.values, strict=True))
-    assert rows[0][1:6] == ("8", "9", "10", "11", "0") and rows[0][-1] == "x finished"
-    assert rows[3][1:9] == ("0",) * 8 and rows[3][-1] == "never used"
-    assert rows[2][5] == ".."  # a live row shows only the positions it has reached
+    free = {0: "x finished", 3: "never used"}
+    header, rows = page_table_rows(table, st.lens, st.labels, free)
+    assert header[0] == "request slot" and header[1:4] == ["0", "1", "2"] and header[-1] == "holds"
+    cells = [values for values, _ in rows]
+    assert cells[0][1:6] == ["8", "9", "10", "11", "0"] and cells[0][-1] == "x finished"
+    assert cells[3][1:9] == ["0"] * 8 and cells[3][-1] == "never used"
+    assert cells[2][5] == ".."  # a live row shows only the positions it has reached
+    assert [free_row for _, free_row in rows] == [i in free for i in range(len(table))]
+    # The HTML: a captioned table, one <tr> per row (free ones marked), each row named by a
+    # row header, every cell escaped.
+    page = page_table_html(table, st.lens, st.labels, free, caption='a <b> "caption"').data
+    assert page.count("<tr") == len(table) + 1 and page.count('<tr class="pkv-free-row">') == 2
+    assert page.count('<th scope="row">') == len(table)
+    assert "<caption>page table req_to_token" in page
+    assert "<figcaption>a &lt;b&gt; &quot;caption&quot;</figcaption>" in page
 
 
 def test_attention_backend_tables() -> None:

@@ -416,8 +416,12 @@ def test_a_setting_that_cannot_run_says_why_and_leaves_no_stale_view(page):
     appear, the views grey out (inert), the heading names the new setting, and a working
     setting brings everything back."""
     viz = page.locator(VIZ)
+    scrub = viz.locator("input[data-role=scrub]")
     viz.locator("select[data-role=model]").select_option("llama-3-8b")
     viz.locator("select[data-role=gpu]").select_option("rtx-4090")
+    _settled(page)
+    place = int(scrub.input_value()) / int(scrub.get_attribute("max"))
+    assert place > 0
     viz.locator("input[data-role=mem_fraction_static]").fill("0")  # 0.50
     _settled(page)
     problem = _text(page, "problem")
@@ -436,6 +440,48 @@ def test_a_setting_that_cannot_run_says_why_and_leaves_no_stale_view(page):
     assert _text(page, "problem") == ""
     assert not _grey(page)
     assert "Llama-3-8B on RTX 4090 24GB · mem_fraction_static 0.70 ·" in _text(page, "run-name")
+    # The same point of the run as before the setting that could not run (it was step 0,
+    # the empty pool, and stayed there through every later change), and the views at it.
+    last = int(scrub.get_attribute("max"))
+    assert int(scrub.input_value()) == round(place * last) > 0
+    _one_run_one_step_shown(page)
+    viz.locator("select[data-role=workload]").select_option("calm")
+    _settled(page)
+    last = int(scrub.get_attribute("max"))
+    assert abs(int(scrub.input_value()) - round(place * last)) <= 1 and int(scrub.input_value()) > 0
+    _one_run_one_step_shown(page)
+
+
+def _one_run_one_step_shown(pg) -> None:
+    """The views and the readout show the step the step control is on."""
+    views = _views(pg)
+    assert views["tableStep"] == views["poolStep"] == views["step"]
+    assert views["label"].startswith(f"step {views['step']:,} of ")
+
+
+def test_on_a_phone_the_controls_stay_in_sight_of_the_views(browser, page_url):
+    """On a 390 px phone the visualizer is two screens tall: with the pool map or the page
+    table in sight, the controls that change them are on the same screen (they stick under
+    the book's header), and leave most of it to the view."""
+    pg = browser.new_page(viewport={"width": 390, "height": 844})
+    pg.goto(page_url, wait_until="load")
+    pg.wait_for_function(f"() => document.querySelector('{VIZ} [data-view=pool] canvas')?.pkvDrawn")
+    for view in ("pagetable", "pool"):
+        pg.locator(f"{VIZ} [data-view={view}] canvas").evaluate("c => c.scrollIntoView({block: 'end'})")
+        pg.wait_for_timeout(100)
+        seen = pg.evaluate(f"""() => {{
+          const box = (sel) => document.querySelector('{VIZ} ' + sel).getBoundingClientRect();
+          const control = box('input[data-role=mem_fraction_static]'), sticky = box('.pkv-sticky');
+          const view = box('[data-view={view}] canvas');
+          return {{top: control.top, bottom: control.bottom, screen: innerHeight, sticky: sticky.height,
+                   shown: Math.min(view.bottom, innerHeight) - Math.max(view.top, sticky.bottom)}};
+        }}""")
+        assert seen["top"] >= 0 and seen["bottom"] <= seen["screen"], (view, seen)
+        assert seen["shown"] >= 120, (view, seen)
+        assert seen["sticky"] <= 0.5 * seen["screen"], (view, seen)
+    ARTIFACTS.mkdir(exist_ok=True)
+    pg.screenshot(path=str(ARTIFACTS / "phone-visualizer-pool.png"))
+    pg.close()
 
 
 def test_opens_before_the_first_retraction_with_labelled_announced_controls(page, run):

@@ -4,18 +4,21 @@ Inputs are pagedkv state rendered as labels (``pagedkv.mem_cache.contiguous.Cont
 slot_labels``, ``pagedkv.lessons.scenarios.paged_slot_labels``): ``"A3"`` = request A's token 3,
 ``"A·"`` = a slot A holds but has not filled, ``"×"`` = page 0 (reserved), ``""`` = free.
 Sliders switch trace
-visibility, so they work in the static HTML book as well as in Jupyter.
+visibility, so they work in the static HTML book as well as in Jupyter. The page table is an
+HTML table (:func:`page_table_html`), not a drawing: it then fits a phone's column.
 """
 
 from __future__ import annotations
 
+import html
+
 import plotly.graph_objects as go
+from IPython.display import HTML
 from plotly.colors import qualitative
 
 from pagedkv_widgets.ink import ink_on, tint
 
 FREE_COLOR, RESERVED_COLOR, RESERVED = "#eeeeee", "#9e9e9e", "×"
-FREE_ROW_COLOR = "#666666"  # text of a free row: grey, yet 5:1 on the table's cells
 
 
 def _colors(frames: list[list[str]]) -> dict[str, tuple[str, str]]:
@@ -68,29 +71,43 @@ def slot_strip_slider(frames: list[tuple[str, list[str]]], title: str,
     return fig
 
 
-def page_table_figure(req_to_token: list[list[int]], lens: dict[int, int],
-                      labels: dict[int, str], free_rows: dict[int, str] | None = None
-                      ) -> go.Figure:
-    """``req_to_token`` as a table. Live rows (keys of ``lens``) show their first
+def page_table_rows(req_to_token: list[list[int]], lens: dict[int, int],
+                    labels: dict[int, str], free_rows: dict[int, str] | None = None
+                    ) -> tuple[list[str], list[tuple[list[str], bool]]]:
+    """``req_to_token`` as the cells of a table: the header, then per row its cells and
+    whether the row is on the free list. Live rows (keys of ``lens``) show their first
     ``lens[row]`` entries and ``..`` after them; rows in ``free_rows`` are on the free list and
-    show every entry as it is in memory (stale or start-up zeros), greyed, described by
+    show every entry as it is in memory (stale or start-up zeros), described by
     ``free_rows[row]``; any other row shows ``..``."""
     free_rows = free_rows or {}
     width = len(req_to_token[0])
-    cells, colours = [], []
+    rows = []
     for row, values in enumerate(req_to_token):
         n = lens.get(row, width if row in free_rows else 0)
         what = labels.get(row) or free_rows.get(row) or "free row"
-        cells.append([f"row {row}", *(str(v) if j < n else ".." for j, v in
-                                      enumerate(values)), what])
-        colours.append(FREE_ROW_COLOR if row in free_rows else "#222222")
-    header = ["request slot", *map(str, range(width)), "holds"]
-    columns = list(zip(*cells, strict=True))
-    fig = go.Figure(go.Table(header={"values": header, "font": {"color": "#222222"}},
-                             cells={"values": columns,
-                                    "font": {"color": [colours] * len(columns)}},
-                             columnwidth=[70, *[30] * width, 300]))
-    fig.update_layout(title="page table req_to_token (columns: logical token position)",
-                      height=100 + 30 * len(req_to_token), margin={"l": 10, "r": 10, "t": 40,
-                                                                   "b": 10})
-    return fig
+        rows.append(([f"row {row}", *(str(v) if j < n else ".." for j, v in enumerate(values)), what],
+                     row in free_rows))
+    return ["request slot", *map(str, range(width)), "holds"], rows
+
+
+def page_table_html(req_to_token: list[list[int]], lens: dict[int, int], labels: dict[int, str],
+                    free_rows: dict[int, str] | None = None, caption: str = "") -> HTML:
+    """The page table as an HTML ``<figure>``: a real table (each cell text a screen reader
+    reads and a reader can select), which on a narrow screen scrolls sideways in its own box
+    while its first column stays in sight; free rows in grey italics. Cells as in
+    :func:`page_table_rows`. Styled by the book's ``pagedkv-book.css`` (``.pkv-table``)."""
+    header, rows = page_table_rows(req_to_token, lens, labels, free_rows)
+    e = html.escape
+
+    def row_html(values: list[str], free: bool) -> str:
+        first, *rest = values
+        tr = '<tr class="pkv-free-row">' if free else "<tr>"
+        return (f'{tr}<th scope="row">{e(first)}</th>'
+                + "".join(f"<td>{e(v)}</td>" for v in rest) + "</tr>")
+
+    body = "".join(row_html(values, free) for values, free in rows)
+    head = "".join(f'<th scope="col">{e(h)}</th>' for h in header)
+    table = ('<table class="pkv-table"><caption>page table req_to_token (columns: logical token '
+             f"position)</caption><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>")
+    text = f"<figcaption>{e(caption)}</figcaption>" if caption else ""
+    return HTML(f'<figure class="pkv-figure pkv-table-figure">{table}{text}</figure>')

@@ -36,6 +36,7 @@ function layoutHtml(config) {
   const pages = has("pagetable") || has("pool");
   const teaching = config.teaching;
   return `<div class="pkv-title">${esc(config.title)}</div>
+<div class="pkv-sticky">
 <div class="pkv-controls">${controlsHtml(config)}</div>
 <div class="pkv-problem" data-role="problem" role="status" aria-live="polite"></div>
 <div class="pkv-player">
@@ -46,7 +47,7 @@ function layoutHtml(config) {
 <div class="pkv-player"><label class="pkv-control">jump to <select data-role="jump">${JUMPS.map(([k, l]) => `<option value="${k}">${l}</option>`).join("")}</select></label>
 <button type="button" data-role="prev-event">◂ previous</button><button type="button" data-role="next-event">next ▸</button>
 <span class="pkv-status" data-role="status"></span></div>
-<div class="pkv-readout" data-role="step-label" aria-live="polite"></div>
+<div class="pkv-readout" data-role="step-label" aria-live="polite"></div></div>
 <section class="pkv-panel" data-part="run">
 ${teaching ? "" : `<h4>The run: <span data-role="run-name"></span> <small>(GiB = 2<sup>30</sup> bytes)</small></h4>`}
 ${has("hbm") ? `<h5>HBM at card scale</h5><div class="pkv-scroll" data-view="hbm"></div>` : ""}
@@ -75,6 +76,7 @@ export function createViewer(el, config, source) {
     grids[view].onZoom(() => drawStep());
   }
   let run = null, index = 0, timer = null, opened = false, width = 0, asked = 0;
+  let place = null;  // how far into its run the last shown step was (0 to 1): kept across a setting that cannot run
   let colours = null;  // the theme's, read again when the page's theme changes
 
   const labelOf = (role, v) => (config.axes[role].find(([x]) => x === v) || [v, v])[1];
@@ -175,7 +177,8 @@ export function createViewer(el, config, source) {
     const entry = scene?.[part];
     q("[data-role=status]").textContent = entry ? "" : "this combination was not precomputed";
     if (!entry) return;
-    const before = run, frac = before ? index / Math.max(1, before.n - 1) : 0;
+    const before = run;
+    if (before) place = index / Math.max(1, before.n - 1);
     showProblem(entry);
     run = entry.error ? null : decodeRun(entry);
     nameRun();
@@ -189,8 +192,9 @@ export function createViewer(el, config, source) {
     q("[data-role=scrub]").max = run.n - 1;
     if (!opened) q("[data-role=speed]").value = String(SPEEDS.reduce((a, b) => (Math.abs(Math.log10(b * 400 / run.n)) < Math.abs(Math.log10(a * 400 / run.n)) ? b : a)));
     // First view: an interesting step (widgets/encoding.py opening_step); later settings
-    // keep the same point of the run, so two settings compare at the same moment.
-    index = opened ? clamp(Math.round(frac * (run.n - 1)), 0, run.n - 1) : clamp(run.open, 0, run.n - 1);
+    // keep the same point of the run, so two settings compare at the same moment (also after
+    // a setting that could not run in between, which has no step of its own).
+    index = place === null ? clamp(run.open, 0, run.n - 1) : clamp(Math.round(place * (run.n - 1)), 0, run.n - 1);
     opened = true;
     if (!width) width = drawWidth();  // later widths come from the ResizeObserver, no forced layout
     if (views.timeline && run !== before) drawTimelineOf(run);
