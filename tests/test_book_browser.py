@@ -171,12 +171,17 @@ def test_a_first_visit_logs_no_error_and_requests_nothing_missing(load, name):
 @pytest.mark.parametrize("width", [390, 1280])
 @pytest.mark.parametrize("name", PAGES)
 def test_no_serious_axe_violation_and_controls_24_px(load, name, width):
-    """axe-core finds no serious or critical violation; every control shown is at least 24 px
+    """axe-core finds no serious or critical violation (nor a skipped heading level, nor two
+    regions with one name); every control shown is at least 24 px
     tall; every figure and table fits the column (a wide one scrolls in its own box)."""
     if not AXE_JS.is_file():
         pytest.skip(f"no axe-core at {AXE_JS} (npm ci)")
     page = load(name, width=width)
-    assert axe_violations(page) == []
+    # Serious and critical ones, and two moderate ones that once were there: headings that
+    # skip a level (the visualizer's), regions of one page with one name.
+    found = axe_violations(page, ("moderate", "serious", "critical"))
+    assert [v for v in found if v["impact"] != "moderate"
+            or v["id"] in ("heading-order", "landmark-unique")] == []
     small = page.evaluate(
         "[...document.querySelectorAll('button, select, input:not([type=hidden]), summary')]"
         ".filter(c => c.checkVisibility({visibilityProperty: true}) && !c.closest('[inert]'))"

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from types import SimpleNamespace
 
 from pagedkv.lessons.admission import UniformBatch, admission_state
@@ -178,7 +179,8 @@ def test_page_table_shows_free_rows_as_stored() -> None:
     page = page_table_html(table, st.lens, st.labels, free, caption='a <b> "caption"').data
     assert page.count("<tr") == len(table) + 1 and page.count('<tr class="pkv-free-row">') == 2
     assert page.count('<th scope="row">') == len(table)
-    assert "<caption>page table req_to_token" in page
+    title = re.search(r'<p class="pkv-table-title" id="([\w-]+)">page table req_to_token', page)
+    assert title and f'<table class="pkv-table" aria-labelledby="{title.group(1)}">' in page
     assert "<figcaption>a &lt;b&gt; &quot;caption&quot;</figcaption>" in page
 
 

@@ -396,7 +396,7 @@ def test_text_and_buttons_readable_in_both_themes(page, theme):
 
     panel = page.evaluate(f"getComputedStyle(document.querySelector('{VIZ} .pkv-mount'))"
                           ".backgroundColor")
-    for sel in (".pkv-title", ".pkv-panel h4", "button[data-role=play]",
+    for sel in (".pkv-title", ".pkv-panel h3", "button[data-role=play]",
                 "button[data-role=step]", "[data-role=zoom-in]", ".pkv-inspect"):
         color = page.evaluate(f"getComputedStyle(document.querySelector('{VIZ} {sel}')).color")
         back = page.evaluate(

@@ -10,6 +10,7 @@ HTML table (:func:`page_table_html`), not a drawing: it then fits a phone's colu
 
 from __future__ import annotations
 
+import hashlib
 import html
 
 import plotly.graph_objects as go
@@ -107,7 +108,11 @@ def page_table_html(req_to_token: list[list[int]], lens: dict[int, int], labels:
 
     body = "".join(row_html(values, free) for values, free in rows)
     head = "".join(f'<th scope="col">{e(h)}</th>' for h in header)
-    table = ('<table class="pkv-table"><caption>page table req_to_token (columns: logical token '
-             f"position)</caption><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>")
+    # The title above the table's scrolling box, not in it (a caption would scroll away);
+    # the table takes its name from it. The id is the content's, so two tables differ.
+    title_id = "pkv-page-table-" + hashlib.sha256(body.encode()).hexdigest()[:10]
+    table = (f'<p class="pkv-table-title" id="{title_id}">page table req_to_token (columns: '
+             f'logical token position)</p><table class="pkv-table" aria-labelledby="{title_id}">'
+             f"<thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>")
     text = f"<figcaption>{e(caption)}</figcaption>" if caption else ""
     return HTML(f'<figure class="pkv-figure pkv-table-figure">{table}{text}</figure>')

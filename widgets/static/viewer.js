@@ -49,12 +49,12 @@ function layoutHtml(config) {
 <span class="pkv-status" data-role="status"></span></div>
 <div class="pkv-readout" data-role="step-label" aria-live="polite"></div></div>
 <section class="pkv-panel" data-part="run">
-${teaching ? "" : `<h4>The run: <span data-role="run-name"></span> <small>(GiB = 2<sup>30</sup> bytes)</small></h4>`}
-${has("hbm") ? `<h5>HBM at card scale</h5><div class="pkv-scroll" data-view="hbm"></div>` : ""}
-${has("timeline") ? `<h5>Timeline <small data-role="card-step"></small></h5><div class="pkv-scroll" data-view="timeline"></div>` : ""}
-${pages ? `${teaching ? `<h4>Teaching pool: <span data-role="pool-size"></span> <small>(a toy card with the same mem_fraction_static, small enough to read page by page: a run of its own, not a card's)</small></h4>` : `<h5>Page table and pool map of the same run, at the same step</h5>`}
-${has("pagetable") ? `<h5>Page table (req_to_token): a row per running request, a cell per page of its row</h5><div data-view="pagetable"></div>` : ""}
-${has("pool") ? `<h5>Pool map: every physical page, in page-id order, coloured by owner</h5><div data-view="pool"></div>` : ""}
+${teaching ? "" : `<h3>The run: <span data-role="run-name"></span> <small>(GiB = 2<sup>30</sup> bytes)</small></h3>`}
+${has("hbm") ? `<h4>HBM at card scale</h4><div class="pkv-scroll" data-view="hbm"></div>` : ""}
+${has("timeline") ? `<h4>Timeline <small data-role="card-step"></small></h4><div class="pkv-scroll" data-view="timeline"></div>` : ""}
+${pages ? `${teaching ? `<h3>Teaching pool: <span data-role="pool-size"></span> <small>(a toy card with the same mem_fraction_static, small enough to read page by page: a run of its own, not a card's)</small></h3>` : `<h4>Page table and pool map of the same run, at the same step</h4>`}
+${has("pagetable") ? `<h4>Page table (req_to_token): a row per running request, a cell per page of its row</h4><div data-view="pagetable"></div>` : ""}
+${has("pool") ? `<h4>Pool map: every physical page, in page-id order, coloured by owner</h4><div data-view="pool"></div>` : ""}
 <div class="pkv-caption" data-role="pool-caption"></div>
 ${pageLegend()}` : ""}</section>
 ${config.caption ? `<p class="pkv-figcaption"><strong>Figure:</strong> ${esc(config.caption)}</p>` : ""}`;
