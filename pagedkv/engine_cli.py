@@ -148,6 +148,7 @@ def run_generate(args: argparse.Namespace) -> int:
     """
     check_positive_int("--num-prompts", args.num_prompts)
     check_positive_int("--max-new-tokens", args.max_new_tokens)
+    check_positive_int("--seed", args.seed, minimum=0)
     options = scheduler_options(args)
     source = model_source(args.model)
     from pagedkv.engine import Engine

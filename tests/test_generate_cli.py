@@ -46,6 +46,7 @@ def test_generate_errors(argv: list[str], message: str, capsys: pytest.CaptureFi
      "and 10 tokens round down to 0 pages of 16"),
     (["--max-total-tokens", "0"], "max_total_tokens=0 is invalid; valid: an integer >= 1"),
     (["--page-size", "0"], "page_size=0 is invalid"),
+    (["--seed", "-1"], "--seed=-1 is invalid; valid: an integer >= 0"),
     (["--chunked-prefill-size", "0"], "--chunked-prefill-size=0 is invalid; valid: an integer >= 1"),
     (["--max-running-requests", "0"], "--max-running-requests=0 is invalid"),
     (["--schedule-conservativeness", "nan"], "--schedule-conservativeness=nan is invalid; "
