@@ -255,13 +255,16 @@ def decode_step_md(worked: object) -> Markdown:
                                f"is a multiple of {w.page_size}",
             "check_decode_mem": "evict unlocked cached tokens from the radix cache, then compare",
             "retract_decode": "pop victims off the end of the order, release each "
-                              "(`release_req`), until the rest fits"}
+                              "(`release_req`), until the rest fits",
+            "prepare_for_decode": "ask the tree for room for a page per request (its need), "
+                                  "evicting what the free list lacks; take the step's slots"}
     table = markdown_table(("stage", "what SGLang does", "free slots", "evictable tokens",
-                            "slots the step needs", "result"),
+                            "slots asked for", "result"),
                            ((f"`{s.name}`" if "_" in s.name else s.name, what[s.name], s.free,
                              s.evictable, s.need, s.note) for s in w.stages))
     old, new = w.ratio
-    return Markdown(
-        f"Step {w.step}, page size {w.page_size}. Retraction order, kept first: "
-        f"{', '.join(map(str, w.order))}; retracted: {', '.join(map(str, w.victims))}; "
-        f"`new_token_ratio` {old:.4f} -> {new:.4f}.\n\n" + table.data)
+    head = (f"Step {w.step}, page size {w.page_size}. Retraction order, kept first: "
+            f"{', '.join(map(str, w.order))}; retracted: {', '.join(map(str, w.victims))}; "
+            f"`new_token_ratio` {old:.4f} -> {new:.4f}." if w.victims else
+            f"Step {w.step}, page size {w.page_size}: the step fits, nobody is retracted.")
+    return Markdown(head + "\n\n" + table.data)

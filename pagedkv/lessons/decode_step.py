@@ -1,12 +1,15 @@
-"""One decode step worked through at page size 16: ``check_decode_mem``, then eviction, then
-``retract_decode``, each stage's numbers read from the scheduler's own objects.
+"""One decode step worked through at page size 16: ``check_decode_mem`` (evicting first),
+``retract_decode`` if the step still does not fit, then ``prepare_for_decode`` (which evicts
+room for a page per request before it takes the step's slots), each stage's numbers read from
+the scheduler's own objects.
 
 The step is the first retraction of chapter 5's small run
 (:func:`pagedkv.lessons.examples.tiny_retraction_run`). :func:`worked_decode_step` replays
 that run to the step, then takes the step's memory decisions in the order
 ``Scheduler.update_running_batch`` takes them, reading the allocator and the radix cache
 between them. Source: SGLang 0.5.23 ``managers/scheduler.py``, ``update_running_batch``;
-``managers/schedule_batch.py``, ``check_decode_mem``, ``retract_decode``, ``release_req``.
+``managers/schedule_batch.py``, ``check_decode_mem``, ``retract_decode``, ``release_req``;
+``mem_cache/allocation.py``, ``alloc_for_decode`` and ``alloc_paged_token_slots_decode``.
 """
 
 from __future__ import annotations
@@ -37,8 +40,9 @@ class WorkedDecodeStep:
     Attributes:
         step: the step's number in the run. page_size: tokens per page.
         rows: ``(rid, prompt_len, outputs, kv_len, opens a page)`` per running request.
-        stages: the pool before the step, after ``check_decode_mem``'s eviction, after
-            ``retract_decode``.
+        stages: the pool before the step, after ``check_decode_mem``'s eviction, (only if the
+            step still did not fit) after ``retract_decode``, and after ``prepare_for_decode``
+            (its "need" is the room it asks of the tree: a page per request).
         order: request ids in the retraction order (kept first; victims come off the end).
         victims: the retracted request ids, in the order they were taken.
         ratio: ``new_token_ratio`` before and after.
@@ -61,15 +65,29 @@ def _replay(step: int) -> Scheduler:
     return sched
 
 
-def worked_decode_step() -> WorkedDecodeStep:
-    """The first retraction of chapter 5's small run, stage by stage.
+def evicting_decode_steps() -> list[int]:
+    """The decode steps of chapter 5's small run whose memory check evicted from the radix
+    cache (and then fitted, or went on to retract)."""
+    sched, steps, evicted = tiny_retraction_scheduler(fast_forward=False), [], 0
+    while sched.step():
+        if sched.trace.steps["kind"][-1] == "decode" and sched.tree_cache.evicted_tokens > evicted:
+            steps.append(sched.num_steps - 1)
+        evicted = sched.tree_cache.evicted_tokens
+    return steps
+
+
+def worked_decode_step(step: int | None = None) -> WorkedDecodeStep:
+    """Decode step ``step`` of chapter 5's small run (default: its first retraction), stage by
+    stage; a step that fits after the check has no retraction stage.
 
     Raises:
-        pagedkv.errors.ConfigError: the replay does not reach a decode step that retracts
-            (the run changed under it).
+        pagedkv.errors.ConfigError: ``step`` is not a decode step of the run.
     """
-    step = tiny_retraction_run().trace.events_of("retract")[0][0]
+    if step is None:
+        step = tiny_retraction_run().trace.events_of("retract")[0][0]
     sched = _replay(step)
+    if sched.num_steps != step:
+        raise bad_value("step", step, f"a step of the run (0-{sched.num_steps - 1})")
     sched.enqueue_arrivals()
     sched.prepare_step()
     if sched.get_new_batch_prefill() is not None:
@@ -88,7 +106,8 @@ def worked_decode_step() -> WorkedDecodeStep:
                     f"evicted {tree.evicted_tokens - evicted} tokens; "
                     + ("fits" if fits else "still short: retract"))
     if fits:
-        raise bad_value("step", step, "a step whose decode does not fit")
+        return WorkedDecodeStep(step, p, rows, (before, checked, _prepare(sched)), (), (),
+                                (sched.new_token_ratio, sched.new_token_ratio))
     order = tuple(batch.reqs[i].rid for i in batch.retraction_order())
     ratio = sched.new_token_ratio
     batch.sync()
@@ -98,5 +117,17 @@ def worked_decode_step() -> WorkedDecodeStep:
     after = Stage("retract_decode", alloc.available_size(), tree.evictable_size(),
                   batch.new_tokens_required_next_decode(),
                   f"released {len(retracted)}, evicted {tree.evicted_tokens - evicted} tokens")
-    return WorkedDecodeStep(step, p, rows, (before, checked, after), order,
+    return WorkedDecodeStep(step, p, rows, (before, checked, after, _prepare(sched)), order,
                             tuple(r.rid for r in retracted), (ratio, new_ratio))
+
+
+def _prepare(sched: Scheduler) -> Stage:
+    """``prepare_for_decode`` on the batch that stays: room for ``bs x page_size`` slots asked
+    of the tree (``alloc_for_decode``), then the step's slots taken."""
+    batch, tree = sched.running, sched.tree_cache
+    opens = sum(int(k) % sched.page_size == 0 for k in batch.kv_len.tolist())
+    evicted = tree.evicted_tokens
+    batch.prepare_for_decode()
+    return Stage("prepare_for_decode", sched.allocator.available_size(), tree.evictable_size(),
+                 len(batch.reqs) * sched.page_size,
+                 f"evicted {tree.evicted_tokens - evicted} tokens, then opened {opens} page(s)")

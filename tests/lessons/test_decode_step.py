@@ -7,7 +7,7 @@ import pytest
 
 from pagedkv.errors import ConfigError
 from pagedkv.lessons.analysis import first_retraction
-from pagedkv.lessons.decode_step import worked_decode_step
+from pagedkv.lessons.decode_step import evicting_decode_steps, worked_decode_step
 from pagedkv.lessons.examples import tiny_retraction_run
 from pagedkv.lessons.request_life import request_life
 from pagedkv.managers.schedule_batch import decode_need
@@ -20,7 +20,7 @@ def first():
 
 def test_the_worked_step_is_the_run_s_first_retraction(first) -> None:
     w = worked_decode_step()
-    before, checked, after = w.stages
+    before, checked, after, prepared = w.stages
     assert w.step == first.step and w.page_size == 16
     assert [r[0] for r in w.rows] == [r.rid for r in first.rows]
     assert [r[3] for r in w.rows] == [r.kv_len for r in first.rows]
@@ -32,6 +32,21 @@ def test_the_worked_step_is_the_run_s_first_retraction(first) -> None:
     assert after.evictable - checked.evictable == first.kept
     assert after.free >= after.need
     assert w.ratio[1] == pytest.approx(first.ratio)
+    assert prepared.need == 16 * (len(w.rows) - 1)  # a page per request that stays
+    assert after.free - prepared.free == 16 * sum(1 for r in w.rows if r[4] and r[0] != first.victim)
+
+
+def test_a_decode_step_that_evicts_for_its_pages() -> None:
+    """At pages of 16 the decode allocation asks the tree for a page per request, whatever
+    the step opens: the run's first decode-step eviction comes from there, not from the check."""
+    step = evicting_decode_steps()[0]
+    w = worked_decode_step(step)
+    before, checked, prepared = w.stages
+    assert w.victims == () and checked.free == before.free  # the check needed nothing evicted
+    assert before.free < prepared.need == 16 * len(w.rows) <= prepared.free
+    assert prepared.evictable < before.evictable
+    with pytest.raises(ConfigError, match="step"):
+        worked_decode_step(10**6)
 
 
 def test_the_victim_s_life(first) -> None:
