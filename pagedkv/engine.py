@@ -222,24 +222,29 @@ class Engine:
                 ``sched.reqs`` and ``sched.num_decode_steps``).
 
         The result's ``clamps`` list each request whose ``max_new_tokens`` was lowered at
-        arrival; ``timings`` hold wall-clock TTFT/TPOT read after every step.
+        arrival; for a real model, ``timings`` hold wall-clock TTFT/TPOT read after every
+        step (a simulated run's latencies are in its trace and metrics).
         """
         sched = self.scheduler(requests)
         lowered = lowered_caps(requests, sched.reqs, self.max_total_num_tokens,
                                self.page_size, self.context_len)
-        clock = WallClock(len(sched.reqs))
+        # wall-clock latencies of real tokens only: a simulated run's times are its trace's,
+        # and reading every request after every step would cost O(requests) per step there
+        clock = WallClock(len(sched.reqs)) if sched.real_tokens else None
         while sched.step():
-            clock.observe(sched.reqs)
+            if clock is not None:
+                clock.observe(sched.reqs)
             if check:
                 sched.check_invariants()
             if on_step is not None:
                 on_step(sched)
-        clock.observe(sched.reqs)
+        if clock is not None:  # the step that ended the run returned False
+            clock.observe(sched.reqs)
         runner = self.executor if isinstance(self.executor, ModelRunner) else None
         return EngineResult(sched.trace, Metrics.from_run(sched.reqs, sched.trace), sched.reqs,
                             self.config, list(runner.startup_log) if runner else [],
                             runner.tokenizer if runner else None, lowered,
-                            clock.timings(sched.reqs))
+                            clock.timings(sched.reqs) if clock is not None else [])
 
     def generate(self, prompts: Sequence[str | Sequence[int]],
                  max_new_tokens: int | Sequence[int] = 32, *, ignore_eos: bool = False,

@@ -152,6 +152,7 @@ def test_simulated_engine_matches_the_scheduler() -> None:
     specs = [RequestSpec(int(n), 8, 8) for n in np.arange(3, 9)]
     res = Engine(SimExecutor(), max_total_num_tokens=64, page_size=4).run(specs, check=True)
     assert res.outputs == [[]] * 6 and res.texts is None
+    assert res.clamps == [] and res.timings == []  # simulated: the trace has its times
     assert res.metrics.output_tokens == 48 and len(res.trace.events_of("finish")) == 6
 
 
