@@ -133,6 +133,14 @@ TERMS: tuple[Term, ...] = (
     Term("`check_decode_mem`", 3, "The test before each decode step: does the allocator have the "
          "pages the step will open? It evicts from the radix cache first, then says yes or no.",
          "`ScheduleBatch.check_decode_mem`", r"check_decode_mem"),
+    Term("`prepare_for_decode`", 5, "The decode step's allocation: one slot per running request "
+         "for its newest token, a fresh page where the last one is full. With pages larger than "
+         "one it first asks the radix cache for room for a whole page per request, evicting what "
+         "the free list lacks.", "`ScheduleBatch.prepare_for_decode`, `alloc_for_decode` "
+         "(`mem_cache/allocation.py`, 0.5.23)", r"prepare_for_decode"),
+    Term("`release_req`", 5, "What a retraction does to each victim: free its KV outside the "
+         "radix cache and its request row, then evict room for the requests that stay.",
+         "`ScheduleBatch.release_req`", r"release_req"),
     Term("eviction", 1, "Freeing cached, evictable KV from the radix cache, least recently used "
          "leaves first, when the free list is short.", "`evict`", r"\bevict"),
 )
