@@ -15,7 +15,7 @@ import os
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
-from functools import partial
+from functools import lru_cache, partial
 from pathlib import Path
 from urllib.parse import urlparse
 
@@ -27,6 +27,13 @@ CHROMIUM = os.environ.get("PAGEDKV_CHROMIUM", "/usr/bin/chromium")
 AXE_JS = ROOT / "node_modules" / "axe-core" / "axe.min.js"
 FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
          "--disable-background-networking", "--disable-component-update", "--disable-sync"]
+
+
+@lru_cache(maxsize=512)
+def _gzipped(path: Path, mtime_ns: int) -> bytes:
+    """``path``'s bytes gzipped, once per version of the file (the tests load each page
+    many times)."""
+    return gzip.compress(path.read_bytes(), compresslevel=6, mtime=0)
 
 
 class QuietHandler(http.server.SimpleHTTPRequestHandler):
@@ -44,7 +51,7 @@ class QuietHandler(http.server.SimpleHTTPRequestHandler):
                 and "gzip" in self.headers.get("Accept-Encoding", "")):
             super().do_GET()
             return
-        body = gzip.compress(path.read_bytes(), compresslevel=6, mtime=0)
+        body = _gzipped(path, path.stat().st_mtime_ns)
         self.send_response(200)
         self.send_header("Content-Type", self.guess_type(str(path)))
         self.send_header("Content-Encoding", "gzip")

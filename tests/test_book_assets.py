@@ -75,3 +75,20 @@ def test_npm_bundles_are_the_plotly_js_release_of_the_python_package():
     basic = bundle_traces(NODE_MODULES / "plotly.js-basic-dist-min")
     cartesian = bundle_traces(NODE_MODULES / "plotly.js-cartesian-dist-min")
     assert basic == {"bar", "pie", "scatter"} and {"heatmap"} | basic <= cartesian
+
+
+def test_a_markdown_table_with_row_labels_gets_row_headers():
+    import pagedkv_book
+
+    def table(corner: str) -> str:
+        return ('<table class="table">\n<thead>\n<tr class="row-odd"><th class="head">'
+                f'{corner}</th>\n<th class="head"><p>60% of peak</p></th>\n</tr>\n</thead>\n<tbody>\n'
+                '<tr class="row-even"><td><p>retractions</p></td>\n<td><p>25</p></td>\n</tr>\n'
+                '<tr class="row-odd"><td><p>ratio</p></td>\n<td><p>0.39</p></td>\n</tr>\n'
+                '</tbody>\n</table>')
+
+    out = pagedkv_book._TABLE.sub(pagedkv_book._row_headers, "<p>x</p>" + table("<p></p>"))
+    assert out.count('<th scope="row">') == 2
+    assert '<th scope="row"><p>retractions</p></th>\n<td><p>25</p></td>' in out
+    labelled = table("<p>setting</p>")  # a header over the first column: left as it is
+    assert pagedkv_book._TABLE.sub(pagedkv_book._row_headers, labelled) == labelled

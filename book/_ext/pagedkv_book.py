@@ -30,6 +30,7 @@ No built page requests an external host.
 from __future__ import annotations
 
 import os
+import re
 import shutil
 from importlib import resources
 from pathlib import Path
@@ -114,11 +115,29 @@ def _page_assets(app: Sphinx, pagename: str, templatename: str, context: dict[st
         app.add_js_file(f"{VENDOR}/{bundle}", defer="defer")
         app.add_js_file("pagedkv-figures.js", defer="defer")
         body = defer_plotly_scripts(body)
-    context["body"] = body.replace('<summary aria-label="Toggle hidden content">', "<summary>")
+    body = body.replace('<summary aria-label="Toggle hidden content">', "<summary>")
+    context["body"] = _TABLE.sub(_row_headers, body)
     scripts = context.get("script_files", [])
     if 'class="math' not in body:
         scripts[:] = [js for js in scripts if not _is_mathjax(js)]
     scripts[:] = _once_each(scripts)
+
+
+_TABLE = re.compile(r'<table class="table">.*?</table>', re.S)
+_EMPTY_CORNER = re.compile(r'<thead>\s*<tr[^>]*>\s*<th class="head">(<p></p>)?</th>')
+_FIRST_CELL = re.compile(r'(<tr class="row-(?:even|odd)">)\s*<td>(.*?)</td>', re.S)
+
+
+def _row_headers(table: re.Match[str]) -> str:
+    """A Markdown table whose top-left header is empty has row labels in its first column:
+    those cells become row headers (``<th scope="row">``), so each data cell has headers both
+    ways (a screen reader reads "60% of peak, retractions: 25 / 32 / 15"; axe-core's
+    td-has-header)."""
+    html = table.group(0)
+    if not _EMPTY_CORNER.search(html):
+        return html
+    head, tbody, rest = html.partition("<tbody>")
+    return head + tbody + _FIRST_CELL.sub(r'\1<th scope="row">\2</th>', rest)
 
 
 def _once_each(scripts: list[Any]) -> list[Any]:

@@ -121,7 +121,7 @@ function canvasGrid(root, label) {
   root.innerHTML = `<div class="pkv-zoombar"><button type="button" data-role="zoom-out" aria-label="zoom out (${esc(label)})">−</button>` +
     `<output data-role="zoom">×1</output><button type="button" data-role="zoom-in" aria-label="zoom in (${esc(label)})">+</button>` +
     `<span class="pkv-hint">point at a cell, or focus the view and use the arrow keys, to read it</span></div>` +
-    `<div class="pkv-canvas-box"><div class="pkv-sizer"><canvas tabindex="0" role="img"></canvas></div></div>` +
+    `<div class="pkv-canvas-box"><div class="pkv-sizer"><canvas tabindex="0" role="img" aria-label="${esc(label)}"></canvas></div></div>` +
     `<div class="pkv-inspect" data-role="inspect" aria-live="polite"></div>`;
   const box = root.querySelector(".pkv-canvas-box"), sizer = root.querySelector(".pkv-sizer");
   const canvas = root.querySelector("canvas"), readout = root.querySelector("[data-role=inspect]");
