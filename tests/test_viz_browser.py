@@ -463,7 +463,8 @@ def test_on_a_phone_the_controls_stay_in_sight_of_the_views(browser, page_url):
     """On a 390 px phone the visualizer is two screens tall: with the pool map or the page
     table in sight, the controls that change them are on the same screen (they stick under
     the book's header), and leave most of it to the view."""
-    pg = browser.new_page(viewport={"width": 390, "height": 844})
+    pg = browser.new_page()
+    pg.set_viewport_size({"width": 390, "height": 844})
     pg.goto(page_url, wait_until="load")
     pg.wait_for_function(f"() => document.querySelector('{VIZ} [data-view=pool] canvas')?.pkvDrawn")
     for view in ("pagetable", "pool"):

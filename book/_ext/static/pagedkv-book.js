@@ -3,6 +3,7 @@
 // gets a tab stop and a name while it is wider than the screen (WCAG 2.1.1; axe-core's
 // scrollable-region-focusable), and loses them when a wider window shows it whole. Checked
 // again once MathJax has typeset, when a hidden cell opens and when the window changes size.
+// It also tells sticky content how tall the theme's sticky header is (--pkv-sticky-top).
 (function () {
   "use strict";
   const BOXES = ".bd-article table, .bd-article pre, .bd-article mjx-container[display=true], " +
@@ -34,8 +35,17 @@
     }
   }
 
+  // Where sticky content may stick: under the theme's sticky article header (the memory
+  // visualizer's controls use it, visualizer.css).
+  function stickyTop() {
+    const header = document.querySelector(".bd-header-article");
+    const sticky = header && getComputedStyle(header).position === "sticky";
+    document.documentElement.style.setProperty("--pkv-sticky-top", `${sticky ? header.offsetHeight : 0}px`);
+  }
+
   function start() {
     mark();
+    stickyTop();
     // MathJax (deferred) typesets after the page's load event; opening a hidden code cell
     // shows its source.
     window.addEventListener("load", () => window.MathJax?.startup?.promise?.then(mark));
@@ -43,7 +53,7 @@
     let pending = null;
     window.addEventListener("resize", () => {
       clearTimeout(pending);
-      pending = setTimeout(mark, 150);
+      pending = setTimeout(() => { mark(); stickyTop(); }, 150);
     });
   }
 
