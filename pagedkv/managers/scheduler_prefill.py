@@ -35,13 +35,14 @@ _NO_KEY = np.empty(0, dtype=np.int64)
 class SchedulerPrefillMixin(SchedulerState):
     """Prefill-side methods of the scheduler (state lives on the scheduler)."""
 
-    def num_allocatable_reqs(self, running_bs: int) -> int:
-        """``max_running_requests - running_bs`` (0.5.23: also at most the free rows).
-        Source: ``Scheduler.get_num_allocatable_reqs``."""
+    def num_allocatable_reqs(self, running_bs: int, held_rows: int = 0) -> int:
+        """``max_running_requests - running_bs`` (0.5.23: also at most the free rows plus
+        ``held_rows``, the rows already held by requests counted against the result: a
+        continuing chunk in the pass's admitted list).
+        Source: ``Scheduler.get_num_allocatable_reqs`` (``num_held_rows``)."""
         n = self.max_running_requests - running_bs
         if self.config.release.allocatable_counts_free_rows:
-            held = int(self.chunked_req is not None)
-            n = min(n, self.req_to_token_pool.available_size() + held)
+            n = min(n, self.req_to_token_pool.available_size() + held_rows)
         return n
 
     def _touch_waiting_prefixes(self) -> None:
@@ -94,7 +95,10 @@ class SchedulerPrefillMixin(SchedulerState):
             if (self.config.release.stop_pass_at_spent_budget
                     and adder.budget_state() is AddReqResult.OTHER):
                 break
-            if len(adder.can_run_list) >= self.num_allocatable_reqs(running_bs):
+            # a carried chunk holds its row whether or not this pass finishes it (SGLang
+            # counts ``req.kv.holds_kv`` over the admitted list, not ``chunked_req``)
+            held = sum(r.req_pool_idx >= 0 for r in adder.can_run_list)
+            if len(adder.can_run_list) >= self.num_allocatable_reqs(running_bs, held):
                 running.batch_is_full = True
             if running.batch_is_full:
                 break

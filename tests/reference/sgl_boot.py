@@ -33,9 +33,12 @@ import sys
 import types
 from typing import Any
 
-# Imported at module level by the srt modules we load, never called on their memory paths.
+# Imported at module level by the srt modules we load, never called on their memory paths
+# (the second line: by the scheduler's module, 0.5.23, for its process title, tensor
+# reshapes and HTTP pieces).
 INERT_MODULES = ("sgl_kernel", "torchvision", "IPython", "sentencepiece", "compressed_tensors",
-                 "gguf", "tvm_ffi")
+                 "gguf", "tvm_ffi",
+                 "setproctitle", "einops", "aiohttp", "accelerate", "uvicorn", "fastapi")
 RELEASES = ("0.5.9", "0.5.23")
 
 

@@ -176,3 +176,29 @@ def test_page_size_1_free_group_releases_in_call_order(release: str) -> None:
     module = _sglang(release, "alloc_sglang")
     _holds([10, 11, 12, *range(1, 10)], case, lambda c: DL.run(c, DL.PagedkvPool)[-1]["free"],
            module and (lambda c: DL.run(c, module.SglangPool)[-1]["free"]))
+
+
+# ----- the scheduler loop ----------------------------------------------------------------------
+def test_last_chunk_and_a_newcomer_share_a_pass() -> None:
+    """0.5.23, two request rows, chunk size 16: request 0 (20 prompt tokens) is cut at 16;
+    in the next pass its last 4 tokens and request 1 (5 tokens) run together. The carried
+    chunk still holds its row when the cap is checked (``num_held_rows`` counts rows held by
+    the admitted list), so the cap is 2, not 1 (pagedkv once counted the row only while
+    ``chunked_req`` was set, which the last chunk clears)."""
+    import drive_loop as DO
+    import loop_pagedkv
+
+    def request(first: int, n: int) -> DO.LoopRequest:
+        return DO.LoopRequest(0, tuple(range(first, first + n)), 3, (100, 101, 102))
+
+    case = DO.LoopCase(page_size=1, pool_tokens=128, radix=False, chunked_prefill_size=16,
+                       max_running_requests=2, requests=(request(10, 20), request(40, 5)))
+
+    def summary(records: list) -> list:
+        return [(r["mode"], r["rids"], r.get("extend"), r.get("prefix"), r["chunked"])
+                for r in records[:3]]
+
+    module = _sglang("0.5.23", "loop_sglang")
+    _holds([("EXTEND", [0], [16], [0], 0), ("EXTEND", [0, 1], [4, 5], [16, 0], None),
+            ("DECODE", [0, 1], None, None, None)], case,
+           lambda c: summary(loop_pagedkv.run(c)), module and (lambda c: summary(module.run(c))))

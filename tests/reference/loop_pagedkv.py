@@ -1,0 +1,96 @@
+"""pagedkv's :class:`~pagedkv.managers.scheduler.Scheduler` on a case (:mod:`drive_loop`), one
+record per step, in the form :mod:`loop_sglang` records SGLang's loop iterations:
+
+- ``mode``: ``"EXTEND"``, ``"DECODE"`` or ``"IDLE"``; ``rids``: the batch's requests in batch
+  order; for an extend, ``extend`` and ``prefix``: each request's extend and prefix lengths;
+- ``chunked``: the request being chunked after the step (None: none);
+- ``retracted``: the requests retracted this step, in pop order; ``retract_log``: the
+  retraction log line (``#retracted_reqs``, ``#new_tokens_gained``, the ratio before and
+  after, SGLang's format);
+- ``finished``: the requests that finished this step (sorted);
+- ``available``, ``evictable``: the allocator's ``available_size()`` and the tree's
+  ``evictable_size()``; ``ratio``: ``new_token_ratio``; ``free``: the whole free list.
+
+The executor (:class:`TableExecutor`) counts one time unit per forward pass and samples no
+tokens: the requests are given their outputs (``output_ids``, the case's table, so the tree
+caches the same tokens SGLang's does) and stop at their EOS (``output_len``), as a simulated
+request does; ``fast_forward=False`` takes decode steps one at a time.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+from drive_loop import LoopCase
+
+from pagedkv.managers.config import SchedulerConfig
+from pagedkv.managers.scheduler import Scheduler
+from pagedkv.model_executor.forward_batch_info import ForwardBatch, ForwardResult
+from pagedkv.workloads.synthetic import RequestSpec
+
+
+class TableExecutor:
+    """A forward pass takes one time unit; notes each batch it is given."""
+
+    def __init__(self) -> None:
+        self.launched: list[dict[str, Any]] = []
+
+    def forward(self, batch: ForwardBatch) -> ForwardResult:
+        rec: dict[str, Any] = {"mode": batch.mode.upper(), "rids": [r.rid for r in batch.reqs]}
+        if batch.mode == "extend":
+            rec["extend"] = batch.extend_lens.tolist()
+            rec["prefix"] = batch.prefix_lens.tolist()
+        self.launched.append(rec)
+        return ForwardResult(1.0, None)
+
+    def decode_seconds(self, batch_size: int, kv_tokens: int) -> float:
+        return 1.0
+
+
+def specs(case: LoopCase) -> list[RequestSpec]:
+    """The case's requests as pagedkv's workload entries."""
+    out = []
+    for r in case.requests:
+        stop = r.eos_len if r.eos_len is not None else r.max_new_tokens
+        out.append(RequestSpec(
+            prompt_len=len(r.prompt), output_len=min(stop, r.max_new_tokens),
+            max_new_tokens=r.max_new_tokens, arrival_s=float(r.arrival),
+            input_ids=r.prompt, output_ids=r.outputs, ignore_eos=r.ignore_eos))
+    return out
+
+
+def build(case: LoopCase) -> tuple[Scheduler, TableExecutor]:
+    """pagedkv's scheduler for ``case`` (SGLang 0.5.23's behaviour)."""
+    config = SchedulerConfig(
+        schedule_conservativeness=case.schedule_conservativeness,
+        max_prefill_tokens=case.max_prefill_tokens,
+        chunked_prefill_size=case.chunked_prefill_size,
+        max_running_requests=case.max_running_requests, release="0.5.23")
+    executor = TableExecutor()
+    sched = Scheduler(specs(case), max_total_num_tokens=case.pool_tokens,
+                      page_size=case.page_size, config=config, radix_cache=case.radix,
+                      context_len=case.context_len, executor=executor, fast_forward=False)
+    return sched, executor
+
+
+def run(case: LoopCase) -> list[dict[str, Any]]:
+    """One record per step of pagedkv's scheduler on ``case``."""
+    sched, executor = build(case)
+    trace = sched.trace
+    records: list[dict[str, Any]] = []
+    seen_events = seen_log = 0
+    while sched.step():
+        rec: dict[str, Any] = executor.launched.pop() if executor.launched else {"mode": "IDLE"}
+        events, seen_events = trace.events[seen_events:], len(trace.events)
+        log, seen_log = trace.log[seen_log:], len(trace.log)
+        rec["chunked"] = None if sched.chunked_req is None else sched.chunked_req.rid
+        rec["retracted"] = [e[2] for e in events if e[1] == "retract"]
+        rec["retract_log"] = [line for line in log if "Retract requests" in line]
+        rec["finished"] = sorted(e[2] for e in events if e[1] in ("finish", "abort"))
+        rec["available"] = int(sched.allocator.available_size())
+        rec["evictable"] = int(sched.tree_cache.evictable_size())
+        rec["ratio"] = float(sched.new_token_ratio)
+        rec["free"] = np.asarray(sched.allocator.free_pages).tolist()
+        records.append(rec)
+    return records

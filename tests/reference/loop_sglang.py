@@ -1,0 +1,371 @@
+"""SGLang 0.5.23's own ``Scheduler`` running its own event loop on a case (:mod:`drive_loop`).
+
+The scheduler is built by its own ``__init__`` (server arguments, ``PrefillAdder``, the ratio
+tracker, the waiting queue, the output processors); what a CPU cannot give it is replaced, and
+only that: the model config (an attribute bag: reads of unknown fields answer None and are
+recorded, :data:`UNKNOWN_READS`), the IPC channels, the watchdog, the parallel groups (one rank,
+no collective), and the model worker (:class:`TableWorker`, which returns each request's next
+token from the case's table and owns no weights). The pools are SGLang's own classes, built by
+:mod:`sgl_objects` as ``build_kv_cache`` builds them (``need_sort=False``, the tree or the
+disabled tree).
+
+The loop is the real one: ``Scheduler.event_loop_normal`` or ``event_loop_overlap`` is called
+and runs until the case is done. Only request ingestion is replaced: the scheduler's
+``request_receiver`` becomes :class:`ScriptReceiver`, which, at the top of each iteration,
+records the state the previous iteration left (one record per iteration) and hands over the
+requests whose arrival time has come as real ``TokenizedGenerateReqInput`` s (they then go
+through SGLang's own ``process_input_requests`` / ``handle_generate_request``). When every
+request has finished it raises SGLang's exit flag (``gracefully_exit``); the loop then runs one
+more, idle, iteration (whose ``on_idle`` checks SGLang's own memory invariants) and returns.
+``run_batch`` is wrapped (the real one runs) to note the batch each iteration launches, and
+``ScheduleBatch.retract_decode`` to note its victims.
+"""
+
+from __future__ import annotations
+
+import logging
+from array import array
+from collections.abc import Callable
+from typing import Any
+
+import sgl_boot
+
+sgl_boot.load()
+
+import sgl_objects as sg  # noqa: E402
+import torch  # noqa: E402
+from drive_loop import EOS, VOCAB, LoopCase, max_req_len, next_token  # noqa: E402
+from sglang.srt.managers import schedule_batch as sg_schedule_batch  # noqa: E402
+from sglang.srt.managers import scheduler as sg_scheduler  # noqa: E402
+from sglang.srt.managers.io_struct import TokenizedGenerateReqInput  # noqa: E402
+from sglang.srt.managers.utils import GenerationBatchResult  # noqa: E402
+from sglang.srt.mem_cache import kv_cache_builder  # noqa: E402
+from sglang.srt.runtime_context import _derived_widths, get_context, get_parallel  # noqa: E402
+from sglang.srt.sampling.sampling_params import SamplingParams  # noqa: E402
+
+MAX_ITERATIONS = 5000  # a case that runs longer is stuck: fail rather than spin
+UNKNOWN_READS: set[str] = set()  # model-config fields SGLang read that the bag does not have
+ALLOWED_UNKNOWN = frozenset()
+
+
+class AttributeBag:
+    """Stands for a config object: given fields, and None for any other (recorded)."""
+
+    def __init__(self, **fields: Any) -> None:
+        self.__dict__.update(fields)
+
+    def __getattr__(self, name: str) -> Any:
+        if name.startswith("__"):
+            raise AttributeError(name)
+        UNKNOWN_READS.add(name)
+        return None
+
+
+class OneRank:
+    """A process group of one rank: its size and rank; any collective is an error."""
+
+    world_size, rank, rank_in_group, local_rank = 1, 0, 0, 0
+    first_rank = last_rank = 0
+    is_first_rank = is_last_rank = True
+    ranks = (0,)
+    device_group = None
+
+    @property
+    def cpu_group(self) -> OneRank:
+        return self
+
+    def __getattr__(self, name: str) -> Any:
+        if name.startswith("__"):
+            raise AttributeError(name)
+        raise AttributeError(f"a collective ({name}) was called on a one-rank group")
+
+
+class Sink:
+    """Where SGLang sends its outputs (to the detokenizer): dropped."""
+
+    def send_output(self, *args: Any, **kwargs: Any) -> None:
+        pass
+
+    send_pyobj = send_output
+    send = send_output
+
+
+class TableWorker:
+    """The model worker: each request's next token from the case's table, by the sequence
+    length the batch gives it (output index ``seq_len - prompt_len``)."""
+
+    def __init__(self, model_config: Any, token: Callable[[int, int], int],
+                 prompt_len: Callable[[int], int]) -> None:
+        self.model_config = model_config
+        self.token, self.prompt_len = token, prompt_len
+        self.model_runner = AttributeBag(
+            attn_backend=None, canary_manager=None, prefill_aware_swa=False,
+            token_to_kv_pool=AttributeBag(post_capture_active=False))
+        self.last_shared_read_runner = None
+
+    def forward_batch_generation(self, batch: Any, **kwargs: Any) -> Any:
+        seq = batch.seq_lens_cpu if batch.seq_lens_cpu is not None else batch.seq_lens
+        rids = [int(r.rid) for r in batch.reqs]
+        tokens = [self.token(rid, int(s) - self.prompt_len(rid))
+                  for rid, s in zip(rids, seq.tolist(), strict=True)]
+        return GenerationBatchResult(logits_output=None, can_run_cuda_graph=False,
+                                     next_token_ids=torch.tensor(tokens, dtype=torch.int64))
+
+    def get_pad_input_ids_func(self) -> None:
+        return None
+
+    def set_hicache_consumer(self, *args: Any) -> None:
+        pass
+
+
+def _server_args(case: LoopCase) -> Any:
+    """Publish the case's server arguments (a real ``ServerArgs``, through SGLang's
+    ``override_server_args``, as :func:`sgl_objects.configure` does with two fields); return
+    the override (``restore()`` it when done)."""
+    if sg._active is not None:  # another module's arguments: taken down, and forgotten
+        sg._active.restore()
+        sg._active = sg._configured = None
+    return get_context().override_server_args(
+        page_size=case.page_size, disable_radix_cache=not case.radix,
+        chunked_prefill_size=case.chunked_prefill_size or -1,
+        disable_overlap_schedule=not case.overlap, skip_tokenizer_init=True,
+        schedule_policy="fcfs", schedule_conservativeness=case.schedule_conservativeness,
+        device="cpu", attention_backend="triton")
+
+
+def _one_rank() -> None:
+    fields = {name: (OneRank() if "group" in name else 0)
+              for name, decl in _derived_widths().items() if not decl.fn}
+    get_parallel().override_permanently(**fields)
+
+
+def build(case: LoopCase) -> Any:
+    """SGLang's ``Scheduler`` for ``case``, built by its own ``__init__``."""
+    override = _server_args(case)
+    server_args = override.install()
+    model_config = AttributeBag(
+        is_generation=True, is_multimodal=False, is_multimodal_gen=False,
+        is_encoder_decoder=False, use_ngram_embedding=False, context_len=case.context_len,
+        vocab_size=VOCAB, hf_eos_token_id={EOS}, hf_text_config=None,
+        self_opened_think_start_ids=None, think_end_ids=None,
+        hf_config=AttributeBag(architectures=["LlamaForCausalLM"],
+                               index_share_for_mtp_iteration=False))
+    worker = TableWorker(model_config, lambda rid, k: next_token(case, rid, k),
+                         lambda rid: len(case.requests[rid].prompt))
+    rows = case.max_running_requests
+
+    def build_kv_cache(**kwargs: Any) -> Any:
+        pool = sg.req_to_token_pool(rows, case.context_len + 8)
+        alloc = sg.allocator(case.page_size, case.pool_tokens)
+        tree = sg.tree_cache(pool, alloc, case.page_size, case.radix)
+        return kv_cache_builder.KVCacheBuildResult(
+            is_hybrid_swa=False, is_hybrid_ssm=False, sliding_window_size=None,
+            full_tokens_per_layer=None, swa_tokens_per_layer=None, req_to_token_pool=pool,
+            token_to_kv_pool_allocator=alloc, disable_radix_cache=not case.radix,
+            tree_cache=tree)
+
+    class CaseScheduler(sg_scheduler.Scheduler):
+        def init_soft_watchdog(self) -> None:
+            self.soft_watchdog = None
+
+        def init_startup_timing_summary(self) -> None:
+            pass
+
+        def init_model_config(self) -> None:
+            self.model_config = model_config
+            self.dllm_config = None
+
+        def init_ipc_channels(self, port_args: Any) -> None:
+            sink = Sink()
+            self.ipc_channels = AttributeBag(
+                recv_from_tokenizer=None, recv_from_rpc=None, send_to_tokenizer=sink,
+                send_to_detokenizer=sink, send_metrics_from_scheduler=None)
+            self.recv_from_tokenizer = None
+            self.load_snapshot_writer = None
+
+        def maybe_init_ngram_embedding(self) -> None:
+            self.ngram_embedding_manager = _NoNgram()
+            self.use_ngram_embedding = False
+
+        def init_model_worker(self) -> None:
+            # what TpModelWorker reports to the scheduler, for this pool
+            self.tp_worker = self.model_worker = worker
+            self.maybe_init_draft_worker()  # none: no speculative decoding
+            self.max_total_num_tokens = case.pool_tokens
+            self.max_prefill_tokens = case.max_prefill_tokens
+            self.max_running_requests = case.max_running_requests
+            self.max_queued_requests = None
+            self.max_req_len = max_req_len(case)
+            self.max_req_input_len = self.max_req_len - 5
+            self.random_seed = 0
+            self.device = "cpu"
+            self.schedule_stream = self.forward_stream = torch.cpu.Stream()
+            self.min_free_slots_delayer = None
+            self.pad_input_ids_func = None
+            self.kv_cache_allocation_time = 0.0
+            self.startup_available_gpu_memory_gb = 0.0
+            if not get_parallel().pp_max_micro_batch_size:  # as Scheduler.init_model_worker
+                get_context().override("scheduler.pp_max_micro_batch_size_default",
+                                       pp_max_micro_batch_size=max(self.max_running_requests, 1))
+            for name in ("tp_group", "tp_cpu_group", "attn_tp_group", "attn_tp_cpu_group",
+                         "attn_cp_group", "attn_cp_cpu_group", "pp_group", "world_group",
+                         "dp_tp_group", "dp_tp_cpu_group"):
+                setattr(self, name, OneRank())
+
+    _one_rank()
+    saved = (sg_scheduler.get_resolved_model_impl, sg_scheduler.bootstrap.init_parallel_runtime,
+             sg_scheduler.bootstrap.init_layer_runtime, kv_cache_builder.build_kv_cache)
+    sg_scheduler.get_resolved_model_impl = lambda config: sg_scheduler.ModelImpl.SGLANG
+    sg_scheduler.bootstrap.init_parallel_runtime = lambda **kwargs: None
+    sg_scheduler.bootstrap.init_layer_runtime = lambda **kwargs: None
+    kv_cache_builder.build_kv_cache = build_kv_cache
+    try:
+        sched = CaseScheduler(server_args, AttributeBag(nccl_port=0))
+    finally:
+        (sg_scheduler.get_resolved_model_impl, sg_scheduler.bootstrap.init_parallel_runtime,
+         sg_scheduler.bootstrap.init_layer_runtime, kv_cache_builder.build_kv_cache) = saved
+    sched.server_args_override = override
+    return sched
+
+
+class _NoNgram:
+    """The n-gram embedding manager of a model without n-gram embeddings: passes batches."""
+
+    def prepare_for_forward(self, batch: Any, chunked_req: Any = None) -> Any:
+        return batch
+
+    def __getattr__(self, name: str) -> Any:
+        if name.startswith("__"):
+            raise AttributeError(name)
+        return lambda *args, **kwargs: None
+
+
+def tokenized(rid: int, case: LoopCase) -> Any:
+    """Request ``rid`` as the tokenizer manager sends it to the scheduler."""
+    spec = case.requests[rid]
+    params = SamplingParams(max_new_tokens=spec.max_new_tokens, ignore_eos=spec.ignore_eos)
+    params.normalize(None)
+    params.verify(VOCAB)
+    return TokenizedGenerateReqInput(
+        rid=str(rid), input_text=None, input_ids=array("q", spec.prompt), input_embeds=None,
+        mm_inputs=None, token_type_ids=None, sampling_params=params, return_logprob=False,
+        logprob_start_len=-1, top_logprobs_num=0, token_ids_logprob=None, stream=False)
+
+
+class _Retractions(logging.Handler):
+    """SGLang's retraction log line (``#new_tokens_gained``), as it logs it."""
+
+    def __init__(self) -> None:
+        super().__init__(logging.WARNING)
+        self.lines: list[str] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        message = record.getMessage()
+        if "Retract requests" in message:
+            self.lines.append(message)
+
+
+class ScriptReceiver:
+    """The scheduler's request receiver, fed by the case: records each iteration's outcome
+    and delivers arrivals; raises the exit flag once every request has finished."""
+
+    def __init__(self, sched: Any, case: LoopCase, log: _Retractions) -> None:
+        self.sched, self.case, self.log = sched, case, log
+        self.pending = sorted(range(len(case.requests)), key=lambda r: case.requests[r].arrival)
+        self.clock = 0
+        self.reqs: dict[int, Any] = {}
+        self.finished: set[int] = set()
+        self.launched: list[dict[str, Any]] = []  # the batch run_batch got this iteration
+        self.retracted: list[int] = []
+        self.records: list[dict[str, Any]] = []
+        self.iterations = 0
+
+    def recv_requests(self, local_reqs: Any = None) -> list[Any]:
+        sched = self.sched
+        if self.iterations:
+            self.records.append(self.record())
+        self.iterations += 1
+        if self.iterations > MAX_ITERATIONS:
+            raise RuntimeError(f"SGLang's loop ran {MAX_ITERATIONS} iterations: stuck with "
+                               f"{[r.rid for r in sched.waiting_queue]} waiting, last "
+                               f"records {self.records[-2:]}")
+        if len(self.finished) == len(self.case.requests):
+            sched.gracefully_exit = True
+            return []
+        idle = self.records and self.records[-1]["mode"] == "IDLE"
+        if idle and not sched.waiting_queue and self.pending:
+            self.clock = max(self.clock, self.case.requests[self.pending[0]].arrival)
+        out = []
+        while self.pending and self.case.requests[self.pending[0]].arrival <= self.clock:
+            out.append(tokenized(self.pending.pop(0), self.case))
+        return out
+
+    def record(self) -> dict[str, Any]:
+        """What the iteration just ended did, and the memory it left."""
+        sched = self.sched
+        for req in list(sched.waiting_queue) + list(sched.running_batch.reqs):
+            self.reqs.setdefault(int(req.rid), req)
+        if sched.chunked_req is not None:
+            self.reqs.setdefault(int(sched.chunked_req.rid), sched.chunked_req)
+        newly = sorted(r for r, req in self.reqs.items()
+                       if req.finished() and r not in self.finished)
+        self.finished.update(newly)
+        rec: dict[str, Any] = {"mode": "IDLE"}
+        if self.launched:
+            rec = self.launched.pop()
+            self.clock += 1
+        rec["chunked"] = None if sched.chunked_req is None else int(sched.chunked_req.rid)
+        rec["retracted"], self.retracted = self.retracted, []
+        rec["retract_log"], self.log.lines[:] = list(self.log.lines), []
+        rec["finished"] = newly
+        alloc = sched.token_to_kv_pool_allocator
+        rec["available"] = int(alloc.available_size())
+        rec["evictable"] = int(sched.tree_cache.evictable_size())
+        rec["ratio"] = float(sched.new_token_ratio_tracker.current)
+        rec["free"] = alloc.free_pages.tolist()
+        return rec
+
+
+def run(case: LoopCase) -> list[dict[str, Any]]:
+    """One record per iteration of SGLang's loop on ``case`` (see :mod:`loop_pagedkv`)."""
+    sched = build(case)
+    log = _Retractions()
+    logger = logging.getLogger(sg_scheduler.__name__)
+    logger.addHandler(log)
+    receiver = ScriptReceiver(sched, case, log)
+    sched.request_receiver = receiver
+    sched.schedule_stream.synchronize = lambda: None  # as run_event_loop does on a CPU
+    sched._war_barrier_enabled = False
+    sched.metrics_reporter.start_scheduler_time_accounting()
+
+    real_run_batch = sched.run_batch
+
+    def run_batch(batch: Any, *args: Any, **kwargs: Any) -> Any:
+        rec: dict[str, Any] = {"mode": batch.forward_mode.name,
+                               "rids": [int(r.rid) for r in batch.reqs]}
+        if batch.forward_mode.is_extend():
+            rec["extend"] = [int(n) for n in batch.extend_lens]
+            rec["prefix"] = [int(n) for n in batch.prefix_lens]
+        receiver.launched.append(rec)
+        for req in batch.reqs:  # a request that finishes in its prefill is never queued
+            receiver.reqs.setdefault(int(req.rid), req)
+        return real_run_batch(batch, *args, **kwargs)
+
+    sched.run_batch = run_batch
+    real_retract = sg_schedule_batch.ScheduleBatch.retract_decode
+
+    def retract_decode(self: Any, *args: Any, **kwargs: Any) -> Any:
+        retracted, ratio, aborted = real_retract(self, *args, **kwargs)
+        receiver.retracted.extend(int(r.rid) for r in retracted)
+        return retracted, ratio, aborted
+
+    sg_schedule_batch.ScheduleBatch.retract_decode = retract_decode
+    try:
+        (sched.event_loop_overlap if case.overlap else sched.event_loop_normal)()
+    finally:
+        sg_schedule_batch.ScheduleBatch.retract_decode = real_retract
+        logger.removeHandler(log)
+        sched.server_args_override.restore()
+    unknown = UNKNOWN_READS - ALLOWED_UNKNOWN
+    assert not unknown, f"SGLang read model-config fields the stand-in lacks: {sorted(unknown)}"
+    return receiver.records
