@@ -18,6 +18,7 @@ package; it is skipped without them.
 from __future__ import annotations
 
 import argparse
+import os
 import statistics
 import sys
 import tempfile
@@ -156,6 +157,7 @@ def main() -> None:
     parser.add_argument("--chromium", default="/usr/bin/chromium")
     parser.add_argument("--quick", action="store_true", help="the default card only")
     args = parser.parse_args()
+    os.environ["PAGEDKV_RUN_CACHE"] = "off"  # cold means simulated, not read from disk
     bench_static(args.chromium, args.quick)
     bench_live()
 

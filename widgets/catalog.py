@@ -17,6 +17,7 @@ from pagedkv.gpus import get_gpu
 from pagedkv.model import MODEL_PRESETS
 from pagedkv.workloads.cases import LONG_ANSWERS
 from pagedkv_widgets.chapters import Catalog
+from pagedkv_widgets.run_cache import RunCache, default_folder
 from pagedkv_widgets.scenes import SceneRunner, Settings, Simulate, Workload, default_simulate
 
 # How the book names models (the Hugging Face repository's own spelling, without the owner's
@@ -61,12 +62,15 @@ _SHARED: dict[int, SceneRunner] = {}
 def make_runner(simulate: Simulate | None = None, catalog: Catalog = CATALOG) -> SceneRunner:
     """A scene runner over ``simulate`` (default: ``pagedkv.managers.simulate``). Without
     ``simulate`` every call in a process gets the same runner, so a chapter's text and its
-    visualizer read the same (memoised) runs."""
+    visualizer read the same (memoised) runs, kept on disk too (:mod:`pagedkv_widgets.run_cache`:
+    the next chapter, build or session reads them from there)."""
     if simulate is None and id(catalog) in _SHARED:
         return _SHARED[id(catalog)]
+    folder = default_folder() if simulate is None else None
     runner = SceneRunner(simulate=simulate or default_simulate(), workloads=catalog.workloads,
                          teaching_model=catalog.defaults.model,
-                         teaching_gpu=catalog.defaults.gpu)
+                         teaching_gpu=catalog.defaults.gpu,
+                         cache=None if folder is None else RunCache(folder))
     if simulate is None:
         _SHARED[id(catalog)] = runner
     return runner

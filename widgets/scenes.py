@@ -32,6 +32,7 @@ from pagedkv.model import load_model
 from pagedkv.sizing import KVPoolPlan, plan_pool
 from pagedkv.workloads.synthetic import RequestSpec, uniform
 from pagedkv_widgets.encoding import encode_run
+from pagedkv_widgets.run_cache import RunCache
 
 TOY_CARD_PAGES = 100
 TOY_WEIGHT_PAGES = 30
@@ -149,6 +150,7 @@ class SceneRunner:
     teaching_gpu: str
     memo: dict[tuple[str, str, bool], dict[str, Any]] = field(
         default_factory=dict, compare=False, repr=False)
+    cache: RunCache | None = field(default=None, compare=False, repr=False)
 
     def card_setup(self, s: Settings) -> tuple[KVPoolPlan, list[RequestSpec]]:
         """The real-scale run's pool and requests (``plan_pool`` raises
@@ -207,15 +209,45 @@ class SceneRunner:
         into plain words for the renderer, which greys its views out.
 
         Runs are deterministic; each is simulated once per runner and kept (a chapter's text
-        and its visualizer read the same run).
+        and its visualizer read the same run), and in :attr:`cache` if the runner has one
+        (the next chapter or build reads it from there).
         """
+        if not self.has(part, s, pages):
+            self.keep(part, s, pages, self.compute(part, s, pages))
+        return self.memo[self.memo_key(part, s, pages)]
+
+    def compute(self, part: str, s: Settings, pages: bool = False) -> dict[str, Any]:
+        """Simulate and encode the run :meth:`run` returns (nothing read or kept)."""
+        try:
+            return self.card(s, pages) if part == "card" else self.pool(s)
+        except PagedKVError as exc:
+            return {"error": str(exc)}
+
+    def has(self, part: str, s: Settings, pages: bool = False) -> bool:
+        """Whether the run is in :attr:`memo`, after reading it from :attr:`cache` if there."""
         key = self.memo_key(part, s, pages)
-        if key not in self.memo:
-            try:
-                self.memo[key] = self.card(s, pages) if part == "card" else self.pool(s)
-            except PagedKVError as exc:
-                self.memo[key] = {"error": str(exc)}
-        return self.memo[key]
+        if key not in self.memo and self.cache is not None:
+            found = self.cache.get(self.cache_args(part, s, pages))
+            if found is not None:
+                self.memo[key] = found
+        return key in self.memo
+
+    def keep(self, part: str, s: Settings, pages: bool, run: dict[str, Any]) -> None:
+        """Keep ``run`` (what :meth:`compute` gave) in :attr:`memo` and :attr:`cache`."""
+        self.memo[self.memo_key(part, s, pages)] = run
+        if self.cache is not None:
+            self.cache.put(self.cache_args(part, s, pages), run)
+
+    def cache_args(self, part: str, s: Settings, pages: bool = False) -> dict[str, Any]:
+        """Everything a run depends on besides the package's source (:mod:`run_cache`
+        hashes that): its :meth:`memo_key`, its workload and, for the teaching run, the
+        toy card's model and GPU."""
+        _, key, record = self.memo_key(part, s, pages)
+        args: dict[str, Any] = {"part": part, "key": key, "pages": record,
+                                "workload": repr(self.workloads[s.workload])}
+        if part == "pool":
+            args["teaching"] = [self.teaching_model, self.teaching_gpu]
+        return args
 
     @staticmethod
     def memo_key(part: str, s: Settings, pages: bool = False) -> tuple[str, str, bool]:

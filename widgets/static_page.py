@@ -60,7 +60,8 @@ def build_grid(
 
     Returns ``{part: {key: encoded run or {"error", "fix"}}}`` for the part of
     :func:`pagedkv_widgets.scenes.parts`. Runs the runner already holds (a chapter's text
-    asked for them) are not run again. The others are independent, so where processes can
+    asked for them, or its disk cache has them: :mod:`pagedkv_widgets.run_cache`) are not
+    run again. The others are independent, so where processes can
     be forked (Linux, where books are built) they spread over ``workers`` processes
     (default: one per CPU); ``workers=1`` or another platform runs them here.
     """
@@ -71,18 +72,19 @@ def build_grid(
             if part in need:
                 tasks.setdefault((part, key), settings)
     args = [(p, s, need[p]) for (p, _), s in tasks.items()]
-    todo = [a for a in args if runner.memo_key(*a) not in runner.memo]  # a chapter's text ran some
+    todo = [a for a in args if not runner.has(*a)]  # a chapter's text or its cache has some
     workers = min(workers or os.cpu_count() or 1, len(todo))
     if workers > 1 and "fork" in multiprocessing.get_all_start_methods():
         context = multiprocessing.get_context("fork")
         with ProcessPoolExecutor(workers, mp_context=context, initializer=_one_thread) as pool:
-            done = list(pool.map(runner.run, *zip(*todo, strict=True), chunksize=1))
+            done = list(pool.map(runner.compute, *zip(*todo, strict=True), chunksize=1))
     else:
-        done = [runner.run(*a) for a in todo]
-    ran = {runner.memo_key(*a): run for a, run in zip(todo, done, strict=True)}
+        done = [runner.compute(*a) for a in todo]
+    for a, run in zip(todo, done, strict=True):
+        runner.keep(*a, run)
     grid: dict[str, dict[str, Any]] = {part: {} for part in need}
     for (part, key), settings in tasks.items():
-        run = ran.get(runner.memo_key(part, settings, need[part])) or runner.run(part, settings, need[part])
+        run = runner.run(part, settings, need[part])
         grid[part][key] = explained(run, runner, part, settings, config)
     return grid
 

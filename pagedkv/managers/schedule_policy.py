@@ -72,20 +72,42 @@ def running_reservation(config: SchedulerConfig, page_size: int, new_token_ratio
     (``PrefillAdder._get_running_request_total_token_offset``); ``reserve_all``: every
     request's remaining ``footprint``; ``no_reserve``: 0.
     """
-    if not len(prompt_len):
-        return 0.0
-    if config.policy is Policy.SGLANG:
-        left = np.minimum(max_new_tokens - generated, config.clip_max_new_tokens)
-        if (ignore_eos is not None and config.release.ignore_eos_reserves_all
-                and np.count_nonzero(ignore_eos)):
-            left = left * np.where(ignore_eos, 1.0, new_token_ratio)
-        else:
-            left = left * new_token_ratio  # the same products, without a ratio array
-        return float(np.cumsum(left)[-1])  # sequential, as Python's sum()
-    if config.policy is Policy.RESERVE_ALL:
-        final = footprint(prompt_len, max_new_tokens, page_size)
-        return float((final - ceil_to_page(kv_len, page_size)).sum())
-    return 0.0
+    return float(window_reservations(config, page_size, np.array([new_token_ratio]), prompt_len,
+                                     max_new_tokens, generated, kv_len, ignore_eos)[0])
+
+
+WINDOW_BLOCK = 1 << 20  # entries of one [steps, requests] block of window_reservations
+
+
+def window_reservations(config: SchedulerConfig, page_size: int, ratios: np.ndarray,
+                        prompt_len: np.ndarray, max_new_tokens: np.ndarray,
+                        generated: np.ndarray, kv_len: np.ndarray,
+                        ignore_eos: np.ndarray | None = None) -> np.ndarray:
+    """:func:`running_reservation` at ``len(ratios)`` successive decode steps, at once.
+
+    Step ``j`` has ``new_token_ratio`` ``ratios[j]`` and every request's ``generated`` and
+    ``kv_len`` ``j`` higher than given (nobody joins or leaves). Returns float64
+    ``[len(ratios)]``, each entry bit for bit the single step's value (the same products,
+    summed in the same order by ``cumsum`` along each step's row).
+    """
+    ratios = np.asarray(ratios, dtype=np.float64)
+    out = np.zeros(len(ratios))
+    if not len(prompt_len) or config.policy is Policy.NO_RESERVE:
+        return out
+    block = max(1, WINDOW_BLOCK // len(prompt_len))  # rows per block: bounded memory
+    per_eos = (config.policy is Policy.SGLANG and ignore_eos is not None
+               and config.release.ignore_eos_reserves_all and bool(np.count_nonzero(ignore_eos)))
+    for start in range(0, len(ratios), block):
+        steps = np.arange(start, min(start + block, len(ratios)))[:, None]
+        if config.policy is Policy.SGLANG:
+            left = np.minimum(max_new_tokens - (generated + steps), config.clip_max_new_tokens)
+            ratio = ratios[steps]
+            left = left * (np.where(ignore_eos, 1.0, ratio) if per_eos else ratio)
+            out[steps[:, 0]] = np.cumsum(left, axis=1)[:, -1]  # sequential, as Python's sum()
+        else:  # reserve_all
+            final = footprint(prompt_len, max_new_tokens, page_size)
+            out[steps[:, 0]] = (final - ceil_to_page(kv_len + steps, page_size)).sum(axis=1)
+    return out
 
 
 class PrefillAdder:

@@ -30,7 +30,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from pagedkv.managers.schedule_policy import running_reservation
+from pagedkv.managers.schedule_policy import window_reservations
 from pagedkv.managers.scheduler_state import SchedulerState
 from pagedkv.mem_cache.common import release_kv_cache
 from pagedkv.model_executor.forward_batch_info import ForwardBatch
@@ -167,9 +167,16 @@ class SchedulerDecodeMixin(SchedulerState):
         if pages is not None:  # the first step as a single step records it (it may follow a retraction)
             b.decode_many(1)
             pages.record(self, "decode")
+        decay, floor, interval = cfg.ratio_decay, cfg.min_ratio, cfg.decode_log_interval
+        ratios = [self.new_token_ratio]  # each step's ratio, after its decay
+        for _ in range(k - 1):
+            ratios.append(max(ratios[-1] - decay, floor))
+        reserved = (window_reservations(cfg, p, np.array(ratios[:-1]), b.prompt_len,
+                                        b.max_new_tokens, gen0 + 1, kv0 + 1, b.ignore_eos).tolist()
+                    if self.trace.records_steps else [0.0] * (k - 1))
         for j in range(k):
             if j:
-                self.new_token_ratio = max(self.new_token_ratio - cfg.ratio_decay, cfg.min_ratio)
+                self.new_token_ratio = ratios[j]
                 self.enqueue_arrivals()  # only while batch_is_full: they wait, as in single steps
             self.clock += self.executor.decode_seconds(size, kv_sum + j * size)
             self.decoded += size
@@ -177,12 +184,9 @@ class SchedulerDecodeMixin(SchedulerState):
             if j == k - 1:
                 break
             free = available - int(cum[j])
-            if self.num_decode_steps % cfg.decode_log_interval == 0:  # evictable is constant here
+            if self.num_decode_steps % interval == 0:  # evictable is constant here
                 self.log_decode(size, self.max_total_num_tokens - free - self.tree_cache.evictable_size())
-            reserved = (running_reservation(cfg, p, self.new_token_ratio, b.prompt_len,
-                                            b.max_new_tokens, gen0 + j + 1, kv0 + j + 1, b.ignore_eos)
-                        if self.trace.records_steps else 0.0)
-            self.record_row("decode", kv_sum + (j + 1) * size, reserved, free, size)
+            self.record_row("decode", kv_sum + (j + 1) * size, reserved[j], free, size)
             self.num_steps += 1
         if pages is None:
             b.decode_many(k)
