@@ -90,7 +90,9 @@ def main(argv: list[str] | None = None) -> int:
     paths = sorted((ROOT / "book").glob("*.ipynb"))
     if args.chapters:
         paths = [p for p in paths if any(p.name.startswith(c) for c in args.chapters)]
-    chapters = []
+    args.out.mkdir(parents=True, exist_ok=True)
+    target = args.out / time.strftime("book-%Y%m%dT%H%M%SZ.json", time.gmtime())
+    chapters: list[dict[str, Any]] = []
     for path in paths:
         result = run_chapter(path)
         result["cells"] = sorted(result["cells"], key=lambda c: -c["wall_s"])
@@ -99,17 +101,16 @@ def main(argv: list[str] | None = None) -> int:
               f"slowest cell #{slowest['index']}: {slowest['wall_s']:6.1f} s", flush=True)
         result["cells"] = result["cells"][:args.top]
         chapters.append(result)
+        cpu = sum(c["cpu_s"] for c in chapters)
+        target.write_text(json.dumps({  # after each chapter: a failed chapter keeps the others
+            "machine": {"cpus": psutil.cpu_count(), "python": sys.version.split()[0],
+                        "platform": platform.platform()},
+            "budget_cpu_s": BUDGET_CPU_S, "cell_limit_s": CELL_LIMIT_S,
+            "total_cpu_s": cpu, "chapters": chapters}, indent=1) + "\n")
     cpu = sum(c["cpu_s"] for c in chapters)
     worst = max((c["cells"][0]["wall_s"] for c in chapters if c["cells"]), default=0.0)
     print(f"{'total':<32} wall {sum(c['wall_s'] for c in chapters):7.1f} s  cpu {cpu:7.1f} s  "
           f"(budget {BUDGET_CPU_S:.0f} s; slowest cell {worst:.1f} s, limit {CELL_LIMIT_S:.0f} s)")
-    args.out.mkdir(parents=True, exist_ok=True)
-    target = args.out / time.strftime("book-%Y%m%dT%H%M%SZ.json", time.gmtime())
-    target.write_text(json.dumps({
-        "machine": {"cpus": psutil.cpu_count(), "python": sys.version.split()[0],
-                    "platform": platform.platform()},
-        "budget_cpu_s": BUDGET_CPU_S, "cell_limit_s": CELL_LIMIT_S,
-        "total_cpu_s": cpu, "chapters": chapters}, indent=1) + "\n")
     print(f"wrote {target}")
     over = cpu > BUDGET_CPU_S or worst > CELL_LIMIT_S
     return 1 if over and len(chapters) == len(sorted((ROOT / "book").glob("*.ipynb"))) else 0
