@@ -17,7 +17,7 @@ from pagedkv.engine_cli import add_generate_parser
 from pagedkv.errors import PagedKVError, bad_value, check_real
 from pagedkv.gpus import GPU_PRESETS, get_gpu
 from pagedkv.managers.cli import add_simulate_parser
-from pagedkv.model import KV_DTYPE_BYTES, MODEL_PRESETS, load_model
+from pagedkv.model import KV_DTYPE_BYTES, MODEL_PRESETS, ModelSpec, load_model
 from pagedkv.releases import DEFAULT_SGLANG_VERSION, SGLANG_VERSIONS
 from pagedkv.sizing import KVPoolPlan, plan_pool
 from pagedkv.units import gib
@@ -101,6 +101,24 @@ def plan_from_args(args: argparse.Namespace) -> KVPoolPlan:
     )
 
 
+def pool_summary(model: ModelSpec, args: argparse.Namespace) -> str:
+    """One line saying which pool SGLang 0.5.23 builds for ``model`` and where the weight
+    size came from (the figures themselves are in the log lines)."""
+    attention = ("multi-head latent attention: one latent per token and layer" if model.is_mla
+                 else f"{model.attention_kind}: K and V heads per layer")
+    moe = f", {model.num_experts} experts per MoE layer" if model.is_moe else ""
+    if args.free_before_gib is not None:
+        weights = "the two free-memory readings"
+    elif args.weights_gib is not None:
+        weights = "--weights-gib"
+    elif model.checkpoint_bytes is not None:
+        weights = "the checkpoint's model.safetensors.index.json"
+    else:
+        weights = "the parameter count of the model built on the meta device"
+    return (f"pools: one KV pool for all {model.num_hidden_layers} layers ({attention}{moe}; "
+            f"SGLang's DefaultPoolConfigurator); weights from {weights}")
+
+
 def run_size(args: argparse.Namespace) -> int:
     """``pagedkv size``: print SGLang's start-up lines and B_max, or one JSON object."""
     plan = plan_from_args(args)
@@ -108,6 +126,7 @@ def run_size(args: argparse.Namespace) -> int:
         print(json.dumps(plan.as_dict(), indent=2))
         return 0
     print("\n".join(plan.log_lines()))
+    print(pool_summary(load_model(args.model), args))
     print(
         f"bytes per token: {plan.cell_size:,} B ({plan.cell_size / 1024:g} KiB); "
         f"pool: {plan.pool_bytes / 2**30:.2f} GiB; "

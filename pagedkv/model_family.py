@@ -27,8 +27,7 @@ from pagedkv.errors import ConfigError
 #: hybrid: their window layers get full-length KV like the rest.
 DENSE_ARCHITECTURES = frozenset({
     "LlamaForCausalLM", "MistralForCausalLM", "Qwen2ForCausalLM", "Qwen3ForCausalLM",
-    "Gemma2ForCausalLM", "Gemma3ForCausalLM", "Gemma3ForConditionalGeneration",
-    "MixtralForCausalLM", "Qwen2MoeForCausalLM", "Qwen3MoeForCausalLM",
+    "Gemma2ForCausalLM", "Gemma3ForCausalLM", "MixtralForCausalLM", "Qwen2MoeForCausalLM", "Qwen3MoeForCausalLM",
 })
 
 #: Architectures with multi-head latent attention: one ``kv_lora_rank + qk_rope_head_dim``
@@ -51,6 +50,14 @@ LINEAR_HYBRID_ARCHITECTURES = frozenset({
     "BailingMoeV2_5ForCausalLM", "MiniMaxText01ForCausalLM", "LFM2ForCausalLM",
     "GraniteMoeHybridForCausalLM",
 })
+
+#: Multimodal wrappers of one-pool decoders: SGLang 0.5.23 takes a reservation for their
+#: vision features out of the KV budget (``kv_cache_configurator.py``
+#: ``mm_runtime_reservation_gb``: ``SGLANG_VLM_CACHE_SIZE_MB``, more with GPU feature
+#: transport), which pagedkv does not model. Value: the text-only architecture to pass.
+MULTIMODAL_ARCHITECTURES: dict[str, str] = {
+    "Gemma3ForConditionalGeneration": "Gemma3ForCausalLM",
+}
 
 #: ``model_type`` -> architecture, for configs that name no ``architectures``.
 MODEL_TYPE_ARCHITECTURES: dict[str, str] = {
@@ -151,6 +158,12 @@ def attention_family(config: dict[str, Any], name: str) -> str:
             "SGLang 0.5.23 gives it a full-attention pool and a sliding-window pool "
             "(--swa-full-tokens-ratio), which pagedkv does not model; valid: a one-pool model "
             f"({_SUPPORTED})")
+    if arch in MULTIMODAL_ARCHITECTURES:
+        raise ConfigError(
+            f"config of {name!r}: architectures[0]={arch!r} is multimodal: SGLang 0.5.23 "
+            "reserves memory for its image features out of the KV budget "
+            "(SGLANG_VLM_CACHE_SIZE_MB), which pagedkv does not model; valid: the text-only "
+            f"{MULTIMODAL_ARCHITECTURES[arch]} (its text_config as config.json)")
     if arch not in DENSE_ARCHITECTURES | MLA_ARCHITECTURES:
         raise ConfigError(
             f"config of {name!r}: architectures[0]={arch!r} is an architecture pagedkv does not "

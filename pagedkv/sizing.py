@@ -263,7 +263,9 @@ def plan_pool(
         context_len: default the model's ``max_position_embeddings``.
         max_total_tokens: SGLang's ``--max-total-tokens`` cap. A cap above the profiled
             pool leaves the pool as profiled, and the plan's ``warnings`` (and its log lines)
-            carry SGLang's warning saying so.
+            carry SGLang's warning saying so. "Profiled" is the pool already rounded down to
+            whole pages in 0.5.23 (``calculate_pool_sizes`` rounds before
+            ``_apply_token_constraints``), the unrounded count in 0.5.9 (``init_memory_pool``).
         weights_bytes: override the weight size per GPU (needed for quantized models).
         sglang_version: a release name (default 0.5.23) or a :class:`Release`: whose
             default ``f``, ``max_running_requests``, start-up error and log lines to follow.
@@ -280,13 +282,13 @@ def plan_pool(
     check_positive_int("page_size", page_size)
     check_positive_int("tp", tp)
     elem = kv_dtype_bytes(kv_cache_dtype)
-    if weights_bytes is None:
-        weights_bytes = model.weight_bytes(tp)
-    elif weights_bytes < 0:
+    if weights_bytes is not None and weights_bytes < 0:
         raise bad_value("weights_bytes", weights_bytes, "a byte count >= 0")
     if pre_free_bytes is None or post_free_bytes is None:
         if gpu is None:
             raise bad_value("gpu", None, "a GPU preset, or both pre_free_bytes and post_free_bytes")
+        if weights_bytes is None:  # measured readings need no weight size: pre - post is it
+            weights_bytes = model.weight_bytes(tp)
         pre_free_bytes = gpu.memory_bytes if pre_free_bytes is None else pre_free_bytes
         post_free_bytes = pre_free_bytes - weights_bytes
     else:
@@ -319,6 +321,8 @@ def plan_pool(
         raise _not_enough_memory(pre_free_bytes, post_free_bytes, mem_fraction_static,
                                  weights_fill_budget and release.weights_leave_no_memory_error)
     warnings: tuple[str, ...] = ()
+    if sglang_version != "0.5.9":  # 0.5.23's configurator pages the pool before the cap
+        tokens = tokens // page_size * page_size
     if max_total_tokens is not None:
         check_positive_int("max_total_tokens", max_total_tokens)
         if max_total_tokens > tokens:  # SGLang warns and keeps the profiled pool

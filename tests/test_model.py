@@ -33,6 +33,9 @@ def test_llama3_8b_parameter_count_and_weight_bytes():
         ("mistral-7b-v0.3", 7_248_023_552),
         ("gemma-2-9b", 9_241_705_984),
         ("deepseek-v3", 671_026_419_200),  # the 671B of the model card, without the MTP layer
+        ("mixtral-8x7b", 46_702_792_704),  # "46.7B total": 8 experts in each of 32 layers
+        ("qwen3-30b-a3b", 30_532_122_624),  # "30.5B in total"
+        ("qwen3-235b-a22b", 235_093_634_560),  # "235B in total"
     ],
 )
 def test_parameter_counts_match_model_cards(name, params):
@@ -145,3 +148,9 @@ def test_tp_must_divide_the_query_heads():
 def test_folder_without_config_is_named(tmp_path):
     with pytest.raises(ConfigError, match=r"a folder holding a config\.json"):
         load_model(tmp_path)
+
+
+def test_moe_weights_count_every_expert():
+    """Mixtral-8x7B's checkpoint is ~87 GiB in bf16, not the 13.5 GB of one expert per layer."""
+    assert load_model("mixtral-8x7b").weight_bytes() == 2 * 46_702_792_704  # 86.99 GiB
+    assert load_model("qwen3-30b-a3b").weight_bytes(tp=2) == 30_532_122_624

@@ -55,14 +55,17 @@ def test_a_refusal_reaches_the_command_line_as_exit_2(tmp_path, capsys):
     assert "is a sliding-window hybrid" in capsys.readouterr().err
 
 
-def test_gemma3_wrapper_is_read_through_its_text_config():
+def test_gemma3_multimodal_wrapper_is_refused_and_its_text_model_sized():
+    """SGLang 0.5.23 takes a multimodal reservation out of the KV budget; the text-only
+    Gemma3ForCausalLM gets one full pool for all its layers, window layers included."""
+    text = {**TINY, "model_type": "gemma3_text", "head_dim": 32, "sliding_window": 1024}
     config = {"architectures": ["Gemma3ForConditionalGeneration"], "model_type": "gemma3",
-              "torch_dtype": "bfloat16",
-              "text_config": {**TINY, "model_type": "gemma3_text", "head_dim": 32,
-                              "sliding_window": 1024}}
-    m = ModelSpec.from_config(config)
-    assert m.cell_size() == 2 * 2 * 2 * 32 * 2 and m.weight_dtype_bytes == 2
-    assert m.architecture == "Gemma3ForConditionalGeneration"
+              "torch_dtype": "bfloat16", "text_config": text}
+    with pytest.raises(ConfigError, match=r"'Gemma3ForConditionalGeneration' is multimodal.*"
+                                          r"valid: the text-only Gemma3ForCausalLM"):
+        ModelSpec.from_config(config)
+    m = ModelSpec.from_config({**text, "architectures": ["Gemma3ForCausalLM"]})
+    assert m.cell_size() == 2 * 2 * 2 * 32 * 2 and m.architecture == "Gemma3ForCausalLM"
 
 
 def test_moe_experts_are_counted_in_the_weights():
@@ -100,3 +103,15 @@ def test_a_model_transformers_cannot_build_asks_for_its_size():
     pytest.importorskip("transformers")
     with pytest.raises(ConfigError, match=r"model_type='no_such_model'.*--weights-gib"):
         count_parameters({"model_type": "no_such_model", "hidden_size": 8})
+
+
+def test_size_prints_the_pool_and_the_source_of_the_weights(capsys):
+    """Mixtral-8x7B on two H100s: 86.99 GiB of experts and attention, half per GPU."""
+    from pagedkv.cli import main
+
+    assert main(["size", "--model", "mixtral-8x7b", "--gpu", "h100-sxm-80gb", "--tp", "2"]) == 0
+    out = capsys.readouterr().out
+    assert "mem usage=43.50 GB." in out
+    assert ("pools: one KV pool for all 32 layers (GQA: K and V heads per layer, 8 experts per "
+            "MoE layer; SGLang's DefaultPoolConfigurator); weights from the parameter count of "
+            "the model built on the meta device") in out

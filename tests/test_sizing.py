@@ -266,3 +266,26 @@ def test_json_gib_are_the_readings_not_their_float_remainders():
                   mem_fraction_static=0.88).as_dict()
     assert (d["pre_free_gib"], d["post_free_gib"]) == (78.81, 63.72)
     assert d["pool_bytes"] == d["max_total_num_tokens"] * d["bytes_per_token"] == 444_520 * 131_072
+
+
+def test_cap_warning_names_the_paged_pool_in_0523_and_the_raw_one_in_0509():
+    """0.5.23 rounds the profiled pool to pages before comparing the cap (and says so in its
+    warning); 0.5.9 compares the raw count. The pool itself is the same. Case from the
+    reference tests: Llama-3.1-70B at tp 8, page 16."""
+    spec = load_model("llama-3.1-70b")
+    kw = dict(pre_free_bytes=39_526 * 2**20, post_free_bytes=12_809 * 2**20,
+              mem_fraction_static=0.795, tp=8, page_size=16, max_total_tokens=1_993_903)
+    new, old = plan_pool(spec, **kw), plan_pool(spec, sglang_version="0.5.9", **kw)
+    assert new.max_total_num_tokens == old.max_total_num_tokens == 120_464
+    assert "than the profiled value 120464. Use" in new.warnings[0]
+    assert "than the profiled value 120477. Use" in old.warnings[0]
+    between = plan_pool(spec, **{**kw, "max_total_tokens": 120_470})
+    assert between.max_total_num_tokens == 120_464 and between.warnings
+
+
+def test_measured_readings_need_no_weight_size():
+    """With both free-memory readings the weights are pre - post, even for a quantized
+    checkpoint whose size pagedkv cannot count."""
+    plan = plan_pool(load_model("deepseek-v3"), pre_free_bytes=gib(79), post_free_bytes=gib(60),
+                     mem_fraction_static=0.85)
+    assert plan.weights_bytes == gib(19)

@@ -1,0 +1,162 @@
+"""SGLang 0.5.23's own KV-pool sizing for a ``config.json`` dict, run on this CPU.
+
+What runs is SGLang's: ``ModelConfig`` parses the config (written to a temporary folder, so
+transformers' config classes fill their defaults as at server start), a real ``ServerArgs``
+is published through the runtime context, ``KVCacheConfigurator._resolve_memory_pool_config``
+profiles the budget, picks the pool configurator (``create_memory_pool_configurator``) and
+resolves ``max_running_requests``, and the pools are then built on torch's ``meta`` device so
+that their classes print their own "KV Cache is allocated" line without touching memory.
+
+Replaced, as nothing on a CPU can answer them: the free-memory reading after the weights
+load (``get_available_gpu_memory`` returns the caller's ``post`` GiB), the CUDA-graph settings
+(an inert ``cuda_graph_config``; they matter only for prefill/decode disaggregation), and the
+world group (no collective runs with one rank). 0.5.23 only: 0.5.9 sizes in
+``model_runner_kv_cache_mixin.py`` with a different layout.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import tempfile
+import types
+from pathlib import Path
+from typing import Any
+
+import sgl_boot
+
+sgl_boot.load()
+
+import torch  # noqa: E402
+from sglang.srt.configs.model_config import AttentionArch, ModelConfig  # noqa: E402
+from sglang.srt.mem_cache import kv_cache_configurator as kvc_mod  # noqa: E402
+from sglang.srt.mem_cache import kv_cache_dtype as kvd_mod  # noqa: E402
+from sglang.srt.model_executor import pool_configurator as pc_mod  # noqa: E402
+from sglang.srt.model_executor.model_runner_components.layer_setup import (  # noqa: E402
+    resolve_layer_indices,
+)
+from sglang.srt.model_executor.model_runner_components.spec_aux_hidden_state import (  # noqa: E402
+    SpecAuxHiddenStateConfig,
+)
+from sglang.srt.runtime_context import get_context, get_parallel  # noqa: E402
+from sglang.srt.speculative.spec_info import SpeculativeAlgorithm  # noqa: E402
+
+#: The loggers whose INFO lines the pools print while they are built.
+LOGGERS = ("sglang.srt.mem_cache.memory_pool", "sglang.srt.mem_cache.kv_cache_configurator",
+           "sglang.srt.model_executor.pool_configurator", "")  # "": warnings SGLang logs on root
+
+
+class _Lines(logging.Handler):
+    def __init__(self) -> None:
+        super().__init__(logging.INFO)
+        self.lines: list[str] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.lines.append(record.getMessage())
+
+
+class _OnePipelineStage:
+    world_size = 1
+    rank_in_group = 0
+
+
+_MODEL_CONFIGS: dict[str, ModelConfig] = {}
+
+
+def model_config(config: dict[str, Any]) -> ModelConfig:
+    """SGLang's ``ModelConfig`` for ``config`` (parsed once per distinct config)."""
+    key = json.dumps(config, sort_keys=True)
+    if key not in _MODEL_CONFIGS:
+        folder = Path(tempfile.mkdtemp(prefix="pagedkv-pools-"))
+        (folder / "config.json").write_text(key)
+        _MODEL_CONFIGS[key] = ModelConfig(str(folder), trust_remote_code=False)
+    return _MODEL_CONFIGS[key]
+
+
+def pool_sizes(config: dict[str, Any], *, pre_gib: float, post_gib: float,
+               mem_fraction_static: float, tp: int = 1, page_size: int = 1,
+               kv_cache_dtype: str = "auto", **server_args: Any) -> dict[str, Any]:
+    """What SGLang 0.5.23 sizes on one attention-TP rank: the configurator it picks, the
+    bytes per token, the token and request counts and the allocation log lines."""
+    mc = model_config(config)
+    fields = dict(page_size=page_size, tp_size=tp, mem_fraction_static=mem_fraction_static,
+                  kv_cache_dtype=kv_cache_dtype, device="cpu", **server_args)
+    override = get_context().override_server_args(**fields)
+    sa = override.install()
+    graphs = types.SimpleNamespace(
+        prefill=types.SimpleNamespace(full_prefill_max_req=None, backend=None))
+    get_context().override("pagedkv-reference", cuda_graph_config=graphs)
+    try:
+        return _run(mc, sa, pre_gib, post_gib, page_size, kv_cache_dtype)
+    finally:
+        override.restore()
+
+
+def _run(mc: ModelConfig, sa: Any, pre_gib: float, post_gib: float, page_size: int,
+         kv_cache_dtype: str) -> dict[str, Any]:
+    resolved, kv_dtype = kvd_mod.configure_kv_cache_dtype(
+        server_args_kv_cache_dtype=kv_cache_dtype, model=None, model_dtype=mc.dtype,
+        is_draft_worker=False, is_dflash=False, speculative_draft_attention_backend=None)
+    stub = types.SimpleNamespace()
+    kvc = kvc_mod.KVCacheConfigurator(
+        device="cpu", gpu_id=0, attn_dp_size=get_parallel().attn_dp_size, pp_size=1,
+        pp_group=_OnePipelineStage(), model=stub, model_config=mc, server_args=sa,
+        kv_cache_dtype=kv_dtype, kv_cache_dtype_str=resolved or kv_cache_dtype,
+        model_dtype=mc.dtype, page_size=page_size, sliding_window_size=None,
+        spec_algorithm=SpeculativeAlgorithm.NONE, is_draft_worker=False,
+        post_capture_kv_active=False, spec_aux_config=SpecAuxHiddenStateConfig(),
+        is_hybrid_swa=mc.is_hybrid_swa, is_hybrid_swa_compress=mc.is_hybrid_swa_compress,
+        use_mla_backend=mc.attention_arch == AttentionArch.MLA,
+        layer_info=resolve_layer_indices(model=stub, model_config=mc, is_draft_worker=False),
+        forward_stream=None, req_to_token_pool=None, token_to_kv_pool_allocator=None,
+        memory_pool_config=None)
+    configurator = pc_mod.create_memory_pool_configurator(kvc)
+    handler = _Lines()
+    loggers = [logging.getLogger(name) for name in LOGGERS]
+    saved = [(lg.level, lg.propagate) for lg in loggers]
+    for lg in loggers:
+        lg.addHandler(handler)
+        lg.setLevel(logging.INFO)
+        lg.propagate = False
+    reading = kvc_mod.get_available_gpu_memory
+    kvc_mod.get_available_gpu_memory = lambda *a, **k: float(post_gib)
+    out: dict[str, Any] = {"configurator": type(configurator).__name__,
+                           "cell_size": configurator._cell_size,
+                           "context_len": mc.context_len}
+    try:
+        with get_parallel().override(world_group=types.SimpleNamespace(cpu_group=None)):
+            try:
+                pool = kvc._resolve_memory_pool_config(pre_gib)
+            except (ValueError, RuntimeError) as exc:
+                out["error"] = str(exc).split(":")[0].split(".")[0]
+                return out
+            out["max_total_num_tokens"] = pool.max_total_num_tokens
+            out["max_running_requests"] = pool.max_running_requests
+            _build_on_meta(kvc, pool)
+    finally:
+        kvc_mod.get_available_gpu_memory = reading
+        for lg, (level, propagate) in zip(loggers, saved, strict=True):
+            lg.removeHandler(handler)
+            lg.setLevel(level)
+            lg.propagate = propagate
+    out["log_lines"] = handler.lines
+    return out
+
+
+def _build_on_meta(kvc: Any, pool: Any) -> None:
+    """Build the pools as ModelRunner does, on the meta device: they log their sizes."""
+    kvc.device = "meta"
+    had_meta = hasattr(torch, "meta")
+    if not had_meta:  # the pools ask the device module for streams; meta has none
+        torch.meta = torch.cpu
+    try:
+        sizes = kvc._derive_pool_sizes(config=pool)
+        rows = kvc._build_req_to_token_pool(max_num_reqs=sizes.max_running_requests)
+        hf = kvc.model_config.hf_config
+        kvc._build_token_to_kv_pool(sizes=sizes, is_dsa_model=pc_mod.is_deepseek_dsa(hf),
+                                    is_dsv4_model=pc_mod.is_deepseek_v4(hf),
+                                    req_to_token_pool=rows)
+    finally:
+        kvc.device = "cpu"
+        if not had_meta:
+            del torch.meta

@@ -1,0 +1,109 @@
+"""KV-pool sizing: SGLang 0.5.23's own configurator against :func:`pagedkv.sizing.plan_pool`.
+
+Every case is one model preset on one rank: free memory before and after the weights load
+(whole MiB, as a GPU reports them), ``mem_fraction_static``, tensor-parallel size, page size,
+KV dtype and, in some cases, ``--max-running-requests`` and ``--max-total-tokens``. SGLang's
+side (:mod:`pools_sglang`) runs ``KVCacheConfigurator`` and builds the pools on the meta
+device; pagedkv's plans the pool. Compared: the configurator SGLang picks (always the
+one-pool ``DefaultPoolConfigurator`` for the models pagedkv sizes), bytes per token, context
+length, ``max_total_num_tokens``, ``max_running_requests`` and the log lines (the allocation
+line with its K/V or latent sizes, and the warning a cap above the profiled pool gets), or
+the start-up error. The families: dense attention (MHA/GQA), mixture-of-experts models with
+dense attention (their weights differ, their KV does not), and multi-head latent attention.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import sgl_boot
+
+sgl_boot.require()
+if sgl_boot.VERSION == "0.5.9":
+    import pytest
+
+    pytest.skip("pool sizing is compared for 0.5.23 (0.5.9 sizes in its ModelRunner mixin)",
+                allow_module_level=True)
+
+import compare  # noqa: E402
+import numpy as np  # noqa: E402
+import pools_sglang  # noqa: E402
+import pytest  # noqa: E402
+
+from pagedkv.errors import NotEnoughMemoryError  # noqa: E402
+from pagedkv.gpus import GPU_PRESETS  # noqa: E402
+from pagedkv.model import MODEL_PRESETS, load_model  # noqa: E402
+from pagedkv.sizing import plan_pool  # noqa: E402
+from pagedkv.units import MiB  # noqa: E402
+
+PRESETS = Path(__file__).parents[2] / "pagedkv" / "presets" / "models"
+FAMILIES: dict[str, list[str]] = {"dense": [], "moe": [], "mla": []}
+for _name in MODEL_PRESETS:
+    _spec = load_model(_name)
+    FAMILIES["mla" if _spec.is_mla else "moe" if _spec.is_moe else "dense"].append(_name)
+KV_DTYPES = {"bf16": "auto", "fp8_e4m3": "fp8_e4m3", "fp8_e5m2": "fp8_e5m2"}
+CARDS_MIB = sorted({g.memory_mib for g in GPU_PRESETS.values()})
+CASES_PER_FAMILY = 200
+
+
+def make_case(family: str, seed: int) -> dict[str, Any]:
+    """A random single-rank start: the preset, its memory readings (MiB) and flags."""
+    rng = np.random.default_rng([list(FAMILIES).index(family), seed])
+    name = str(rng.choice(FAMILIES[family]))
+    spec = load_model(name)
+    tps = [t for t in (1, 2, 4, 8, 16) if spec.num_attention_heads % t == 0
+           and (spec.is_mla or not (spec.num_key_value_heads % t and t % spec.num_key_value_heads))]
+    card = int(rng.choice(CARDS_MIB)) if rng.random() < 0.5 else int(rng.integers(16, 200) * 1024)
+    pre = card - int(rng.integers(300, 2500))
+    post = int(pre * rng.uniform(0.05, 0.9))
+    case = {"model": name, "pre_mib": pre, "post_mib": post,
+            "f": round(float(rng.uniform(0.55, 0.95)), 3), "tp": int(rng.choice(tps)),
+            "page_size": int(rng.choice([1, 1, 16, 32, 64, 128])),
+            "kv": str(rng.choice(list(KV_DTYPES))), "max_running_requests": None,
+            "max_total_tokens": None}
+    if rng.random() < 0.25:
+        case["max_running_requests"] = int(rng.integers(1, 5000))
+    if rng.random() < 0.25:
+        case["max_total_tokens"] = int(rng.integers(1000, 2_000_000))
+    return case
+
+
+def sglang_side(case: dict[str, Any]) -> list[Any]:
+    flags = {k: case[k] for k in ("max_running_requests", "max_total_tokens") if case[k]}
+    config = json.loads((PRESETS / f"{case['model']}.json").read_text())
+    out = pools_sglang.pool_sizes(
+        config, pre_gib=case["pre_mib"] / 1024, post_gib=case["post_mib"] / 1024,
+        mem_fraction_static=case["f"], tp=case["tp"], page_size=case["page_size"],
+        kv_cache_dtype=KV_DTYPES[case["kv"]], **flags)
+    if "error" in out:
+        return [out["configurator"], out["cell_size"], out["context_len"], "error"]
+    return [out["configurator"], out["cell_size"], out["context_len"],
+            out["max_total_num_tokens"], out["max_running_requests"], out["log_lines"]]
+
+
+def pagedkv_side(case: dict[str, Any]) -> list[Any]:
+    spec = load_model(case["model"])
+    cell = spec.cell_size(case["kv"], case["tp"])
+    try:
+        plan = plan_pool(spec, pre_free_bytes=case["pre_mib"] * MiB,
+                         post_free_bytes=case["post_mib"] * MiB,
+                         mem_fraction_static=case["f"], tp=case["tp"],
+                         page_size=case["page_size"], kv_cache_dtype=case["kv"],
+                         max_total_tokens=case["max_total_tokens"],
+                         max_running_requests=case["max_running_requests"])
+    except NotEnoughMemoryError:
+        return ["DefaultPoolConfigurator", cell, spec.context_len, "error"]
+    lines = [*plan.warnings,
+             next(line for line in plan.log_lines() if line.startswith("KV Cache is allocated"))]
+    return ["DefaultPoolConfigurator", plan.cell_size, plan.context_len,
+            plan.max_total_num_tokens, plan.max_running_requests, lines]
+
+
+@pytest.mark.parametrize("family", list(FAMILIES))
+def test_pool_sizes_equal_sglang_own(family: str) -> None:
+    if not FAMILIES[family]:
+        pytest.skip(f"no preset of the {family} family")
+    compare.compare_seeds(f"pool sizing ({family})", range(CASES_PER_FAMILY),
+                          lambda seed: make_case(family, seed), sglang_side, pagedkv_side)
