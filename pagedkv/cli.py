@@ -55,6 +55,9 @@ def add_size_parser(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--weights-gib", type=float, metavar="GIB",
                    help="weights per GPU in GiB, overriding the estimate from the config "
                    "(required for quantized models)")
+    p.add_argument("--disable-hybrid-swa-memory", action="store_true",
+                   help="SGLang's flag: a sliding-window hybrid (gpt-oss) gets one full-length "
+                   "pool for every layer instead of a full and a sliding-window pool")
     p.add_argument("--sglang-version", default=DEFAULT_SGLANG_VERSION, choices=SGLANG_VERSIONS,
                    help="whose default mem_fraction_static, request slots and log lines to follow "
                    f"(default {DEFAULT_SGLANG_VERSION})")
@@ -75,7 +78,7 @@ def plan_from_args(args: argparse.Namespace) -> KVPoolPlan:
         value = getattr(args, flag[2:].replace("-", "_"))
         if value is not None:
             check_real(flag, value, low, open_low=strict, unit=" GiB")
-    model = load_model(args.model)
+    model = load_model(args.model, args.disable_hybrid_swa_memory)
     gpu = get_gpu(args.gpu) if args.gpu else None
     measured = (args.free_before_gib, args.free_after_gib)
     if (measured[0] is None) != (measured[1] is None):
@@ -115,8 +118,10 @@ def pool_summary(model: ModelSpec, args: argparse.Namespace) -> str:
         weights = "the checkpoint's model.safetensors.index.json"
     else:
         weights = "the parameter count of the model built on the meta device"
-    return (f"pools: one KV pool for all {model.num_hidden_layers} layers ({attention}{moe}; "
-            f"SGLang's DefaultPoolConfigurator); weights from {weights}")
+    swa = ", window layers full-length under --disable-hybrid-swa-memory" if (
+        args.disable_hybrid_swa_memory and "sliding_attention" in str(model.config)) else ""
+    return (f"pools: one KV pool for all {model.num_hidden_layers} layers ({attention}{moe}"
+            f"{swa}; SGLang's DefaultPoolConfigurator); weights from {weights}")
 
 
 def run_size(args: argparse.Namespace) -> int:
@@ -126,7 +131,7 @@ def run_size(args: argparse.Namespace) -> int:
         print(json.dumps(plan.as_dict(), indent=2))
         return 0
     print("\n".join(plan.log_lines()))
-    print(pool_summary(load_model(args.model), args))
+    print(pool_summary(load_model(args.model, args.disable_hybrid_swa_memory), args))
     print(
         f"bytes per token: {plan.cell_size:,} B ({plan.cell_size / 1024:g} KiB); "
         f"pool: {plan.pool_bytes / 2**30:.2f} GiB; "

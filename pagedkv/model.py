@@ -206,18 +206,21 @@ class ModelSpec:
 
     @classmethod
     def from_config(cls, config: dict[str, Any], name: str = "custom",
-                    checkpoint_bytes: int | None = None) -> ModelSpec:
+                    checkpoint_bytes: int | None = None,
+                    disable_hybrid_swa_memory: bool = False) -> ModelSpec:
         """Build a ModelSpec from a parsed ``config.json`` dict.
 
         Multimodal wrappers are read through their ``text_config`` (SGLang's
-        ``hf_text_config``); ``checkpoint_bytes`` is the checkpoint index's ``total_size``.
+        ``hf_text_config``); ``checkpoint_bytes`` is the checkpoint index's ``total_size``;
+        ``disable_hybrid_swa_memory`` is SGLang's flag of that name (a sliding-window hybrid
+        then gets one full-length pool for every layer).
 
         Raises:
             ConfigError: a required field is missing or not a positive integer, or a model
                 whose pools pagedkv does not size exactly (see
                 :func:`pagedkv.model_family.attention_family`).
         """
-        family = attention_family(config, name)
+        family = attention_family(config, name, disable_hybrid_swa_memory)
         full = config
         config = text_config(config)
         missing = [k for k in _REQUIRED if k not in config]
@@ -273,10 +276,11 @@ def _quant_method(config: dict[str, Any]) -> str:
     return str(method or "unknown")
 
 
-def load_model(name_or_path: str | Path) -> ModelSpec:
+def load_model(name_or_path: str | Path, disable_hybrid_swa_memory: bool = False) -> ModelSpec:
     """A ModelSpec from a preset name (see :data:`MODEL_PRESETS`) or a ``config.json`` path.
 
-    ``name_or_path`` may name a preset, a ``config.json`` file, or a folder holding one.
+    ``name_or_path`` may name a preset, a ``config.json`` file, or a folder holding one;
+    ``disable_hybrid_swa_memory``: see :meth:`ModelSpec.from_config`.
 
     Raises:
         ConfigError: unknown preset, missing file, invalid JSON or missing fields.
@@ -284,7 +288,8 @@ def load_model(name_or_path: str | Path) -> ModelSpec:
     key = str(name_or_path)
     if key.lower() in MODEL_PRESETS:
         text = resources.files("pagedkv.presets").joinpath(f"models/{key.lower()}.json").read_text()
-        return ModelSpec.from_config(json.loads(text), name=key.lower())
+        return ModelSpec.from_config(json.loads(text), name=key.lower(),
+                                     disable_hybrid_swa_memory=disable_hybrid_swa_memory)
     path = Path(key)
     if path.is_dir():
         if not (path / "config.json").is_file():
@@ -301,4 +306,5 @@ def load_model(name_or_path: str | Path) -> ModelSpec:
     if not isinstance(config, dict):
         raise ConfigError(f"model={key!r}: {path} holds a JSON {type(config).__name__}, not an "
                           "object; valid: a Hugging Face config.json")
-    return ModelSpec.from_config(config, name=key, checkpoint_bytes=checkpoint)
+    return ModelSpec.from_config(config, name=key, checkpoint_bytes=checkpoint,
+                                 disable_hybrid_swa_memory=disable_hybrid_swa_memory)

@@ -27,7 +27,8 @@ from pagedkv.errors import ConfigError
 #: hybrid: their window layers get full-length KV like the rest.
 DENSE_ARCHITECTURES = frozenset({
     "LlamaForCausalLM", "MistralForCausalLM", "Qwen2ForCausalLM", "Qwen3ForCausalLM",
-    "Gemma2ForCausalLM", "Gemma3ForCausalLM", "MixtralForCausalLM", "Qwen2MoeForCausalLM", "Qwen3MoeForCausalLM",
+    "Gemma2ForCausalLM", "Gemma3ForCausalLM", "MixtralForCausalLM", "Qwen2MoeForCausalLM",
+    "Qwen3MoeForCausalLM",
 })
 
 #: Architectures with multi-head latent attention: one ``kv_lora_rank + qk_rope_head_dim``
@@ -40,6 +41,11 @@ SWA_HYBRID_ARCHITECTURES = frozenset({
     "GptOssForCausalLM", "Llama4ForConditionalGeneration", "MiMoV2FlashForCausalLM",
     "Gemma4ForCausalLM", "Gemma4ForConditionalGeneration", "Step3p5ForCausalLM",
 })
+
+#: Sliding-window hybrids whose every layer has the same K/V head layout, so that SGLang's
+#: ``--disable-hybrid-swa-memory`` leaves the one default pool pagedkv sizes (checked against
+#: SGLang's own configurator by the reference tests).
+ONE_POOL_WHEN_SWA_DISABLED = frozenset({"GptOssForCausalLM"})
 
 #: Linear-attention (GDN, Mamba, KDA, lightning) hybrids: KV for the full-attention layers
 #: only, plus one recurrent-state slot per running request (``mambaish_config``).
@@ -134,8 +140,13 @@ def check_layer_types(text: dict[str, Any], name: str) -> list[str]:
     return kinds
 
 
-def attention_family(config: dict[str, Any], name: str) -> str:
+def attention_family(config: dict[str, Any], name: str,
+                     disable_hybrid_swa_memory: bool = False) -> str:
     """``"dense"`` or ``"mla"``: the one-pool families pagedkv sizes exactly.
+
+    With SGLang's ``--disable-hybrid-swa-memory`` (``disable_hybrid_swa_memory``),
+    ``ModelConfig.is_hybrid_swa`` is false: a sliding-window hybrid gets the default
+    configurator's one pool, full-length for every layer, window layers included.
 
     Raises:
         ConfigError: a sliding-window or linear-attention hybrid, an architecture SGLang
@@ -152,19 +163,22 @@ def attention_family(config: dict[str, Any], name: str) -> str:
             "SGLang keeps KV only for its full-attention layers plus a pool of per-request "
             "state slots (--max-mamba-cache-size, --mamba-full-memory-ratio), which pagedkv "
             f"does not model; valid: a one-pool model ({_SUPPORTED})")
-    if arch in SWA_HYBRID_ARCHITECTURES:
+    one_pool = arch in ONE_POOL_WHEN_SWA_DISABLED
+    if arch in SWA_HYBRID_ARCHITECTURES and not (one_pool and disable_hybrid_swa_memory):
         raise ConfigError(
             f"config of {name!r}: architectures[0]={arch!r} is a sliding-window hybrid: "
             "SGLang 0.5.23 gives it a full-attention pool and a sliding-window pool "
             "(--swa-full-tokens-ratio), which pagedkv does not model; valid: a one-pool model "
-            f"({_SUPPORTED})")
+            f"({_SUPPORTED})" + (", or this one under --disable-hybrid-swa-memory (SGLang's "
+                                 "flag: one full-length pool for every layer, which pagedkv "
+                                 "sizes)" if one_pool else ""))
     if arch in MULTIMODAL_ARCHITECTURES:
         raise ConfigError(
             f"config of {name!r}: architectures[0]={arch!r} is multimodal: SGLang 0.5.23 "
             "reserves memory for its image features out of the KV budget "
             "(SGLANG_VLM_CACHE_SIZE_MB), which pagedkv does not model; valid: the text-only "
             f"{MULTIMODAL_ARCHITECTURES[arch]} (its text_config as config.json)")
-    if arch not in DENSE_ARCHITECTURES | MLA_ARCHITECTURES:
+    if arch not in DENSE_ARCHITECTURES | MLA_ARCHITECTURES | ONE_POOL_WHEN_SWA_DISABLED:
         raise ConfigError(
             f"config of {name!r}: architectures[0]={arch!r} is an architecture pagedkv does not "
             f"size (its pools may differ from one KV pool); valid: {_SUPPORTED}")

@@ -115,3 +115,32 @@ def test_size_prints_the_pool_and_the_source_of_the_weights(capsys):
     assert ("pools: one KV pool for all 32 layers (GQA: K and V heads per layer, 8 experts per "
             "MoE layer; SGLang's DefaultPoolConfigurator); weights from the parameter count of "
             "the model built on the meta device") in out
+
+
+def test_disable_hybrid_swa_memory_gives_gpt_oss_one_full_pool(tmp_path, capsys):
+    """SGLang's --disable-hybrid-swa-memory: every gpt-oss layer, window layers included,
+    holds full-length K and V (8 KV heads of 64 in each of 24 layers, bf16)."""
+    config = tiny("GptOssForCausalLM", "gpt_oss", num_hidden_layers=24, num_key_value_heads=8,
+                  num_attention_heads=64, head_dim=64, sliding_window=128,
+                  layer_types=["sliding_attention", "full_attention"] * 12)
+    with pytest.raises(ConfigError, match=r"or this one under --disable-hybrid-swa-memory"):
+        ModelSpec.from_config(config)
+    spec = ModelSpec.from_config(config, disable_hybrid_swa_memory=True)
+    assert spec.cell_size() == 24 * 8 * (64 + 64) * 2 == 49_152
+    assert spec.cell_size(tp=8) == 6_144
+    (tmp_path / "config.json").write_text(json.dumps(config))
+    from pagedkv.cli import main
+
+    assert main(["size", "--model", str(tmp_path), "--free-before-gib", "79",
+                 "--free-after-gib", "65", "--mem-fraction-static", "0.85",
+                 "--disable-hybrid-swa-memory"]) == 0
+    assert "window layers full-length under --disable-hybrid-swa-memory" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize(("arch", "model_type", "match"), [
+    ("Llama4ForConditionalGeneration", "llama4", r"is a sliding-window hybrid.*\)$"),
+    ("Gemma4ForCausalLM", "gemma4_text", r"is a sliding-window hybrid.*\)$"),
+])
+def test_disable_hybrid_swa_memory_does_not_cover_other_hybrids(arch, model_type, match):
+    with pytest.raises(ConfigError, match=match):
+        ModelSpec.from_config(tiny(arch, model_type), disable_hybrid_swa_memory=True)

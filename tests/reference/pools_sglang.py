@@ -63,13 +63,17 @@ class _OnePipelineStage:
 _MODEL_CONFIGS: dict[str, ModelConfig] = {}
 
 
-def model_config(config: dict[str, Any]) -> ModelConfig:
-    """SGLang's ``ModelConfig`` for ``config`` (parsed once per distinct config)."""
-    key = json.dumps(config, sort_keys=True)
+def model_config(config: dict[str, Any], disable_hybrid_swa_memory: bool = False) -> ModelConfig:
+    """SGLang's ``ModelConfig`` for ``config`` (parsed once per distinct config and flag), as
+    ``ModelConfig.from_server_args`` builds it (the one server argument it takes here:
+    ``--disable-hybrid-swa-memory``)."""
+    text = json.dumps(config, sort_keys=True)
+    key = f"{disable_hybrid_swa_memory}:{text}"
     if key not in _MODEL_CONFIGS:
         folder = Path(tempfile.mkdtemp(prefix="pagedkv-pools-"))
-        (folder / "config.json").write_text(key)
-        _MODEL_CONFIGS[key] = ModelConfig(str(folder), trust_remote_code=False)
+        (folder / "config.json").write_text(text)
+        _MODEL_CONFIGS[key] = ModelConfig(str(folder), trust_remote_code=False,
+                                          disable_hybrid_swa_memory=disable_hybrid_swa_memory)
     return _MODEL_CONFIGS[key]
 
 
@@ -78,7 +82,7 @@ def pool_sizes(config: dict[str, Any], *, pre_gib: float, post_gib: float,
                kv_cache_dtype: str = "auto", **server_args: Any) -> dict[str, Any]:
     """What SGLang 0.5.23 sizes on one attention-TP rank: the configurator it picks, the
     bytes per token, the token and request counts and the allocation log lines."""
-    mc = model_config(config)
+    mc = model_config(config, bool(server_args.get("disable_hybrid_swa_memory")))
     fields = dict(page_size=page_size, tp_size=tp, mem_fraction_static=mem_fraction_static,
                   kv_cache_dtype=kv_cache_dtype, device="cpu", **server_args)
     override = get_context().override_server_args(**fields)
