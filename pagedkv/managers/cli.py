@@ -90,6 +90,14 @@ def add_simulate_parser(subparsers: argparse._SubParsersAction) -> None:
                    "NAME: mem_fraction_static, page_size, radix_cache (on/off), policy, "
                    "sglang_version, max_total_tokens, schedule_conservativeness, "
                    "chunked_prefill_size; repeat for every combination")
+    o.add_argument("--workers", type=int, metavar="N",
+                   help="with --sweep: run N settings at once, each in its own process (default: "
+                   "one per CPU core; 1: one after another in this process); the same report")
+    o.add_argument("--ray", nargs="?", const="", metavar="ADDRESS",
+                   help="with --sweep: run each setting as a task on a Ray cluster at ADDRESS "
+                   "(auto, HOST:PORT or ray://HOST:10001); without ADDRESS, RAY_ADDRESS's "
+                   "cluster or a Ray instance started on this machine for the sweep; needs "
+                   "pip install 'pagedkv[ray]'; the same report")
     o.add_argument("--plot", metavar="FILE.html",
                    help="with --sweep: the table as bar charts in a self-contained HTML file")
     o.add_argument("--log", action="store_true",
@@ -121,6 +129,14 @@ def check_args(args: argparse.Namespace) -> None:
         raise bad_value("--csv", args.csv, "only without --sweep (the per-request table is one run's)")
     if args.plot and not args.sweep:
         raise bad_value("--plot", args.plot, "only with --sweep")
+    if args.workers is not None:
+        check_positive_int("--workers", args.workers)
+        if not args.sweep:
+            raise bad_value("--workers", args.workers, "only with --sweep (a run is one process)")
+        if args.ray is not None:
+            raise bad_value("--workers", args.workers, "only without --ray (Ray places the settings)")
+    if args.ray is not None and not args.sweep:
+        raise bad_value("--ray", args.ray, "only with --sweep (Ray runs a sweep's settings)")
 
 
 def run_simulate(args: argparse.Namespace) -> int:

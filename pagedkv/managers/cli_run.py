@@ -11,7 +11,8 @@ from typing import Any
 from pagedkv.managers.cli_output import CsvSink, JsonStream, print_summary, report_dict, step_time_text
 from pagedkv.managers.cli_workload import Workload
 from pagedkv.managers.simulation import SimSetup, prepare
-from pagedkv.managers.sweep import label, parse_axis, print_table, settings, sweep_row
+from pagedkv.managers.sweep import label, parse_axis, print_table, settings
+from pagedkv.managers.sweep_run import default_workers, run_processes, run_ray, run_serial
 from pagedkv.managers.trace_run import run_requests
 from pagedkv.releases import check_sglang_version
 from pagedkv.units import gib
@@ -71,31 +72,31 @@ def run_single(args: argparse.Namespace, workload: Workload) -> int:
 
 def run_sweep(args: argparse.Namespace, workload: Workload) -> int:
     """Every setting of the ``--sweep`` axes on the same requests; one table (or JSON),
-    and the plot with ``--plot``. Returns 0, or 130 after Ctrl-C (settings not reached
-    are left out; the one interrupted is marked partial)."""
+    and the plot with ``--plot``. The settings run one after another here, in
+    ``--workers`` processes (default: one per core) or as Ray tasks (``--ray``); the
+    report is the same bytes whichever way they ran. Returns 0, or 130 after Ctrl-C
+    (settings not finished are left out; serially, the one interrupted is marked partial)."""
     combos = settings([parse_axis(spec) for spec in args.sweep])
     setups = [prepare(**setup_options(args, c)) for c in combos]  # every bad value before any run
     for combo, setup in zip(combos, setups, strict=True):
         say_warnings(setup, f"warning ({label(combo)})")
-    rows, runs = [], []
-    for i, (combo, setup) in enumerate(zip(combos, setups, strict=True)):
-        run = run_requests(setup, workload.make_specs(), workload.num_requests,
-                           source=workload.source, quiet=args.quiet,
-                           label=f"{i + 1}/{len(combos)} {label(combo)}")
-        rows.append(sweep_row(combo, run))
-        runs.append(run)
-        if run.interrupted:
-            break
-    interrupted = runs[-1].interrupted
+    workers = min(args.workers or default_workers(), len(combos))
+    if args.ray is not None:
+        outcome = run_ray(setups, combos, workload, args.ray or None, args.quiet)
+    elif workers > 1:
+        outcome = run_processes(setups, combos, workload, workers, args.quiet)
+    else:
+        outcome = run_serial(setups, combos, workload, args.quiet)
+    rows = [r.row for r in outcome.results]
+    interrupted = outcome.interrupted is not None
     title = f"{setups[0].meta.model} on {setups[0].meta.gpu}: {workload.description}"
     if args.json:
         print(json.dumps({"workload": {"description": workload.description,
                                        "arrivals": workload.arrivals, "notes": workload.notes},
                           "step_time_model": step_time_text(setups[0]),
                           "times": "modelled, not measured", "interrupted": interrupted,
-                          "sweep": [{**row, "meta": run.setup.meta.to_dict(),
-                                     "summary": run.table.summary()}
-                                    for row, run in zip(rows, runs, strict=True)]}, indent=2))
+                          "sweep": [{**r.row, "meta": r.meta, "summary": r.summary}
+                                    for r in outcome.results]}, indent=2))
     else:
         print(title)
         print(f"arrivals: {workload.arrivals}")
@@ -103,7 +104,7 @@ def run_sweep(args: argparse.Namespace, workload: Workload) -> int:
             print(f"note: {note}")
         print(step_time_text(setups[0]))
         if interrupted:
-            print(f"INTERRUPTED (Ctrl-C) in setting {len(runs)} of {len(combos)}")
+            print(f"INTERRUPTED (Ctrl-C) {outcome.interrupted}")
         print_table(rows, sys.stdout)
     if args.plot:
         from pagedkv.managers.sweep_plot import write_plot

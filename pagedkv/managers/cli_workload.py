@@ -68,6 +68,28 @@ few-shot (2,000 shared tokens, short questions and answers) and multi-turn chat.
 DEFAULT_NUM_REQUESTS = 1000  # of a built-in workload; a trace runs whole by default
 
 
+@dataclass(frozen=True)
+class _GivenSpecs:
+    """A built-in workload's requests, the same list each call (a class, not a lambda, so
+    that a sweep can send it to worker processes and Ray tasks)."""
+
+    specs: list[RequestSpec]
+
+    def __call__(self) -> list[RequestSpec]:
+        return self.specs
+
+
+@dataclass(frozen=True)
+class _TraceSpecs:
+    """A trace's requests with their arrival times, read afresh each call."""
+
+    trace: TraceRequests
+    times: np.ndarray
+
+    def __call__(self) -> Iterable[RequestSpec]:
+        return self.trace.specs(self.times)
+
+
 @dataclass
 class Workload:
     """The requests of a run, re-made for every run of a sweep.
@@ -76,7 +98,7 @@ class Workload:
         description: what they are, for the summary.
         arrivals: how their arrival times were set, for the summary.
         num_requests: how many.
-        make_specs: a fresh iterable of the requests (rid order) each call.
+        make_specs: a fresh iterable of the requests (rid order) each call; picklable.
         source: the trace they came from, or None.
         notes: what the trace reader assumed (token estimates, skipped turns).
     """
@@ -104,7 +126,7 @@ def build_workload(args: argparse.Namespace) -> Workload:
         n = args.num_requests or DEFAULT_NUM_REQUESTS
         specs = WORKLOADS[args.workload](n, args.rate, args.seed)
         when = f"Poisson at {args.rate:g} requests/s (seed {args.seed})" if args.rate else "all at t=0"
-        return Workload(f"{n:,} {args.workload} requests (seed {args.seed})", when, n, lambda: specs)
+        return Workload(f"{n:,} {args.workload} requests (seed {args.seed})", when, n, _GivenSpecs(specs))
     trace = load_trace(args.trace, args.trace_format, context_len=load_model(args.model).context_len,
                        **_sharegpt_options(args))
     n = len(trace) if args.num_requests is None else min(args.num_requests, len(trace))
@@ -125,7 +147,7 @@ def build_workload(args: argparse.Namespace) -> Workload:
         what += f" (the first {n:,} of {len(trace):,})"
     if convs:
         what += f", {convs:,} conversations"
-    return Workload(what, when, n, lambda: trace.specs(times), trace, trace.notes)
+    return Workload(what, when, n, _TraceSpecs(trace, times), trace, trace.notes)
 
 
 def _sharegpt_options(args: argparse.Namespace) -> dict[str, object]:

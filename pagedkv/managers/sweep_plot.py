@@ -1,7 +1,9 @@
 """``--plot FILE.html``: a sweep's table as four bar charts in one self-contained HTML file.
 
 plotly.js is written into the file (``include_plotlyjs=True``, about 4.5 MB), so it opens
-in a browser with no network, as the book's pages do.
+in a browser with no network, as the book's pages do. The figure's element has a fixed id
+(plotly would draw a random one), so the same sweep writes the same bytes, whether its
+settings ran here, in worker processes or on Ray.
 """
 
 from __future__ import annotations
@@ -36,6 +38,6 @@ def write_plot(rows: list[dict[str, Any]], path: str, title: str) -> None:
     fig.update_layout(title=title, barmode="group", height=750,
                       legend={"orientation": "h", "y": 1.08, "x": 0})
     try:
-        fig.write_html(path, include_plotlyjs=True, full_html=True)
+        fig.write_html(path, include_plotlyjs=True, full_html=True, div_id="pagedkv-sweep")
     except OSError as exc:
         raise bad_value("--plot", path, f"a file that can be written ({exc.strerror})") from None
