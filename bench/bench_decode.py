@@ -54,17 +54,17 @@ from pathlib import Path
 import torch
 
 from pagedkv.gpus import get_gpu
-from pagedkv.layers.attention import random_decode_case
-from pagedkv.layers.attention.baselines import (
+from pagedkv.layers.attention.decode_attention import run_plan
+from pagedkv.lessons.kernel import random_decode_case
+from pagedkv.lessons.kernel.baselines import (
     copy_bytes,
     copy_runner,
     flashinfer_runner,
     sdpa_runner,
 )
-from pagedkv.layers.attention.compiled import loaded_resources
-from pagedkv.layers.attention.decode_attention import run_plan
-from pagedkv.layers.attention.provenance import environment
-from pagedkv.layers.attention.traffic import decode_bytes
+from pagedkv.lessons.kernel.compiled import loaded_resources
+from pagedkv.lessons.kernel.provenance import environment
+from pagedkv.lessons.kernel.traffic import decode_bytes
 from pagedkv.model_executor.model_loader import resolve_dtype
 
 RESULTS = Path(__file__).resolve().parent / "results"

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from pagedkv.errors import ConfigError
-from pagedkv.layers.attention_backends import (
+from pagedkv.lessons.attention_backends import (
     BACKENDS,
     PAGE,
     TOKEN,

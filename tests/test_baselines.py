@@ -7,14 +7,15 @@ import torch
 
 import pagedkv.layers.attention  # noqa: F401  (sets TRITON_INTERPRET before triton loads)
 from pagedkv.errors import ConfigError
-from pagedkv.layers.attention import paged_decode_attention_ref, random_decode_case
-from pagedkv.layers.attention.baselines import (
+from pagedkv.layers.attention import paged_decode_attention_ref
+from pagedkv.lessons.kernel import random_decode_case
+from pagedkv.lessons.kernel.baselines import (
     contiguous_kv,
     copy_bytes,
     copy_runner,
     sdpa_runner,
 )
-from pagedkv.layers.attention.provenance import environment, nvidia_smi
+from pagedkv.lessons.kernel.provenance import environment, nvidia_smi
 
 SHAPE = {"num_q_heads": 4, "num_kv_heads": 2, "head_dim": 16}
 

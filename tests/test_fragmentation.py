@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from pagedkv.errors import ConfigError
+from pagedkv.lessons.contiguous import ORCA_MAX_SEQ_LEN
 from pagedkv.lessons.fragmentation import (
     CATEGORIES,
     FRAGMENTATION_POOL,
@@ -14,7 +15,6 @@ from pagedkv.lessons.fragmentation import (
     measure,
     scheme_label,
 )
-from pagedkv.mem_cache.contiguous import ORCA_MAX_SEQ_LEN
 from pagedkv.workloads.synthetic import fixed, sharegpt_like
 
 

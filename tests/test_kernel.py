@@ -14,11 +14,11 @@ from pagedkv.layers.attention import (
     paged_decode_attention_by_page,
     paged_decode_attention_ref,
     pages_to_slots,
-    random_decode_case,
     slots_to_pages,
     split_ranges,
 )
 from pagedkv.layers.attention.reference import decode_tolerance
+from pagedkv.lessons.kernel import random_decode_case
 
 DEVICE = "cuda" if torch.cuda.is_available() else "cpu"  # CPU: Triton's interpreter
 

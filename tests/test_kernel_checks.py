@@ -12,13 +12,12 @@ import torch
 
 from pagedkv.errors import ConfigError
 from pagedkv.layers.attention import (
-    DecodeCase,
     paged_decode_attention,
     paged_decode_attention_by_page,
     paged_decode_attention_ref,
     pages_to_slots,
-    random_decode_case,
 )
+from pagedkv.lessons.kernel import DecodeCase, random_decode_case
 
 DEVICE = "cuda" if torch.cuda.is_available() else "cpu"  # CPU: Triton's interpreter
 
@@ -175,7 +174,8 @@ def test_triton_imported_too_early_is_a_clear_error() -> None:
     code = (
         "import triton.language\n"
         "from pagedkv.errors import PagedKVError\n"
-        "from pagedkv.layers.attention import paged_decode_attention, random_decode_case\n"
+        "from pagedkv.layers.attention import paged_decode_attention\n"
+        "from pagedkv.lessons.kernel import random_decode_case\n"
         "case = random_decode_case([3], num_q_heads=2, num_kv_heads=1, head_dim=8, page_size=1)\n"
         "try:\n"
         "    paged_decode_attention(*case.slot_args())\n"

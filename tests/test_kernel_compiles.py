@@ -16,15 +16,15 @@ import torch
 
 import pagedkv.layers.attention  # noqa: F401  (sets TRITON_INTERPRET before triton loads)
 from pagedkv.layers.attention import decode_attention as da
-from pagedkv.layers.attention.compile_matrix import compile_matrix
-from pagedkv.layers.attention.compiled import (
+from pagedkv.lessons.kernel.compile_matrix import compile_matrix
+from pagedkv.lessons.kernel.compiled import (
     TARGETS,
     contrast_builds,
     hot_loop,
     launched_builds,
     sass_instructions,
 )
-from pagedkv.layers.attention.roofline import occupancy, register_budget
+from pagedkv.lessons.kernel.roofline import occupancy, register_budget
 
 
 @pytest.fixture(scope="module")

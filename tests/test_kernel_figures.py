@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from pagedkv.layers.attention.roofline import Prediction, TargetGPU
+from pagedkv.lessons.kernel.roofline import Prediction, TargetGPU
 from pagedkv_widgets.kernel_figures import (
     bandwidth_figure,
     load_decode_results,

@@ -8,8 +8,8 @@ import torch
 from pagedkv.layers.attention import (
     paged_decode_attention,
     paged_decode_attention_ref,
-    random_decode_case,
 )
+from pagedkv.lessons.kernel import random_decode_case
 
 hypothesis = pytest.importorskip("hypothesis")  # optional: only this file needs it
 st = pytest.importorskip("hypothesis.strategies")

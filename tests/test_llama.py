@@ -9,7 +9,7 @@ import pagedkv.layers.attention  # noqa: F401  (first: sets TRITON_INTERPRET on 
 from pagedkv.errors import ConfigError, OutOfMemoryError
 
 transformers = pytest.importorskip("transformers")  # optional: only this file needs it
-from pagedkv.model_executor.paged_llama import PagedLlamaRunner  # noqa: E402  (needs transformers)
+from pagedkv.lessons.kernel.paged_llama import PagedLlamaRunner  # noqa: E402  (needs transformers)
 
 MAX_NEW_TOKENS = 17  # the prefill picks the first, then 16 decode steps
 LOGIT_TOL = 1e-4  # fp32: max |pagedkv - transformers| over every step's logits

@@ -7,7 +7,7 @@ import pytest
 import pagedkv.layers.attention  # noqa: F401  (sets TRITON_INTERPRET before triton loads)
 from pagedkv.errors import ConfigError
 from pagedkv.layers.attention.decode_attention import default_num_kv_splits
-from pagedkv.layers.attention.roofline import (
+from pagedkv.lessons.kernel.roofline import (
     TargetGPU,
     occupancy,
     predict,

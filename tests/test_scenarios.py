@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import pytest
+from pool_consistency import check_pool_agreement
 
 from pagedkv.errors import ConfigError, OutOfMemoryError
+from pagedkv.lessons.contiguous import Fit
 from pagedkv.lessons.fragmentation import page_size_costs
 from pagedkv.lessons.scenarios import (
     RESERVED,
@@ -21,8 +23,6 @@ from pagedkv.lessons.scenarios import (
     page_table_lookups,
     paged_slot_labels,
 )
-from pagedkv.mem_cache.consistency import check_pool_agreement
-from pagedkv.mem_cache.contiguous import Fit
 from pagedkv.workloads.synthetic import fixed
 
 

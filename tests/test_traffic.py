@@ -1,4 +1,4 @@
-"""pagedkv.layers.attention.traffic and .agreement: chapter 6's arithmetic and checks."""
+"""pagedkv.lessons.kernel.traffic and .agreement: chapter 6's arithmetic and checks."""
 
 from __future__ import annotations
 
@@ -7,8 +7,8 @@ import torch
 
 import pagedkv.layers.attention  # noqa: F401  (sets TRITON_INTERPRET before triton loads)
 from pagedkv.errors import ConfigError
-from pagedkv.layers.attention.agreement import kernel_errors, split_differences
-from pagedkv.layers.attention.traffic import decode_traffic, table_bytes, within
+from pagedkv.lessons.kernel.agreement import kernel_errors, split_differences
+from pagedkv.lessons.kernel.traffic import decode_traffic, table_bytes, within
 
 
 def test_decode_traffic_llama3_8b() -> None:

@@ -12,8 +12,8 @@ from pathlib import Path
 
 import plotly.graph_objects as go
 
-from pagedkv.layers.attention import DecodeCase, random_decode_case
-from pagedkv.layers.attention.roofline import Prediction
+from pagedkv.lessons.kernel import DecodeCase, random_decode_case
+from pagedkv.lessons.kernel.roofline import Prediction
 from pagedkv_widgets.axes import log_axis, nice_log_ticks
 
 POOL_COLUMNS = 32  # slots per row of the pool picture

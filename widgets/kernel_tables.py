@@ -1,6 +1,6 @@
 """Chapter 6's tables: what the compiler made of the kernel per target, and what it predicts.
 
-Each builder takes rows of ``pagedkv.layers.attention.compile_matrix.compile_matrix`` (or
+Each builder takes rows of ``pagedkv.lessons.kernel.compile_matrix.compile_matrix`` (or
 ``roofline.Prediction`` objects) and returns ``Markdown``; ``.data`` holds the text.
 """
 
@@ -10,8 +10,8 @@ from collections.abc import Sequence
 
 from IPython.display import Markdown
 
-from pagedkv.layers.attention.compiled import TENSOR_CORE_OPS
-from pagedkv.layers.attention.roofline import Prediction, TargetGPU, occupancy
+from pagedkv.lessons.kernel.compiled import TENSOR_CORE_OPS
+from pagedkv.lessons.kernel.roofline import Prediction, TargetGPU, occupancy
 from pagedkv.units import KiB
 from pagedkv_widgets.tables import markdown_table
 

@@ -1,6 +1,6 @@
 """Pictures of KV memory: slot strips (with a slider over states) and page tables.
 
-Inputs are pagedkv state rendered as labels (``pagedkv.mem_cache.contiguous.ContiguousAllocator.
+Inputs are pagedkv state rendered as labels (``pagedkv.lessons.contiguous.ContiguousAllocator.
 slot_labels``, ``pagedkv.lessons.scenarios.paged_slot_labels``): ``"A3"`` = request A's token 3,
 ``"A·"`` = a slot A holds but has not filled, ``"×"`` = page 0 (reserved), ``""`` = free.
 Sliders switch trace

@@ -199,7 +199,7 @@ def version_changes_table(rows: Sequence[object]) -> Markdown:
 
 
 def _indexing(backend: str) -> str:
-    from pagedkv.layers.attention_backends import BACKENDS
+    from pagedkv.lessons.attention_backends import BACKENDS
 
     return {"token": "one slot id per token", "page": "one page id per page"}.get(
         BACKENDS[backend].indexes, "not covered here")
@@ -208,8 +208,8 @@ def _indexing(backend: str) -> str:
 def attention_backends_table() -> Markdown:
     """Chapters 3 and 6: per GPU class, the attention backend SGLang picks by default for an
     MHA model (0.5.23, and 0.5.9 where it differs), the page size that follows, and how the
-    backend's kernel is handed the KV pool (``pagedkv.layers.attention_backends``)."""
-    from pagedkv.layers.attention_backends import BACKENDS, backend_rows, resolve_page_size
+    backend's kernel is handed the KV pool (``pagedkv.lessons.attention_backends``)."""
+    from pagedkv.lessons.attention_backends import BACKENDS, backend_rows, resolve_page_size
 
     rows = []
     for g, new, old in backend_rows():
@@ -228,9 +228,9 @@ def forced_page_sizes_table(backends: Sequence[str] = ("trtllm_mha", "flashmla",
                                                          "cutedsl_mla", "cutlass_mla", "fa4",
                                                          "hpc_ops")) -> Markdown:
     """Chapter 3: per backend and release, the page sizes it accepts and what any other
-    ``--page-size`` (or none) becomes (``pagedkv.layers.attention_backends``)."""
+    ``--page-size`` (or none) becomes (``pagedkv.lessons.attention_backends``)."""
     from pagedkv.errors import ConfigError
-    from pagedkv.layers.attention_backends import forced_page_sizes
+    from pagedkv.lessons.attention_backends import forced_page_sizes
 
     def cell(backend: str, v: str) -> str:
         try:

@@ -18,7 +18,7 @@ all requests queue at t=0 in order (``arrival_s`` is ignored); each step admits 
 head while the next one fits, stores its prompt, then every running request gains one token;
 a request whose length reaches ``prompt_len + output_len`` finishes and frees its memory.
 Contiguous schemes reserve one run at admission, sized as the paper's three Orca baselines
-(:func:`pagedkv.mem_cache.contiguous.orca_reservation`, section 6.1): the model's maximum
+(:func:`pagedkv.lessons.contiguous.orca_reservation`, section 6.1): the model's maximum
 sequence length (``"max"``), the prompt plus the output rounded up to a power of two
 (``"pow2"``), or the prompt plus the true output (``"oracle"``). Paged schemes
 allocate pages as tokens arrive; when a decode step runs out of pages, SGLang's
@@ -35,14 +35,14 @@ import numpy as np
 import torch
 
 from pagedkv.errors import bad_value, check_positive_int
-from pagedkv.mem_cache.allocator import PagedTokenToKVPoolAllocator, TokenToKVPoolAllocator
-from pagedkv.mem_cache.contiguous import (
+from pagedkv.lessons.contiguous import (
     ORCA_MAX_SEQ_LEN,
     ORCA_SCHEMES,
     ContiguousAllocator,
     Fit,
     orca_reservation,
 )
+from pagedkv.mem_cache.allocator import PagedTokenToKVPoolAllocator, TokenToKVPoolAllocator
 from pagedkv.workloads.synthetic import RequestSpec, sharegpt_like
 
 CATEGORIES = ("tokens", "reserved", "internal", "external", "free")
@@ -157,7 +157,7 @@ def measure(specs: list[RequestSpec], pool_tokens: int, scheme: str,
     """Replay ``specs`` on a pool of ``pool_tokens`` slots under ``scheme``.
 
     ``scheme`` is an Orca baseline of the vLLM paper, section 6.1 (contiguous runs sized by
-    :func:`~pagedkv.mem_cache.contiguous.orca_reservation`): ``"max"`` (``max_seq_len``
+    :func:`~pagedkv.lessons.contiguous.orca_reservation`): ``"max"`` (``max_seq_len``
     slots), ``"pow2"`` (prompt + output rounded up to a power of two) or ``"oracle"`` (prompt +
     true output); or ``"page=P"`` (the paged allocator, page size P; ``pool_tokens`` must be a
     multiple of P). ``max_seq_len`` is the model's maximum sequence length (the paper's 2,048).

@@ -12,12 +12,12 @@ import numpy as np
 import torch
 
 from pagedkv.errors import check_positive_int
+from pagedkv.lessons.contiguous import ContiguousAllocator
 from pagedkv.mem_cache.allocator import (
     BaseTokenToKVPoolAllocator,
     PagedTokenToKVPoolAllocator,
     TokenToKVPoolAllocator,
 )
-from pagedkv.mem_cache.contiguous import ContiguousAllocator
 from pagedkv.mem_cache.memory_pool import MHATokenToKVPool, ReqToTokenPool
 from pagedkv.releases import DEFAULT_SGLANG_VERSION, as_release
 

@@ -18,8 +18,8 @@ import numpy as np
 
 from pagedkv.errors import ConfigError, NotEnoughMemoryError, OutOfMemoryError
 from pagedkv.gpus import get_gpu
-from pagedkv.layers.attention_backends import default_attention_backend, resolve_page_size
 from pagedkv.lessons.admission import UniformBatch, admission_pass, admission_state
+from pagedkv.lessons.attention_backends import default_attention_backend, resolve_page_size
 from pagedkv.lessons.examples import running_batch
 from pagedkv.managers.config import SchedulerConfig
 from pagedkv.managers.req import Req

@@ -8,10 +8,10 @@ import pytest
 import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from pool_consistency import check_all_freed, check_pool_agreement
 
 from pagedkv.errors import AllocatorError, ConfigError, OutOfMemoryError
 from pagedkv.mem_cache.allocator import PagedTokenToKVPoolAllocator, TokenToKVPoolAllocator
-from pagedkv.mem_cache.consistency import check_all_freed, check_pool_agreement
 from pagedkv.mem_cache.memory_pool import ReqToTokenPool
 
 MAX_LEN = 300

@@ -7,7 +7,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from pagedkv.errors import AllocatorError, ConfigError, OutOfMemoryError
-from pagedkv.mem_cache.contiguous import (
+from pagedkv.lessons.contiguous import (
     ContiguousAllocator,
     ExternalFragmentationError,
     Fit,

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import pytest
 import torch
+from pool_consistency import check_all_freed, check_pool_agreement
 
 from pagedkv.errors import AllocatorError, ConfigError
 from pagedkv.mem_cache.allocator import PagedTokenToKVPoolAllocator
-from pagedkv.mem_cache.consistency import check_all_freed, check_pool_agreement
 from pagedkv.mem_cache.memory_pool import MHATokenToKVPool, ReqToTokenPool
 
 

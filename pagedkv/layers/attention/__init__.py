@@ -1,4 +1,4 @@
-"""Paged decode attention: a Triton kernel, its torch reference and a small model path.
+"""Paged decode attention: a Triton kernel, its torch reference and the backend a model calls.
 
 On a machine without CUDA this package sets ``TRITON_INTERPRET=1`` *before* importing
 triton, so the same kernels run on the CPU through Triton's interpreter (slow, but exact
@@ -14,11 +14,12 @@ Public API:
 - :func:`paged_decode_attention_by_page`: one page id per page (SGLang's FA3/FA4 table).
 - :func:`paged_decode_attention_ref`: the same maths in plain torch.
 - :func:`split_ranges`: the token range of each split-KV chunk.
-- :func:`random_decode_case`: seeded inputs on a shuffled pool (tests, book, benchmark).
 - :func:`pages_to_slots`, :func:`slots_to_pages`: convert between the two table layouts.
 
-``pagedkv.model_executor.paged_llama.PagedLlamaRunner`` (imported on its own: it needs transformers)
-runs a Hugging Face Llama with pagedkv's pools, allocator and this kernel.
+This package holds only what a run executes (``backend`` is what a real model's layers
+call). Chapter 6's evidence about the kernel (seeded test cases, byte counts, the roofline,
+compile resources, baselines, provenance) lives in :mod:`pagedkv.lessons.kernel`, which
+imports this package, never the other way round.
 """
 
 from __future__ import annotations
@@ -31,7 +32,6 @@ if not torch.cuda.is_available():
     os.environ.setdefault("TRITON_INTERPRET", "1")
 
 # Only now import the modules that import triton.
-from pagedkv.layers.attention.cases import DecodeCase, random_decode_case
 from pagedkv.layers.attention.decode_attention import (
     paged_decode_attention,
     paged_decode_attention_by_page,
@@ -42,16 +42,12 @@ from pagedkv.layers.attention.reference import (
     pages_to_slots,
     slots_to_pages,
 )
-from pagedkv.layers.attention.traffic import decode_bytes
 
 __all__ = [
-    "DecodeCase",
-    "decode_bytes",
     "paged_decode_attention",
     "paged_decode_attention_by_page",
     "paged_decode_attention_ref",
     "pages_to_slots",
-    "random_decode_case",
     "slots_to_pages",
     "split_ranges",
 ]

@@ -1,6 +1,6 @@
 """Paged decode attention in Triton: walk the page table, split the sequence, merge.
 
-A lesson in the style of the Triton tutorials. Run ``python -m pagedkv.layers.attention``
+A lesson in the style of the Triton tutorials. Run ``python -m pagedkv.lessons.kernel``
 to check the kernel against the torch reference and print the bandwidth it reached.
 
 What decode attention does
@@ -20,7 +20,7 @@ load per token. This is what SGLang's Triton backend does (and its FlashInfer ba
 plans FlashInfer's kernels with page size 1): the table has one entry per token whatever the
 page size. :func:`paged_decode_attention_by_page` instead reads one *page id* per
 ``page_size`` tokens, as SGLang's FA3/FA4, TRT-LLM and FlashMLA backends are handed it
-(:mod:`pagedkv.layers.attention_backends`), and computes ``page * page_size + offset``.
+(:mod:`pagedkv.lessons.attention_backends`), and computes ``page * page_size + offset``.
 
 Split-KV (flash-decoding)
 -------------------------

@@ -19,7 +19,7 @@ import torch
 from torch.nn import functional as F
 
 from pagedkv.errors import bad_value
-from pagedkv.layers.attention.cases import DecodeCase
+from pagedkv.lessons.kernel.cases import DecodeCase
 
 
 def contiguous_kv(case: DecodeCase) -> tuple[torch.Tensor, torch.Tensor]:

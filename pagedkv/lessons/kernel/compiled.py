@@ -219,8 +219,8 @@ def compile_build(build: Build, arch: int) -> list[KernelResources]:
     from triton.runtime.driver import driver
 
     from pagedkv.layers.attention import decode_attention as da
-    from pagedkv.layers.attention.cases import random_decode_case
     from pagedkv.layers.attention.checks import interpreted
+    from pagedkv.lessons.kernel.cases import random_decode_case
 
     if interpreted():
         raise PagedKVError("compile_build needs triton imported with TRITON_INTERPRET=0")

@@ -2,7 +2,7 @@
 
 ``compiled.compile_build`` needs triton imported with ``TRITON_INTERPRET=0``; the book and
 the CPU tests import it with ``TRITON_INTERPRET=1``. So :func:`compile_matrix` starts one
-child Python per target (``python -m pagedkv.layers.attention.compile_matrix 90``), which
+child Python per target (``python -m pagedkv.lessons.kernel.compile_matrix 90``), which
 prints its rows as JSON, and keeps the merged table under :func:`cache_dir`, keyed by a hash
 of the kernel sources, the compile code and triton's version: a second call, from the book
 build or a test, reads the file instead of compiling again.
@@ -19,14 +19,17 @@ from dataclasses import asdict
 from pathlib import Path
 
 from pagedkv.errors import PagedKVError, bad_value
-from pagedkv.layers.attention.compiled import (
+from pagedkv.lessons.kernel.compiled import (
     TARGETS,
     compile_build,
     contrast_builds,
     launched_builds,
 )
 
-SOURCES = ("compiled.py", "compile_matrix.py", "decode_attention.py", "cases.py", "checks.py")
+# Paths under the pagedkv package: the compile code here and the kernel it compiles.
+SOURCES = ("lessons/kernel/compiled.py", "lessons/kernel/compile_matrix.py",
+           "layers/attention/decode_attention.py", "lessons/kernel/cases.py",
+           "layers/attention/checks.py")
 
 
 def compile_target(arch: int) -> list[dict[str, object]]:
@@ -62,10 +65,10 @@ def _source_key(targets: tuple[int, ...]) -> str:
     """Hash of what the table depends on: the sources above, triton's version, the targets."""
     import triton
 
-    here = Path(__file__).resolve().parent
+    package = Path(__file__).resolve().parents[2]
     digest = hashlib.sha256(f"{triton.__version__} {targets}".encode())
     for name in SOURCES:
-        digest.update((here / name).read_bytes())
+        digest.update((package / name).read_bytes())
     return digest.hexdigest()[:16]
 
 

@@ -1,4 +1,4 @@
-"""``python -m pagedkv.layers.attention``: check the kernel against the reference, report GB/s."""
+"""``python -m pagedkv.lessons.kernel``: check the kernel against the reference, report GB/s."""
 
 from __future__ import annotations
 
@@ -6,13 +6,9 @@ import time
 
 import torch
 
-from pagedkv.layers.attention import (
-    decode_bytes,
-    paged_decode_attention,
-    paged_decode_attention_ref,
-    random_decode_case,
-)
+from pagedkv.layers.attention import paged_decode_attention, paged_decode_attention_ref
 from pagedkv.layers.attention.checks import interpreted
+from pagedkv.lessons.kernel import decode_bytes, random_decode_case
 
 
 def demo() -> None:

@@ -6,9 +6,9 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from pagedkv.layers.attention.cases import random_decode_case
 from pagedkv.layers.attention.decode_attention import paged_decode_attention, paged_decode_attention_by_page
 from pagedkv.layers.attention.reference import paged_decode_attention_ref
+from pagedkv.lessons.kernel.cases import random_decode_case
 
 
 def kernel_errors(lens: list[int], dtype: torch.dtype, device: str = "cpu", seed: int = 0,
