@@ -14,7 +14,7 @@ import sys
 import numpy as np
 
 import pagedkv
-from pagedkv.layers.attention.provenance import git_commit
+from pagedkv.lessons.kernel.provenance import git_commit
 
 
 def cpu_model() -> str | None:
