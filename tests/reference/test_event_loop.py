@@ -12,7 +12,8 @@ lengths, ignore-EOS requests, request caps, and pools small enough, with a low e
 ``schedule_conservativeness``, that decode retracts under real memory pressure; the test
 requires that the cases really did (:data:`COVERAGE`).
 
-0.5.9: its ``Scheduler`` is not booted here (see README.md, "What is not compared").
+0.5.9: not compared yet; its ``Scheduler`` boots the same way (README.md, "What is not
+compared", says with which stand-ins).
 """
 
 from __future__ import annotations
