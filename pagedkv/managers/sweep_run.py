@@ -8,8 +8,11 @@ small :class:`SettingResult` objects (the table row, the trace's meta, the summa
 are reported in setting order by the caller, so the table, ``--json`` and ``--plot`` are
 the same bytes whichever way they ran.
 
-Worker processes are forked where the platform can (Linux: nothing to pickle or import
-again; the requests are shared copy-on-write), else spawned. Ray tasks take one CPU each;
+Worker processes come from a fork server where the platform has one (Linux, macOS), else
+they are spawned: never forked from this process, whose other threads (torch's, a test
+runner's) may hold a lock at the moment of a fork and leave the child waiting on it for
+ever. The fork server imports pagedkv once; each worker receives the requests and the pools
+once, pickled. Ray tasks take one CPU each;
 the requests are put in Ray's object store once and every task reads them from there, so a
 cluster's nodes need ``pagedkv`` (and Ray) installed but not the trace file.
 
@@ -139,7 +142,9 @@ def run_processes(setups: list[SimSetup], combos: list[dict[str, object]], workl
     if isinstance(workers, bool) or not isinstance(workers, int) or workers < 1:
         raise bad_value("--workers", workers, "an integer >= 1")
     methods = multiprocessing.get_all_start_methods()
-    context = multiprocessing.get_context("fork" if "fork" in methods else "spawn")
+    context = multiprocessing.get_context("forkserver" if "forkserver" in methods else "spawn")
+    if context.get_start_method() == "forkserver":
+        context.set_forkserver_preload([__name__])  # workers start with pagedkv imported
     pool = ProcessPoolExecutor(min(workers, len(combos)), mp_context=context,
                                initializer=_init_worker, initargs=(workload, setups))
     try:

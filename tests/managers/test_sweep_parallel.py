@@ -97,8 +97,8 @@ def test_default_is_one_worker_per_core(capsys: pytest.CaptureFixture[str], tmp_
 def test_spawned_workers_give_the_serial_bytes(capsys: pytest.CaptureFixture[str], tmp_path: Path,
                                                serial: tuple[int, bytes, bytes, bytes],
                                                monkeypatch: pytest.MonkeyPatch) -> None:
-    """Where fork is missing (macOS, Windows) workers are spawned: the requests and pools
-    are pickled to them, and the report is the same."""
+    """Where there is no fork server (Windows) workers are spawned: the requests and pools
+    are pickled to them as to the fork server's, and the report is the same."""
     monkeypatch.setattr(sweep_run.multiprocessing, "get_all_start_methods", lambda: ["spawn"])
     assert report(capsys, tmp_path, "s", "--workers", "2") == serial
 
