@@ -60,11 +60,21 @@ ${pageLegend()}` : ""}</section>
 ${config.caption ? `<p class="pkv-figcaption"><strong>Figure:</strong> ${esc(config.caption)}</p>` : ""}`;
 }
 
+// The panel's headings (h3, h4) one and two levels under the page's heading before the
+// visualizer (a chapter's title or a section's), so no level is skipped.
+function nestHeadings(el) {
+  const before = [...document.querySelectorAll("h1, h2, h3, h4, h5, h6")].filter((h) =>
+    !el.contains(h) && h.compareDocumentPosition(el) & Node.DOCUMENT_POSITION_FOLLOWING).pop();
+  const top = before ? Math.min(5, Number(before.tagName[1]) + 1) : 3;
+  el.querySelectorAll("h3, h4").forEach((h) => h.setAttribute("aria-level", String(top + Number(h.tagName[1]) - 3)));
+}
+
 // `source.request(settings)` returns the scene ({card, pool}: encoded runs or {error, fix}),
 // a Promise of it (a static run still to fetch), or null (live: it arrives via show()).
 export function createViewer(el, config, source) {
   el.classList.add("pkv-root");
   el.innerHTML = layoutHtml(config);
+  nestHeadings(el);
   const q = (sel) => el.querySelector(sel);
   const views = Object.fromEntries([...el.querySelectorAll("[data-view]")].map((n) => [n.dataset.view, n]));
   const part = config.teaching ? "pool" : "card";
