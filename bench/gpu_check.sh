@@ -116,9 +116,10 @@ export PYTHONPATH="$ROOT${PYTHONPATH:+:$PYTHONPATH}" PYTHONUNBUFFERED=1
 unset TRITON_INTERPRET
 export TRITON_DEFAULT_FP_FUSION=1  # Triton 3.9's default, said out loud
 
-GPU_TESTS=(tests/test_kernel.py tests/test_kernel_props.py tests/test_kernel_checks.py
-           tests/test_baselines.py tests/test_llama.py tests/test_bench_decode.py
-           tests/model_executor/test_model_runner.py tests/test_decode_sync_free.py)
+GPU_TESTS=(tests/layers/attention/test_kernel.py tests/layers/attention/test_kernel_props.py
+           tests/layers/attention/test_kernel_checks.py tests/layers/attention/test_decode_sync_free.py
+           tests/lessons/kernel/test_baselines.py tests/lessons/kernel/test_llama.py
+           tests/bench/test_bench_decode.py tests/model_executor/test_model_runner.py)
 PYTEST=("$PY" -m pytest -q -rs -o faulthandler_timeout=100 --junitxml="$LOG_DIR/pytest-gpu.xml"
         "${GPU_TESTS[@]}")
 BENCH=("$PY" bench/bench_decode.py --out-dir "$RESULTS_DIR")

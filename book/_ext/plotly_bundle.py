@@ -10,7 +10,7 @@ would then run before plotly.js is there: :func:`defer_plotly_scripts` makes eac
 ``DOMContentLoaded``, which a browser fires after the deferred scripts ran.
 
 The partial bundles are installed by ``npm ci`` (``package.json`` pins them to the
-plotly.js release the ``plotly`` Python package ships; ``tests/test_book_config.py``
+plotly.js release the ``plotly`` Python package ships; ``tests/book/test_book_config.py``
 checks). Each bundle's trace types are read from its package's README ("Contains trace
 modules ...").
 """

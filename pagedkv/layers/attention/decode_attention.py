@@ -69,7 +69,7 @@ What the compiler makes of it
 -----------------------------
 ``compiled.py`` compiles these kernels for sm_75, sm_80, sm_89 and sm_90 on a machine
 without a GPU and reads back registers, spills, shared memory and the machine
-instructions; ``tests/test_kernel_compiles.py`` holds them to a budget, and
+instructions; ``tests/lessons/kernel/test_kernel_compiles.py`` holds them to a budget, and
 ``roofline.py`` turns them into a bandwidth ceiling per GPU (chapter 6 shows both).
 
 Where we simplify (and why)
@@ -106,7 +106,7 @@ BLOCK_H = 16  # query heads per program (SGLang: 16); the tensor cores' smallest
 NUM_WARPS = 4  # threads per program = 4 * 32 (SGLang: 4)
 NUM_STAGES = 5  # two buffers each for K and V ("Pipelining" above; SGLang passes 2)
 # Stage-1 programs per SM that fit at once, by compute capability: what the split count
-# plans for, and what tests/test_kernel_compiles.py checks the compiled kernels against.
+# plans for, and what tests/lessons/kernel/test_kernel_compiles.py checks the compiled kernels against.
 PROGRAMS_PER_SM = {75: 2, 80: 4, 89: 2, 90: 5}
 MAX_DEFAULT_SPLITS = 16  # SGLang's default is 8; see default_num_kv_splits
 

@@ -13,7 +13,9 @@ import torch
 import pagedkv.layers.attention  # noqa: F401  (sets TRITON_INTERPRET before the script imports triton)
 from pagedkv.errors import ConfigError
 
-SCRIPT = Path(__file__).resolve().parents[1] / "bench" / "bench_decode.py"
+pytestmark = pytest.mark.slow  # runs the benchmark's every path through the interpreter
+
+SCRIPT = Path(__file__).resolve().parents[2] / "bench" / "bench_decode.py"
 NO_GPU = pytest.mark.skipif(torch.cuda.is_available(), reason="the smoke mode is for CPU machines")
 
 

@@ -22,7 +22,7 @@ from pathlib import Path
 import pytest
 from browser_support import ARTIFACTS, BOOK, CHROMIUM, FLAGS, keep_local, serve
 
-pytestmark = pytest.mark.browser
+pytestmark = [pytest.mark.browser, pytest.mark.slow]  # Chromium pages: slow too
 # Console noise every Jupyter Book 1 page makes; failed loads are checked by URL instead.
 BENIGN = ("THEBE_JS_URL", "invalid theme mode", "Failed to load resource")
 BENIGN_404 = re.compile(r"favicon\.ico$|\.(woff2?|ttf|eot)(\?.*)?$")

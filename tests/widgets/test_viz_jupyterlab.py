@@ -22,11 +22,11 @@ from pathlib import Path
 
 import pytest
 
-pytestmark = pytest.mark.browser
+pytestmark = [pytest.mark.browser, pytest.mark.slow]  # Chromium pages: slow too
 
 CHROMIUM = os.environ.get("PAGEDKV_CHROMIUM", "/usr/bin/chromium")
 FLAGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking"]
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 ARTIFACTS = ROOT / "test-artifacts"
 VIZ = ".pkv-root"
 SOURCE = 'from pagedkv_widgets import visualizer\nw = visualizer("full")\ndisplay(w, w)'

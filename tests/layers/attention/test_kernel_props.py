@@ -11,6 +11,8 @@ from pagedkv.layers.attention import (
 )
 from pagedkv.lessons.kernel import random_decode_case
 
+pytestmark = pytest.mark.slow  # hypothesis cases through Triton's interpreter
+
 hypothesis = pytest.importorskip("hypothesis")  # optional: only this file needs it
 st = pytest.importorskip("hypothesis.strategies")
 given, settings = hypothesis.given, hypothesis.settings

@@ -29,7 +29,7 @@ from browser_support import (
     serve,
 )
 
-pytestmark = pytest.mark.browser
+pytestmark = [pytest.mark.browser, pytest.mark.slow]  # Chromium pages: slow too
 
 PAGES = chapter_pages() if (BOOK / "book").is_dir() else []
 CONTRAST_JS = (Path(__file__).parent / "contrast.js").read_text()

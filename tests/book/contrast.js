@@ -1,5 +1,5 @@
 // WCAG contrast of every text item on the page, as the reader sees it (run in the browser
-// by tests/test_book_browser.py). Returns {checked, worst, bad}: how many items were
+// by tests/book/test_book_browser.py). Returns {checked, worst, bad}: how many items were
 // measured, the lowest ratio, and the items below `min` as [{text, ratio, fg, bg, where}].
 //
 // HTML text: its colour (with the opacity of its ancestors) against the stack of ancestor

@@ -12,7 +12,7 @@ import pytest
 
 from pagedkv.releases import DEFAULT_SGLANG_VERSION, SGLANG_VERSIONS
 
-BOOK = Path(__file__).resolve().parents[1] / "book"
+BOOK = Path(__file__).resolve().parents[2] / "book"
 CHAPTERS = tuple(sorted(p.stem for p in BOOK.glob("[0-9][0-9]-*.ipynb")))
 PAGES = ("cheat-sheet", "glossary")  # generated reference pages, held to the same rules
 

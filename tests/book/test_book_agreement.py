@@ -19,7 +19,7 @@ from pagedkv.lessons.on_gpu import Report, Setup
 from pagedkv.managers.config import ENV_VARS, SchedulerConfig
 from pagedkv.workloads.cases import LONG_ANSWERS
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 BOOK = ROOT / "book"
 CHAPTERS = tuple(sorted(p.stem for p in BOOK.glob("[0-9][0-9]-*.ipynb")))
 PAGES = ("cheat-sheet", "glossary")

@@ -11,6 +11,8 @@ from pagedkv.errors import ConfigError, OutOfMemoryError
 transformers = pytest.importorskip("transformers")  # optional: only this file needs it
 from pagedkv.lessons.kernel.paged_llama import PagedLlamaRunner  # noqa: E402  (needs transformers)
 
+pytestmark = pytest.mark.slow  # runs a Hugging Face model through the interpreted kernel
+
 MAX_NEW_TOKENS = 17  # the prefill picks the first, then 16 decode steps
 LOGIT_TOL = 1e-4  # fp32: max |pagedkv - transformers| over every step's logits
 PROMPT_LENS = (5, 12, 23)  # different lengths, none a multiple of 16

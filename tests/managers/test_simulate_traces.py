@@ -16,7 +16,7 @@ from pagedkv.managers import FixedStepTime, Scheduler
 from pagedkv.managers.request_metrics import COLUMNS, RequestTable
 from pagedkv.workloads.synthetic import RequestSpec
 
-EXAMPLES = Path(__file__).parent.parent / "pagedkv" / "workloads" / "examples"
+EXAMPLES = Path(__file__).parents[2] / "pagedkv" / "workloads" / "examples"
 CHAT, CSV, SHAREGPT = (str(EXAMPLES / n) for n in ("chat.jsonl", "requests.csv", "sharegpt.json"))
 
 
@@ -198,7 +198,7 @@ def readme_commands() -> list[list[str]]:
     """The README's ``pagedkv simulate --trace`` commands, continuation lines joined."""
     import shlex
 
-    text = (Path(__file__).parent.parent / "README.md").read_text().replace("\\\n", " ")
+    text = (Path(__file__).parents[2] / "README.md").read_text().replace("\\\n", " ")
     return [shlex.split(line.split(">")[0])[1:] for line in text.splitlines()
             if line.startswith(".venv/bin/pagedkv simulate --trace")]
 

@@ -20,7 +20,7 @@ from pagedkv_widgets.page_encoding import rows_at
 from pagedkv_widgets.scenes import parts, scene_keys, teaching_pages, teaching_tokens
 from pagedkv_widgets.static_page import build_grid, pack, split_book, split_runs, static_html, unpack
 
-BOOK = Path(__file__).parents[1] / "book"
+BOOK = Path(__file__).parents[2] / "book"
 
 
 def _config(chapter: str, **overrides):

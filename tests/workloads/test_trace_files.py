@@ -13,7 +13,7 @@ from pagedkv.workloads.sharegpt import load_tokenizer
 from pagedkv.workloads.trace_files import detect_format, load_trace
 from pagedkv.workloads.trace_rows import made_up_ids
 
-EXAMPLES = Path(__file__).parent.parent / "pagedkv" / "workloads" / "examples"
+EXAMPLES = Path(__file__).parents[2] / "pagedkv" / "workloads" / "examples"
 
 
 def write(tmp_path: Path, name: str, text: str) -> str:

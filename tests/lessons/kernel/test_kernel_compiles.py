@@ -26,6 +26,8 @@ from pagedkv.lessons.kernel.compiled import (
 )
 from pagedkv.lessons.kernel.roofline import occupancy, register_budget
 
+pytestmark = pytest.mark.slow  # compiles every kernel for four targets in child processes
+
 
 @pytest.fixture(scope="module")
 def rows() -> list[dict]:
