@@ -37,6 +37,7 @@ from pagedkv.managers.page_recorder import PageRecorder
 from pagedkv.managers.req import Req, RequestLike
 from pagedkv.managers.schedule_batch import ScheduleBatch
 from pagedkv.managers.schedule_policy import footprint, running_reservation
+from pagedkv.managers.scheduler_components import NewTokenRatioTracker
 from pagedkv.managers.scheduler_decode import SchedulerDecodeMixin
 from pagedkv.managers.scheduler_metrics import SchedulerMetricsMixin
 from pagedkv.managers.scheduler_prefill import SchedulerPrefillMixin
@@ -154,7 +155,7 @@ class Scheduler(SchedulerPrefillMixin, SchedulerDecodeMixin, SchedulerMetricsMix
         self.waiting_tokens = 0  # sum of fill_len over the queue (0.5.23's #pending-token)
         self.running = ScheduleBatch(self.req_to_token_pool, self.allocator, self.tree_cache)
         self.chunked_req: Req | None = None
-        self.new_token_ratio = cfg.init_ratio
+        self.ratio_tracker = NewTokenRatioTracker.from_config(cfg)
         self.clock = 0.0
         self.num_steps = self.num_decode_steps = self.num_finished = self.decoded = 0
         self._refresh_calls = 0

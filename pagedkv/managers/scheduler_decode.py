@@ -28,6 +28,8 @@ snapshot per step); they are with page events, which a window's middle steps onl
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import numpy as np
 
 from pagedkv.managers.schedule_policy import window_reservations
@@ -57,7 +59,7 @@ class SchedulerDecodeMixin(SchedulerState):
             retracted, ratio, aborted = batch.retract_decode(
                 cfg.retract_decode_steps, abort_last_request=cfg.release.abort_last_request)
             gained = self.allocator.available_size() - old_available
-            self.new_token_ratio = ratio
+            self.ratio_tracker.set_after_retract(ratio)
             self.trace.add_log(self.num_steps, "KV cache pool is full. Retract requests. "
                                f"#retracted_reqs: {len(retracted)}, #new_tokens_gained: {gained}, "
                                f"#new_token_ratio: {old_ratio:.4f} -> {ratio:.4f}")
@@ -67,7 +69,7 @@ class SchedulerDecodeMixin(SchedulerState):
                 req.finished, req.finish_reason = True, "abort"
                 self.on_finish(req)
         else:
-            self.new_token_ratio = max(self.new_token_ratio - cfg.ratio_decay, cfg.min_ratio)
+            self.ratio_tracker.decay_step()
         if len(batch) < initial:
             batch.batch_is_full = False
         return len(batch) > 0
@@ -167,16 +169,18 @@ class SchedulerDecodeMixin(SchedulerState):
         if pages is not None:  # the first step as a single step records it (it may follow a retraction)
             b.decode_many(1)
             pages.record(self, "decode")
-        decay, floor, interval = cfg.ratio_decay, cfg.min_ratio, cfg.decode_log_interval
-        ratios = [self.new_token_ratio]  # each step's ratio, after its decay
+        interval = cfg.decode_log_interval
+        trial = replace(self.ratio_tracker)  # each step's ratio, after its decay
+        ratios = [trial.current]
         for _ in range(k - 1):
-            ratios.append(max(ratios[-1] - decay, floor))
+            trial.decay_step()
+            ratios.append(trial.current)
         reserved = (window_reservations(cfg, p, np.array(ratios[:-1]), b.prompt_len,
                                         b.max_new_tokens, gen0 + 1, kv0 + 1, b.ignore_eos).tolist()
                     if self.trace.records_steps else [0.0] * (k - 1))
         for j in range(k):
             if j:
-                self.new_token_ratio = ratios[j]
+                self.ratio_tracker.decay_step()  # = ratios[j]
                 self.enqueue_arrivals()  # only while batch_is_full: they wait, as in single steps
             self.clock += self.executor.decode_seconds(size, kv_sum + j * size)
             self.decoded += size

@@ -27,7 +27,7 @@ class SchedulerRuntimeCheckerMixin(SchedulerState):
         fully_idle = not self.waiting and not len(self.running) and self.chunked_req is None
         if not self.config.release.reset_ratio_only_when_idle or fully_idle:
             self.check_memory()
-            self.new_token_ratio = self.config.init_ratio
+            self.ratio_tracker.reset()
         if self.waiting and not len(self.running):  # consecutive idle steps with a queue
             self._idle_blocked += 1
             if self._idle_blocked > 2:
@@ -76,7 +76,8 @@ class SchedulerRuntimeCheckerMixin(SchedulerState):
         tree = self.tree_cache.evictable_size() + self.tree_cache.protected_size()
         free = self.allocator.available_size()
         assert free + tree + own == self.max_total_num_tokens, (free, tree, own)
-        assert self.tokens_reserved >= 0 and self.new_token_ratio >= 0
+        assert self.tokens_reserved >= 0
+        self.ratio_tracker.check_invariants()
         queued = {r.rid for r in self.waiting}
         assert len(queued) == len(self.waiting)
         assert self.waiting_tokens == sum(r.fill_len for r in self.waiting)

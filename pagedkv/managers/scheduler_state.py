@@ -10,6 +10,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from pagedkv.managers.scheduler_components import NewTokenRatioTracker
+
 
 class SchedulerState:
     """Attributes every scheduler mixin may read (set by ``Scheduler.__init__``)."""
@@ -21,3 +23,13 @@ class SchedulerState:
     running: Any  # ScheduleBatch of the running requests
     waiting: Any  # list[Req], the waiting queue
     trace: Any  # Trace or SummaryTrace
+    ratio_tracker: NewTokenRatioTracker
+
+    @property
+    def new_token_ratio(self) -> float:
+        """SGLang's ``new_token_ratio``: the tracker's current value."""
+        return self.ratio_tracker.current
+
+    @new_token_ratio.setter
+    def new_token_ratio(self, value: float) -> None:
+        self.ratio_tracker.current = value
