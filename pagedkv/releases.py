@@ -166,6 +166,11 @@ class Release:
         "--max-running-requests", "arg_groups/memory_hook.py: MemoryPoolConfig",
         "A --max-running-requests above half the pool's tokens is lowered to that.",
         ("taken as given", "at most max_total_num_tokens // 2"))
+    page_pool_before_cap: bool = _behaviour(
+        "profiled pool and --max-total-tokens", "mem_cache/kv_cache_configurator.py: KVCacheConfigurator",
+        "The profiled token count is rounded down to whole pages before --max-total-tokens "
+        "caps it (and the warning names the paged count).",
+        ("capped, then paged", "paged, capped, paged again"))
     kv_dtype_in_allocation_log: bool = _behaviour(
         "start-up log dtype", "mem_cache/memory_pool.py: _finalize_allocation_log",
         "The 'KV Cache is allocated' line names the KV dtype; the 'Load weight end' line no "
@@ -221,7 +226,7 @@ RELEASES: dict[str, Release] = {r.name: r for r in (
         evict_until_free=True, split_output_from_prompt=True,
         chunked_prefill_size_20_35_gib=4096, cuda_graph_max_bs_20_35_gib=(48, 160),
         prefill_cuda_graph_reserve=True, req_to_token_rows_are_cap=True,
-        cap_running_at_half_pool=True, kv_dtype_in_allocation_log=True,
+        cap_running_at_half_pool=True, page_pool_before_cap=True, kv_dtype_in_allocation_log=True,
         weights_leave_no_memory_error=True,
         attention_backends=(*_BACKENDS, "cutedsl_mla", "hpc_ops"),
         forced_page_sizes=(("flashmla", (64,), 64), ("trtllm_mla", (32, 64), 64),
@@ -241,7 +246,7 @@ RELEASES: dict[str, Release] = {r.name: r for r in (
         evict_until_free=False, split_output_from_prompt=False,
         chunked_prefill_size_20_35_gib=2048, cuda_graph_max_bs_20_35_gib=(24, 80),
         prefill_cuda_graph_reserve=False, req_to_token_rows_are_cap=False,
-        cap_running_at_half_pool=False, kv_dtype_in_allocation_log=False,
+        cap_running_at_half_pool=False, page_pool_before_cap=False, kv_dtype_in_allocation_log=False,
         weights_leave_no_memory_error=False,
         attention_backends=(*_BACKENDS, "cutlass_mla"),
         forced_page_sizes=(("flashmla", (64,), 64), ("cutlass_mla", (128,), 128),

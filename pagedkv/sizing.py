@@ -321,7 +321,7 @@ def plan_pool(
         raise _not_enough_memory(pre_free_bytes, post_free_bytes, mem_fraction_static,
                                  weights_fill_budget and release.weights_leave_no_memory_error)
     warnings: tuple[str, ...] = ()
-    if sglang_version != "0.5.9":  # 0.5.23's configurator pages the pool before the cap
+    if release.page_pool_before_cap:  # 0.5.23's configurator pages the pool before the cap
         tokens = tokens // page_size * page_size
     if max_total_tokens is not None:
         check_positive_int("max_total_tokens", max_total_tokens)

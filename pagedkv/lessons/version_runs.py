@@ -277,6 +277,13 @@ def running_cap(r: Release) -> str:
     return f"max_running_requests {plan.max_running_requests:,}"
 
 
+def paged_before_cap(r: Release) -> str:
+    """``Release.page_pool_before_cap`` on Qwen3-4B on an RTX 4090, pages of 64, a cap above
+    the pool: the profiled count SGLang's warning names."""
+    plan = pool_plan(r, mem_fraction_static=0.8, page_size=64, max_total_tokens=10**9)
+    return "the warning names " + plan.warnings[0].split("profiled value ")[1].split(".")[0]
+
+
 def allocation_log(r: Release) -> str:
     """``Release.kv_dtype_in_allocation_log`` on Qwen3-4B on an RTX 4090 at mem_fraction_static
     0.80 (N tokens)."""

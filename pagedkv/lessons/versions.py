@@ -119,6 +119,10 @@ DEMOS: dict[str, Demo] = {
     "cap_running_at_half_pool": Demo(
         "--max-running-requests is capped at half the pool",
         "--max-running-requests 4000 on a 1,000-token pool", runs.running_cap),
+    "page_pool_before_cap": Demo(
+        "the profiled pool is paged before --max-total-tokens caps it",
+        "Qwen3-4B on an RTX 4090, pages of 64, --max-total-tokens above the pool",
+        runs.paged_before_cap),
     "kv_dtype_in_allocation_log": Demo(
         "the allocation log line names the KV dtype",
         "Qwen3-4B on an RTX 4090 at mem_fraction_static 0.80 (N tokens)", runs.allocation_log),
