@@ -29,6 +29,7 @@ def setup_options(args: argparse.Namespace, override: dict[str, object] | None =
         "arrival_rate": args.rate, "radix_cache": not args.disable_radix_cache,
         "sglang_version": args.sglang_version,
         "schedule_conservativeness": args.schedule_conservativeness,
+        "disable_hybrid_swa_memory": args.disable_hybrid_swa_memory,
     }
     opts.update(override or {})
     check_sglang_version(opts["sglang_version"])  # a sweep's value too

@@ -127,8 +127,8 @@ def build_workload(args: argparse.Namespace) -> Workload:
         specs = WORKLOADS[args.workload](n, args.rate, args.seed)
         when = f"Poisson at {args.rate:g} requests/s (seed {args.seed})" if args.rate else "all at t=0"
         return Workload(f"{n:,} {args.workload} requests (seed {args.seed})", when, n, _GivenSpecs(specs))
-    trace = load_trace(args.trace, args.trace_format, context_len=load_model(args.model).context_len,
-                       **_sharegpt_options(args))
+    context_len = load_model(args.model, args.disable_hybrid_swa_memory).context_len
+    trace = load_trace(args.trace, args.trace_format, context_len=context_len, **_sharegpt_options(args))
     n = len(trace) if args.num_requests is None else min(args.num_requests, len(trace))
     if args.all_at_once:
         times, when = np.zeros(n), "all at t=0 (--all-at-once)"

@@ -87,6 +87,7 @@ def prepare(
     tp: int = 1,
     weights_bytes: int | None = None,
     arrival_rate: float | None = None,
+    disable_hybrid_swa_memory: bool = False,
     **scheduler_options: object,
 ) -> SimSetup:
     """Size the pool SGLang would build and fix the scheduler's constants (what
@@ -105,6 +106,9 @@ def prepare(
         tp: attention tensor-parallel size; the pool is one GPU's (see ``plan_pool``).
         weights_bytes: weights per GPU, overriding the estimate (quantized models).
         arrival_rate: requests/s the workload was drawn at, recorded in the trace only.
+        disable_hybrid_swa_memory: SGLang's ``--disable-hybrid-swa-memory``: a sliding-window
+            hybrid that SGLang then sizes as one full-length pool (gpt-oss) is accepted (see
+            :func:`pagedkv.model.load_model`); without it such a model is refused by name.
         scheduler_options: any :class:`SchedulerConfig` field, e.g.
             ``schedule_conservativeness=0.5``; ``chunked_prefill_size`` defaults by GPU
             memory and ``max_running_requests`` to the pool's, as in SGLang.
@@ -113,7 +117,7 @@ def prepare(
         ConfigError: unknown preset, parameter out of range.
         NotEnoughMemoryError: the weights leave no room for a pool.
     """
-    spec = model if isinstance(model, ModelSpec) else load_model(model)
+    spec = model if isinstance(model, ModelSpec) else load_model(model, disable_hybrid_swa_memory)
     card = gpu if isinstance(gpu, GPUSpec) else get_gpu(gpu)
     plan = plan_pool(spec, gpu=card, mem_fraction_static=mem_fraction_static, tp=tp,
                      page_size=page_size, max_total_tokens=max_total_tokens,

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import importlib
 import json
+from pathlib import Path
 
 import pytest
 
@@ -82,3 +83,19 @@ def test_a_cap_above_the_pool_is_warned_on_stderr(capsys: pytest.CaptureFixture[
     captured = capsys.readouterr()
     assert "warning: max_total_tokens=87552 is larger than the profiled value 68414" in captured.err
     assert "pool 68,414 tokens" in captured.out
+
+
+GPT_OSS = Path(__file__).parents[1] / "reference" / "configs" / "gpt-oss-20b.json"
+
+
+def test_simulate_takes_the_flag_its_sliding_window_refusal_names(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    # The refusal of a sliding-window hybrid names --disable-hybrid-swa-memory: simulate must
+    # accept that flag (it was only on `pagedkv size`), and then size the one full-length pool.
+    with pytest.raises(ConfigError, match="under --disable-hybrid-swa-memory"):
+        run_simulate(parse("--model", str(GPT_OSS), "--num-requests", "5", "--weights-gib", "12.8"))
+    args = parse("--model", str(GPT_OSS), "--num-requests", "5", "--weights-gib", "12.8",
+                 "--disable-hybrid-swa-memory", "--json")
+    assert run_simulate(args) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["summary"]["completed"] == 5 and out["meta"]["max_total_num_tokens"] > 0
