@@ -38,7 +38,7 @@ from sglang.srt.model_executor.model_runner_components.layer_setup import (  # n
 from sglang.srt.model_executor.model_runner_components.spec_aux_hidden_state import (  # noqa: E402
     SpecAuxHiddenStateConfig,
 )
-from sglang.srt.runtime_context import get_context, get_parallel  # noqa: E402
+from sglang.srt.runtime_context import _WIDTH_AND_GROUP, get_context, get_parallel  # noqa: E402
 from sglang.srt.speculative.spec_info import SpeculativeAlgorithm  # noqa: E402
 
 #: The loggers whose INFO lines the pools print while they are built.
@@ -128,7 +128,10 @@ def _run(mc: ModelConfig, sa: Any, pre_gib: float, post_gib: float, page_size: i
                            "cell_size": configurator._cell_size,
                            "context_len": mc.context_len}
     try:
-        with get_parallel().override(world_group=types.SimpleNamespace(cpu_group=None)):
+        # The event-loop reference leaves one-rank groups (world_size 1) in place for good;
+        # hidden here, as in a fresh process, or SGLang's own check fails every tp > 1 case.
+        no_groups = {group: types.SimpleNamespace() for _, group in _WIDTH_AND_GROUP}
+        with get_parallel().override(world_group=types.SimpleNamespace(cpu_group=None), **no_groups):
             try:
                 pool = kvc._resolve_memory_pool_config(pre_gib)
             except (ValueError, RuntimeError) as exc:
