@@ -62,7 +62,27 @@ def add_size_parser(subparsers: argparse._SubParsersAction) -> None:
                    help="whose default mem_fraction_static, request slots and log lines to follow "
                    f"(default {DEFAULT_SGLANG_VERSION})")
     p.add_argument("--json", action="store_true", help="print one JSON object instead of log lines")
+    add_pool_flags(p)
     p.set_defaults(func=run_size)
+
+
+def add_pool_flags(p: argparse.ArgumentParser) -> None:
+    """SGLang's flags that change how a hybrid model's pools are split (and, for every
+    model, ``--max-running-requests`` and ``--chunked-prefill-size``)."""
+    g = p.add_argument_group("pools of hybrid models (SGLang 0.5.23)")
+    g.add_argument("--max-running-requests", type=int, metavar="N",
+                   help="SGLang's cap on running requests (default: from the pool)")
+    g.add_argument("--chunked-prefill-size", type=int, metavar="TOKENS",
+                   help="SGLang's prefill chunk (default: the GPU preset's; -1: off)")
+    g.add_argument("--disable-radix-cache", action="store_true",
+                   help="SGLang's flag: no prefix cache (a sliding-window pool sized from "
+                   "--max-running-requests; one state slot per request instead of 3)")
+    g.add_argument("--swa-full-tokens-ratio", type=float, metavar="R",
+                   help="SWA tokens per full token, in (0, 1] (default 0.8)")
+    g.add_argument("--mamba-full-memory-ratio", type=float, metavar="R",
+                   help="state bytes per KV byte of a linear-attention hybrid, > 0 (default 0.9)")
+    g.add_argument("--max-mamba-cache-size", type=int, metavar="SLOTS",
+                   help="state slots of a linear-attention hybrid (default: from the ratio)")
 
 
 def plan_from_args(args: argparse.Namespace) -> KVPoolPlan:
@@ -101,11 +121,17 @@ def plan_from_args(args: argparse.Namespace) -> KVPoolPlan:
         max_total_tokens=args.max_total_tokens,
         weights_bytes=None if args.weights_gib is None else gib(args.weights_gib),
         sglang_version=args.sglang_version,
+        max_running_requests=args.max_running_requests,
+        chunked_prefill_size=args.chunked_prefill_size,
+        disable_radix_cache=args.disable_radix_cache,
+        swa_full_tokens_ratio=args.swa_full_tokens_ratio,
+        mamba_full_memory_ratio=args.mamba_full_memory_ratio,
+        max_mamba_cache_size=args.max_mamba_cache_size,
     )
 
 
 def pool_summary(model: ModelSpec, args: argparse.Namespace) -> str:
-    """One line saying which pool SGLang 0.5.23 builds for ``model`` and where the weight
+    """One line saying which pools SGLang 0.5.23 builds for ``model`` and where the weight
     size came from (the figures themselves are in the log lines)."""
     attention = ("multi-head latent attention: one latent per token and layer" if model.is_mla
                  else f"{model.attention_kind}: K and V heads per layer")
@@ -118,10 +144,21 @@ def pool_summary(model: ModelSpec, args: argparse.Namespace) -> str:
         weights = "the checkpoint's model.safetensors.index.json"
     else:
         weights = "the parameter count of the model built on the meta device"
-    swa = ", window layers full-length under --disable-hybrid-swa-memory" if (
-        args.disable_hybrid_swa_memory and "sliding_attention" in str(model.config)) else ""
-    return (f"pools: one KV pool for all {model.num_hidden_layers} layers ({attention}{moe}"
-            f"{swa}; SGLang's DefaultPoolConfigurator); weights from {weights}")
+    full = model.num_full_attention_layers
+    if model.family == "swa":
+        pools = (f"a full pool for {full} full-attention layers and a sliding-window pool for "
+                 f"{model.num_swa_layers} window layers (window {model.sliding_window + 1} "
+                 f"tokens; {attention}{moe})")
+    elif model.family == "linear":
+        pools = (f"a KV pool for {full} full-attention layers and one state slot per request "
+                 f"for {model.num_linear_layers} linear-attention layers ({attention}{moe}; "
+                 "SGLang's DefaultPoolConfigurator and MambaPool)")
+    else:
+        swa = ", window layers full-length under --disable-hybrid-swa-memory" if (
+            args.disable_hybrid_swa_memory and "sliding_attention" in str(model.config)) else ""
+        pools = (f"one KV pool for all {model.num_hidden_layers} layers ({attention}{moe}{swa}; "
+                 "SGLang's DefaultPoolConfigurator)")
+    return f"pools: {pools}; weights from {weights}"
 
 
 def run_size(args: argparse.Namespace) -> int:
@@ -132,9 +169,16 @@ def run_size(args: argparse.Namespace) -> int:
         return 0
     print("\n".join(plan.log_lines()))
     print(pool_summary(load_model(args.model, args.disable_hybrid_swa_memory), args))
+    extra = ""
+    if plan.is_swa:
+        extra = (f" + {plan.swa_cell_size:,} B per SWA token "
+                 f"({plan.swa_max_total_num_tokens:,} SWA tokens)")
+    elif plan.mamba_slots:
+        extra = (f" + {plan.state_bytes:,} B per state slot ({plan.mamba_slots:,} slots, "
+                 f"{plan.state_bytes * plan.mamba_slots / 2**30:.2f} GiB)")
     print(
-        f"bytes per token: {plan.cell_size:,} B ({plan.cell_size / 1024:g} KiB); "
-        f"pool: {plan.pool_bytes / 2**30:.2f} GiB; "
+        f"bytes per token: {plan.cell_size:,} B ({plan.cell_size / 1024:g} KiB){extra}; "
+        f"{'pools' if extra else 'pool'}: {plan.pool_bytes / 2**30:.2f} GiB; "
         f"B_max at {plan.context_len:,} tokens of context: {plan.batch_cap}"
     )
     return 0

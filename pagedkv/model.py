@@ -22,6 +22,7 @@ from typing import Any
 
 from pagedkv.errors import ConfigError, bad_value, check_positive_int
 from pagedkv.model_family import attention_family, text_config
+from pagedkv.model_hybrid import gdn_state_bytes, linear_layer_count, swa_layer_count, swa_window
 from pagedkv.weights import checkpoint_total_size, count_parameters, preset_param_counts
 
 #: Preset name -> the Hugging Face repository whose ``config.json`` is shipped verbatim.
@@ -38,6 +39,7 @@ MODEL_PRESETS: dict[str, str] = {
     "mixtral-8x7b": "mistralai/Mixtral-8x7B-v0.1",
     "qwen3-30b-a3b": "Qwen/Qwen3-30B-A3B",
     "qwen3-235b-a22b": "Qwen/Qwen3-235B-A22B",
+    "gpt-oss-20b": "openai/gpt-oss-20b",
 }
 
 #: Bytes per element of each KV-cache dtype SGLang accepts (``--kv-cache-dtype``).
@@ -82,6 +84,13 @@ class ModelSpec:
         config: the parsed ``config.json`` (for :attr:`num_params`).
         architecture: the config's first ``architectures`` entry, e.g. ``"LlamaForCausalLM"``
             (the model class SGLang names in its "Load weight end" line).
+        family: the pools SGLang builds (:func:`pagedkv.model_family.attention_family`):
+            ``"dense"``, ``"mla"``, ``"swa"`` (a full and a sliding-window pool) or
+            ``"linear"`` (KV for the full-attention layers plus per-request state slots).
+        num_swa_layers: window layers of a sliding-window hybrid (0 otherwise).
+        sliding_window: SGLang's ``sliding_window_size`` for a sliding-window hybrid (the
+            model class's: ``sliding_window - 1`` for gpt-oss), else None.
+        num_linear_layers: linear-attention (state, no KV) layers of a linear hybrid.
     """
 
     name: str
@@ -101,6 +110,41 @@ class ModelSpec:
     checkpoint_bytes: int | None = None
     model_type: str = ""
     config: dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
+    family: str = "dense"
+    num_swa_layers: int = 0
+    sliding_window: int | None = None
+    num_linear_layers: int = 0
+
+    @property
+    def is_hybrid(self) -> bool:
+        """A sliding-window or linear-attention hybrid: more than one kind of pool."""
+        return self.family in ("swa", "linear")
+
+    @property
+    def num_full_attention_layers(self) -> int:
+        """Layers that keep full-length KV (every layer of a one-pool model)."""
+        return self.num_hidden_layers - self.num_swa_layers - self.num_linear_layers
+
+    def full_cell_size(self, kv_cache_dtype: str = "bf16", tp: int = 1) -> int:
+        """KV bytes one token costs on one GPU over the full-attention layers only (a hybrid's
+        full pool; :meth:`cell_size` for a one-pool model)."""
+        return self._per_layer(kv_cache_dtype, tp) * self.num_full_attention_layers
+
+    def swa_cell_size(self, kv_cache_dtype: str = "bf16", tp: int = 1) -> int:
+        """KV bytes one token costs on one GPU over the window layers (0 without any)."""
+        return self._per_layer(kv_cache_dtype, tp) * self.num_swa_layers
+
+    def state_bytes(self, tp: int = 1) -> tuple[int, int]:
+        """Bytes of one request's state slot on one GPU, ``(conv_state, ssm_state)``
+        (linear-attention hybrids; ``(0, 0)`` otherwise): see
+        :func:`pagedkv.model_hybrid.gdn_state_bytes`.
+
+        Raises:
+            ConfigError: a ``tp`` that does not divide the linear-attention heads.
+        """
+        if self.family != "linear":
+            return 0, 0
+        return gdn_state_bytes(text_config(self.config), tp, self.name)
 
     @property
     def is_moe(self) -> bool:
@@ -157,23 +201,31 @@ class ModelSpec:
         if self.num_attention_heads % tp:
             raise bad_value("tp", tp, f"a divisor of num_attention_heads={self.num_attention_heads}")
 
-    def cell_size(self, kv_cache_dtype: str = "bf16", tp: int = 1) -> int:
-        """KV bytes one token costs on one GPU (SGLang's ``cell_size``).
-
-        MHA/GQA/MQA: ``H_kv_per_rank * (head_dim + v_head_dim) * L * bytes``, i.e.
-        ``2 * L * H_kv * d_head * bytes`` when K and V heads are equal. MLA:
-        ``(kv_lora_rank + qk_rope_head_dim) * L * bytes``, never divided by TP.
-
-        Raises:
-            ConfigError: unknown ``kv_cache_dtype`` or a ``tp`` that does not fit ``H_kv``.
-        """
+    def _per_layer(self, kv_cache_dtype: str, tp: int) -> int:
         elem = kv_dtype_bytes(kv_cache_dtype)
         if self.is_mla:
             check_positive_int("tp", tp)
             self.check_attention_tp(tp)
-            return (self.kv_lora_rank + self.qk_rope_head_dim) * self.num_hidden_layers * elem
-        heads = self.kv_heads_per_rank(tp)
-        return heads * (self.head_dim + self.v_head_dim) * self.num_hidden_layers * elem
+            return (self.kv_lora_rank + self.qk_rope_head_dim) * elem
+        return self.kv_heads_per_rank(tp) * (self.head_dim + self.v_head_dim) * elem
+
+    def cell_size(self, kv_cache_dtype: str = "bf16", tp: int = 1) -> int:
+        """KV bytes one token costs on one GPU if every layer that keeps KV keeps it at full
+        length (SGLang's ``cell_size`` for a one-pool model).
+
+        MHA/GQA/MQA: ``H_kv_per_rank * (head_dim + v_head_dim) * L * bytes``, i.e.
+        ``2 * L * H_kv * d_head * bytes`` when K and V heads are equal. MLA:
+        ``(kv_lora_rank + qk_rope_head_dim) * L * bytes``, never divided by TP. A
+        sliding-window hybrid counts its window layers too (what
+        ``--disable-hybrid-swa-memory`` allocates; SGLang's own split is
+        :meth:`full_cell_size` + :meth:`swa_cell_size`); a linear-attention hybrid only its
+        full-attention layers (the others keep state, :meth:`state_bytes`).
+
+        Raises:
+            ConfigError: unknown ``kv_cache_dtype`` or a ``tp`` that does not fit ``H_kv``.
+        """
+        return self._per_layer(kv_cache_dtype, tp) * (
+            self.num_hidden_layers - self.num_linear_layers)
 
     def weight_bytes(self, tp: int = 1) -> int:
         """Bytes of weights one GPU holds: the checkpoint's bytes / ``tp``.
@@ -264,6 +316,10 @@ class ModelSpec:
             checkpoint_bytes=checkpoint_bytes,
             model_type=str(full.get("model_type") or ""),
             config=full,
+            family=family,
+            num_swa_layers=swa_layer_count(config) if family == "swa" else 0,
+            sliding_window=swa_window(config) if family == "swa" else None,
+            num_linear_layers=linear_layer_count(config) if family == "linear" else 0,
         )
 
 

@@ -11,9 +11,11 @@ for their few full-attention layers plus per-request state slots. Mixture-of-exp
 with dense attention (Mixtral, Qwen3-MoE) size their KV like any dense model: only their
 weights differ, and those come from the checkpoint (:mod:`pagedkv.weights`).
 
-pagedkv models the one-pool families. Every other model is refused with a
-:class:`~pagedkv.errors.ConfigError` that names the field, its value and what to pass, so that
-no number is printed for a model whose pools SGLang builds differently.
+pagedkv sizes the one-pool families, the sliding-window hybrids in :data:`SWA_SIZED` and the
+linear-attention hybrids in :data:`LINEAR_SIZED` (:mod:`pagedkv.hybrid_pools`). Every other
+model is refused with a :class:`~pagedkv.errors.ConfigError` that names the field, its value
+and what to pass, so that no number is printed for a model whose pools SGLang builds in a way
+pagedkv does not model.
 """
 
 from __future__ import annotations
@@ -80,6 +82,18 @@ MODEL_TYPE_ARCHITECTURES: dict[str, str] = {
 KNOWN_LAYER_TYPES = frozenset({"full_attention", "sliding_attention", "chunked_attention",
                                "linear_attention", "mamba", "attention"})
 
+#: Sliding-window hybrids pagedkv sizes as SGLang 0.5.23 does (checked against its
+#: ``HybridSWAPoolConfigurator`` and ``SWARequestCapPoolConfigurator``): window and full
+#: layers with the same K/V head layout, split by ``layer_types``.
+SWA_SIZED = frozenset({"GptOssForCausalLM"})
+
+#: Linear-attention hybrids pagedkv sizes as SGLang 0.5.23 does (gated delta nets: the
+#: default configurator for the full-attention layers plus ``MambaPool`` state slots).
+LINEAR_SIZED = frozenset({"Qwen3NextForCausalLM"})
+
+#: The hybrid families in words, for messages.
+HYBRID_WORDS = {"swa": "sliding-window", "linear": "linear-attention"}
+
 _SUPPORTED = ", ".join(sorted(DENSE_ARCHITECTURES | MLA_ARCHITECTURES))
 
 
@@ -142,36 +156,44 @@ def check_layer_types(text: dict[str, Any], name: str) -> list[str]:
 
 def attention_family(config: dict[str, Any], name: str,
                      disable_hybrid_swa_memory: bool = False) -> str:
-    """``"dense"`` or ``"mla"``: the one-pool families pagedkv sizes exactly.
+    """Which pools SGLang 0.5.23 builds for the model: ``"dense"``, ``"mla"``, ``"swa"`` or
+    ``"linear"`` (see the module's docstring).
 
-    With SGLang's ``--disable-hybrid-swa-memory`` (``disable_hybrid_swa_memory``),
-    ``ModelConfig.is_hybrid_swa`` is false: a sliding-window hybrid gets the default
-    configurator's one pool, full-length for every layer, window layers included.
+    ``"swa"``: a sliding-window hybrid pagedkv sizes (:data:`SWA_SIZED`): a full pool and a
+    sliding-window pool. With SGLang's ``--disable-hybrid-swa-memory``
+    (``disable_hybrid_swa_memory``), ``ModelConfig.is_hybrid_swa`` is false: such a model then
+    gets the default configurator's one pool, full-length for every layer, window layers
+    included (``"dense"``). ``"linear"``: a linear-attention hybrid pagedkv sizes
+    (:data:`LINEAR_SIZED`): KV for its full-attention layers and per-request state slots.
 
     Raises:
-        ConfigError: a sliding-window or linear-attention hybrid, an architecture SGLang
-            0.5.23 pools in some other way or that pagedkv does not know, inconsistent
-            ``layer_types``, or a sliding window larger than the context. The message names
-            the field, its value and what to pass.
+        ConfigError: a hybrid pagedkv does not size, an architecture SGLang 0.5.23 pools in
+            some other way or that pagedkv does not know, inconsistent ``layer_types``, a
+            field the family needs missing, or a sliding window larger than the context.
+            The message names the field, its value and what to pass.
     """
     arch = architecture_of(config, name)
     text = text_config(config)
     kinds = check_layer_types(text, name)
+    if arch in LINEAR_SIZED:
+        check_linear_fields(text, name, arch)
+        return "linear"
     if arch in LINEAR_HYBRID_ARCHITECTURES or "linear_attention" in kinds or "mamba" in kinds:
         raise ConfigError(
-            f"config of {name!r}: architectures[0]={arch!r} is a linear-attention hybrid: "
-            "SGLang keeps KV only for its full-attention layers plus a pool of per-request "
-            "state slots (--max-mamba-cache-size, --mamba-full-memory-ratio), which pagedkv "
-            f"does not model; valid: a one-pool model ({_SUPPORTED})")
+            f"config of {name!r}: architectures[0]={arch!r} is a linear-attention hybrid "
+            "whose state layout pagedkv does not model (SGLang keeps KV only for its "
+            "full-attention layers plus a pool of per-request state slots); valid: "
+            + ", ".join(sorted(LINEAR_SIZED)) + f", or a one-pool model ({_SUPPORTED})")
     one_pool = arch in ONE_POOL_WHEN_SWA_DISABLED
+    if arch in SWA_SIZED and not disable_hybrid_swa_memory:
+        check_swa_fields(text, name, arch, kinds)
+        return "swa"
     if arch in SWA_HYBRID_ARCHITECTURES and not (one_pool and disable_hybrid_swa_memory):
         raise ConfigError(
-            f"config of {name!r}: architectures[0]={arch!r} is a sliding-window hybrid: "
-            "SGLang 0.5.23 gives it a full-attention pool and a sliding-window pool "
-            "(--swa-full-tokens-ratio), which pagedkv does not model; valid: a one-pool model "
-            f"({_SUPPORTED})" + (", or this one under --disable-hybrid-swa-memory (SGLang's "
-                                 "flag: one full-length pool for every layer, which pagedkv "
-                                 "sizes)" if one_pool else ""))
+            f"config of {name!r}: architectures[0]={arch!r} is a sliding-window hybrid whose "
+            "pools pagedkv does not model (SGLang 0.5.23 gives it a full-attention pool and a "
+            "sliding-window pool of its own layout); valid: "
+            + ", ".join(sorted(SWA_SIZED)) + f", or a one-pool model ({_SUPPORTED})")
     if arch in MULTIMODAL_ARCHITECTURES:
         raise ConfigError(
             f"config of {name!r}: architectures[0]={arch!r} is multimodal: SGLang 0.5.23 "
@@ -181,15 +203,13 @@ def attention_family(config: dict[str, Any], name: str,
     if arch not in DENSE_ARCHITECTURES | MLA_ARCHITECTURES | ONE_POOL_WHEN_SWA_DISABLED:
         raise ConfigError(
             f"config of {name!r}: architectures[0]={arch!r} is an architecture pagedkv does not "
-            f"size (its pools may differ from one KV pool); valid: {_SUPPORTED}")
+            f"size (its pools may differ from one KV pool); valid: {_SUPPORTED}, "
+            + ", ".join(sorted(SWA_SIZED | LINEAR_SIZED)))
     window = text.get("sliding_window")
-    context = text.get("max_position_embeddings")
     uses_window = "sliding_attention" in kinds or (
         arch.startswith("Gemma") and window is not None)
-    if uses_window and isinstance(window, int) and isinstance(context, int) and window > context:
-        raise ConfigError(
-            f"config of {name!r}: sliding_window={window} is larger than the context "
-            f"max_position_embeddings={context}; valid: a window of at most {context} tokens")
+    if uses_window:
+        check_window(text, name)
     if arch in MLA_ARCHITECTURES and text.get("kv_lora_rank"):
         return "mla"
     if arch in MLA_ARCHITECTURES:
@@ -197,3 +217,60 @@ def attention_family(config: dict[str, Any], name: str,
             f"config of {name!r}: architectures[0]={arch!r} needs kv_lora_rank (its "
             "multi-head latent attention caches one latent per token); valid: an integer >= 1")
     return "dense"
+
+
+def check_window(text: dict[str, Any], name: str) -> None:
+    """Raise ConfigError when ``sliding_window`` is larger than ``max_position_embeddings``."""
+    window = text.get("sliding_window")
+    context = text.get("max_position_embeddings")
+    if isinstance(window, int) and isinstance(context, int) and window > context:
+        raise ConfigError(
+            f"config of {name!r}: sliding_window={window} is larger than the context "
+            f"max_position_embeddings={context}; valid: a window of at most {context} tokens")
+
+
+def _need(text: dict[str, Any], name: str, arch: str, field: str, valid: str) -> None:
+    value = text.get(field)
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise ConfigError(
+            f"config of {name!r}: {field}={value!r} is invalid or missing, and SGLang needs it "
+            f"to size {arch}; valid: {valid}")
+
+
+def check_swa_fields(text: dict[str, Any], name: str, arch: str, kinds: list[str]) -> None:
+    """What a sliding-window hybrid needs: ``sliding_window`` and ``layer_types`` naming
+    both kinds (SGLang's ``get_hybrid_layer_ids`` reads them for gpt-oss).
+
+    Raises:
+        ConfigError: a field missing or inconsistent, or a window larger than the context.
+    """
+    _need(text, name, arch, "sliding_window", "the window in tokens, an integer >= 1")
+    if not kinds or "sliding_attention" not in kinds or "full_attention" not in kinds:
+        raise ConfigError(
+            f"config of {name!r}: layer_types={kinds!r} names no sliding_attention and "
+            f"full_attention layers, which SGLang reads to split {arch}'s pools; valid: one "
+            "entry per layer, 'sliding_attention' or 'full_attention', both present")
+    odd = sorted({k for k in kinds if k not in ("sliding_attention", "full_attention")})
+    if odd:
+        raise ConfigError(
+            f"config of {name!r}: layer_types holds {odd!r}, which {arch} does not have; "
+            "valid: 'sliding_attention' and 'full_attention'")
+    check_window(text, name)
+
+
+def check_linear_fields(text: dict[str, Any], name: str, arch: str) -> None:
+    """What a gated-delta-net hybrid (Qwen3-Next) needs: its full-attention interval and
+    the linear-attention head sizes (SGLang's ``Qwen3NextConfig``).
+
+    Raises:
+        ConfigError: a field missing or not a positive integer.
+    """
+    for field in ("full_attention_interval", "linear_num_key_heads", "linear_num_value_heads",
+                  "linear_key_head_dim", "linear_value_head_dim", "linear_conv_kernel_dim"):
+        _need(text, name, arch, field, "an integer >= 1 (as the published config.json has it)")
+    interval, layers = text["full_attention_interval"], text.get("num_hidden_layers")
+    if isinstance(layers, int) and interval > layers:
+        raise ConfigError(
+            f"config of {name!r}: full_attention_interval={interval} is larger than "
+            f"num_hidden_layers={layers}, which leaves no full-attention layer; valid: 1.."
+            f"{layers}")

@@ -20,9 +20,25 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from pagedkv.errors import NotEnoughMemoryError, bad_value, check_fraction, check_positive_int
+from pagedkv.errors import (
+    ConfigError,
+    NotEnoughMemoryError,
+    bad_value,
+    check_fraction,
+    check_positive_int,
+)
 from pagedkv.gpus import GPUSpec, get_gpu
+from pagedkv.hybrid_pools import (
+    CHECKED_RELEASES,
+    DEFAULT_MAMBA_FULL_MEMORY_RATIO,
+    DEFAULT_SWA_FULL_TOKENS_RATIO,
+    cap_by_mamba,
+    mamba_share,
+    size_swa_pools,
+    swa_request_cap,
+)
 from pagedkv.model import ModelSpec, kv_dtype_bytes, load_model
+from pagedkv.pool_lines import allocation_lines
 from pagedkv.releases import DEFAULT_SGLANG_VERSION, Release, as_release
 from pagedkv.server_args import (
     default_mem_fraction_static,
@@ -114,11 +130,31 @@ class KVPoolPlan:
     architecture: str = ""
     chunked_prefill_size: int | None = None
     warnings: tuple[str, ...] = ()
+    configurator: str = "DefaultPoolConfigurator"
+    sizing_lines: tuple[str, ...] = ()  # the configurator's lines and warnings, in order
+    swa_max_total_num_tokens: int | None = None
+    swa_cell_size: int = 0
+    sliding_window: int | None = None
+    mamba_slots: int = 0  # max_mamba_cache_size (the pool has one padding slot more)
+    conv_state_bytes: int = 0  # one request's state slot, all linear layers
+    ssm_state_bytes: int = 0
+
+    @property
+    def is_swa(self) -> bool:
+        """A full pool plus a sliding-window pool."""
+        return self.swa_max_total_num_tokens is not None
+
+    @property
+    def state_bytes(self) -> int:
+        """Bytes of one request's state slot (linear-attention hybrids; 0 otherwise)."""
+        return self.conv_state_bytes + self.ssm_state_bytes
 
     @property
     def pool_bytes(self) -> int:
-        """Bytes of KV the pool holds (``max_total_num_tokens * cell_size``, no padding page)."""
-        return self.max_total_num_tokens * self.cell_size
+        """Bytes of KV and state the pools hold, padding pages and slots left out:
+        ``max_total_num_tokens * cell_size`` (+ SWA tokens * their bytes, + state slots)."""
+        swa = (self.swa_max_total_num_tokens or 0) * self.swa_cell_size
+        return self.max_total_num_tokens * self.cell_size + swa + self.mamba_slots * self.state_bytes
 
     @property
     def longest_prompt(self) -> int:
@@ -127,8 +163,17 @@ class KVPoolPlan:
 
     @property
     def batch_cap(self) -> int:
-        """``B_max``: requests that fit if each grows to ``context_len`` tokens."""
-        return batch_cap(self.pool_bytes, self.context_len, self.cell_size)
+        """``B_max``: requests that fit if each grows to ``context_len`` tokens. A
+        sliding-window request holds at most ``min(context, window + 1)`` SWA tokens; a
+        linear-attention request one state slot."""
+        cap = batch_cap(self.max_total_num_tokens * self.cell_size, self.context_len,
+                        self.cell_size)
+        if self.is_swa and self.sliding_window is not None:
+            cap = min(cap, self.swa_max_total_num_tokens
+                      // min(self.context_len, self.sliding_window + 1))
+        if self.mamba_slots:
+            cap = min(cap, self.mamba_slots)
+        return cap
 
     def log_lines(self) -> list[str]:
         """SGLang's start-up lines for this pool, in ``sglang_version``'s words.
@@ -143,30 +188,22 @@ class KVPoolPlan:
         from the load line).
         """
         pre, post = self.pre_free_bytes / GiB, self.post_free_bytes / GiB
-        size = (
-            f"KV size: {self.k_size_bytes / GiB:.2f} GB"
-            if self.is_mla
-            else f"K size: {self.k_size_bytes / GiB:.2f} GB, V size: {self.v_size_bytes / GiB:.2f} GB"
-        )
-        kv_dtype = _TORCH_DTYPES.get(self.kv_cache_dtype, self.kv_cache_dtype)
         model = f"type={self.architecture}, " if self.architecture else ""
         dtype_there = self.kv_dtype_in_allocation_log
         if dtype_there is None:
             dtype_there = as_release(self.sglang_version).kv_dtype_in_allocation_log
         if dtype_there:
             load_end = f"Load weight end. {model}"
-            allocated = (f"KV Cache is allocated. dtype: {kv_dtype}, "
-                         f"#tokens: {self.max_total_num_tokens}, {size}")
         else:
             load_end = f"Load weight end. {model}dtype=torch.bfloat16, "
-            allocated = f"KV Cache is allocated. #tokens: {self.max_total_num_tokens}, {size}"
+        kv_dtype = _TORCH_DTYPES.get(self.kv_cache_dtype, self.kv_cache_dtype)
         chunk = ("" if self.chunked_prefill_size is None
                  else f"chunked_prefill_size={self.chunked_prefill_size}, ")
         return [
             f"Load weight begin. avail mem={pre:.2f} GB",
             f"{load_end}avail mem={post:.2f} GB, mem usage={pre - post:.2f} GB.",
-            *self.warnings,
-            allocated,
+            *(self.sizing_lines or self.warnings),
+            *allocation_lines(self, kv_dtype if dtype_there else None),
             f"max_total_num_tokens={self.max_total_num_tokens}, {chunk}"
             f"max_prefill_tokens=16384, max_running_requests={self.max_running_requests}, "
             f"context_len={self.context_len}",
@@ -196,7 +233,14 @@ class KVPoolPlan:
             "batch_cap": self.batch_cap,
             "sglang_version": self.sglang_version,
             "warnings": list(self.warnings),
+            "configurator": self.configurator,
         }
+        if self.is_swa:
+            out.update(swa_max_total_num_tokens=self.swa_max_total_num_tokens,
+                       swa_bytes_per_token=self.swa_cell_size, sliding_window=self.sliding_window)
+        if self.mamba_slots:
+            out.update(max_mamba_cache_size=self.mamba_slots,
+                       state_bytes_per_request=self.state_bytes)
         for name, size in memory.items():
             out[f"{name}_bytes"] = int(size)
             out[f"{name}_gib"] = round(size / GiB, 6)
@@ -243,6 +287,11 @@ def plan_pool(
     max_running_requests: int | None = None,
     weights_bytes: int | None = None,
     sglang_version: str | Release = DEFAULT_SGLANG_VERSION,
+    chunked_prefill_size: int | None = None,
+    disable_radix_cache: bool = False,
+    swa_full_tokens_ratio: float | None = None,
+    mamba_full_memory_ratio: float | None = None,
+    max_mamba_cache_size: int | None = None,
 ) -> KVPoolPlan:
     """Size the KV pool as SGLang does at start-up.
 
@@ -269,10 +318,24 @@ def plan_pool(
         weights_bytes: override the weight size per GPU (needed for quantized models).
         sglang_version: a release name (default 0.5.23) or a :class:`Release`: whose
             default ``f``, ``max_running_requests``, start-up error and log lines to follow.
+            Hybrid models are sized as 0.5.23 does (:data:`CHECKED_RELEASES`).
+        chunked_prefill_size: SGLang's ``--chunked-prefill-size`` (default: the GPU
+            preset's; <= 0 or None: prefill not chunked). With ``max_running_requests`` and
+            ``disable_radix_cache`` it makes SGLang size a sliding-window pool from the
+            requests' needs (``SWARequestCapPoolConfigurator``).
+        disable_radix_cache: ``--disable-radix-cache`` (sliding-window request cap; one
+            state slot per request instead of 3 for linear-attention hybrids).
+        swa_full_tokens_ratio: ``--swa-full-tokens-ratio`` in (0, 1], default 0.8: SWA
+            tokens per full token.
+        mamba_full_memory_ratio: ``--mamba-full-memory-ratio`` > 0, default 0.9: state
+            bytes per KV byte of a linear-attention hybrid.
+        max_mamba_cache_size: ``--max-mamba-cache-size``: state slots, instead of the share.
 
     Raises:
-        ConfigError: any parameter outside its range (named in the message).
-        NotEnoughMemoryError: the weights leave no room for a pool.
+        ConfigError: any parameter outside its range (named in the message), or a hybrid
+            model with a release other than 0.5.23.
+        NotEnoughMemoryError: the weights leave no room for a pool (SGLang's error; for a
+            hybrid also its SWA-pool and state-slot errors).
     """
     if not isinstance(model, ModelSpec):
         model = load_model(model)
@@ -314,34 +377,90 @@ def plan_pool(
     context_len = model.context_len if context_len is None else context_len
     check_positive_int("context_len", context_len)
 
+    chunk = None if gpu is None else gpu_memory_defaults(gpu.memory_mib, tp, sglang_version)[0]
+    chunked_prefill_size = chunk if chunked_prefill_size is None else chunked_prefill_size
+    hybrid = _hybrid_flags(model, release, swa_full_tokens_ratio, mamba_full_memory_ratio,
+                           max_mamba_cache_size, max_running_requests)
     cell = model.cell_size(kv_cache_dtype, tp)
-    tokens = profile_max_num_token(pre_free_bytes, post_free_bytes, cell, mem_fraction_static)
-    weights_fill_budget = post_free_bytes - pre_free_bytes * (1.0 - mem_fraction_static) <= 0
-    if tokens < page_size:
+    lines: list[str] = []
+    extra: dict[str, object] = {}
+    if model.is_hybrid:  # SGLang's GiB arithmetic (_profile_available_bytes)
+        rest_gib = post_free_bytes / GiB - pre_free_bytes / GiB * (1.0 - mem_fraction_static)
+        if model.family == "linear":
+            conv, ssm = model.state_bytes(tp)
+            share = mamba_share(rest_gib, state_bytes=conv + ssm,
+                                full_memory_ratio=hybrid["mamba_ratio"],
+                                max_mamba_cache_size=max_mamba_cache_size,
+                                max_running_requests=max_running_requests,
+                                disable_radix_cache=disable_radix_cache)
+            rest_gib = share.rest_gib
+            extra.update(mamba_slots=share.slots, conv_state_bytes=conv, ssm_state_bytes=ssm)
+        weights_fill_budget = rest_gib <= 0
+        available = int(rest_gib * (1 << 30))
+        tokens = available // cell if cell else 0
+    else:
+        tokens = profile_max_num_token(pre_free_bytes, post_free_bytes, cell, mem_fraction_static)
+        weights_fill_budget = post_free_bytes - pre_free_bytes * (1.0 - mem_fraction_static) <= 0
+    if (weights_fill_budget and model.is_hybrid) or (tokens < page_size and model.family != "swa"):
         raise _not_enough_memory(pre_free_bytes, post_free_bytes, mem_fraction_static,
                                  weights_fill_budget and release.weights_leave_no_memory_error)
     warnings: tuple[str, ...] = ()
-    if release.page_pool_before_cap:  # 0.5.23's configurator pages the pool before the cap
+    if model.family == "swa":
+        chunked = chunked_prefill_size is not None and chunked_prefill_size > 0
+        cap = (swa_request_cap(page_size=page_size, window=model.sliding_window,
+                               max_running_requests=max_running_requests,
+                               chunked_prefill_size=chunked_prefill_size)
+               if max_running_requests is not None and disable_radix_cache and chunked else None)
+        if max_running_requests is not None:
+            check_positive_int("max_running_requests", max_running_requests)
+        swa = size_swa_pools(available, full_cell=model.full_cell_size(kv_cache_dtype, tp),
+                             swa_cell=model.swa_cell_size(kv_cache_dtype, tp),
+                             page_size=page_size, ratio=hybrid["swa_ratio"],
+                             window=model.sliding_window, max_total_tokens=max_total_tokens,
+                             request_cap=cap)
+        tokens, cell = swa.full_tokens, model.full_cell_size(kv_cache_dtype, tp)
+        lines += swa.lines
+        warnings = tuple(line for line in swa.lines if line.startswith("max_total_tokens="))
+        extra.update(configurator=swa.configurator, swa_max_total_num_tokens=swa.swa_tokens,
+                     swa_cell_size=model.swa_cell_size(kv_cache_dtype, tp),
+                     sliding_window=model.sliding_window)
+    else:
+        if release.page_pool_before_cap:  # 0.5.23's configurator pages the pool before the cap
+            tokens = tokens // page_size * page_size
+        if max_total_tokens is not None:
+            check_positive_int("max_total_tokens", max_total_tokens)
+            if max_total_tokens > tokens:  # SGLang warns and keeps the profiled pool
+                warnings = (f"max_total_tokens={max_total_tokens} is larger than the profiled "
+                            f"value {tokens}. Use the profiled value instead.",)
+            tokens = min(tokens, max_total_tokens)
         tokens = tokens // page_size * page_size
-    if max_total_tokens is not None:
-        check_positive_int("max_total_tokens", max_total_tokens)
-        if max_total_tokens > tokens:  # SGLang warns and keeps the profiled pool
-            warnings = (f"max_total_tokens={max_total_tokens} is larger than the profiled value "
-                        f"{tokens}. Use the profiled value instead.",)
-        tokens = min(tokens, max_total_tokens)
-    tokens = tokens // page_size * page_size
+        lines += warnings
+        if tokens <= 0:
+            raise _not_enough_memory(pre_free_bytes, post_free_bytes, mem_fraction_static, False)
     if max_running_requests is None:
         slots = req_to_token_pool_size(tokens, context_len)
         max_running_requests = min(tokens // 2, slots)
         if release.req_to_token_rows_are_cap:  # 0.5.23 sizes the rows to the cap
             slots = max_running_requests
+        asked = None
     else:  # --max-running-requests: 0.5.23 still caps it at half the pool
         check_positive_int("max_running_requests", max_running_requests)
+        asked = max_running_requests
         if release.cap_running_at_half_pool:
             max_running_requests = min(max_running_requests, tokens // 2)
         slots = max_running_requests
+    capped: tuple[str, ...] = ()
+    if model.family == "linear":
+        max_running_requests, capped = cap_by_mamba(max_running_requests, extra["mamba_slots"],
+                                                    disable_radix_cache)
+        slots = max_running_requests
+    if asked is not None and max_running_requests < asked and not capped:
+        lines.append(f"max_running_requests was reduced from the requested {asked} to "
+                     f"{max_running_requests} (per dp worker) due to the available KV cache "
+                     "capacity.")
+    lines += capped
     rows = tokens + page_size  # each per-layer buffer has one padding page
-    layers = model.num_hidden_layers
+    layers = model.num_full_attention_layers
     if model.is_mla:
         k_size = rows * (model.kv_lora_rank + model.qk_rope_head_dim) * layers * elem
         v_size = 0
@@ -357,10 +476,38 @@ def plan_pool(
         max_running_requests=max_running_requests, k_size_bytes=k_size, v_size_bytes=v_size,
         is_mla=model.is_mla, sglang_version=release.name,
         kv_dtype_in_allocation_log=release.kv_dtype_in_allocation_log, architecture=model.architecture,
-        chunked_prefill_size=None if gpu is None else gpu_memory_defaults(
-            gpu.memory_mib, tp, sglang_version)[0],
-        warnings=warnings,
+        chunked_prefill_size=chunk, warnings=warnings, sizing_lines=tuple(lines),
+        **extra,  # type: ignore[arg-type]
     )
+
+
+def _hybrid_flags(model: ModelSpec, release: Release, swa_ratio: float | None,
+                  mamba_ratio: float | None, max_mamba_cache_size: int | None,
+                  max_running_requests: int | None) -> dict[str, float]:
+    """The hybrid flags, checked, with SGLang's defaults filled in.
+
+    Raises:
+        ConfigError: a flag out of range, or a hybrid model under a release whose hybrid
+            sizing pagedkv does not follow.
+    """
+    if model.is_hybrid and release.name not in CHECKED_RELEASES:
+        raise ConfigError(
+            f"sglang_version={release.name!r} with {model.name!r}, a "
+            f"{'sliding-window' if model.family == 'swa' else 'linear-attention'} hybrid: "
+            "pagedkv sizes hybrid pools as SGLang " + ", ".join(sorted(CHECKED_RELEASES))
+            + " does; valid: sglang_version=" + " or ".join(sorted(CHECKED_RELEASES)))
+    swa = DEFAULT_SWA_FULL_TOKENS_RATIO if swa_ratio is None else swa_ratio
+    if swa_ratio is not None:
+        check_fraction("swa_full_tokens_ratio", swa_ratio)
+    mamba = DEFAULT_MAMBA_FULL_MEMORY_RATIO if mamba_ratio is None else mamba_ratio
+    if mamba_ratio is not None and not (isinstance(mamba_ratio, (int, float))
+                                        and math.isfinite(mamba_ratio) and mamba_ratio > 0):
+        raise bad_value("mamba_full_memory_ratio", mamba_ratio, "a number > 0")
+    if max_mamba_cache_size is not None:
+        check_positive_int("max_mamba_cache_size", max_mamba_cache_size)
+    if max_running_requests is not None:
+        check_positive_int("max_running_requests", max_running_requests)
+    return {"swa_ratio": swa, "mamba_ratio": mamba}
 
 
 __all__ = [

@@ -22,13 +22,32 @@ def tiny(arch: str, model_type: str, **extra) -> dict:
                                     r"pagedkv does not size; valid: .*LlamaForCausalLM"),
     (tiny("FooForCausalLM", "foo"), r"architectures\[0\]='FooForCausalLM' is an architecture "
                                     r"pagedkv does not size"),
+    (tiny("GptOssForCausalLM", "gpt_oss", layer_types=["sliding_attention", "full_attention"]),
+     r"sliding_window=None is invalid or missing, and SGLang needs it to size "
+     r"GptOssForCausalLM; valid: the window in tokens"),
+    (tiny("GptOssForCausalLM", "gpt_oss", sliding_window=128),
+     r"layer_types=\[\] names no sliding_attention and full_attention layers"),
     (tiny("GptOssForCausalLM", "gpt_oss", sliding_window=128,
+          layer_types=["full_attention", "full_attention"]),
+     r"layer_types=\['full_attention', 'full_attention'\] names no sliding_attention"),
+    (tiny("GptOssForCausalLM", "gpt_oss", sliding_window=128,
+          layer_types=["sliding_attention", "chunked_attention"]),
+     r"names no sliding_attention and full_attention"),
+    (tiny("GptOssForCausalLM", "gpt_oss", sliding_window=8192, max_position_embeddings=4096,
           layer_types=["sliding_attention", "full_attention"]),
-     r"architectures\[0\]='GptOssForCausalLM' is a sliding-window hybrid.*"
-     r"--swa-full-tokens-ratio"),
+     r"sliding_window=8192 is larger than the context max_position_embeddings=4096"),
     (tiny("Llama4ForConditionalGeneration", "llama4"), "is a sliding-window hybrid"),
     (tiny("Qwen3NextForCausalLM", "qwen3_next"),
-     r"'Qwen3NextForCausalLM' is a linear-attention hybrid.*--max-mamba-cache-size"),
+     r"full_attention_interval=None is invalid or missing, and SGLang needs it to size "
+     r"Qwen3NextForCausalLM"),
+    (tiny("Qwen3NextForCausalLM", "qwen3_next", full_attention_interval=4,
+          linear_num_key_heads=16, linear_num_value_heads=32, linear_key_head_dim=128,
+          linear_value_head_dim=128, linear_conv_kernel_dim=4),
+     r"full_attention_interval=4 is larger than num_hidden_layers=2, which leaves no "
+     r"full-attention layer; valid: 1..2"),
+    (tiny("JambaForCausalLM", "jamba"),
+     r"'JambaForCausalLM' is a linear-attention hybrid whose state layout pagedkv does not "
+     r"model.*valid: Qwen3NextForCausalLM"),
     (tiny("LlamaForCausalLM", "llama", layer_types=["linear_attention", "full_attention"]),
      "is a linear-attention hybrid"),
     (tiny("LlamaForCausalLM", "llama", layer_types=["full_attention"]),
@@ -52,7 +71,11 @@ def test_a_refusal_reaches_the_command_line_as_exit_2(tmp_path, capsys):
 
     (tmp_path / "config.json").write_text(json.dumps(tiny("GptOssForCausalLM", "gpt_oss")))
     assert main(["size", "--model", str(tmp_path), "--gpu", "h100-sxm-80gb"]) == 2
-    assert "is a sliding-window hybrid" in capsys.readouterr().err
+    assert "sliding_window=None is invalid or missing" in capsys.readouterr().err
+    (tmp_path / "config.json").write_text(json.dumps(tiny("FooForCausalLM", "foo")))
+    assert main(["size", "--model", str(tmp_path), "--gpu", "h100-sxm-80gb"]) == 2
+    err = capsys.readouterr().err
+    assert "architectures[0]='FooForCausalLM'" in err and "GptOssForCausalLM" in err
 
 
 def test_gemma3_multimodal_wrapper_is_refused_and_its_text_model_sized():
@@ -123,9 +146,9 @@ def test_disable_hybrid_swa_memory_gives_gpt_oss_one_full_pool(tmp_path, capsys)
     config = tiny("GptOssForCausalLM", "gpt_oss", num_hidden_layers=24, num_key_value_heads=8,
                   num_attention_heads=64, head_dim=64, sliding_window=128,
                   layer_types=["sliding_attention", "full_attention"] * 12)
-    with pytest.raises(ConfigError, match=r"or this one under --disable-hybrid-swa-memory"):
-        ModelSpec.from_config(config)
+    assert ModelSpec.from_config(config).family == "swa"
     spec = ModelSpec.from_config(config, disable_hybrid_swa_memory=True)
+    assert spec.family == "dense" and spec.num_swa_layers == 0
     assert spec.cell_size() == 24 * 8 * (64 + 64) * 2 == 49_152
     assert spec.cell_size(tp=8) == 6_144
     (tmp_path / "config.json").write_text(json.dumps(config))

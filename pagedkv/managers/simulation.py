@@ -8,6 +8,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from pagedkv.errors import ConfigError
 from pagedkv.gpus import GPUSpec, get_gpu
 from pagedkv.managers.config import DEFAULT_SGLANG_VERSION, Policy, SchedulerConfig
 from pagedkv.managers.metrics import Metrics
@@ -17,6 +18,7 @@ from pagedkv.managers.trace import Trace, TraceMeta
 from pagedkv.managers.trace_summary import SummaryTrace
 from pagedkv.model import ModelSpec, load_model
 from pagedkv.model_executor.sim_executor import RooflineStepTime
+from pagedkv.model_family import HYBRID_WORDS, ONE_POOL_WHEN_SWA_DISABLED
 from pagedkv.sizing import KVPoolPlan, gpu_memory_defaults, plan_pool
 
 
@@ -114,10 +116,20 @@ def prepare(
             memory and ``max_running_requests`` to the pool's, as in SGLang.
 
     Raises:
-        ConfigError: unknown preset, parameter out of range.
+        ConfigError: unknown preset, parameter out of range, or a sliding-window or
+            linear-attention hybrid (the scheduler runs one pool; gpt-oss runs under
+            ``disable_hybrid_swa_memory``).
         NotEnoughMemoryError: the weights leave no room for a pool.
     """
     spec = model if isinstance(model, ModelSpec) else load_model(model, disable_hybrid_swa_memory)
+    if spec.is_hybrid:
+        raise ConfigError(
+            f"model={spec.name!r} is a {HYBRID_WORDS[spec.family]} hybrid: pagedkv sizes its "
+            "pools (pagedkv size) but its scheduler does not model them yet; valid: a one-pool "
+            "model (dense, MoE or MLA)" + (", or this one under --disable-hybrid-swa-memory "
+                                           "(one full-length pool)"
+                                           if spec.architecture in ONE_POOL_WHEN_SWA_DISABLED
+                                           else ""))
     card = gpu if isinstance(gpu, GPUSpec) else get_gpu(gpu)
     plan = plan_pool(spec, gpu=card, mem_fraction_static=mem_fraction_static, tp=tp,
                      page_size=page_size, max_total_tokens=max_total_tokens,

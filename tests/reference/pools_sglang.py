@@ -7,8 +7,18 @@ profiles the budget, picks the pool configurator (``create_memory_pool_configura
 resolves ``max_running_requests``, and the pools are then built on torch's ``meta`` device so
 that their classes print their own "KV Cache is allocated" line without touching memory.
 
+Hybrid models run the same way: SGLang picks ``HybridSWAPoolConfigurator`` or
+``SWARequestCapPoolConfigurator`` for a sliding-window hybrid, and takes the state slots of a
+linear-attention hybrid out of the budget (``_handle_max_mamba_cache``) before its default
+configurator sizes the full-attention KV; the pools built on the meta device (``SWAKVPool``,
+``MambaPool`` + ``HybridLinearKVPool``) print their own lines. The sliding window is what
+ModelRunner would pass: the model class's ``get_attention_sliding_window_size`` (gpt-oss:
+``sliding_window - 1``), given by the caller (importing the model class needs GPU kernels).
+
 Replaced, as nothing on a CPU can answer them: the free-memory reading after the weights
-load (``get_available_gpu_memory`` returns the caller's ``post`` GiB), the CUDA-graph settings
+load (``get_available_gpu_memory`` returns the caller's ``post`` GiB, so the full garbage
+collection SGLang runs before reading it, which frees nothing that reading could see and
+takes about a second in a process holding SGLang's modules, is skipped), the CUDA-graph settings
 (an inert ``cuda_graph_config``; they matter only for prefill/decode disaggregation), and the
 world group (no collective runs with one rank). 0.5.23 only: 0.5.9 sizes in
 ``model_runner_kv_cache_mixin.py`` with a different layout.
@@ -38,12 +48,18 @@ from sglang.srt.model_executor.model_runner_components.layer_setup import (  # n
 from sglang.srt.model_executor.model_runner_components.spec_aux_hidden_state import (  # noqa: E402
     SpecAuxHiddenStateConfig,
 )
-from sglang.srt.runtime_context import _WIDTH_AND_GROUP, get_context, get_parallel  # noqa: E402
+from sglang.srt.runtime_context import (  # noqa: E402
+    _WIDTH_AND_GROUP,
+    get_context,
+    get_parallel,
+    get_schedule,
+)
 from sglang.srt.speculative.spec_info import SpeculativeAlgorithm  # noqa: E402
 
 #: The loggers whose INFO lines the pools print while they are built.
 LOGGERS = ("sglang.srt.mem_cache.memory_pool", "sglang.srt.mem_cache.kv_cache_configurator",
-           "sglang.srt.model_executor.pool_configurator", "")  # "": warnings SGLang logs on root
+           "sglang.srt.model_executor.pool_configurator", "sglang.srt.mem_cache.swa_memory_pool",
+           "")  # "": warnings SGLang logs on root
 
 
 class _Lines(logging.Handler):
@@ -79,9 +95,11 @@ def model_config(config: dict[str, Any], disable_hybrid_swa_memory: bool = False
 
 def pool_sizes(config: dict[str, Any], *, pre_gib: float, post_gib: float,
                mem_fraction_static: float, tp: int = 1, page_size: int = 1,
-               kv_cache_dtype: str = "auto", **server_args: Any) -> dict[str, Any]:
+               kv_cache_dtype: str = "auto", sliding_window_size: int | None = None,
+               **server_args: Any) -> dict[str, Any]:
     """What SGLang 0.5.23 sizes on one attention-TP rank: the configurator it picks, the
-    bytes per token, the token and request counts and the allocation log lines."""
+    bytes per token, the token counts (full and SWA), the state slots, the request count and
+    the log lines (the configurator's, its warnings and the pools' own)."""
     mc = model_config(config, bool(server_args.get("disable_hybrid_swa_memory")))
     fields = dict(page_size=page_size, tp_size=tp, mem_fraction_static=mem_fraction_static,
                   kv_cache_dtype=kv_cache_dtype, device="cpu", **server_args)
@@ -91,13 +109,13 @@ def pool_sizes(config: dict[str, Any], *, pre_gib: float, post_gib: float,
         prefill=types.SimpleNamespace(full_prefill_max_req=None, backend=None))
     get_context().override("pagedkv-reference", cuda_graph_config=graphs)
     try:
-        return _run(mc, sa, pre_gib, post_gib, page_size, kv_cache_dtype)
+        return _run(mc, sa, pre_gib, post_gib, page_size, kv_cache_dtype, sliding_window_size)
     finally:
         override.restore()
 
 
 def _run(mc: ModelConfig, sa: Any, pre_gib: float, post_gib: float, page_size: int,
-         kv_cache_dtype: str) -> dict[str, Any]:
+         kv_cache_dtype: str, window: int | None) -> dict[str, Any]:
     resolved, kv_dtype = kvd_mod.configure_kv_cache_dtype(
         server_args_kv_cache_dtype=kv_cache_dtype, model=None, model_dtype=mc.dtype,
         is_draft_worker=False, is_dflash=False, speculative_draft_attention_backend=None)
@@ -106,7 +124,7 @@ def _run(mc: ModelConfig, sa: Any, pre_gib: float, post_gib: float, page_size: i
         device="cpu", gpu_id=0, attn_dp_size=get_parallel().attn_dp_size, pp_size=1,
         pp_group=_OnePipelineStage(), model=stub, model_config=mc, server_args=sa,
         kv_cache_dtype=kv_dtype, kv_cache_dtype_str=resolved or kv_cache_dtype,
-        model_dtype=mc.dtype, page_size=page_size, sliding_window_size=None,
+        model_dtype=mc.dtype, page_size=page_size, sliding_window_size=window,
         spec_algorithm=SpeculativeAlgorithm.NONE, is_draft_worker=False,
         post_capture_kv_active=False, spec_aux_config=SpecAuxHiddenStateConfig(),
         is_hybrid_swa=mc.is_hybrid_swa, is_hybrid_swa_compress=mc.is_hybrid_swa_compress,
@@ -122,8 +140,9 @@ def _run(mc: ModelConfig, sa: Any, pre_gib: float, post_gib: float, page_size: i
         lg.addHandler(handler)
         lg.setLevel(logging.INFO)
         lg.propagate = False
-    reading = kvc_mod.get_available_gpu_memory
+    reading, collect = kvc_mod.get_available_gpu_memory, kvc_mod.gc
     kvc_mod.get_available_gpu_memory = lambda *a, **k: float(post_gib)
+    kvc_mod.gc = types.SimpleNamespace(collect=lambda *a: 0)
     out: dict[str, Any] = {"configurator": type(configurator).__name__,
                            "cell_size": configurator._cell_size,
                            "context_len": mc.context_len}
@@ -139,9 +158,12 @@ def _run(mc: ModelConfig, sa: Any, pre_gib: float, post_gib: float, page_size: i
                 return out
             out["max_total_num_tokens"] = pool.max_total_num_tokens
             out["max_running_requests"] = pool.max_running_requests
+            out["swa_max_total_num_tokens"] = pool.swa_max_total_num_tokens
+            out["max_mamba_cache_size"] = (get_schedule().max_mamba_cache_size
+                                           if kvc.mambaish_config is not None else None)
             _build_on_meta(kvc, pool)
     finally:
-        kvc_mod.get_available_gpu_memory = reading
+        kvc_mod.get_available_gpu_memory, kvc_mod.gc = reading, collect
         for lg, (level, propagate) in zip(loggers, saved, strict=True):
             lg.removeHandler(handler)
             lg.setLevel(level)

@@ -1,0 +1,223 @@
+"""How SGLang 0.5.23 splits a KV budget between the pools of a hybrid model.
+
+Two families, each as SGLang 0.5.23 sizes it:
+
+- **Sliding-window hybrids** (gpt-oss): a full pool for the full-attention layers and a
+  sliding-window (SWA) pool for the window layers. ``HybridSWAPoolConfigurator`` gives the SWA
+  pool ``swa_full_tokens_ratio`` (default 0.8) as many tokens as the full pool, so one full
+  token costs ``full_cell + ratio * swa_cell`` bytes; ``SWARequestCapPoolConfigurator``, picked
+  when ``--max-running-requests`` is given, the radix cache is off and prefill is chunked,
+  sizes the SWA pool from what that many requests can hold live (window, eviction interval,
+  pages, chunks in flight) and gives the rest to the full pool
+  (``srt/model_executor/pool_configurator.py``).
+- **Linear-attention hybrids** (Qwen3-Next): before the KV pool is sized, a share of the
+  budget, ``mamba_full_memory_ratio / (1 + ratio)`` (default 0.9 / 1.9), goes to per-request
+  recurrent-state slots (``MambaPool``, plus one padding slot); the KV pool of the
+  full-attention layers gets the rest (``KVCacheConfigurator._handle_max_mamba_cache``), and
+  ``max_running_requests`` is capped at ``slots // slots_per_request``
+  (``resolve_max_num_reqs``, ``_calculate_mamba_ratio``: 3 with the radix cache, 1 without).
+
+Budgets are bytes per GPU; the arithmetic mirrors SGLang's, in GiB floats where SGLang's is,
+so that every rounding falls the same way. Errors are SGLang's own start-up errors, raised as
+:class:`~pagedkv.errors.NotEnoughMemoryError` with SGLang's words.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from pagedkv.errors import NotEnoughMemoryError
+from pagedkv.units import GiB
+
+#: The releases whose hybrid sizing pagedkv follows (checked against their own configurators
+#: by the reference tests); other releases are refused for hybrid models.
+CHECKED_RELEASES = frozenset({"0.5.23"})
+#: ``--swa-full-tokens-ratio``'s fallback (``arg_groups/fields/schedule.py``).
+DEFAULT_SWA_FULL_TOKENS_RATIO = 0.8
+#: ``SGLANG_SWA_EVICTION_INTERVAL``'s default (``environ.py``): decode steps between evictions.
+SWA_EVICTION_INTERVAL = 128
+#: ``--mamba-full-memory-ratio``'s fallback: state bytes per KV byte.
+DEFAULT_MAMBA_FULL_MEMORY_RATIO = 0.9
+#: ``MAMBA_CACHE_SIZE_MAX_RUNNING_REQUESTS_RATIO``: state slots per running request with
+#: the radix cache on (one live, others held by the tree's checkpoints).
+MAMBA_SLOTS_PER_REQUEST_WITH_RADIX = 3
+
+
+def _align(tokens: int, page_size: int) -> int:
+    return tokens // page_size * page_size
+
+
+def _ceil_align(tokens: int, page_size: int) -> int:
+    return -(-tokens // page_size) * page_size
+
+
+@dataclass(frozen=True)
+class SWAPools:
+    """The two token counts SGLang picks, and what it logs while picking them.
+
+    ``cell_size`` is SGLang's ``_cell_size`` (bytes per full token, the SWA share at the
+    ratio included: a float); ``lines`` are the configurator's lines and warnings in order.
+    """
+
+    configurator: str
+    full_tokens: int
+    swa_tokens: int
+    cell_size: float
+    lines: tuple[str, ...]
+
+
+def swa_request_cap(*, page_size: int, window: int, max_running_requests: int,
+                    chunked_prefill_size: int, overlap_schedule: bool = True) -> int:
+    """SWA tokens ``max_running_requests`` requests can hold live (SGLang 0.5.23
+    ``compute_swa_request_cap``, no speculative decoding, no disaggregation)::
+
+        (window + eviction_interval + page + page) * requests
+            + chunks_in_flight * chunked_prefill_size + page
+
+    ``chunks_in_flight`` is 2 with the overlap scheduler (SGLang's default), else 1.
+    """
+    per_request = window + SWA_EVICTION_INTERVAL + page_size + page_size
+    chunks = 2 if overlap_schedule else 1
+    return per_request * max(1, max_running_requests) + chunks * chunked_prefill_size + page_size
+
+
+def _ratio_split(tokens: int, *, page_size: int, ratio: float, window: int | None
+                 ) -> tuple[int, int, str]:
+    """``HybridSWAPoolConfigurator._solve_pool_sizes``: full tokens, SWA tokens, its line."""
+    full = _align(tokens, page_size)
+    swa = _align(int(full * ratio), page_size)
+    if window is not None and window + page_size >= swa:
+        raise NotEnoughMemoryError(
+            f"SWA pool ({swa} tokens) cannot hold even one request: the prefill admission "
+            f"floor is sliding_window_size ({window}) + page_size ({page_size}). Increase "
+            "--swa-full-tokens-ratio or the total KV budget.")
+    return full, swa, (f"Use sliding window memory pool. full_layer_tokens={full}, "
+                       f"swa_layer_tokens={swa}")
+
+
+def size_swa_pools(available_bytes: int, *, full_cell: int, swa_cell: int, page_size: int,
+                   ratio: float, window: int | None, max_total_tokens: int | None,
+                   request_cap: int | None) -> SWAPools:
+    """Split ``available_bytes`` (SGLang's profiled budget, an int) into a full pool and an
+    SWA pool, as SGLang 0.5.23's configurators do, then apply ``--max-total-tokens``.
+
+    Args:
+        full_cell: bytes one token takes over all full-attention layers.
+        swa_cell: bytes one token takes over all window layers.
+        ratio: ``--swa-full-tokens-ratio`` in (0, 1].
+        window: SGLang's ``sliding_window_size`` (the model's window - 1 for gpt-oss).
+        request_cap: :func:`swa_request_cap` when SGLang picks
+            ``SWARequestCapPoolConfigurator``, else None.
+
+    Raises:
+        NotEnoughMemoryError: SGLang's error: an SWA pool too small for one request, a cap
+            that leaves no full pool, or no full token at all.
+    """
+    lines: list[str] = []
+    if request_cap is None:
+        name = "HybridSWAPoolConfigurator"
+        cell = full_cell + ratio * swa_cell
+        full, swa, line = _ratio_split(int(available_bytes // cell), page_size=page_size,
+                                       ratio=ratio, window=window)
+        lines.append(line)
+    else:
+        name = "SWARequestCapPoolConfigurator"
+        cell = full_cell + ratio * swa_cell
+        swa = _ceil_align(request_cap, page_size)
+        fixed = swa * swa_cell
+        full = _align(int((available_bytes - fixed) // full_cell), page_size)
+        if full <= 0:
+            raise NotEnoughMemoryError(
+                f"SWA pool cap ({swa} tokens, {fixed / GiB:.2f} GiB) leaves no room for the "
+                f"full KV pool within the available {available_bytes / GiB:.2f} GiB. Reduce "
+                "--max-running-requests, lower SGLANG_SWA_EVICTION_INTERVAL, or increase "
+                "--mem-fraction-static.")
+    if max_total_tokens is not None:
+        if max_total_tokens > full:
+            lines.append(f"max_total_tokens={max_total_tokens} is larger than the profiled "
+                         f"value {full}. Use the profiled value instead.")
+        if min(full, max_total_tokens) != full:  # the constraint path re-derives both pools
+            capped = max_total_tokens
+            if request_cap is None:
+                full, swa, line = _ratio_split(capped, page_size=page_size, ratio=ratio,
+                                               window=window)
+                lines.append(line)
+            else:
+                full, swa = _align(capped, page_size), min(swa, capped)
+    if full <= 0:
+        raise NotEnoughMemoryError("Not enough memory. Please try to increase "
+                                   "--mem-fraction-static.")
+    return SWAPools(name, full, swa, cell, tuple(lines))
+
+
+@dataclass(frozen=True)
+class MambaShare:
+    """The state slots SGLang allocates and the budget left for KV.
+
+    ``slots`` is ``max_mamba_cache_size`` (the pool holds one more, a padding slot);
+    ``rest_gib`` the KV budget left (GiB, as SGLang carries it).
+    """
+
+    slots: int
+    rest_gib: float
+
+
+def mamba_share(rest_gib: float, *, state_bytes: int, full_memory_ratio: float,
+                max_mamba_cache_size: int | None, max_running_requests: int | None,
+                disable_radix_cache: bool) -> MambaShare:
+    """SGLang 0.5.23 ``KVCacheConfigurator._handle_max_mamba_cache`` (one rank, no
+    speculative decoding, no pipeline parallelism).
+
+    ``--max-mamba-cache-size`` wins; else, with the radix cache off and
+    ``--max-running-requests`` given, one slot per request; else
+    ``int((budget - state) // state)`` slots where ``budget = rest * r / (1 + r)``.
+    The slots and their padding slot, ``(slots + 1) * state_bytes``, leave the KV budget.
+
+    Raises:
+        NotEnoughMemoryError: SGLang's error when no slot fits.
+    """
+    if max_mamba_cache_size is not None:
+        slots = max_mamba_cache_size
+    elif disable_radix_cache and max_running_requests is not None:
+        slots = max(1, max_running_requests)
+    else:
+        budget = rest_gib * full_memory_ratio / (1 + full_memory_ratio) * (1 << 30)
+        slots = int((budget - state_bytes) // state_bytes)
+    if slots <= 0:
+        raise NotEnoughMemoryError(
+            f"Not enough GPU memory for hybrid (mamba/linear-attention) state cache. "
+            f"Computed max_mamba_cache_size={slots} (total_rest_memory={rest_gib:.2f} GB, "
+            f"mamba_cache_per_req={state_bytes / (1 << 20):.2f} MB). Try: (1) reduce "
+            "--max-running-requests, (2) increase --mem-fraction-static, (3) reduce "
+            "--speculative-num-draft-tokens, or (4) use GPUs with more memory.")
+    return MambaShare(slots, rest_gib - (slots + 1) * state_bytes / (1 << 30))
+
+
+def mamba_slots_per_request(disable_radix_cache: bool) -> int:
+    """SGLang 0.5.23 ``_calculate_mamba_ratio`` (no extra buffer, default environment)."""
+    return 1 if disable_radix_cache else MAMBA_SLOTS_PER_REQUEST_WITH_RADIX
+
+
+def cap_by_mamba(max_num_reqs: int, slots: int, disable_radix_cache: bool
+                 ) -> tuple[int, tuple[str, ...]]:
+    """``resolve_max_num_reqs``'s mamba cap: ``min(reqs, slots // ratio)`` and its warning.
+
+    Raises:
+        NotEnoughMemoryError: SGLang's error when no request fits.
+    """
+    ratio = mamba_slots_per_request(disable_radix_cache)
+    cap = slots // ratio
+    lines: tuple[str, ...] = ()
+    if cap < max_num_reqs:
+        lines = (f"max_running_requests is capped to {cap} by the mamba state cache "
+                 f"(max_mamba_cache_size={slots}, {ratio} state slots per request). To raise "
+                 "it: increase --mamba-full-memory-ratio or --max-mamba-cache-size, or halve "
+                 "the state size with --mamba-ssm-dtype bfloat16.",)
+    reqs = min(max_num_reqs, cap)
+    if reqs <= 0:
+        raise NotEnoughMemoryError(
+            f"Hybrid (mamba/linear-attention) state cache is too small to serve any requests. "
+            f"max_mamba_cache_size={slots}, mamba_ratio={ratio}, resulting max_num_reqs={reqs}. "
+            "Try: (1) reduce --max-running-requests, (2) increase --mem-fraction-static, or "
+            "(3) use GPUs with more memory.")
+    return reqs, lines

@@ -1,0 +1,69 @@
+"""The layer split and per-request state of the hybrid models pagedkv sizes, from ``config.json``.
+
+Sliding-window hybrids (gpt-oss): SGLang 0.5.23 splits the layers by ``layer_types``
+(``configs/model_config.py`` ``get_hybrid_layer_ids``) and takes the window from the model
+class (``models/gpt_oss.py`` ``get_attention_sliding_window_size``: ``sliding_window - 1``).
+
+Linear-attention hybrids (Qwen3-Next): every ``full_attention_interval``-th layer is full
+attention, the others gated delta nets whose state per request is a convolution window and a
+recurrent matrix per layer (``configs/qwen3_next.py`` ``mamba2_cache_params``,
+``configs/mamba_utils.py`` ``Mamba2StateShape.create``, ``mamba_cache_per_req``)::
+
+    conv:     (V_heads * V_dim + 2 * K_heads * K_dim) / tp  x  (conv_kernel - 1)   bf16
+    temporal: V_heads / tp  x  V_dim  x  K_dim                                     fp32
+
+(the state dtypes: ``SGLANG_MAMBA_CONV_DTYPE`` bfloat16, ``mamba_ssm_dtype`` float32 unless
+the config names another).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pagedkv.errors import ConfigError, bad_value, check_positive_int
+
+#: ``mamba_ssm_dtype`` names SGLang accepts, and their bytes (``mamba2_state_dtype``).
+SSM_DTYPE_BYTES = {"float32": 4, "bfloat16": 2, "float16": 2}
+#: The convolution state's dtype (``SGLANG_MAMBA_CONV_DTYPE``'s default, bfloat16).
+CONV_DTYPE_BYTES = 2
+
+
+def swa_layer_count(text: dict[str, Any]) -> int:
+    """Window layers of a sliding-window hybrid (``layer_types`` entries
+    ``"sliding_attention"``); the family check has made sure both kinds are there."""
+    return sum(kind == "sliding_attention" for kind in text["layer_types"])
+
+
+def swa_window(text: dict[str, Any]) -> int:
+    """SGLang's ``sliding_window_size`` for gpt-oss: ``sliding_window - 1``."""
+    return int(text["sliding_window"]) - 1
+
+
+def linear_layer_count(text: dict[str, Any]) -> int:
+    """Gated-delta-net layers: those whose ``(i + 1) % full_attention_interval`` is not 0."""
+    interval = text["full_attention_interval"]
+    return sum((i + 1) % interval != 0 for i in range(text["num_hidden_layers"]))
+
+
+def gdn_state_bytes(text: dict[str, Any], tp: int, name: str = "custom") -> tuple[int, int]:
+    """Bytes of one request's state slot, over every gated-delta-net layer, on one rank:
+    ``(conv_state, ssm_state)`` (SGLang logs the two apart).
+
+    Raises:
+        ConfigError: ``tp`` does not divide the linear-attention key and value heads
+            (SGLang pads them only on its CPU engine), or an unknown ``mamba_ssm_dtype``.
+    """
+    check_positive_int("tp", tp)
+    k_heads, v_heads = text["linear_num_key_heads"], text["linear_num_value_heads"]
+    if k_heads % tp or v_heads % tp:
+        raise bad_value("tp", tp, f"a divisor of linear_num_key_heads={k_heads} and "
+                        f"linear_num_value_heads={v_heads}")
+    k_dim, v_dim = text["linear_key_head_dim"], text["linear_value_head_dim"]
+    ssm = text.get("mamba_ssm_dtype") or "float32"
+    if ssm not in SSM_DTYPE_BYTES:
+        raise ConfigError(f"config of {name!r}: mamba_ssm_dtype={ssm!r} is invalid; valid: "
+                          + ", ".join(SSM_DTYPE_BYTES))
+    conv = (v_heads * v_dim + 2 * k_heads * k_dim) // tp * (text["linear_conv_kernel_dim"] - 1)
+    temporal = v_heads // tp * v_dim * k_dim
+    layers = linear_layer_count(text)
+    return conv * CONV_DTYPE_BYTES * layers, temporal * SSM_DTYPE_BYTES[ssm] * layers

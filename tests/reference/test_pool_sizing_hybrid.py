@@ -1,0 +1,157 @@
+"""Hybrid pool sizing: SGLang 0.5.23's own configurators against :func:`pagedkv.sizing.plan_pool`.
+
+Two families, 200+ random single-rank starts each, as in ``test_pool_sizing.py`` (free memory
+before and after the weights in whole MiB, ``mem_fraction_static``, tp, page size, KV dtype),
+plus each family's own flags:
+
+- sliding-window hybrids (gpt-oss): ``--swa-full-tokens-ratio``, ``--max-running-requests``,
+  ``--disable-radix-cache`` and ``--chunked-prefill-size`` (which decide between
+  ``HybridSWAPoolConfigurator`` and ``SWARequestCapPoolConfigurator``) and
+  ``--max-total-tokens``;
+- linear-attention hybrids (Qwen3-Next): ``--mamba-full-memory-ratio``,
+  ``--max-mamba-cache-size``, ``--max-running-requests``, ``--disable-radix-cache`` and
+  ``--max-total-tokens``.
+
+Compared: the configurator SGLang picks, its bytes per token, the context length, the full
+and SWA token counts, the state slots, ``max_running_requests`` and every line logged from
+sizing to the pools (the configurator's, SGLang's warnings, the pools' own allocation lines),
+or the start-up error's first words. 0.5.9 is not compared: its sizing lives in
+``ModelRunner``'s mixin (``model_runner_kv_cache_mixin.py``), which ``pools_sglang`` does not
+drive, and pagedkv sizes hybrids as 0.5.23 only.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import sgl_boot
+
+sgl_boot.require()
+if sgl_boot.VERSION == "0.5.9":
+    import pytest
+
+    pytest.skip("hybrid pool sizing is compared for 0.5.23 (pagedkv sizes hybrids as 0.5.23)",
+                allow_module_level=True)
+
+import compare  # noqa: E402
+import numpy as np  # noqa: E402
+import pools_sglang  # noqa: E402
+import pytest  # noqa: E402
+
+from pagedkv.errors import NotEnoughMemoryError  # noqa: E402
+from pagedkv.gpus import GPU_PRESETS  # noqa: E402
+from pagedkv.model import MODEL_PRESETS, load_model  # noqa: E402
+from pagedkv.sizing import plan_pool  # noqa: E402
+from pagedkv.units import MiB  # noqa: E402
+
+PRESETS = Path(__file__).parents[2] / "pagedkv" / "presets" / "models"
+FAMILIES: dict[str, list[str]] = {"swa": [], "linear": []}
+for _name in MODEL_PRESETS:
+    _family = load_model(_name).family
+    if _family in FAMILIES:
+        FAMILIES[_family].append(_name)
+KV_DTYPES = ("bf16", "fp8_e4m3", "fp8_e5m2")
+CARDS_MIB = sorted({g.memory_mib for g in GPU_PRESETS.values()})
+CASES_PER_FAMILY = 200
+
+
+def sglang_config(name: str) -> dict[str, Any]:
+    """The preset's config as SGLang reads it here: gpt-oss's mxfp4 weight format is refused
+    on a machine without CUDA/ROCm, and does not enter the KV sizing, so it is dropped."""
+    config = json.loads((PRESETS / f"{name}.json").read_text())
+    config.pop("quantization_config", None)
+    return config
+
+
+def make_case(family: str, seed: int) -> dict[str, Any]:
+    """A random single-rank start of a hybrid preset, with the family's flags."""
+    rng = np.random.default_rng([11 + list(FAMILIES).index(family), seed])
+    name = str(rng.choice(FAMILIES[family]))
+    spec = load_model(name)
+    tps = [t for t in (1, 2, 4, 8, 16) if spec.num_attention_heads % t == 0
+           and not (spec.num_key_value_heads % t and t % spec.num_key_value_heads)]
+    if family == "linear":
+        text = spec.config
+        tps = [t for t in tps if not (text["linear_num_key_heads"] % t
+                                      or text["linear_num_value_heads"] % t)]
+    card = int(rng.choice(CARDS_MIB)) if rng.random() < 0.5 else int(rng.integers(16, 200) * 1024)
+    pre = card - int(rng.integers(300, 2500))
+    post = int(pre * rng.uniform(0.2, 0.92))
+    case: dict[str, Any] = {
+        "model": name, "pre_mib": pre, "post_mib": post,
+        "f": round(float(rng.uniform(0.55, 0.95)), 3), "tp": int(rng.choice(tps)),
+        "page_size": int(rng.choice([1, 16, 32, 64, 128])), "kv": str(rng.choice(KV_DTYPES)),
+        "max_running_requests": int(rng.integers(1, 3000)) if rng.random() < 0.4 else None,
+        "max_total_tokens": int(rng.integers(1000, 3_000_000)) if rng.random() < 0.25 else None,
+        "disable_radix_cache": bool(rng.random() < 0.5)}
+    if family == "swa":
+        # down to 1/2000: SWA pools too small for one window (SGLang's start-up error)
+        case["swa_full_tokens_ratio"] = (round(float(10 ** rng.uniform(-3.3, 0)), 5)
+                                         if rng.random() < 0.5 else None)
+        case["chunked_prefill_size"] = int(rng.choice([-1, 2048, 4096, 8192, 16384]))
+    else:
+        case["mamba_full_memory_ratio"] = (round(float(rng.uniform(0.05, 4.0)), 3)
+                                           if rng.random() < 0.4 else None)
+        case["max_mamba_cache_size"] = int(rng.integers(1, 3000)) if rng.random() < 0.25 else None
+    return case
+
+
+FLAGS = ("max_running_requests", "max_total_tokens", "swa_full_tokens_ratio",
+         "chunked_prefill_size", "mamba_full_memory_ratio", "max_mamba_cache_size")
+
+
+def sglang_side(case: dict[str, Any]) -> list[Any]:
+    flags = {k: case[k] for k in FLAGS if case.get(k) is not None}
+    if case["disable_radix_cache"]:
+        flags["disable_radix_cache"] = True
+    spec = load_model(case["model"])
+    config = sglang_config(case["model"])
+    kv = "bf16" if case["kv"] == "bf16" else case["kv"]  # gpt-oss names no dtype: bf16 named
+    out = pools_sglang.pool_sizes(
+        config, pre_gib=case["pre_mib"] / 1024, post_gib=case["post_mib"] / 1024,
+        mem_fraction_static=case["f"], tp=case["tp"], page_size=case["page_size"],
+        kv_cache_dtype=kv, sliding_window_size=spec.sliding_window, **flags)
+    head = [out["configurator"], out["cell_size"], out["context_len"]]
+    if "error" in out:
+        return [*head, out["error"]]
+    return [*head, out["max_total_num_tokens"], out["swa_max_total_num_tokens"],
+            out["max_mamba_cache_size"], out["max_running_requests"], out["log_lines"]]
+
+
+def pagedkv_side(case: dict[str, Any]) -> list[Any]:
+    spec = load_model(case["model"])
+    kv, tp = case["kv"], case["tp"]
+    ratio = case.get("swa_full_tokens_ratio") or 0.8
+    cell: float = (spec.full_cell_size(kv, tp) + ratio * spec.swa_cell_size(kv, tp)
+                   if spec.family == "swa" else spec.cell_size(kv, tp))
+    configurator = "DefaultPoolConfigurator"
+    if spec.family == "swa":
+        capped = (case["max_running_requests"] is not None and case["disable_radix_cache"]
+                  and case["chunked_prefill_size"] > 0)
+        configurator = "SWARequestCapPoolConfigurator" if capped else "HybridSWAPoolConfigurator"
+    head = [configurator, cell, spec.context_len]
+    try:
+        plan = plan_pool(
+            spec, pre_free_bytes=case["pre_mib"] * MiB, post_free_bytes=case["post_mib"] * MiB,
+            mem_fraction_static=case["f"], tp=tp, page_size=case["page_size"],
+            kv_cache_dtype=kv, max_total_tokens=case["max_total_tokens"],
+            max_running_requests=case["max_running_requests"],
+            disable_radix_cache=case["disable_radix_cache"],
+            **{k: case[k] for k in ("swa_full_tokens_ratio", "chunked_prefill_size",
+                                    "mamba_full_memory_ratio", "max_mamba_cache_size")
+               if k in case})
+    except NotEnoughMemoryError as exc:
+        return [*head, str(exc).split(":")[0].split(".")[0]]
+    assert plan.configurator == configurator
+    return [*head, plan.max_total_num_tokens, plan.swa_max_total_num_tokens,
+            plan.mamba_slots or None, plan.max_running_requests, plan.log_lines()[2:-1]]
+
+
+@pytest.mark.parametrize("family", list(FAMILIES))
+def test_hybrid_pool_sizes_equal_sglang_own(family: str) -> None:
+    if not FAMILIES[family]:
+        pytest.skip(f"no preset of the {family} family")
+    compare.compare_seeds(f"pool sizing ({family})", range(CASES_PER_FAMILY),
+                          lambda seed: make_case(family, seed), sglang_side, pagedkv_side)

@@ -1,0 +1,157 @@
+"""Hybrid models sized as SGLang 0.5.23 does: literal answers taken from SGLang's own sizing
+code (``tests/reference/pools_sglang.py`` on the same inputs), bad input, and the refusals
+that remain (other releases, the scheduler)."""
+
+import json
+
+import pytest
+
+from pagedkv.errors import ConfigError, NotEnoughMemoryError
+from pagedkv.hybrid_pools import swa_request_cap
+from pagedkv.model import ModelSpec, load_model
+from pagedkv.sizing import plan_pool
+from pagedkv.units import GiB
+
+#: Qwen3-Next-80B-A3B's fields that size its pools (its published config.json's values).
+QWEN3_NEXT = {
+    "architectures": ["Qwen3NextForCausalLM"], "model_type": "qwen3_next",
+    "full_attention_interval": 4, "head_dim": 256, "hidden_size": 2048,
+    "linear_conv_kernel_dim": 4, "linear_key_head_dim": 128, "linear_num_key_heads": 16,
+    "linear_num_value_heads": 32, "linear_value_head_dim": 128,
+    "max_position_embeddings": 262144, "num_attention_heads": 16, "num_hidden_layers": 48,
+    "num_key_value_heads": 2, "num_experts": 512, "torch_dtype": "bfloat16"}
+
+H100_READING = {"pre_free_bytes": 79 * GiB, "post_free_bytes": 60 * GiB,
+                "mem_fraction_static": 0.85, "page_size": 16}
+
+
+def test_gpt_oss_layers_window_and_bytes():
+    m = load_model("gpt-oss-20b")
+    assert (m.family, m.num_swa_layers, m.num_full_attention_layers, m.sliding_window) == (
+        "swa", 12, 12, 127)
+    assert m.full_cell_size() == m.swa_cell_size() == 12 * 8 * (64 + 64) * 2 == 24_576
+    assert m.cell_size() == 49_152  # every layer full-length: --disable-hybrid-swa-memory
+
+
+@pytest.mark.parametrize(("flags", "configurator", "full", "swa", "running"), [
+    ({}, "HybridSWAPoolConfigurator", 1_168_720, 934_976, 4096),
+    ({"swa_full_tokens_ratio": 0.3}, "HybridSWAPoolConfigurator", 1_618_224, 485_456, 4096),
+    ({"max_running_requests": 64, "disable_radix_cache": True, "chunked_prefill_size": 8192},
+     "SWARequestCapPoolConfigurator", 2_068_928, 34_768, 64),
+])
+def test_gpt_oss_pools_equal_sglang_own(flags, configurator, full, swa, running):
+    """gpt-oss-20b, 79 GiB free before and 60 after loading, f = 0.85, pages of 16."""
+    plan = plan_pool("gpt-oss-20b", **H100_READING, **flags)
+    assert (plan.configurator, plan.max_total_num_tokens, plan.swa_max_total_num_tokens,
+            plan.max_running_requests) == (configurator, full, swa, running)
+    lines = plan.log_lines()
+    assert lines[-4].startswith(f"Full KV Cache is allocated. dtype: torch.bfloat16, #tokens: "
+                                f"{full}, K size: ")
+    assert lines[-2] == f"SWAKVPool mem usage: 48.15 GB, swa size: {swa}, full size: {full}"
+    assert ("Use sliding window memory pool. full_layer_tokens="
+            f"{full}, swa_layer_tokens={swa}" in lines) == (configurator != "SWARequestCap"
+                                                             "PoolConfigurator")
+
+
+def test_the_request_cap_is_sglang_formula():
+    """(window + eviction interval 128 + page + page) * requests + 2 chunks + page."""
+    assert swa_request_cap(page_size=16, window=127, max_running_requests=64,
+                           chunked_prefill_size=8192) == (127 + 128 + 32) * 64 + 16384 + 16
+
+
+def test_a_swa_pool_too_small_for_one_window_is_sglang_error():
+    with pytest.raises(NotEnoughMemoryError, match=r"^SWA pool \(\d+ tokens\) cannot hold even "
+                                                   r"one request: the prefill admission floor"):
+        plan_pool("gpt-oss-20b", **H100_READING, swa_full_tokens_ratio=0.00001)
+
+
+def test_max_total_tokens_resizes_both_pools():
+    plan = plan_pool("gpt-oss-20b", **H100_READING, max_total_tokens=100_000)
+    assert (plan.max_total_num_tokens, plan.swa_max_total_num_tokens) == (100_000, 80_000)
+    assert plan.log_lines()[3] == ("Use sliding window memory pool. full_layer_tokens=100000, "
+                                   "swa_layer_tokens=80000")
+
+
+@pytest.mark.parametrize(("tp", "flags", "tokens", "running", "slots", "mamba_line"), [
+    (1, {}, 1_110_192, 105, 315, "conv_state size: 0.52GB, ssm_state size: 22.22GB "),
+    (1, {"max_running_requests": 64, "disable_radix_cache": True}, 1_899_344, 64, 64,
+     "conv_state size: 0.11GB, ssm_state size: 4.57GB "),
+    (4, {"max_mamba_cache_size": 100}, 4_048_624, 33, 100,
+     "conv_state size: 0.04GB, ssm_state size: 1.78GB "),
+])
+def test_qwen3_next_pools_equal_sglang_own(tp, flags, tokens, running, slots, mamba_line):
+    """Qwen3-Next-80B-A3B: 12 full-attention layers keep KV, 36 gated delta nets one state slot
+    per request (73.7 MiB on one GPU: a bf16 convolution window and an fp32 matrix per layer)."""
+    m = ModelSpec.from_config(QWEN3_NEXT, name="qwen3-next")
+    assert (m.family, m.num_linear_layers, m.num_full_attention_layers) == ("linear", 36, 12)
+    assert m.state_bytes(1) == (36 * 8192 * 3 * 2, 36 * 32 * 128 * 128 * 4)
+    plan = plan_pool(m, **H100_READING, tp=tp, **flags)
+    assert (plan.max_total_num_tokens, plan.max_running_requests, plan.mamba_slots) == (
+        tokens, running, slots)
+    lines = plan.log_lines()
+    assert lines[-3] == f"Mamba Cache is allocated. max_mamba_cache_size: {slots}, {mamba_line}"
+    capped = [line for line in lines if line.startswith("max_running_requests is capped to")]
+    assert capped == ([] if flags.get("disable_radix_cache") else [
+        f"max_running_requests is capped to {running} by the mamba state cache "
+        f"(max_mamba_cache_size={slots}, 3 state slots per request). To raise it: increase "
+        "--mamba-full-memory-ratio or --max-mamba-cache-size, or halve the state size with "
+        "--mamba-ssm-dtype bfloat16."])
+
+
+def test_no_state_slot_is_sglang_error():
+    m = ModelSpec.from_config(QWEN3_NEXT)
+    with pytest.raises(NotEnoughMemoryError, match=r"^Not enough GPU memory for hybrid "
+                                                   r"\(mamba/linear-attention\) state cache"):
+        plan_pool(m, pre_free_bytes=79 * GiB, post_free_bytes=12 * GiB, mem_fraction_static=0.85)
+
+
+@pytest.mark.parametrize(("flags", "match"), [
+    ({"swa_full_tokens_ratio": 0.0}, r"swa_full_tokens_ratio=0\.0 is invalid"),
+    ({"swa_full_tokens_ratio": float("nan")}, r"swa_full_tokens_ratio=nan is invalid"),
+    ({"mamba_full_memory_ratio": -1.0}, r"mamba_full_memory_ratio=-1\.0 is invalid; valid: "
+                                        r"a number > 0"),
+    ({"max_mamba_cache_size": 0}, r"max_mamba_cache_size=0 is invalid"),
+    ({"sglang_version": "0.5.9"}, r"sglang_version='0\.5\.9' with .* hybrid: pagedkv sizes "
+                                  r"hybrid pools as SGLang 0\.5\.23 does; valid: "
+                                  r"sglang_version=0\.5\.23"),
+])
+def test_bad_hybrid_flags_are_named(flags, match):
+    with pytest.raises(ConfigError, match=match):
+        plan_pool("gpt-oss-20b", **H100_READING, **flags)
+
+
+def test_a_tp_that_splits_no_linear_head_is_named():
+    m = ModelSpec.from_config({**QWEN3_NEXT, "num_attention_heads": 48,
+                               "num_key_value_heads": 48, "linear_num_key_heads": 12})
+    with pytest.raises(ConfigError, match=r"tp=8 is invalid; valid: a divisor of "
+                                          r"linear_num_key_heads=12"):
+        m.state_bytes(8)
+
+
+def test_size_prints_both_pools_and_exits_2_on_bad_flags(tmp_path, capsys):
+    from pagedkv.cli import main
+
+    args = ["size", "--model", "gpt-oss-20b", "--free-before-gib", "79", "--free-after-gib",
+            "60", "--mem-fraction-static", "0.85", "--page-size", "16"]
+    assert main(args) == 0
+    out = capsys.readouterr().out
+    assert "a full pool for 12 full-attention layers and a sliding-window pool for 12" in out
+    assert "+ 24,576 B per SWA token (934,976 SWA tokens)" in out
+    assert main([*args, "--swa-full-tokens-ratio", "1.5"]) == 2
+    assert "swa_full_tokens_ratio=1.5 is invalid" in capsys.readouterr().err
+    (tmp_path / "config.json").write_text(json.dumps(QWEN3_NEXT))
+    assert main(["size", "--model", str(tmp_path), "--free-before-gib", "79",
+                 "--free-after-gib", "60", "--mem-fraction-static", "0.85", "--json"]) == 0
+    report = json.loads(capsys.readouterr().out)
+    assert report["configurator"] == "DefaultPoolConfigurator"
+    assert report["state_bytes_per_request"] == 36 * (8192 * 3 * 2 + 32 * 128 * 128 * 4)
+
+
+def test_simulate_refuses_hybrids_naming_what_works(capsys):
+    from pagedkv.cli import main
+
+    assert main(["simulate", "--model", "gpt-oss-20b", "--gpu", "h100-sxm-80gb"]) == 2
+    err = capsys.readouterr().err
+    assert ("is a sliding-window hybrid: pagedkv sizes its pools (pagedkv size) but its "
+            "scheduler does not model them yet") in err
+    assert "or this one under --disable-hybrid-swa-memory" in err
