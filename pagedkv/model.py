@@ -40,6 +40,9 @@ MODEL_PRESETS: dict[str, str] = {
     "qwen3-30b-a3b": "Qwen/Qwen3-30B-A3B",
     "qwen3-235b-a22b": "Qwen/Qwen3-235B-A22B",
     "gpt-oss-20b": "openai/gpt-oss-20b",
+    "gpt-oss-120b": "openai/gpt-oss-120b",
+    "qwen3-next-80b-a3b": "Qwen/Qwen3-Next-80B-A3B-Instruct",
+    "kimi-k2": "moonshotai/Kimi-K2-Instruct",
 }
 
 #: Bytes per element of each KV-cache dtype SGLang accepts (``--kv-cache-dtype``).
