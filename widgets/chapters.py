@@ -4,6 +4,8 @@ offers. The same catalogue drives the live widget and the precomputed static gri
 
 from __future__ import annotations
 
+import itertools
+import math
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -15,7 +17,10 @@ MEM_FRACTIONS = tuple(round(0.50 + 0.05 * k, 2) for k in range(10))  # 0.50 ... 
 # Chapters with a card-scale page table record every page of every step (no fast-forward, a
 # few seconds a run), so their slider moves in steps of 0.10: half the runs to build.
 PAGE_FRACTIONS = tuple(round(0.50 + 0.10 * k, 2) for k in range(5))  # 0.50 ... 0.90
-PAGE_SIZES = (4, 16, 64)
+PAGE_SIZES = (4, 16, 64)  # the teaching pool's (chapter 3): a row of 30-90 tokens reads at each
+# Chapter 7's page size control, at card scale: SGLang's default page size (1, one token a
+# page), the book's (16) and a large one (64).
+CARD_PAGE_SIZES = (1, 16, 64)
 
 
 @dataclass(frozen=True)
@@ -32,14 +37,21 @@ class Catalog:
 @dataclass(frozen=True)
 class Chapter:
     """A chapter's view of the visualizer: which panels and which controls it shows, the
-    caption under it (what it shows, in words), and whether its page views show the
-    teaching pool (chapter 3) instead of the card run."""
+    caption under it (what it shows, in words), whether its page views show the teaching
+    pool (chapter 3) instead of the card run, and the values of its page size control.
+
+    ``planes`` picks the settings the static book precomputes (:func:`grid_settings`): empty,
+    every combination of the controls; else, for each plane (a tuple of controls), every
+    combination of those controls with the others at the chapter's opening settings.
+    """
 
     title: str
     views: tuple[str, ...]
     controls: tuple[str, ...]
     caption: str
     teaching: bool = False
+    page_sizes: tuple[int, ...] = PAGE_SIZES
+    planes: tuple[tuple[str, ...], ...] = ()
 
 
 def _first(text: str) -> str:
@@ -72,10 +84,17 @@ CHAPTERS = {
                           ("workload", "mem_fraction_static"),
                           f"{_first(_BAR)}, {_TIMELINE}, and {_PAGES}, all at the same step; a "
                           "retraction frees a whole row."),
+    # Every combination of chapter 7's five controls is 270 card runs with a page record
+    # (1-3 CPU-s each, 6 at page size 1): far over the book's build budget. The static page
+    # holds three planes through the running case (26 distinct runs); the live widget runs
+    # any combination.
     "full": Chapter("Play with the memory", VIEWS,
-                    ("model", "gpu", "workload", "mem_fraction_static"),
+                    ("model", "gpu", "workload", "mem_fraction_static", "page_size"),
                     f"{_first(_BAR)}, {_TIMELINE}, and {_PAGES}, all at the same step of one "
-                    "run."),
+                    "run, in pages of the chosen size.",
+                    page_sizes=CARD_PAGE_SIZES,
+                    planes=(("workload", "mem_fraction_static"), ("model", "gpu"),
+                            ("workload", "page_size"))),
 }
 
 
@@ -92,7 +111,7 @@ def chapter_config(catalog: Catalog, chapter: str, settings: Settings) -> dict[s
         "workload": [[k, v.label] for k, v in catalog.workloads.items()],
         "mem_fraction_static": list(PAGE_FRACTIONS if PAGE_VIEWS & set(spec.views)
                                     and not spec.teaching else MEM_FRACTIONS),
-        "page_size": list(PAGE_SIZES),
+        "page_size": list(spec.page_sizes),
     }
     current = settings.as_dict()
     axes = {}
@@ -106,18 +125,30 @@ def chapter_config(catalog: Catalog, chapter: str, settings: Settings) -> dict[s
         axes[name] = values if name in spec.controls else [values[keys.index(current[name])]]
     return {"chapter": chapter, "title": spec.title, "caption": spec.caption,
             "views": list(spec.views), "teaching": spec.teaching,
-            "controls": list(spec.controls), "axes": axes, "settings": current}
+            "controls": list(spec.controls), "axes": axes, "settings": current,
+            "planes": [list(plane) for plane in spec.planes]}
+
+
+def every_setting(config: dict[str, Any]) -> list[Settings]:
+    """Every combination of the config's axes, planes or not."""
+    return grid_settings({**config, "planes": []})
 
 
 def grid_settings(config: dict[str, Any]) -> list[Settings]:
-    """Every combination of the config's axes (what the static page must hold)."""
+    """The settings the static page holds, each once, in order: every combination of the
+    config's axes, or, where the config has ``planes``, the union of each plane's
+    combinations (the plane's controls over their axes, the others at ``config["settings"]``).
+    """
     axes = config["axes"]
     values = {k: [v[0] if isinstance(v, list) else v for v in vals] for k, vals in axes.items()}
-    return [
-        Settings(model=m, gpu=g, workload=w, mem_fraction_static=f, page_size=p)
-        for m in values["model"] for g in values["gpu"] for w in values["workload"]
-        for f in values["mem_fraction_static"] for p in values["page_size"]
-    ]
+    planes = config.get("planes") or [list(values)]
+    out: dict[Settings, None] = {}
+    for plane in planes:
+        free = {k: values[k] if k in plane else [config["settings"][k]] for k in values}
+        for m, g, w, f, p in itertools.product(free["model"], free["gpu"], free["workload"],
+                                               free["mem_fraction_static"], free["page_size"]):
+            out[Settings(model=m, gpu=g, workload=w, mem_fraction_static=f, page_size=p)] = None
+    return list(out)
 
 
 def resolve_settings(catalog: Catalog, chapter: str | None = None, **overrides: Any) -> Settings:
@@ -125,3 +156,36 @@ def resolve_settings(catalog: Catalog, chapter: str | None = None, **overrides: 
     ``overrides`` applied (None means keep the default)."""
     base = catalog.chapter_defaults.get(chapter, catalog.defaults) if chapter else catalog.defaults
     return replace(base, **{k: v for k, v in overrides.items() if v is not None})
+
+
+_CONTROL_WORDS = {"model": "model", "gpu": "GPU", "workload": "workload",
+                  "mem_fraction_static": "`mem_fraction_static`", "page_size": "page size"}
+
+
+def _and(items: list[str]) -> str:
+    return items[0] if len(items) == 1 else ", ".join(items[:-1]) + " and " + items[-1]
+
+
+def grid_text(chapter: str, catalog: Catalog | None = None) -> str:
+    """One paragraph, for the chapter's text, on which settings its static visualizer holds
+    (:func:`grid_settings`): every combination, or its planes and how many runs that is.
+
+    Raises ``ConfigError`` for an unknown chapter.
+    """
+    if chapter not in CHAPTERS:
+        raise bad_value("chapter", chapter, f"one of {sorted(CHAPTERS)}")
+    from pagedkv_widgets.catalog import CATALOG  # the catalogue imports this module
+
+    catalog = catalog or CATALOG
+    config = chapter_config(catalog, chapter, resolve_settings(catalog, chapter))
+    held = len(grid_settings(config))
+    if not config["planes"]:
+        return f"The book's page holds every combination of the controls ({held} runs)."
+    every = math.prod(len(v) for k, v in config["axes"].items() if k in config["controls"])
+    planes = [_and([_CONTROL_WORDS[k] for k in plane]) for plane in config["planes"]]
+    listed = "; of ".join(planes[:-1]) + ("; and of " if len(planes) > 1 else "") + planes[-1]
+    return (f"The book's page holds every combination of {listed}, with the other "
+            f"controls at the defaults: {held} runs. All {every} combinations of the controls "
+            "would take the book's build far over its time budget, so a move off those takes the "
+            "other controls to the nearest combination the page holds, and says so; in Jupyter "
+            "or Colab the visualizer runs any combination.")

@@ -19,6 +19,7 @@ renderer shows the two lines and greys out the views of that run.
 
 from __future__ import annotations
 
+from collections.abc import Collection
 from dataclasses import replace
 from typing import Any
 
@@ -27,7 +28,7 @@ from pagedkv.gpus import get_gpu
 from pagedkv.model import load_model
 from pagedkv.sizing import max_req_input_len
 from pagedkv.units import fmt_gib
-from pagedkv_widgets.scenes import CARD_PAGE_SIZE, SceneRunner, Settings
+from pagedkv_widgets.scenes import SceneRunner, Settings
 
 
 def _label(config: dict[str, Any], axis: str, value: Any) -> str:
@@ -50,7 +51,7 @@ def problem(runner: SceneRunner, part: str, s: Settings, config: dict[str, Any])
                 f"{_label(config, 'gpu', gpu)}'s {fmt_gib(card.memory_bytes)} for weights and KV "
                 "cache together: nothing is left for a KV pool, and SGLang stops at start-up "
                 "(\"Not enough memory\").")
-    page = CARD_PAGE_SIZE if part == "card" else s.page_size
+    page = s.page_size
     pool = plan.max_total_num_tokens
     limit = max_req_input_len(pool, load_model(model).context_len)
     longest = max(r.prompt_len for r in requests)
@@ -68,15 +69,19 @@ def _nearest(values: list[Any], current: Any, works: Any, upward: bool) -> Any |
     return next((v for v in sorted(side, reverse=not upward) if works(v)), None)
 
 
-def fix(runner: SceneRunner, part: str, s: Settings, config: dict[str, Any]) -> str:
-    """Control values the reader can pick that make run ``part`` work, nearest first."""
+def fix(runner: SceneRunner, part: str, s: Settings, config: dict[str, Any],
+        held: Collection[Settings] | None = None) -> str:
+    """Control values the reader can pick that make run ``part`` work, nearest first; with
+    ``held`` (the settings a static page precomputed), only changes that land on one, if
+    any does."""
     controls = config["controls"]
 
     def keys(axis: str) -> list[Any]:
         return [v[0] if isinstance(v, list) else v for v in config["axes"][axis]]
 
     def works(**change: Any) -> bool:
-        return problem(runner, part, replace(s, **change), config) is None
+        moved = replace(s, **change)
+        return (held is None or moved in held) and problem(runner, part, moved, config) is None
 
     tries = []
     if "mem_fraction_static" in controls:
@@ -96,20 +101,22 @@ def fix(runner: SceneRunner, part: str, s: Settings, config: dict[str, Any]) -> 
         models = [m for m in keys("model") if m != s.model and works(model=m)]
         if models:
             tries.append(" or ".join(_label(config, "model", m) for m in models))
+    if not tries and held is not None:  # none in one move: any that works, the page moves there
+        return fix(runner, part, s, config)
     if not tries:
         return "No position of these controls makes it fit."
     return "Try " + (", or ".join(tries)) + "."
 
 
 def explained(run: dict[str, Any], runner: SceneRunner, part: str, s: Settings,
-              config: dict[str, Any]) -> dict[str, Any]:
+              config: dict[str, Any], held: Collection[Settings] | None = None) -> dict[str, Any]:
     """``run`` itself if it ran; else ``{"error": the limit in words, "fix": what works}``.
 
     A failure that neither limit explains keeps the simulator's own message (which names
-    the parameter, its value and the valid range).
+    the parameter, its value and the valid range). ``held``: as for :func:`fix`.
     """
     if "error" not in run:
         return run
     why = problem(runner, part, s, config)
     return {"error": why or f"This setting cannot run: {run['error']}",
-            "fix": fix(runner, part, s, config) if why else ""}
+            "fix": fix(runner, part, s, config, held) if why else ""}

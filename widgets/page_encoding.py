@@ -30,6 +30,8 @@ from __future__ import annotations
 from collections import defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from functools import partial
+from itertools import pairwise
 from typing import Any
 
 import numpy as np
@@ -119,7 +121,8 @@ def encode_pages(record: dict[str, Any], kinds: Sequence[str], page_size: int) -
         by_start[life.start].append(i)
     rows = record["rows"]
     set_at: list[list[int]] = [[] for _ in lives]
-    row_events: dict[int, list[tuple[int, int, int, bool]]] = defaultdict(list)
+    row_li: list[int] = []
+    row_first: list[bool] = []
     cursor = 0
     for s, rid, k, page in zip(rows["step"], rows["rid"], rows["index"], rows["page"], strict=True):
         while cursor < len(lives) and lives[cursor].start <= s:
@@ -135,14 +138,18 @@ def encode_pages(record: dict[str, Any], kinds: Sequence[str], page_size: int) -
             life.fixes.append((s, k, page))
         else:
             raise ValueError(f"request {rid}'s row entry {k} set at step {s} skips an index")
-        row_events[s].append((li, k, page, first))
+        row_li.append(li)
+        row_first.append(first)
     decoded = _decoded(kinds)
     for li, life in enumerate(lives):
         expect = _appear_steps(life, decoded, page_size)
         if not np.array_equal(expect, set_at[li]):
             raise ValueError(f"request {life.rid}'s row pages appear at steps {set_at[li][:8]}, "
                              f"its token counts say {expect[:8].tolist()}")
-    groups = _groups(record, lives, row_events)
+    ev = {"step": np.asarray(rows["step"], dtype=np.int64), "li": np.asarray(row_li, dtype=np.int64),
+          "k": np.asarray(rows["index"], dtype=np.int64), "page": np.asarray(rows["page"], dtype=np.int64),
+          "first": np.asarray(row_first, dtype=bool)}
+    groups = _groups(record, lives, ev)
     return {
         "life": [[life.rid, life.start - (lives[i - 1].start if i else 0),
                   -1 if life.end is None else life.end - life.start, life.tokens,
@@ -156,54 +163,100 @@ def encode_pages(record: dict[str, Any], kinds: Sequence[str], page_size: int) -
     }
 
 
-def _groups(record: dict[str, Any], lives: list[Lifetime],
-            row_events: dict[int, list[tuple[int, int, int, bool]]]) -> list[int]:
-    """The owner changes the replay rule does not give, as slices of rows (see module)."""
-    changes: dict[int, dict[int, int]] = defaultdict(dict)
-    for s, page, owner in zip(record["step"], record["page"], record["owner"], strict=True):
-        changes[s][page] = owner
-    where: dict[int, tuple[int, int]] = {}  # page -> (lifetime, k) of the row it was last in
-    owner_now: dict[int, int] = {}
+def _last(step: np.ndarray, key: np.ndarray, *values: np.ndarray) -> list[np.ndarray]:
+    """The last entry of each ``(step, key)`` pair, in the given order (a dict's "last write
+    wins"), sorted by step then key: ``[step, key, *values]``."""
+    if not len(step):
+        return [step, key, *values]
+    width = int(key.max()) + 1
+    combined = step * width + key
+    rev = combined[::-1]
+    _, first = np.unique(rev, return_index=True)  # first in reverse: last in order
+    pick = len(combined) - 1 - first
+    return [a[pick] for a in (step, key, *values)]
+
+
+def _latest(keys: np.ndarray, steps: np.ndarray, at_keys: np.ndarray, at_steps: np.ndarray,
+            before: bool) -> np.ndarray:
+    """For each ``(at_key, at_step)``: the index of the last entry with the same key and a
+    step ``< at_step`` (``before``) or ``<= at_step``, in step then given order; -1 if none."""
+    if not len(keys):
+        return np.full(len(at_keys), -1, dtype=np.int64)
+    span = int(max(steps.max(), at_steps.max() if len(at_steps) else 0)) + 2
+    combined = keys * span + steps
+    order = np.argsort(combined, kind="stable")
+    query = at_keys * span + at_steps
+    j = np.searchsorted(combined[order], query, side="left" if before else "right") - 1
+    found = (j >= 0) & (keys[order[np.maximum(j, 0)]] == at_keys)
+    return np.where(found, order[np.maximum(j, 0)], -1)
+
+
+def _groups(record: dict[str, Any], lives: list[Lifetime], ev: dict[str, np.ndarray]) -> list[int]:
+    """The owner changes the replay rule does not give, as slices of rows (see module).
+
+    ``ev``: the row entries set, in record order (``step``, ``li`` lifetime, ``k``,
+    ``page``, ``first``: the entry's first setting). Done for all steps at once: a page's
+    owner before a step is the last owner change recorded for it, so whether the replay rule
+    gets a change right needs no step-by-step replay.
+    """
+    i64 = partial(np.asarray, dtype=np.int64)
+    starts, rids = i64([life.start for life in lives]), i64([life.rid for life in lives])
+    a_s, a_p, a_o = _last(i64(record["step"]), i64(record["page"]), i64(record["owner"]))
+    rule = ev["first"] & (ev["step"] > starts[ev["li"]]) if len(ev["li"]) else ev["first"]
+    r_s, r_p, r_o = _last(ev["step"][rule], ev["page"][rule], rids[ev["li"][rule]])
+    # every (step, page) either names, with what each says its owner becomes
+    s = np.concatenate([a_s, r_s])
+    p = np.concatenate([a_p, r_p])
+    s, p = _last(s, p)
+    prev_i = _latest(a_p, a_s, p, s, before=True)
+    prev = np.where(prev_i >= 0, a_o[np.maximum(prev_i, 0)], -1)  # FREE before any change
+
+    def said(ks: np.ndarray, kp: np.ndarray, owners: np.ndarray) -> np.ndarray:
+        i = _latest(kp, ks, p, s, before=False)
+        hit = (i >= 0) & (ks[np.maximum(i, 0)] == s) if len(ks) else np.zeros(len(p), bool)
+        return np.where(hit, owners[np.maximum(i, 0)] if len(owners) else prev, prev)
+
+    want, rule_gives = said(a_s, a_p, a_o), said(r_s, r_p, r_o)
+    off = want != rule_gives
+    s, p, o = s[off], p[off], want[off]
+    # where each page sits in a row as of its step, and whether that entry still holds it
+    w = _latest(ev["page"], ev["step"], p, s, before=False)
+    li = np.where(w >= 0, ev["li"][np.maximum(w, 0)], -1)
+    k = np.where(w >= 0, ev["k"][np.maximum(w, 0)], -1)
+    base = np.concatenate([[0], np.cumsum([len(life.pages) for life in lives])]).astype(np.int64)
+    entry_ev = base[ev["li"]] + ev["k"] if len(ev["li"]) else ev["k"]
+    e = _latest(entry_ev, ev["step"], np.where(w >= 0, base[np.maximum(li, 0)] + k, -1), s,
+                before=False)
+    placed = (w >= 0) & (e >= 0) & (ev["page"][np.maximum(e, 0)] == p) if len(p) else w >= 0
+    order = np.lexsort((p, k, li, ~placed, o, s))  # per step, owner: slices by row, then the rest
+    s, p, o, li, k, placed = (a[order] for a in (s, p, o, li, k, placed))
+    n = len(s)
+    new_group = np.ones(n, dtype=bool)
+    new_group[1:] = (s[1:] != s[:-1]) | (o[1:] != o[:-1])
+    new_slice = placed & (new_group | ~np.roll(placed, 1) | (li != np.roll(li, 1))
+                          | (k != np.roll(k, 1) + 1))
+    groups = [*np.flatnonzero(new_group).tolist(), n]
+    starts = np.flatnonzero(new_slice)
+    slice_end = np.searchsorted(starts, np.arange(n + 1))  # slices starting before i
+    s, p, o, li, k = (a.tolist() for a in (s, p, o, li, k))
+    n_placed = np.concatenate([[0], np.cumsum(placed)]).tolist()
+    starts = [*starts.tolist(), n]
     out: list[int] = []
-    last = 0
-    for s in sorted(set(changes) | set(row_events)):
-        rule: dict[int, int] = {}
-        for li, k, page, first in row_events.get(s, ()):
-            where[page] = (li, k)
-            if first and s > lives[li].start:
-                rule[page] = lives[li].rid
-        act = changes.get(s, {})
-        residual: dict[int, list[int]] = defaultdict(list)
-        for page in set(act) | set(rule):
-            want = act.get(page, owner_now.get(page, -1))
-            if rule.get(page, owner_now.get(page, -1)) != want:
-                residual[want].append(page)
-            owner_now[page] = want
-        if not residual:
-            continue
-        out += [s - last, len(residual)]
-        last = s
-        for owner, pages in sorted(residual.items()):
-            out += [owner, *_slices(pages, where, lives, s)]
+    last = head = 0
+    for g, g1 in pairwise(groups):
+        if g == 0 or s[g] != s[g - 1]:
+            head = len(out)
+            out += [s[g] - last, 0]
+            last = s[g]
+        out[head + 1] += 1
+        used = g + n_placed[g1] - n_placed[g]  # the group's placed entries come first
+        first, stop = int(slice_end[g]), int(slice_end[used])
+        out += [o[g], stop - first]
+        for j in range(first, stop):
+            a = starts[j]
+            out += [li[a], k[a], min(starts[j + 1], used) - a]
+        out += [g1 - used, *p[used:g1]]
     return out
-
-
-def _slices(pages: list[int], where: dict[int, tuple[int, int]], lives: list[Lifetime],
-            step: int) -> list[int]:
-    """``pages`` as ``[slices, (lifetime, k, count)..., explicit, page ids...]``."""
-    placed = sorted((where[p], p) for p in pages if p in where)
-    slices: list[list[int]] = []
-    explicit = [p for p in pages if p not in where]
-    rows: dict[int, list[int]] = {}
-    for (li, k), page in placed:
-        row = rows.setdefault(li, lives[li].pages_at(step))
-        if k >= len(row) or row[k] != page:
-            explicit.append(page)
-        elif slices and slices[-1][0] == li and slices[-1][1] + slices[-1][2] == k:
-            slices[-1][2] += 1
-        else:
-            slices.append([li, k, 1])
-    return [len(slices), *(v for sl in slices for v in sl), len(explicit), *sorted(explicit)]
 
 
 def decode_pages(enc: dict[str, Any], kinds: Sequence[str], page_size: int,

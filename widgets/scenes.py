@@ -3,13 +3,11 @@
 A chapter's views draw from one of two runs of ``pagedkv.managers.simulate`` (see
 :func:`parts`), never from both:
 
-- the *card* run, at the real scale of the chosen model on the chosen GPU, feeds the HBM bar,
-  the timeline and, where a chapter shows them, the page table and the pool map: all four
-  views show this one run at the same step. Its page record (``record_pages``) is taken step
-  by step (no fast-forward), so the page ids are the ones SGLang's allocator would hand out.
-  It always uses :data:`CARD_PAGE_SIZE`: at this scale the page size moves the bar by well
-  under a GiB, and leaving it out of the card key divides the static grid's real-scale runs
-  (the slow ones) by the number of page sizes;
+- the *card* run, at the real scale of the chosen model on the chosen GPU, in pages of the
+  chosen size, feeds the HBM bar, the timeline and, where a chapter shows them, the page
+  table and the pool map: all four views show this one run at the same step. Its page
+  record (``record_pages``) is taken step by step (no fast-forward), so the page ids are the
+  ones SGLang's allocator would hand out, in pages of the run's own page size;
 - the *teaching* run (chapter 3 only, ``"pool"`` in the code) on a pool small enough to read
   page by page. The teaching pool applies the chosen ``mem_fraction_static`` to a toy card of
   :data:`TOY_CARD_PAGES` units of which :data:`TOY_WEIGHT_PAGES` hold weights, so it has
@@ -36,7 +34,6 @@ from pagedkv_widgets.run_cache import RunCache
 
 TOY_CARD_PAGES = 100
 TOY_WEIGHT_PAGES = 30
-CARD_PAGE_SIZE = 16
 CARD_REQUESTS = 120
 TEACH_REQUESTS = 24
 # The teaching runs last ~150 steps, so new_token_ratio decays over 60 steps instead of
@@ -65,12 +62,11 @@ class Settings:
 def scene_keys(s: Settings) -> dict[str, str]:
     """Grid keys of the two runs (the JavaScript ``sceneKeys`` builds the same strings).
 
-    The teaching run does not depend on the model or GPU, the card run not on the page size
-    (see :data:`CARD_PAGE_SIZE`), so their keys leave them out.
+    The teaching run does not depend on the model or GPU, so its key leaves them out.
     """
     f = f"{s.mem_fraction_static:.2f}"
     return {
-        "card": f"{s.model}|{s.gpu}|{s.workload}|{f}",
+        "card": f"{s.model}|{s.gpu}|{s.workload}|{f}|{s.page_size}",
         "pool": f"{s.workload}|{f}|{s.page_size}",
     }
 
@@ -156,7 +152,7 @@ class SceneRunner:
         """The real-scale run's pool and requests (``plan_pool`` raises
         ``NotEnoughMemoryError`` where the weights leave no pool)."""
         plan = plan_pool(load_model(s.model), gpu=get_gpu(s.gpu),
-                         mem_fraction_static=s.mem_fraction_static, page_size=CARD_PAGE_SIZE)
+                         mem_fraction_static=s.mem_fraction_static, page_size=s.page_size)
         return plan, self.workloads[s.workload].card_requests()
 
     def pool_setup(self, s: Settings) -> tuple[KVPoolPlan, list[RequestSpec]]:
@@ -184,7 +180,7 @@ class SceneRunner:
         plan, requests = self.card_setup(s)
         result = self.simulate(
             requests, model=s.model, gpu=s.gpu,
-            mem_fraction_static=s.mem_fraction_static, page_size=CARD_PAGE_SIZE,
+            mem_fraction_static=s.mem_fraction_static, page_size=s.page_size,
             arrival_rate=load.rate, record_pages=pages,
             max_running_requests=min(plan.max_running_requests, len(requests)),
         )

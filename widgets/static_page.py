@@ -33,8 +33,8 @@ from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 from typing import Any
 
-from pagedkv_widgets.chapters import grid_settings
-from pagedkv_widgets.limits import explained
+from pagedkv_widgets.chapters import every_setting, grid_settings
+from pagedkv_widgets.limits import explained, fix, problem
 from pagedkv_widgets.scenes import SceneRunner, Settings, parts, scene_keys
 from pagedkv_widgets.widget import STATIC, esm
 
@@ -55,8 +55,11 @@ def _one_thread() -> None:
 def build_grid(
     config: dict[str, Any], runner: SceneRunner, workers: int | None = None
 ) -> dict[str, dict[str, Any]]:
-    """Run every combination of the config's axes once (runs shared by several keys once);
+    """Run every setting of :func:`grid_settings` once (runs shared by several keys once);
     a setting that cannot run holds its reason and a value that works (:func:`explained`).
+    A config with ``planes`` also holds every other combination of its axes that cannot run
+    (found without simulating, :func:`pagedkv_widgets.limits.problem`), and its fixes name
+    only settings the grid holds.
 
     Returns ``{part: {key: encoded run or {"error", "fix"}}}`` for the part of
     :func:`pagedkv_widgets.scenes.parts`. Runs the runner already holds (a chapter's text
@@ -83,9 +86,18 @@ def build_grid(
     for a, run in zip(todo, done, strict=True):
         runner.keep(*a, run)
     grid: dict[str, dict[str, Any]] = {part: {} for part in need}
+    held = set(grid_settings(config))
     for (part, key), settings in tasks.items():
         run = runner.run(part, settings, need[part])
-        grid[part][key] = explained(run, runner, part, settings, config)
+        grid[part][key] = explained(run, runner, part, settings, config, held)
+    if config.get("planes"):  # a setting that cannot run costs nothing to hold: hold them all
+        for settings in every_setting(config):
+            for part, key in scene_keys(settings).items():
+                if part in need and key not in grid[part]:
+                    why = problem(runner, part, settings, config)
+                    if why is not None:
+                        grid[part][key] = {"error": why,
+                                           "fix": fix(runner, part, settings, config, held)}
     return grid
 
 

@@ -2,15 +2,16 @@
 
 Traits: ``config`` (views, controls, axes; Python to JS), ``settings`` (the controls; JS to
 Python) and ``scene`` (the encoded run for the current settings; Python to JS). A change of
-``settings`` re-runs the simulator in the kernel, only if the run's key changed (the card
-run ignores the page size, the teaching run the model and GPU: see ``scene_keys``); runs
+``settings`` re-runs the simulator in the kernel, only if the run's key changed (the
+teaching run ignores the model and GPU: see ``scene_keys``); runs
 already seen are kept, so going back to a setting is instant.
 
 A card run with its page record takes a few seconds, more than a slider should wait. So,
 once the widget is shown, a background thread runs the neighbouring settings ahead of time:
 every ``mem_fraction_static`` (and page size, for the teaching pool) on the sliders, nearest
-first, for the current model, GPU and workload. A slider move that lands on a prefetched
-setting then only swaps data.
+first, for the current model, GPU, workload and (card runs) page size: a card run at page
+size 1 takes several seconds more, so other card page sizes are run when asked for. A
+slider move that lands on a prefetched setting then only swaps data.
 
 The renderer is several files (:data:`JS_PARTS`) that share one module scope; :func:`esm`
 joins them into the one ES module that anywidget loads and the static page inlines.

@@ -37,8 +37,10 @@ def test_hidden_controls_pin_their_axis():
 def test_chapters_with_a_card_page_table_show_one_run_at_card_scale():
     for chapter in ("retraction", "full"):
         config = _config(chapter)
-        assert parts(config) == {"card": True} and "page_size" not in config["controls"]
+        assert parts(config) == {"card": True}
         assert config["axes"]["mem_fraction_static"] == [0.5, 0.6, 0.7, 0.8, 0.9]
+    assert "page_size" not in _config("retraction")["controls"]
+    assert _config("full")["axes"]["page_size"] == [1, 16, 64]
     assert parts(_config("paging")) == {"pool": True}
     assert parts(_config("memory")) == parts(_config("admission")) == {"card": False}
 
@@ -57,6 +59,34 @@ def test_unknown_values_name_the_parameter():
         viz.visualizer("nope", static=True)
     with pytest.raises(ConfigError, match="chapter='nope'"):
         chapter_run("nope")
+
+
+def test_the_full_chapter_grid_is_three_planes_through_its_opening_setting():
+    config = _config("full")
+    opening = resolve_settings(CATALOG, "full")
+    grid = grid_settings(config)
+    assert len(grid) == len(set(grid)) == 15 + 5 + 6  # workload x fraction, model x GPU, workload x page
+    for s in grid:  # each differs from the opening setting only along one plane's controls
+        moved = {k for k, v in s.as_dict().items() if v != opening.as_dict()[k]}
+        assert any(moved <= set(plane) for plane in config["planes"]), s
+    assert {s.page_size for s in grid} == {1, 16, 64}
+    assert {(s.model, s.gpu) for s in grid} == {(m, g) for m in CATALOG.models for g in CATALOG.gpus}
+    assert len(grid_settings(_config("retraction"))) == 3 * 5  # no planes: every combination
+
+
+@pytest.mark.parametrize("page_size", [1, 64])
+def test_a_card_run_is_paged_at_the_chosen_page_size(page_size):
+    """The page size control changes the run's pool, not a label: the pool's pages, the
+    rows' cells and the page ids all follow it."""
+    settings = resolve_settings(CATALOG, "full", page_size=page_size)
+    assert scene_keys(settings)["card"].endswith(f"|{page_size}")
+    dec = decode_run(make_runner().run("card", settings, True))
+    meta = dec["meta"]
+    assert meta["page_size"] == page_size
+    assert meta["num_pages"] == meta["max_total_num_tokens"] // page_size
+    rows = rows_at(dec["pages"], dec["open"])
+    assert rows and all(len(pages) == -(-n // page_size) for n, pages in rows.values())
+    assert max(p for _, pages in rows.values() for p in pages) <= meta["num_pages"]
 
 
 def test_teaching_pool_follows_the_fraction():

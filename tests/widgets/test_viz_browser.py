@@ -425,7 +425,8 @@ def test_a_setting_that_cannot_run_says_why_and_leaves_no_stale_view(page):
     viz.locator("input[data-role=mem_fraction_static]").fill("0")  # 0.50
     _settled(page)
     problem = _text(page, "problem")
-    assert "weights take 14.96 GiB" in problem and "Try mem_fraction_static 0.70 or more" in problem
+    # the fixes it names are settings the page holds (0.70 runs, but is not precomputed)
+    assert "weights take 14.96 GiB" in problem and "Try mem_fraction_static 0.80 or more" in problem
     assert "Error" not in problem
     assert _grey(page)
     # No picture of the previous setting stays: the card's views are empty boxes.
@@ -435,11 +436,11 @@ def test_a_setting_that_cannot_run_says_why_and_leaves_no_stale_view(page):
     assert _text(page, "card-step") == ""
     assert "Llama-3-8B on RTX 4090 24GB · mem_fraction_static 0.50 · cannot run" in _text(page, "run-name")
     assert page.locator(f"{VIZ} [data-role=play]").is_disabled()
-    viz.locator("input[data-role=mem_fraction_static]").fill("2")  # 0.70: runs
+    viz.locator("input[data-role=mem_fraction_static]").fill("3")  # 0.80: runs
     _settled(page)
     assert _text(page, "problem") == ""
     assert not _grey(page)
-    assert "Llama-3-8B on RTX 4090 24GB · mem_fraction_static 0.70 ·" in _text(page, "run-name")
+    assert "Llama-3-8B on RTX 4090 24GB · mem_fraction_static 0.80 ·" in _text(page, "run-name")
     # The same point of the run as before the setting that could not run (it was step 0,
     # the empty pool, and stayed there through every later change), and the views at it.
     last = int(scrub.get_attribute("max"))
@@ -447,9 +448,38 @@ def test_a_setting_that_cannot_run_says_why_and_leaves_no_stale_view(page):
     _one_run_one_step_shown(page)
     viz.locator("select[data-role=workload]").select_option("calm")
     _settled(page)
+    # Llama-3-8B at calm is not precomputed: the model goes back to the one the page holds
+    assert "model Qwen3-4B moved with your workload" in _text(page, "note")
+    assert viz.locator("select[data-role=model]").input_value() == "qwen3-4b"
     last = int(scrub.get_attribute("max"))
     assert abs(int(scrub.input_value()) - round(place * last)) <= 1 and int(scrub.input_value()) > 0
     _one_run_one_step_shown(page)
+
+
+def test_the_page_size_control_pages_the_run_itself(page):
+    """Page size 64 and 1 are runs of their own: the pool's pages, the rows' cells and every
+    view follow; a move the page does not hold brings the page size back, and says so."""
+    from pagedkv_widgets.facts import chapter_run
+
+    size = page.locator(f"{VIZ} input[data-role=page_size]")
+    assert size.get_attribute("aria-valuetext") == "16 tokens"
+    for position, p in (("2", 64), ("0", 1)):
+        size.fill(position)
+        _settled(page)
+        run = chapter_run("full", page_size=p)
+        assert f"pages of {p} ·" in _text(page, "run-name")
+        assert len(_views(page)["owners"]) == run["meta"]["num_pages"] + 1
+        _one_run_one_step(_views(page), run)
+        _jump(page, "finish")
+        _one_run_one_step(_views(page), run)
+    page.locator(f"{VIZ} select[data-role=gpu]").select_option("h100-sxm-80gb")
+    _settled(page)
+    assert size.get_attribute("aria-valuetext") == "16 tokens"
+    assert "page size 16 tokens moved with your GPU" in _text(page, "note")
+    assert "H100 SXM 80GB" in _text(page, "run-name") and "pages of 16 ·" in _text(page, "run-name")
+    size.fill("2")  # 64 at the H100: the GPU goes back to the one the page holds
+    _settled(page)
+    assert "RTX 4090" in _text(page, "run-name") and "pages of 64 ·" in _text(page, "run-name")
 
 
 def _one_run_one_step_shown(pg) -> None:

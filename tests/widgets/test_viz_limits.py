@@ -96,3 +96,37 @@ def test_a_run_without_retractions_opens_where_the_pool_is_fullest():
     assert not dec["events"].get("retract")
     load = [u + r for u, r in zip(dec["tokens_used"], dec["tokens_reserved"], strict=True)]
     assert load[enc["open"]] == max(load) > 0
+
+
+def test_the_static_grid_holds_every_setting_that_cannot_run_and_fixes_name_held_ones(full):
+    """Chapter 7's page precomputes three planes of its controls; a setting that cannot run
+    costs no simulation, so the page holds every one of them (Llama-3-8B on half an RTX
+    4090 is off the planes), and their fixes name only settings the page holds."""
+    from pagedkv_widgets.chapters import every_setting, grid_settings
+    from pagedkv_widgets.scenes import scene_keys
+    from pagedkv_widgets.static_page import build_grid
+
+    runner, base, config = full
+    calls = []
+
+    class Counting:
+        def __call__(self, *args, **kwargs):
+            calls.append(kwargs)
+            return runner.simulate(*args, **kwargs)
+
+    counting = replace(runner, simulate=Counting(), memo=dict(runner.memo))
+    grid = build_grid(config, counting, workers=1)["card"]
+    held = set(grid_settings(config))
+    bad = [s for s in every_setting(config) if problem(runner, "card", s, config)]
+    assert len(bad) == 18 and not set(bad) & held
+    assert len(calls) <= len(held)  # nothing simulated for the settings that cannot run
+    s = replace(base, model="llama-3-8b", mem_fraction_static=0.5)
+    entry = grid[scene_keys(s)["card"]]
+    assert "weights take 14.96 GiB" in entry["error"]
+    # 0.70 would run, but the page does not hold Llama-3-8B at 0.70; it holds it at 0.80
+    assert entry["fix"] == "Try mem_fraction_static 0.80 or more, or Qwen3-4B."
+    # at page size 64 no one move lands on a held setting: the fixes of the live widget
+    s = replace(s, page_size=64)
+    assert grid[scene_keys(s)["card"]]["fix"] == fix(runner, "card", s, config)
+    assert fix(runner, "card", s, config).startswith("Try mem_fraction_static 0.70 or more")
+    assert set(grid) == {scene_keys(x)["card"] for x in [*held, *bad]}

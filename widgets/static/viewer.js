@@ -26,9 +26,25 @@ function controlsHtml(config) {
   const { axes, controls } = config;
   const select = (role) => `<select data-role="${role}">${axes[role].map(([v, l]) => `<option value="${esc(v)}">${esc(l)}</option>`).join("")}</select>`;
   const range = (role) => `<input type="range" data-role="${role}" min="0" max="${axes[role].length - 1}" step="1"><output data-role="${role}-value"></output>`;
-  const labels = { mem_fraction_static: "mem_fraction_static", page_size: "page size", model: "model", gpu: "GPU", workload: "workload" };
-  return controls.filter((c) => labels[c]).map((c) =>
-    `<label class="pkv-control">${labels[c]} ${axes[c].length && Array.isArray(axes[c][0]) ? select(c) : range(c)}</label>`).join("");
+  return controls.filter((c) => CONTROL_LABELS[c]).map((c) =>
+    `<label class="pkv-control">${CONTROL_LABELS[c]} ${axes[c].length && Array.isArray(axes[c][0]) ? select(c) : range(c)}</label>`).join("");
+}
+
+const CONTROL_LABELS = { mem_fraction_static: "mem_fraction_static", page_size: "page size", model: "model", gpu: "GPU", workload: "workload" };
+
+// On the config's planes (each a set of controls that move together while the others stay at
+// the opening setting): the setting that keeps control `keep` at s's value and moves the
+// fewest others (those outside a plane holding `keep` go back to the opening setting); null
+// if no plane holds `keep`.
+function nearestInGrid(config, s, keep) {
+  let best = null, cost = Infinity;
+  for (const plane of config.planes || []) {
+    if (!plane.includes(keep)) continue;
+    const near = Object.fromEntries(config.controls.map((k) => [k, plane.includes(k) ? s[k] : config.settings[k]]));
+    const moved = config.controls.filter((k) => String(near[k]) !== String(s[k])).length;
+    if (moved < cost) [best, cost] = [near, moved];
+  }
+  return best;
 }
 
 function layoutHtml(config) {
@@ -39,6 +55,7 @@ function layoutHtml(config) {
 <div class="pkv-sticky">
 <div class="pkv-controls">${controlsHtml(config)}</div>
 <div class="pkv-problem" data-role="problem" role="status" aria-live="polite"></div>
+<p class="pkv-note" data-role="note" role="status" aria-live="polite"></p>
 <div class="pkv-player">
 <button type="button" data-role="play">▶ play</button>
 <label class="pkv-control">speed <select data-role="speed">${SPEEDS.map((k) => `<option value="${k}">${k} ${k === 1 ? "step" : "steps"} a tick</option>`).join("")}</select></label>
@@ -252,6 +269,22 @@ export function createViewer(el, config, source) {
     }
   }
 
+  // The static book may hold only some of the controls' combinations (config.planes, see
+  // widgets/chapters.py); a move off them takes the other controls to the nearest setting
+  // that it holds and keeps the one just moved, and says so.
+  function snap(role) {
+    const note = q("[data-role=note]");
+    note.textContent = "";
+    if (!source.has || source.has(settings)) return;
+    const near = nearestInGrid(config, settings, role);
+    if (!near || !source.has(near)) return;
+    const moved = Object.keys(near).filter((k) => String(near[k]) !== String(settings[k]));
+    Object.assign(settings, near);
+    const says = moved.map((k) => `${CONTROL_LABELS[k]} ${UNITS[k] ? UNITS[k](near[k]) : labelOf(k, near[k])}`);
+    note.textContent = `Not every combination is precomputed in the book: ${says.join(", ")} moved with your ${CONTROL_LABELS[role]} ` +
+      "to the nearest one that is. Run this notebook in Jupyter or Colab for any combination.";
+  }
+
   function setIndex(i) {
     if (!run) return;
     index = clamp(i, 0, run.n - 1);
@@ -294,6 +327,7 @@ export function createViewer(el, config, source) {
     if (!input) continue;
     input.addEventListener("input", () => {
       settings[role] = input.tagName === "SELECT" ? values.find(([v]) => String(v) === input.value)[0] : values[Number(input.value)];
+      snap(role);
       request();
     });
   }
@@ -334,7 +368,7 @@ export function createViewer(el, config, source) {
 // ---------- entry points ----------
 
 const sceneKeys = (s) => ({
-  card: [s.model, s.gpu, s.workload, Number(s.mem_fraction_static).toFixed(2)].join("|"),
+  card: [s.model, s.gpu, s.workload, Number(s.mem_fraction_static).toFixed(2), s.page_size].join("|"),
   pool: [s.workload, Number(s.mem_fraction_static).toFixed(2), s.page_size].join("|"),
 });
 
@@ -376,6 +410,7 @@ function staticSource(el, config, grid) {
   const idle = window.requestIdleCallback || ((f) => setTimeout(f, 50));
 
   return {
+    has: (s) => Boolean(entryOf(s)),
     request(s) {
       const entry = entryOf(s);
       if (!entry) return { [part]: null };
