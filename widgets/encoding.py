@@ -24,6 +24,7 @@ from typing import Any
 
 import numpy as np
 
+from pagedkv.managers.trace import EVENT_KINDS, Event
 from pagedkv_widgets.hbm import hbm_layout
 from pagedkv_widgets.page_encoding import decode_pages, encode_pages
 
@@ -36,7 +37,6 @@ INT_COLUMNS = {
     "running": "num_running",
     "waiting": "num_waiting",
 }
-EVENT_KINDS = ("admit", "chunk", "finish", "retract", "reprefill", "abort")
 KIND_LETTERS = {"prefill": "p", "decode": "d", "idle": "i"}
 KIND_NAMES = {letter: kind for kind, letter in KIND_LETTERS.items()}
 
@@ -53,10 +53,12 @@ def undelta(values: Sequence[int]) -> list[int]:
 
 
 def encode_events(events: Sequence[Sequence[Any]]) -> dict[str, list[list[int]]]:
-    """``{kind: [step deltas, rids]}`` for the kinds of :data:`EVENT_KINDS` that occur."""
+    """``{kind: [step deltas, rids]}`` for the kinds of :data:`EVENT_KINDS` that occur;
+    ``events`` as a trace's ``to_dict()`` lists them (``[step, kind, rid, extra]``)."""
+    typed = [Event(*e) for e in events]
     out: dict[str, list[list[int]]] = {}
     for kind in EVENT_KINDS:
-        hits = [(int(e[0]), int(e[2])) for e in events if e[1] == kind]
+        hits = [(int(e.step), int(e.rid)) for e in typed if e.kind == kind]
         if hits:
             out[kind] = [delta([s for s, _ in hits]), [r for _, r in hits]]
     return out

@@ -56,7 +56,7 @@ def teaching_pool(chapter: str = "paging") -> TeachingPool:
         s = Settings(base.model, base.gpu, base.workload, base.mem_fraction_static, p)
         plan, reqs = runner.pool_setup(s)
         kv = max(r.prompt_len + r.output_len - 1 for r in reqs)  # the last token has no KV
-        steps = {v: [e[0] for e in simulate(
+        steps = {v: [e.step for e in simulate(
             reqs, model=runner.teaching_model, gpu=runner.teaching_gpu, page_size=p,
             mem_fraction_static=s.mem_fraction_static, sglang_version=v,
             max_total_tokens=teaching_tokens(s.mem_fraction_static),

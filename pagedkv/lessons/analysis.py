@@ -23,7 +23,7 @@ from pagedkv.mem_cache.allocator import decode_need
 
 def retraction_steps(trace: Trace) -> list[int]:
     """Steps at which ``retract_decode`` ran, sorted, each once."""
-    return sorted({e[0] for e in trace.events_of("retract")})
+    return sorted({e.step for e in trace.events_of("retract")})
 
 
 @dataclass(frozen=True)
@@ -160,7 +160,7 @@ def first_retraction(sched: Scheduler) -> FirstRetraction:
     if trace.page_tables is None or not events:
         raise bad_value("sched", "no retraction or no page tables",
                         "a finished run with record_page_tables=True that retracted")
-    step, _, victim, info = events[0]
+    step, victim, info = events[0].step, events[0].rid, events[0].extra
     log = trace.log[trace.log_steps.index(step)]
     rows = [BatchRow(rid, sched.reqs[rid].prompt_len, kv - sched.reqs[rid].prompt_len + 1, kv,
                      list(pages), kv % p == 0)
@@ -168,7 +168,7 @@ def first_retraction(sched: Scheduler) -> FirstRetraction:
     stay = [r for r in rows if r.rid != victim]
     tied = [r.rid for r in stay if r.outputs == info["output_len"]]
     budget = [sched.reqs[r.rid].max_new_tokens for r in stay]
-    re = next(e for e in trace.events_of("reprefill") if e[2] == victim)
+    re = next(e for e in trace.events_of("reprefill") if e.rid == victim)
     return FirstRetraction(
         step, rows, int(trace.steps["tokens_free"][step - 1]),
         decode_need([r.kv_len for r in rows], p), p, victim, sched.reqs[victim].prompt_len,
@@ -178,7 +178,7 @@ def first_retraction(sched: Scheduler) -> FirstRetraction:
         sum(budget), sched.config.retract_decode_steps,
         retract_ratio([r.outputs for r in stay], budget,
                       sched.config.retract_decode_steps),
-        log, re[0], re[3]["extend"])
+        log, re.step, re.extra["extend"])
 
 
 def first_ratio_jump(trace: Trace) -> tuple[str, str] | None:
@@ -193,7 +193,7 @@ def first_ratio_jump(trace: Trace) -> tuple[str, str] | None:
 
 def freed_per_retraction(trace: Trace) -> list[int]:
     """KV tokens each retracted request held when it was retracted, in order."""
-    return [int(e[3]["freed"]) for e in trace.events_of("retract")]
+    return [int(e.extra["freed"]) for e in trace.events_of("retract")]
 
 
 @dataclass(frozen=True)
@@ -225,14 +225,14 @@ class RetractionAccounting:
 
 def retraction_accounting(traces: Sequence[Trace]) -> RetractionAccounting | None:
     """:class:`RetractionAccounting` over every retraction of ``traces``; None if none."""
-    events = [e[3] for tr in traces for e in tr.events_of("retract")]
+    events = [e.extra for tr in traces for e in tr.events_of("retract")]
     if not events:
         return None
     gained = [int(line.split("#new_tokens_gained: ")[1].split(",")[0])
               for tr in traces for line in tr.log if line.startswith("KV cache pool is full")]
     n = len(events)
     stay = [tr.steps["num_running"][step - 1] - 1 for tr in traces
-            for step in sorted({e[0] for e in tr.events_of("retract")})]
+            for step in sorted({e.step for e in tr.events_of("retract")})]
     return RetractionAccounting(n, sum(e["freed"] for e in events) / n,
                                 sum(e["kept"] for e in events) / n, sum(gained) / n,
                                 (min(stay), max(stay)))

@@ -84,7 +84,7 @@ def worked_decode_step(step: int | None = None) -> WorkedDecodeStep:
         pagedkv.errors.ConfigError: ``step`` is not a decode step of the run.
     """
     if step is None:
-        step = tiny_retraction_run().trace.events_of("retract")[0][0]
+        step = tiny_retraction_run().trace.events_of("retract")[0].step
     sched = _replay(step)
     if sched.num_steps != step:
         raise bad_value("step", step, f"a step of the run (0-{sched.num_steps - 1})")

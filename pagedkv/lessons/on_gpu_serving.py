@@ -36,7 +36,7 @@ def admission(setup: Setup) -> Report:
     trace, cfg = res.trace, res.config
     steps = trace.steps
     first = next(i for i, k in enumerate(steps["kind"]) if k == "prefill")
-    admitted_first = sum(1 for e in trace.events_of("admit") if e[0] == first)
+    admitted_first = sum(1 for e in trace.events_of("admit") if e.step == first)
     lens = np.asarray([r.generated for r in res.requests])
     stopped = sum(r.finish_reason == "stop" for r in res.requests)
     kinds = steps["kind"]
@@ -100,13 +100,13 @@ def retraction(setup: Setup) -> Report:
     same = [a == b for a, b in zip(res.outputs, calm.outputs, strict=True)]
     victims = [r for r in res.requests if r.num_retractions]
     t = np.diff(np.concatenate(([0.0], np.asarray(trace.steps["time_s"], dtype=float))))
-    reprefill_steps = {e[0] for e in trace.events_of("reprefill")}
+    reprefill_steps = {e.step for e in trace.events_of("reprefill")}
     reprefill_s = float(sum(t[s] for s in reprefill_steps))
     held: dict[int, int] = {}  # KV tokens each victim held when retracted, and what the tree kept
     kept: dict[int, int] = {}
-    for _, _, rid, extra in trace.events_of("retract"):
-        held[rid] = held.get(rid, 0) + extra["freed"]
-        kept[rid] = kept.get(rid, 0) + extra["kept"]
+    for e in trace.events_of("retract"):
+        held[e.rid] = held.get(e.rid, 0) + e.extra["freed"]
+        kept[e.rid] = kept.get(e.rid, 0) + e.extra["kept"]
     # A re-prefill computes what the tree no longer held: the KV thrown away (recomputed_tokens)
     # plus, each time, the newest output token, whose KV no step had written yet. Counted from
     # the requests, not the trace's reprefill event, which gives only the first chunk's length.

@@ -56,8 +56,8 @@ class PrefixRun:
     def hit_lens(self) -> list[int]:
         """Prompt tokens each request found in the tree when first admitted, by rid."""
         hits = [0] * len(self.scheduler.reqs)
-        for _, _, rid, extra in self.scheduler.trace.events_of("admit"):
-            hits[rid] = extra["cached"]
+        for e in self.scheduler.trace.events_of("admit"):
+            hits[e.rid] = e.extra["cached"]
         return hits
 
     @property
@@ -112,20 +112,20 @@ class PrefixRun:
         held, those of them the tree kept (its cached prompt prefix), and the tokens its
         re-prefill found in the tree."""
         trace = self.scheduler.trace
-        again = [(e[2], e[3]["cached"]) for e in trace.events_of("reprefill")]
+        again = [(e.rid, e.extra["cached"]) for e in trace.events_of("reprefill")]
         out = []
-        for _, _, rid, info in trace.events_of("retract"):
-            hit = next(c for r, c in again if r == rid)
-            again.remove((rid, hit))
-            out.append((rid, info["freed"], info["kept"], hit))
+        for e in trace.events_of("retract"):
+            hit = next(c for r, c in again if r == e.rid)
+            again.remove((e.rid, hit))
+            out.append((e.rid, e.extra["freed"], e.extra["kept"], hit))
         return out
 
     def first_prefill(self) -> tuple[int, int, int]:
         """The first prefill pass: requests admitted, prompt tokens computed, and slots the
         admitted requests hold after it (duplicates of a prefix computed twice are freed)."""
         trace = self.scheduler.trace
-        admits = [e for e in trace.events_of("admit") if e[0] == 0]
-        computed = sum(e[3]["extend"] for e in admits)
+        admits = [e for e in trace.events_of("admit") if e.step == 0]
+        computed = sum(e.extra["extend"] for e in admits)
         sp = self.split
         return len(admits), computed, int(sp.own[0] + sp.protected[0])
 

@@ -52,7 +52,7 @@ def request_life(rid: int | None = None) -> RequestLife:
     """
     sched = tiny_retraction_scheduler(fast_forward=False)
     if rid is None:
-        rid = tiny_retraction_scheduler().run().events_of("retract")[0][2]
+        rid = tiny_retraction_scheduler().run().events_of("retract")[0].rid
     if not isinstance(rid, int) or not 0 <= rid < len(sched.reqs):
         raise bad_value("rid", rid, f"a request id 0-{len(sched.reqs) - 1}")
     req, p = sched.reqs[rid], sched.page_size
@@ -76,8 +76,8 @@ def request_life(rid: int | None = None) -> RequestLife:
         if not running and np.any(~np.isin(before, held)):
             evicted.append(sched.num_steps - 1)
         before = held if not running else np.zeros(0, dtype=np.int64)
-    events = [(step, _EVENTS[kind]) for step, kind, who, _ in sched.trace.events
-              if who == rid and kind in _EVENTS]
+    events = [(e.step, _EVENTS[e.kind]) for e in sched.trace.events
+              if e.rid == rid and e.kind in _EVENTS]
     if evicted:  # the first and the last eviction of its pages, as they often come in runs
         events.append((evicted[0], "its cached pages evicted" if len(evicted) == 1
                        else "eviction starts on its cached pages"))

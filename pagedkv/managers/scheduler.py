@@ -42,7 +42,7 @@ from pagedkv.managers.scheduler_decode import SchedulerDecodeMixin
 from pagedkv.managers.scheduler_metrics import SchedulerMetricsMixin
 from pagedkv.managers.scheduler_prefill import SchedulerPrefillMixin
 from pagedkv.managers.scheduler_runtime_checker import SchedulerRuntimeCheckerMixin
-from pagedkv.managers.trace import Trace, TraceMeta
+from pagedkv.managers.trace import Event, Trace, TraceMeta
 from pagedkv.managers.trace_summary import SummaryTrace
 from pagedkv.mem_cache.allocator import ceil_to_page, make_allocator
 from pagedkv.mem_cache.chunk_cache import ChunkCache
@@ -306,8 +306,9 @@ class Scheduler(SchedulerPrefillMixin, SchedulerDecodeMixin, SchedulerMetricsMix
         """Bookkeeping once ``req`` has released its KV: time, event, its followers arrive."""
         req.finish_s = self.clock
         self.num_finished += 1
-        self.trace.event(self.num_steps, "abort" if req.finish_reason == "abort" else "finish",
-                         req.rid, {"output_len": req.generated})
+        self.trace.record_event(Event(self.num_steps,
+                                      "abort" if req.finish_reason == "abort" else "finish",
+                                      req.rid, {"output_len": req.generated}))
         for nxt in self._followers.pop(req.rid, ()):  # sent now, or at its own time if later
             nxt.arrival_s = nxt.enqueued_s = max(nxt.arrival_s, self.clock)
             heapq.heappush(self._arrivals, (nxt.arrival_s, nxt.rid))
@@ -319,5 +320,6 @@ class Scheduler(SchedulerPrefillMixin, SchedulerDecodeMixin, SchedulerMetricsMix
         req.enqueued_s = self.clock
         self.waiting.append(req)
         self.waiting_tokens += req.fill_len
-        self.trace.event(self.num_steps, "retract", req.rid,
-                         {"output_len": req.generated, "freed": freed, "kept": req.kept_at_retract})
+        self.trace.record_event(Event(self.num_steps, "retract", req.rid,
+                                      {"output_len": req.generated, "freed": freed,
+                                       "kept": req.kept_at_retract}))

@@ -17,6 +17,7 @@ from typing import Any
 import numpy as np
 
 from pagedkv.managers.scheduler_state import SchedulerState
+from pagedkv.managers.trace import StepRow
 
 
 class SchedulerMetricsMixin(SchedulerState):
@@ -77,10 +78,11 @@ class SchedulerMetricsMixin(SchedulerState):
 
     def record_row(self, kind: str, used: int, reserved: float, free: int, running: int) -> None:
         """One trace row; the tree's split is read now (it does not change within a window)."""
-        self.trace.record_step(self.num_steps, self.clock, kind, used, reserved, free,
-                               (self.max_total_num_tokens - free) // self.page_size, running,
-                               len(self.waiting), self.new_token_ratio,
-                               self.tree_cache.evictable_size(), self.tree_cache.protected_size())
+        self.trace.record_step(StepRow(
+            self.num_steps, self.clock, kind, used, reserved, free,
+            (self.max_total_num_tokens - free) // self.page_size, running, len(self.waiting),
+            self.new_token_ratio, self.tree_cache.evictable_size(),
+            self.tree_cache.protected_size()))
 
     def _page_tables(self) -> list[list[object]]:
         """``[[rid, kv_len, [page ids]], ...]`` for the live running batch and a chunked

@@ -24,6 +24,7 @@ from pagedkv.errors import OutOfMemoryError
 from pagedkv.managers.req import Req
 from pagedkv.managers.schedule_policy import AddReqResult, PrefillAdder
 from pagedkv.managers.scheduler_state import SchedulerState
+from pagedkv.managers.trace import Event
 from pagedkv.mem_cache.common import release_kv_cache
 from pagedkv.model_executor.forward_batch_info import ForwardBatch
 
@@ -123,8 +124,8 @@ class SchedulerPrefillMixin(SchedulerState):
         running_bs = len(self.running)
         for req in admitted:
             if req.req_pool_idx >= 0:  # the chunked request keeps its row
-                self.trace.event(step, "chunk", req.rid, {"prefix": req.prefix_len,
-                                                          "tokens": req.extend_len})
+                self.trace.record_event(Event(step, "chunk", req.rid, {"prefix": req.prefix_len,
+                                                                       "tokens": req.extend_len}))
                 continue
             if self.waiting.popleft() is not req:
                 raise AssertionError("admitted requests must be a prefix of the queue (FCFS)")
@@ -140,11 +141,11 @@ class SchedulerPrefillMixin(SchedulerState):
                 req.recomputed_tokens += req.fill_len - 1 - req.prefix_len
             kind = "reprefill" if req.admitted_before else "admit"
             req.admitted_before = True
-            self.trace.event(step, kind, req.rid, {"extend": req.extend_len,
-                                                   "cached": req.prefix_len})
+            self.trace.record_event(Event(step, kind, req.rid, {"extend": req.extend_len,
+                                                                "cached": req.prefix_len}))
             if req is adder.new_chunked_req:
-                self.trace.event(step, "chunk", req.rid, {"prefix": req.prefix_len,
-                                                          "tokens": req.extend_len})
+                self.trace.record_event(Event(step, "chunk", req.rid, {"prefix": req.prefix_len,
+                                                                       "tokens": req.extend_len}))
         n = len(admitted)
         prefix_l = [r.prefix_len for r in admitted]
         ext_l = [r.extend_len for r in admitted]

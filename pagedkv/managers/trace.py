@@ -58,13 +58,41 @@ from __future__ import annotations
 
 import json
 from dataclasses import asdict, dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 from pagedkv.releases import DEFAULT_SGLANG_VERSION
 
-STEP_COLUMNS = ("step", "time_s", "kind", "tokens_used", "tokens_reserved", "tokens_free",
-                "pages_used", "num_running", "num_waiting", "new_token_ratio",
-                "tokens_evictable", "tokens_protected")
+
+class StepRow(NamedTuple):
+    """One step's row of the trace, read at the end of the step (the columns are described
+    in the module docstring; :data:`STEP_COLUMNS` are its field names, in order)."""
+
+    step: int
+    time_s: float
+    kind: str  # "prefill", "decode" or "idle"
+    tokens_used: int
+    tokens_reserved: float
+    tokens_free: int
+    pages_used: int
+    num_running: int
+    num_waiting: int
+    new_token_ratio: float
+    tokens_evictable: int
+    tokens_protected: int
+
+
+class Event(NamedTuple):
+    """What happened to request ``rid`` at step ``step``: ``kind`` is one of
+    :data:`EVENT_KINDS`; ``extra`` its numbers (see the module docstring), or None.
+    In :meth:`Trace.to_dict` an event is the list ``[step, kind, rid, extra]``."""
+
+    step: int
+    kind: str
+    rid: int
+    extra: dict[str, int] | None = None
+
+
+STEP_COLUMNS = StepRow._fields
 EVENT_KINDS = ("admit", "chunk", "finish", "retract", "reprefill", "abort")
 RETRACT_LINE = "KV cache pool is full"  # how SGLang's retraction log line starts
 
@@ -142,7 +170,7 @@ class Trace:
         self.meta = meta
         self.steps: dict[str, list[Any]] = {name: [] for name in STEP_COLUMNS}
         self._columns = [self.steps[name] for name in STEP_COLUMNS]
-        self.events: list[list[Any]] = []
+        self.events: list[Event] = []
         self.page_tables: list[list[list[Any]]] | None = [] if record_page_tables else None
         self.page_events = page_events  # a PageRecorder, or None
         self.log: list[str] = []
@@ -151,23 +179,23 @@ class Trace:
     def __len__(self) -> int:
         return len(self.steps["step"])
 
-    def record_step(self, *values: Any) -> None:
-        """Append one step; ``values`` in :data:`STEP_COLUMNS` order."""
-        for column, value in zip(self._columns, values, strict=True):
+    def record_step(self, row: StepRow) -> None:
+        """Append one step's row to the columns."""
+        for column, value in zip(self._columns, row, strict=True):
             column.append(value)
 
-    def event(self, step: int, kind: str, rid: int, extra: dict[str, Any] | None = None) -> None:
-        """Record ``kind`` (one of :data:`EVENT_KINDS`) for request ``rid`` at ``step``."""
-        self.events.append([step, kind, rid, extra])
+    def record_event(self, event: Event) -> None:
+        """Record an event (its ``kind`` one of :data:`EVENT_KINDS`)."""
+        self.events.append(event)
 
     def add_log(self, step: int, line: str) -> None:
         """Record an SGLang-format log line printed at ``step``."""
         self.log.append(line)
         self.log_steps.append(step)
 
-    def events_of(self, kind: str) -> list[list[Any]]:
+    def events_of(self, kind: str) -> list[Event]:
         """The events of one kind, in order."""
-        return [e for e in self.events if e[1] == kind]
+        return [e for e in self.events if e.kind == kind]
 
     def totals(self) -> StepTotals:
         """Step counts, peaks and sums over the recorded rows (what ``SummaryTrace`` keeps)."""

@@ -26,6 +26,7 @@ from pagedkv.managers.metrics import Metrics
 from pagedkv.managers.request_metrics import RequestTable, Row
 from pagedkv.managers.scheduler import Scheduler
 from pagedkv.managers.simulation import SimSetup
+from pagedkv.managers.trace import Event
 from pagedkv.managers.trace_summary import SummaryTrace
 from pagedkv.workloads.synthetic import RequestSpec
 from pagedkv.workloads.trace_rows import TraceRequests
@@ -76,9 +77,9 @@ def run_requests(setup: SimSetup, specs: Iterable[RequestSpec], num_requests: in
     table = RequestTable(num_requests, source, sinks)
     sched: Scheduler | None = None
 
-    def on_event(step: int, kind: str, rid: int, extra: object) -> None:
-        if kind in ("finish", "abort"):
-            table.add(sched.reqs[rid])
+    def on_event(event: Event) -> None:
+        if event.kind in ("finish", "abort"):
+            table.add(sched.reqs[event.rid])
 
     start = time.perf_counter()
     trace = SummaryTrace(setup.meta, on_event=on_event, on_log=on_log)

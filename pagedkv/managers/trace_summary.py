@@ -15,14 +15,8 @@ reads it back.
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
 
-from pagedkv.managers.trace import RETRACT_LINE, STEP_COLUMNS, StepTotals, TraceMeta
-
-_KIND = STEP_COLUMNS.index("kind")
-_USED = STEP_COLUMNS.index("tokens_used")
-_FREE = STEP_COLUMNS.index("tokens_free")
-_EVICTABLE = STEP_COLUMNS.index("tokens_evictable")
+from pagedkv.managers.trace import RETRACT_LINE, Event, StepRow, StepTotals, TraceMeta
 
 
 class SummaryTrace:
@@ -30,7 +24,7 @@ class SummaryTrace:
 
     Args:
         meta: the run's setting (as :class:`~pagedkv.managers.trace.Trace` takes it).
-        on_event: called as ``on_event(step, kind, rid, extra)`` for every event, as it
+        on_event: called with every :class:`~pagedkv.managers.trace.Event` as it
             happens (e.g. to write a finished request's metrics out at once).
         on_log: called with each SGLang-format log line as it is printed.
 
@@ -47,7 +41,7 @@ class SummaryTrace:
     page_events = None
 
     def __init__(self, meta: TraceMeta,
-                 on_event: Callable[[int, str, int, dict[str, Any] | None], None] | None = None,
+                 on_event: Callable[[Event], None] | None = None,
                  on_log: Callable[[str], None] | None = None) -> None:
         self.meta = meta
         self.on_event = on_event
@@ -65,22 +59,22 @@ class SummaryTrace:
         only when someone takes them (``on_log``); the scheduler skips building them otherwise."""
         return self.on_log is not None
 
-    def record_step(self, *values: Any) -> None:
-        """Count one step; ``values`` in :data:`~pagedkv.managers.trace.STEP_COLUMNS` order."""
-        kind, used = values[_KIND], values[_USED]
-        in_use = self.meta.max_total_num_tokens - values[_FREE] - values[_EVICTABLE]
+    def record_step(self, row: StepRow) -> None:
+        """Count one step."""
+        kind, used = row.kind, row.tokens_used
+        in_use = self.meta.max_total_num_tokens - row.tokens_free - row.tokens_evictable
         self._kinds[kind] += 1
         self._peak_used = max(self._peak_used, used)
         self._peak_in_use = max(self._peak_in_use, in_use)
         if kind != "idle":
             self._busy_in_use += in_use
 
-    def event(self, step: int, kind: str, rid: int, extra: dict[str, Any] | None = None) -> None:
+    def record_event(self, event: Event) -> None:
         """Count a ``chunk`` event; hand every event to ``on_event``."""
-        if kind == "chunk":
+        if event.kind == "chunk":
             self._chunks += 1
         if self.on_event is not None:
-            self.on_event(step, kind, rid, extra)
+            self.on_event(event)
 
     def add_log(self, step: int, line: str) -> None:
         """Count retraction lines; hand every line to ``on_log``."""

@@ -34,7 +34,7 @@ from pagedkv.lessons.examples import (
     tiny_retraction_run,
 )
 from pagedkv.managers import AddReqResult, Req, SchedulerConfig
-from pagedkv.managers.trace import Trace, TraceMeta
+from pagedkv.managers.trace import Event, StepRow, Trace, TraceMeta
 from pagedkv.mem_cache.allocator import decode_need
 from pagedkv.workloads.synthetic import RequestSpec
 
@@ -108,9 +108,12 @@ def _trace(kinds: list[str], ratios: list[float], free: list[int], waiting: list
            retract_at: list[int]) -> Trace:
     tr = Trace(TraceMeta(max_total_num_tokens=100))
     for i, (k, r, f, w) in enumerate(zip(kinds, ratios, free, waiting, strict=True)):
-        tr.record_step(i, 0.01 * i, k, 100 - f, 5.0 * i, f, 100 - f, 3, w, r, 0, 0)
+        tr.record_step(StepRow(step=i, time_s=0.01 * i, kind=k, tokens_used=100 - f,
+                               tokens_reserved=5.0 * i, tokens_free=f, pages_used=100 - f,
+                               num_running=3, num_waiting=w, new_token_ratio=r,
+                               tokens_evictable=0, tokens_protected=0))
     for step in retract_at:
-        tr.event(step, "retract", step, {"output_len": 7, "freed": 10 + step})
+        tr.record_event(Event(step, "retract", step, {"output_len": 7, "freed": 10 + step}))
     return tr
 
 

@@ -47,11 +47,11 @@ def test_support_bot_first_burst_misses_then_everyone_hits(bot):
     cached, plain = bot[True], bot[False]
     n, computed, held = cached.first_prefill()
     trace = cached.scheduler.trace
-    first = [e for e in trace.events_of("admit") if e[0] == 0]
-    assert n > 1 and all(e[3]["cached"] == 0 for e in first)
+    first = [e for e in trace.events_of("admit") if e.step == 0]
+    assert n > 1 and all(e.extra["cached"] == 0 for e in first)
     # the pass is cut by the 8,192-token chunk budget: its last request is only chunked, the
     # others sample and are cached; all but the first of those free their 1,000-token copy
-    cut = [e for e in trace.events_of("chunk") if e[0] == 0]
+    cut = [e for e in trace.events_of("chunk") if e.step == 0]
     assert len(cut) == 1 and computed == cached.scheduler.config.chunked_prefill_size
     assert computed - held == 1000 * (n - len(cut) - 1)
     assert all(h == 1000 for h in cached.hit_lens[n:])

@@ -104,7 +104,7 @@ def test_tokens_follow_the_sequence_through_chunks_retraction_and_prefix_hits() 
     assert not sched.fast_forward and sched.real_tokens
     for req, spec in zip(sched.reqs, reqs, strict=True):
         assert req.output_ids == expected(spec)
-    kinds = {e[1] for e in sched.trace.events}
+    kinds = {e.kind for e in sched.trace.events}
     assert {"chunk", "retract", "reprefill"} <= kinds
     assert sum(r.cached_tokens for r in sched.reqs) > 0
 

@@ -16,6 +16,7 @@ from hypothesis import strategies as st
 
 from pagedkv.errors import ConfigError, PagedKVError
 from pagedkv.managers import Metrics, Scheduler, SchedulerConfig, TraceMeta
+from pagedkv.managers.trace import Event
 from pagedkv.managers.trace_summary import SummaryTrace
 
 
@@ -141,9 +142,9 @@ def test_summary_trace_gives_the_same_run(case: tuple) -> None:
     it hands on are those of the full trace."""
     full = build(case)
     full.run()
-    events: list[list[object]] = []
+    events: list[Event] = []
     log: list[str] = []
-    summary = SummaryTrace(full.trace.meta, on_event=lambda *e: events.append(list(e)),
+    summary = SummaryTrace(full.trace.meta, on_event=events.append,
                            on_log=log.append)
     lean = build(case, trace=summary)
     lean.run()

@@ -23,7 +23,7 @@ def run(specs: list[RequestSpec], pool: int, page: int = 1, **cfg: object) -> Sc
 
 
 def events(s: Scheduler) -> list[tuple[int, str, int]]:
-    return [(step, kind, rid) for step, kind, rid, _ in s.trace.events]
+    return [(e.step, e.kind, e.rid) for e in s.trace.events]
 
 
 def test_admission_waits_for_a_finish() -> None:
@@ -84,10 +84,10 @@ def test_retraction_by_hand() -> None:
     assert s.trace.log.count(f"KV cache pool is full. Retract requests. #retracted_reqs: 1, "
                              f"#new_tokens_gained: 49, #new_token_ratio: {old:.4f} -> 1.0000") == 1
     retract = s.trace.events_of("retract")[0]
-    assert retract[3] == {"output_len": 40, "freed": 49, "kept": 0}
+    assert retract.extra == {"output_len": 40, "freed": 49, "kept": 0}
     c = s.reqs[2]
     assert (c.num_retractions, c.recomputed_tokens, c.generated) == (1, 49, 60)
-    assert s.trace.events_of("reprefill")[0][3]["extend"] == 50
+    assert s.trace.events_of("reprefill")[0].extra["extend"] == 50
     assert s.trace.steps["tokens_free"][43] == 100 - 52  # B holds 52 after step 43
 
 
@@ -98,7 +98,7 @@ def test_reserve_all_never_retracts_and_no_reserve_does() -> None:
     greedy = run(specs, 100, policy="no_reserve")
     assert greedy.trace.events_of("retract")
     # no_reserve admits all three at once: 10 + 10 + 10 prompt pages fit
-    assert [e[0] for e in greedy.trace.events_of("admit")] == [0, 0, 0]
+    assert [e.step for e in greedy.trace.events_of("admit")] == [0, 0, 0]
 
 
 def test_paged_decode_needs_whole_pages() -> None:
@@ -115,7 +115,7 @@ def test_chunked_prefill_run() -> None:
     # chunk 16: a prompt of 40 is prefilled as 16 + 16 + 8 over three steps
     s = run([RequestSpec(40, 3, 3)], 100, chunked_prefill_size=16)
     chunks = s.trace.events_of("chunk")
-    assert [(e[0], e[3]["prefix"], e[3]["tokens"]) for e in chunks] == [(0, 0, 16), (1, 16, 16),
+    assert [(e.step, e.extra["prefix"], e.extra["tokens"]) for e in chunks] == [(0, 0, 16), (1, 16, 16),
                                                                        (2, 32, 8)]
     assert s.trace.steps["kind"][:4] == ["prefill"] * 3 + ["decode"]
     assert s.trace.steps["num_running"][:3] == [1, 1, 1]

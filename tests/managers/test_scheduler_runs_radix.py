@@ -63,10 +63,10 @@ def test_shared_prompt_by_hand(version: str) -> None:
     # step 6: C finishes after 2 outputs: 16 more evictable tokens (its 5 + 1 output)
     assert (st["tokens_free"][6], st["tokens_evictable"][6], st["tokens_protected"][6]) == (32, 32, 0)
     assert st["kind"] == ["prefill", "decode", "decode", "decode", "idle", "prefill", "decode"]
-    assert [(e[0], e[1], e[2]) for e in s.trace.events] == [
+    assert [(e.step, e.kind, e.rid) for e in s.trace.events] == [
         (0, "admit", 0), (0, "admit", 1), (3, "finish", 0), (3, "finish", 1), (5, "admit", 2),
         (6, "finish", 2)]
-    assert s.trace.events_of("admit")[2][3] == {"extend": 5, "cached": 10}
+    assert s.trace.events_of("admit")[2].extra == {"extend": 5, "cached": 10}
     # SGLang's lines, field for field; throughputs are modelled (10 ms a step)
     if version == "0.5.23":
         tails = [", #pending-token: 0, cuda graph: False, input throughput (token/s): 3000.00",

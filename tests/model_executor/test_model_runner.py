@@ -94,7 +94,7 @@ def served() -> tuple[Engine, list[list[int]], object, dict[str, int]]:
     while sched.step():
         sched.check_invariants()
         kv_checked += check_cached_kv(runner, sched.tree_cache)
-    counts = Counter(e[1] for e in sched.trace.events)
+    counts = Counter(e.kind for e in sched.trace.events)
     stats = {"chunk": counts["chunk"], "retract": counts["retract"],
              "reprefill": counts["reprefill"],
              "cached_tokens": sum(r.cached_tokens for r in sched.reqs),

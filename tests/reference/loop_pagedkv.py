@@ -85,9 +85,9 @@ def run(case: LoopCase) -> list[dict[str, Any]]:
         events, seen_events = trace.events[seen_events:], len(trace.events)
         log, seen_log = trace.log[seen_log:], len(trace.log)
         rec["chunked"] = None if sched.chunked_req is None else sched.chunked_req.rid
-        rec["retracted"] = [e[2] for e in events if e[1] == "retract"]
+        rec["retracted"] = [e.rid for e in events if e.kind == "retract"]
         rec["retract_log"] = [line for line in log if "Retract requests" in line]
-        rec["finished"] = sorted(e[2] for e in events if e[1] in ("finish", "abort"))
+        rec["finished"] = sorted(e.rid for e in events if e.kind in ("finish", "abort"))
         rec["available"] = int(sched.allocator.available_size())
         rec["evictable"] = int(sched.tree_cache.evictable_size())
         rec["ratio"] = float(sched.new_token_ratio)

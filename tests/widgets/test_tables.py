@@ -10,7 +10,7 @@ from pagedkv.lessons.analysis import RetractionAccounting, first_retraction, ret
 from pagedkv.lessons.examples import CaseColumn, CaseStudy, tiny_retraction_run
 from pagedkv.lessons.fragmentation import MemoryShare
 from pagedkv.managers import SchedulerConfig
-from pagedkv.managers.trace import Trace, TraceMeta
+from pagedkv.managers.trace import Event, StepRow, Trace, TraceMeta
 from pagedkv_widgets.run_figures import policy_bars_figure, ratio_decay_figure, run_timeline_figure
 from pagedkv_widgets.tables import (
     admission_state_md,
@@ -58,9 +58,12 @@ def test_tiny_run_tables() -> None:
 def test_episodes_and_case_study_tables() -> None:
     tr = Trace(TraceMeta(max_total_num_tokens=10))
     for i in range(1000):
-        tr.record_step(i, 0.0, "decode", 0, 0.0, 0, 0, 1, 0, 0.098, 0, 0)
+        tr.record_step(StepRow(step=i, time_s=0.0, kind="decode", tokens_used=0,
+                               tokens_reserved=0.0, tokens_free=0, pages_used=0, num_running=1,
+                               num_waiting=0, new_token_ratio=0.098, tokens_evictable=0,
+                               tokens_protected=0))
     for step in (10, 620, 900):
-        tr.event(step, "retract", 0, {"output_len": 1, "freed": 1})
+        tr.record_event(Event(step, "retract", 0, {"output_len": 1, "freed": 1}))
     row = episodes_table({"run": retraction_episodes(tr, 0.098)}, 0.098).data.splitlines()[2]
     assert row == "| run | 3 | 3 | 445 | 1 of 2 |"  # gaps 610 and 280
     acc = RetractionAccounting(victims=4, held=1040.0, kept=390.4, gained=933.2)
@@ -81,8 +84,11 @@ def test_run_figures() -> None:
     assert len(fig.data) == 2 and fig.data[1].y[0] == 0.7
     tr = Trace(TraceMeta(max_total_num_tokens=10))
     for i in range(4):
-        tr.record_step(i, 0.1 * i, "decode", i, 1.0, 10 - i, i, 1, 0, 0.5, 0, 0)
-    tr.event(2, "retract", 0, {"output_len": 1, "freed": 1})
+        tr.record_step(StepRow(step=i, time_s=0.1 * i, kind="decode", tokens_used=i,
+                               tokens_reserved=1.0, tokens_free=10 - i, pages_used=i,
+                               num_running=1, num_waiting=0, new_token_ratio=0.5,
+                               tokens_evictable=0, tokens_protected=0))
+    tr.record_event(Event(2, "retract", 0, {"output_len": 1, "freed": 1}))
     run = SimpleNamespace(trace=tr)
     fig = run_timeline_figure({"a": run, "b": run}, 10, visible="b")
     assert len(fig.data) == 9 and [t.visible for t in fig.data[:8]] == [False] * 4 + [True] * 4
