@@ -24,10 +24,21 @@ so that every rounding falls the same way. Errors are SGLang's own start-up erro
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
-from pagedkv.errors import NotEnoughMemoryError
+from pagedkv.errors import (
+    ConfigError,
+    NotEnoughMemoryError,
+    bad_value,
+    check_fraction,
+    check_positive_int,
+)
 from pagedkv.units import GiB
+
+if TYPE_CHECKING:
+    from pagedkv.model import ModelSpec
 
 #: The releases whose hybrid sizing pagedkv follows (checked against their own configurators
 #: by the reference tests); other releases are refused for hybrid models.
@@ -221,3 +232,32 @@ def cap_by_mamba(max_num_reqs: int, slots: int, disable_radix_cache: bool
             "Try: (1) reduce --max-running-requests, (2) increase --mem-fraction-static, or "
             "(3) use GPUs with more memory.")
     return reqs, lines
+
+
+def check_hybrid_flags(model: ModelSpec, release: str, swa_ratio: float | None,
+                  mamba_ratio: float | None, max_mamba_cache_size: int | None,
+                  max_running_requests: int | None) -> dict[str, float]:
+    """The hybrid flags, checked, with SGLang's defaults filled in.
+
+    Raises:
+        ConfigError: a flag out of range, or a hybrid model under a release whose hybrid
+            sizing pagedkv does not follow.
+    """
+    if model.is_hybrid and release not in CHECKED_RELEASES:
+        raise ConfigError(
+            f"sglang_version={release!r} with {model.name!r}, a "
+            f"{'sliding-window' if model.family == 'swa' else 'linear-attention'} hybrid: "
+            "pagedkv sizes hybrid pools as SGLang " + ", ".join(sorted(CHECKED_RELEASES))
+            + " does; valid: sglang_version=" + " or ".join(sorted(CHECKED_RELEASES)))
+    swa = DEFAULT_SWA_FULL_TOKENS_RATIO if swa_ratio is None else swa_ratio
+    if swa_ratio is not None:
+        check_fraction("swa_full_tokens_ratio", swa_ratio)
+    mamba = DEFAULT_MAMBA_FULL_MEMORY_RATIO if mamba_ratio is None else mamba_ratio
+    if mamba_ratio is not None and not (isinstance(mamba_ratio, (int, float))
+                                        and math.isfinite(mamba_ratio) and mamba_ratio > 0):
+        raise bad_value("mamba_full_memory_ratio", mamba_ratio, "a number > 0")
+    if max_mamba_cache_size is not None:
+        check_positive_int("max_mamba_cache_size", max_mamba_cache_size)
+    if max_running_requests is not None:
+        check_positive_int("max_running_requests", max_running_requests)
+    return {"swa_ratio": swa, "mamba_ratio": mamba}

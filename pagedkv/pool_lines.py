@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING
 from pagedkv.units import GiB
 
 if TYPE_CHECKING:
-    from pagedkv.sizing import KVPoolPlan
+    from pagedkv.pool_plan import KVPoolPlan
 
 
 def _kv_line(label: str, dtype: str | None, tokens: int, k: int, v: int | None) -> str:

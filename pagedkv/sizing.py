@@ -18,10 +18,8 @@ All memory is bytes.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
 
 from pagedkv.errors import (
-    ConfigError,
     NotEnoughMemoryError,
     bad_value,
     check_fraction,
@@ -29,16 +27,14 @@ from pagedkv.errors import (
 )
 from pagedkv.gpus import GPUSpec, get_gpu
 from pagedkv.hybrid_pools import (
-    CHECKED_RELEASES,
-    DEFAULT_MAMBA_FULL_MEMORY_RATIO,
-    DEFAULT_SWA_FULL_TOKENS_RATIO,
     cap_by_mamba,
+    check_hybrid_flags,
     mamba_share,
     size_swa_pools,
     swa_request_cap,
 )
 from pagedkv.model import ModelSpec, kv_dtype_bytes, load_model
-from pagedkv.pool_lines import allocation_lines
+from pagedkv.pool_plan import KVPoolPlan, batch_cap, max_req_input_len
 from pagedkv.releases import DEFAULT_SGLANG_VERSION, Release, as_release
 from pagedkv.server_args import (
     default_mem_fraction_static,
@@ -75,176 +71,6 @@ def req_to_token_pool_size(max_total_num_tokens: int, context_len: int) -> int:
     check_positive_int("max_total_num_tokens", max_total_num_tokens)
     check_positive_int("context_len", context_len)
     return min(max(int(max_total_num_tokens / context_len * 512), 2048), 4096)
-
-
-def max_req_input_len(max_total_num_tokens: int, context_len: int) -> int:
-    """SGLang's ``max_req_input_len``: ``min(context_len - 1, max_total_num_tokens - 1) - 5``.
-
-    A prompt of this many tokens or more is refused ("Input length exceeds the maximum
-    allowed length"; it is cut to fit only with ``--allow-auto-truncate``), so the longest
-    accepted prompt is ``min(context_len, max_total_num_tokens) - 7``.
-    Source: ``TpModelWorker.__init__`` (``managers/tp_worker.py``, 0.5.9 and 0.5.23).
-    """
-    check_positive_int("max_total_num_tokens", max_total_num_tokens)
-    check_positive_int("context_len", context_len)
-    return min(context_len - 1, max_total_num_tokens - 1) - 5
-
-
-def batch_cap(pool_bytes: float, context_len: int, cell_size: int) -> int:
-    """``B_max = floor(pool / (context * bytes_per_token))``: requests that fit at full length."""
-    check_positive_int("context_len", context_len)
-    return max(0, int(pool_bytes // (context_len * cell_size)))
-
-
-_TORCH_DTYPES = {"bf16": "torch.bfloat16", "bfloat16": "torch.bfloat16", "fp16": "torch.float16",
-                 "float16": "torch.float16", "half": "torch.float16", "fp32": "torch.float32",
-                 "float32": "torch.float32", "fp8_e4m3": "torch.float8_e4m3fn",
-                 "fp8_e5m2": "torch.float8_e5m2"}
-
-
-@dataclass(frozen=True)
-class KVPoolPlan:
-    """The KV pool SGLang would build, with everything its start-up log prints.
-
-    Memory fields are bytes; ``*_gib`` properties give GiB as SGLang prints them ("GB").
-    """
-
-    model: str
-    mem_fraction_static: float
-    tp: int
-    page_size: int
-    kv_cache_dtype: str
-    context_len: int
-    pre_free_bytes: int
-    post_free_bytes: int
-    weights_bytes: int
-    cell_size: int
-    max_total_num_tokens: int
-    req_to_token_pool_size: int
-    max_running_requests: int
-    k_size_bytes: int
-    v_size_bytes: int
-    is_mla: bool
-    sglang_version: str = DEFAULT_SGLANG_VERSION
-    kv_dtype_in_allocation_log: bool | None = None  # None: the named release's
-    architecture: str = ""
-    chunked_prefill_size: int | None = None
-    warnings: tuple[str, ...] = ()
-    configurator: str = "DefaultPoolConfigurator"
-    sizing_lines: tuple[str, ...] = ()  # the configurator's lines and warnings, in order
-    swa_max_total_num_tokens: int | None = None
-    swa_cell_size: int = 0
-    sliding_window: int | None = None
-    mamba_slots: int = 0  # max_mamba_cache_size (the pool has one padding slot more)
-    conv_state_bytes: int = 0  # one request's state slot, all linear layers
-    ssm_state_bytes: int = 0
-
-    @property
-    def is_swa(self) -> bool:
-        """A full pool plus a sliding-window pool."""
-        return self.swa_max_total_num_tokens is not None
-
-    @property
-    def state_bytes(self) -> int:
-        """Bytes of one request's state slot (linear-attention hybrids; 0 otherwise)."""
-        return self.conv_state_bytes + self.ssm_state_bytes
-
-    @property
-    def pool_bytes(self) -> int:
-        """Bytes of KV and state the pools hold, padding pages and slots left out:
-        ``max_total_num_tokens * cell_size`` (+ SWA tokens * their bytes, + state slots)."""
-        swa = (self.swa_max_total_num_tokens or 0) * self.swa_cell_size
-        return self.max_total_num_tokens * self.cell_size + swa + self.mamba_slots * self.state_bytes
-
-    @property
-    def longest_prompt(self) -> int:
-        """The longest prompt SGLang accepts on this pool: ``max_req_input_len - 1``."""
-        return max_req_input_len(self.max_total_num_tokens, self.context_len) - 1
-
-    @property
-    def batch_cap(self) -> int:
-        """``B_max``: requests that fit if each grows to ``context_len`` tokens. A
-        sliding-window request holds at most ``min(context, window + 1)`` SWA tokens; a
-        linear-attention request one state slot."""
-        cap = batch_cap(self.max_total_num_tokens * self.cell_size, self.context_len,
-                        self.cell_size)
-        if self.is_swa and self.sliding_window is not None:
-            cap = min(cap, self.swa_max_total_num_tokens
-                      // min(self.context_len, self.sliding_window + 1))
-        if self.mamba_slots:
-            cap = min(cap, self.mamba_slots)
-        return cap
-
-    def log_lines(self) -> list[str]:
-        """SGLang's start-up lines for this pool, in ``sglang_version``'s words.
-
-        "GB" in them means GiB, as SGLang divides by 2^30. What pagedkv cannot know is left
-        out of the lines: the load's ``elapsed=`` time and quantization, and the free memory
-        left after CUDA-graph capture (``available_gpu_mem=``); ``chunked_prefill_size=`` is
-        printed only when a GPU preset gave it. Sources (both releases):
-        ``model_executor/model_runner.py`` ``ModelRunner.load_model``,
-        ``mem_cache/memory_pool.py`` ``_finalize_allocation_log``, ``managers/scheduler.py``
-        ``Scheduler.__init__`` (0.5.23 adds ``dtype:`` to the allocation line and drops it
-        from the load line).
-        """
-        pre, post = self.pre_free_bytes / GiB, self.post_free_bytes / GiB
-        model = f"type={self.architecture}, " if self.architecture else ""
-        dtype_there = self.kv_dtype_in_allocation_log
-        if dtype_there is None:
-            dtype_there = as_release(self.sglang_version).kv_dtype_in_allocation_log
-        if dtype_there:
-            load_end = f"Load weight end. {model}"
-        else:
-            load_end = f"Load weight end. {model}dtype=torch.bfloat16, "
-        kv_dtype = _TORCH_DTYPES.get(self.kv_cache_dtype, self.kv_cache_dtype)
-        chunk = ("" if self.chunked_prefill_size is None
-                 else f"chunked_prefill_size={self.chunked_prefill_size}, ")
-        return [
-            f"Load weight begin. avail mem={pre:.2f} GB",
-            f"{load_end}avail mem={post:.2f} GB, mem usage={pre - post:.2f} GB.",
-            *(self.sizing_lines or self.warnings),
-            *allocation_lines(self, kv_dtype if dtype_there else None),
-            f"max_total_num_tokens={self.max_total_num_tokens}, {chunk}"
-            f"max_prefill_tokens=16384, max_running_requests={self.max_running_requests}, "
-            f"context_len={self.context_len}",
-        ]
-
-    def as_dict(self) -> dict[str, object]:
-        """A flat JSON-able summary (what ``pagedkv size --json`` prints): memory as exact
-        bytes (``*_bytes``) and as GiB (2^30 bytes) rounded to 6 decimals (``*_gib``: a
-        reading of 78.81 GiB stays 78.81, not its float remainder), and SGLang's warnings."""
-        memory = {"pre_free": self.pre_free_bytes, "post_free": self.post_free_bytes,
-                  "weights": self.weights_bytes, "pool": self.pool_bytes}
-        if self.is_mla:
-            memory["kv_size"] = self.k_size_bytes
-        else:
-            memory.update(k_size=self.k_size_bytes, v_size=self.v_size_bytes)
-        out: dict[str, object] = {
-            "model": self.model,
-            "bytes_per_token": self.cell_size,
-            "max_total_num_tokens": self.max_total_num_tokens,
-            "max_running_requests": self.max_running_requests,
-            "req_to_token_pool_size": self.req_to_token_pool_size,
-            "mem_fraction_static": self.mem_fraction_static,
-            "tp": self.tp,
-            "page_size": self.page_size,
-            "kv_cache_dtype": self.kv_cache_dtype,
-            "context_len": self.context_len,
-            "batch_cap": self.batch_cap,
-            "sglang_version": self.sglang_version,
-            "warnings": list(self.warnings),
-            "configurator": self.configurator,
-        }
-        if self.is_swa:
-            out.update(swa_max_total_num_tokens=self.swa_max_total_num_tokens,
-                       swa_bytes_per_token=self.swa_cell_size, sliding_window=self.sliding_window)
-        if self.mamba_slots:
-            out.update(max_mamba_cache_size=self.mamba_slots,
-                       state_bytes_per_request=self.state_bytes)
-        for name, size in memory.items():
-            out[f"{name}_bytes"] = int(size)
-            out[f"{name}_gib"] = round(size / GiB, 6)
-        return out
 
 
 def _not_enough_memory(pre: int, post: int, f: float, weights_leave_no_memory: bool
@@ -379,8 +205,9 @@ def plan_pool(
 
     chunk = None if gpu is None else gpu_memory_defaults(gpu.memory_mib, tp, sglang_version)[0]
     chunked_prefill_size = chunk if chunked_prefill_size is None else chunked_prefill_size
-    hybrid = _hybrid_flags(model, release, swa_full_tokens_ratio, mamba_full_memory_ratio,
-                           max_mamba_cache_size, max_running_requests)
+    hybrid = check_hybrid_flags(model, release.name, swa_full_tokens_ratio,
+                                mamba_full_memory_ratio, max_mamba_cache_size,
+                                max_running_requests)
     cell = model.cell_size(kv_cache_dtype, tp)
     lines: list[str] = []
     extra: dict[str, object] = {}
@@ -479,35 +306,6 @@ def plan_pool(
         chunked_prefill_size=chunk, warnings=warnings, sizing_lines=tuple(lines),
         **extra,  # type: ignore[arg-type]
     )
-
-
-def _hybrid_flags(model: ModelSpec, release: Release, swa_ratio: float | None,
-                  mamba_ratio: float | None, max_mamba_cache_size: int | None,
-                  max_running_requests: int | None) -> dict[str, float]:
-    """The hybrid flags, checked, with SGLang's defaults filled in.
-
-    Raises:
-        ConfigError: a flag out of range, or a hybrid model under a release whose hybrid
-            sizing pagedkv does not follow.
-    """
-    if model.is_hybrid and release.name not in CHECKED_RELEASES:
-        raise ConfigError(
-            f"sglang_version={release.name!r} with {model.name!r}, a "
-            f"{'sliding-window' if model.family == 'swa' else 'linear-attention'} hybrid: "
-            "pagedkv sizes hybrid pools as SGLang " + ", ".join(sorted(CHECKED_RELEASES))
-            + " does; valid: sglang_version=" + " or ".join(sorted(CHECKED_RELEASES)))
-    swa = DEFAULT_SWA_FULL_TOKENS_RATIO if swa_ratio is None else swa_ratio
-    if swa_ratio is not None:
-        check_fraction("swa_full_tokens_ratio", swa_ratio)
-    mamba = DEFAULT_MAMBA_FULL_MEMORY_RATIO if mamba_ratio is None else mamba_ratio
-    if mamba_ratio is not None and not (isinstance(mamba_ratio, (int, float))
-                                        and math.isfinite(mamba_ratio) and mamba_ratio > 0):
-        raise bad_value("mamba_full_memory_ratio", mamba_ratio, "a number > 0")
-    if max_mamba_cache_size is not None:
-        check_positive_int("max_mamba_cache_size", max_mamba_cache_size)
-    if max_running_requests is not None:
-        check_positive_int("max_running_requests", max_running_requests)
-    return {"swa_ratio": swa, "mamba_ratio": mamba}
 
 
 __all__ = [
