@@ -510,6 +510,12 @@ def test_on_a_phone_the_controls_stay_in_sight_of_the_views(browser, page_url):
         assert seen["top"] >= 0 and seen["bottom"] <= seen["screen"], (view, seen)
         assert seen["shown"] >= 120, (view, seen)
         assert seen["sticky"] <= 0.5 * seen["screen"], (view, seen)
+    # the default pool's pages are cells of 6 px or more on a phone (they were 4)
+    cell = float(pg.locator(f"{VIZ} [data-view=pool] canvas").get_attribute("data-cw"))
+    assert cell >= 6, cell
+    # each id once on the page (the HBM bar and the timeline each defined one hatch pattern)
+    ids = pg.evaluate("[...document.querySelectorAll('[id]')].map(e => e.id)")
+    assert len(ids) == len(set(ids)), sorted(i for i in ids if ids.count(i) > 1)[:5]
     ARTIFACTS.mkdir(exist_ok=True)
     pg.screenshot(path=str(ARTIFACTS / "phone-visualizer-pool.png"))
     pg.close()

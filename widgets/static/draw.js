@@ -32,11 +32,19 @@ const EVENT_MARKS = [["admit", "admit", "#009E73"], ["finish", "finish", "#56B4E
   ["retract", "retract", "#D55E00"], ["reprefill", "re-prefill", "#CC79A7"]];
 const HATCH_CSS = "repeating-linear-gradient(45deg,#e4e4e4 0 3px,#a8a8a8 3px 5px)";
 
+// The hatch pattern goes only into a drawing that uses it, under an id of its own (ids are
+// the page's: two drawings, or two visualizers, must not share one).
+let hatches = 0;
 function svg(width, height, body, label) {
+  let defs = "";
+  if (body.includes("url(#pkv-hatch)")) {
+    const id = `pkv-hatch-${++hatches}`;
+    body = body.replaceAll("url(#pkv-hatch)", `url(#${id})`);
+    defs = `<defs><pattern id="${id}" width="6" height="6" patternUnits="userSpaceOnUse" patternTransform="rotate(45)">` +
+      `<rect width="6" height="6" fill="#e4e4e4"/><line x1="0" y1="0" x2="0" y2="6" stroke="#a8a8a8" stroke-width="2"/></pattern></defs>`;
+  }
   return `<svg xmlns="${SVG}" viewBox="0 0 ${width} ${height}" width="${width}" height="${height}" role="img" aria-label="${esc(label)}">` +
-    `<defs><pattern id="pkv-hatch" width="6" height="6" patternUnits="userSpaceOnUse" patternTransform="rotate(45)">` +
-    `<rect width="6" height="6" fill="#e4e4e4"/><line x1="0" y1="0" x2="0" y2="6" stroke="#a8a8a8" stroke-width="2"/></pattern></defs>` +
-    `${body}</svg>`;
+    `${defs}${body}</svg>`;
 }
 
 // An HTML legend: [[label, css background, dashed?], ...].

@@ -281,9 +281,12 @@ function poolMapSpec(run, s, width, zoom, colours) {
     const last = row.pages.length - 1, used = row.tokens - last * p;
     if (last >= 0 && used < p) partial.set(row.pages[last], [row.rid, used]);
   }
-  // Cells sized so the map is about 300 px tall: whole pixels while a gap is drawn between
-  // cells, any size below (painted as pixels, see paintPixels).
-  const fit = clamp(Math.sqrt((width * 300) / total), 2, 40), base = fit >= 4 ? Math.floor(fit) : fit;
+  // Cells sized so the map is about 300 px tall, but at least 6 px while the map then stays
+  // within about three heights of its scrolling box (a phone's 5,000-page pool: 6 px cells,
+  // not 4); whole pixels while a gap is drawn between cells, any size below (painted as
+  // pixels, see paintPixels).
+  const readable = Math.min(6, Math.sqrt((width * 3 * BOX_HEIGHT) / total));
+  const fit = clamp(Math.max(Math.sqrt((width * 300) / total), readable), 2, 40), base = fit >= 4 ? Math.floor(fit) : fit;
   const cols = Math.max(8, Math.floor(width / base)), rows = Math.ceil(total / cols);
   const cw = base * zoom, ch = base * zoom;
   const { free, ink, halo, freeLine: grid } = colours;
