@@ -83,6 +83,9 @@ def add_pool_flags(p: argparse.ArgumentParser) -> None:
                    help="state bytes per KV byte of a linear-attention hybrid, > 0 (default 0.9)")
     g.add_argument("--max-mamba-cache-size", type=int, metavar="SLOTS",
                    help="state slots of a linear-attention hybrid (default: from the ratio)")
+    g.add_argument("--enable-multimodal", action="store_true",
+                   help="SGLang's flag: keep Gemma 3's vision path (served text-only by default): "
+                   "100 MiB of the KV budget for image features, a smaller default fraction")
 
 
 def plan_from_args(args: argparse.Namespace) -> KVPoolPlan:
@@ -127,6 +130,7 @@ def plan_from_args(args: argparse.Namespace) -> KVPoolPlan:
         swa_full_tokens_ratio=args.swa_full_tokens_ratio,
         mamba_full_memory_ratio=args.mamba_full_memory_ratio,
         max_mamba_cache_size=args.max_mamba_cache_size,
+        enable_multimodal=args.enable_multimodal,
     )
 
 

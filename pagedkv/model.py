@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from pagedkv.errors import ConfigError, bad_value, check_positive_int
-from pagedkv.model_family import attention_family, text_config
+from pagedkv.model_family import MULTIMODAL_ARCHITECTURES, attention_family, text_config
 from pagedkv.model_hybrid import gdn_state_bytes, linear_layer_count, swa_layer_count, swa_window
 from pagedkv.weights import checkpoint_total_size, count_parameters, preset_param_counts
 
@@ -43,6 +43,7 @@ MODEL_PRESETS: dict[str, str] = {
     "gpt-oss-120b": "openai/gpt-oss-120b",
     "qwen3-next-80b-a3b": "Qwen/Qwen3-Next-80B-A3B-Instruct",
     "kimi-k2": "moonshotai/Kimi-K2-Instruct",
+    "gemma-3-27b": "google/gemma-3-27b-it",
 }
 
 #: Bytes per element of each KV-cache dtype SGLang accepts (``--kv-cache-dtype``).
@@ -94,6 +95,8 @@ class ModelSpec:
         sliding_window: SGLang's ``sliding_window_size`` for a sliding-window hybrid (the
             model class's: ``sliding_window - 1`` for gpt-oss), else None.
         num_linear_layers: linear-attention (state, no KV) layers of a linear hybrid.
+        vision: a multimodal model's vision encoder, ``(num_hidden_layers, hidden_size)``
+            of its ``vision_config`` (None for a text-only model).
     """
 
     name: str
@@ -117,6 +120,14 @@ class ModelSpec:
     num_swa_layers: int = 0
     sliding_window: int | None = None
     num_linear_layers: int = 0
+    vision: tuple[int, int] | None = None
+
+    @property
+    def is_multimodal(self) -> bool:
+        """A vision encoder in front of the decoder. SGLang 0.5.23 serves Gemma 3 text-only
+        unless ``--enable-multimodal`` is given (``ModelConfig``'s ``mm_disabled_models``);
+        only then does it reserve memory for image features (see :func:`plan_pool`)."""
+        return self.vision is not None
 
     @property
     def is_hybrid(self) -> bool:
@@ -323,7 +334,28 @@ class ModelSpec:
             num_swa_layers=swa_layer_count(config) if family == "swa" else 0,
             sliding_window=swa_window(config) if family == "swa" else None,
             num_linear_layers=linear_layer_count(config) if family == "linear" else 0,
+            vision=_vision(full, name),
         )
+
+
+def _vision(config: dict[str, Any], name: str) -> tuple[int, int] | None:
+    """``(num_hidden_layers, hidden_size)`` of a multimodal wrapper's ``vision_config``.
+
+    Raises:
+        ConfigError: a multimodal architecture whose ``vision_config`` lacks either field.
+    """
+    archs = config.get("architectures") or [""]
+    if archs[0] not in MULTIMODAL_ARCHITECTURES:
+        return None
+    vision = config.get("vision_config")
+    vision = vision if isinstance(vision, dict) else {}
+    for key in ("num_hidden_layers", "hidden_size"):
+        value = vision.get(key)
+        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+            raise ConfigError(
+                f"config of {name!r}: vision_config.{key}={value!r} is invalid or missing, and "
+                f"SGLang sizes {archs[0]}'s memory by its vision encoder; valid: an integer >= 1")
+    return vision["num_hidden_layers"], vision["hidden_size"]
 
 
 def _quant_method(config: dict[str, Any]) -> str:

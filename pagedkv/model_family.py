@@ -59,12 +59,20 @@ LINEAR_HYBRID_ARCHITECTURES = frozenset({
     "GraniteMoeHybridForCausalLM",
 })
 
-#: Multimodal wrappers of one-pool decoders: SGLang 0.5.23 takes a reservation for their
-#: vision features out of the KV budget (``kv_cache_configurator.py``
-#: ``mm_runtime_reservation_gb``: ``SGLANG_VLM_CACHE_SIZE_MB``, more with GPU feature
-#: transport), which pagedkv does not model. Value: the text-only architecture to pass.
+#: Multimodal wrappers of one-pool decoders that pagedkv sizes: SGLang 0.5.23 takes a
+#: reservation for their vision features out of the KV budget (``kv_cache_configurator.py``
+#: ``mm_runtime_reservation_gb``: ``SGLANG_VLM_CACHE_SIZE_MB``, 100 MiB, with the default
+#: CPU feature transport) and lowers its default ``mem_fraction_static`` by the vision
+#: encoder's size. Value: the text-only architecture.
 MULTIMODAL_ARCHITECTURES: dict[str, str] = {
     "Gemma3ForConditionalGeneration": "Gemma3ForCausalLM",
+}
+
+#: Fields a published ``text_config`` may leave out, with the value transformers' config class
+#: fills in (SGLang reads the config through it): ``Gemma3TextConfig``'s defaults.
+TEXT_DEFAULTS: dict[str, dict[str, Any]] = {
+    "gemma3_text": {"max_position_embeddings": 131072, "num_key_value_heads": 4,
+                    "head_dim": 256, "sliding_window": 4096},
 }
 
 #: ``model_type`` -> architecture, for configs that name no ``architectures``.
@@ -106,7 +114,7 @@ def text_config(config: dict[str, Any]) -> dict[str, Any]:
     inner = config.get("text_config")
     if not isinstance(inner, dict):
         return config
-    merged = dict(inner)
+    merged = {**TEXT_DEFAULTS.get(str(inner.get("model_type")), {}), **inner}
     for key in ("torch_dtype", "dtype", "quantization_config"):
         if key not in merged and key in config:
             merged[key] = config[key]
@@ -194,13 +202,8 @@ def attention_family(config: dict[str, Any], name: str,
             "pools pagedkv does not model (SGLang 0.5.23 gives it a full-attention pool and a "
             "sliding-window pool of its own layout); valid: "
             + ", ".join(sorted(SWA_SIZED)) + f", or a one-pool model ({_SUPPORTED})")
-    if arch in MULTIMODAL_ARCHITECTURES:
-        raise ConfigError(
-            f"config of {name!r}: architectures[0]={arch!r} is multimodal: SGLang 0.5.23 "
-            "reserves memory for its image features out of the KV budget "
-            "(SGLANG_VLM_CACHE_SIZE_MB), which pagedkv does not model; valid: the text-only "
-            f"{MULTIMODAL_ARCHITECTURES[arch]} (its text_config as config.json)")
-    if arch not in DENSE_ARCHITECTURES | MLA_ARCHITECTURES | ONE_POOL_WHEN_SWA_DISABLED:
+    if arch not in (DENSE_ARCHITECTURES | MLA_ARCHITECTURES | ONE_POOL_WHEN_SWA_DISABLED
+                    | set(MULTIMODAL_ARCHITECTURES)):
         raise ConfigError(
             f"config of {name!r}: architectures[0]={arch!r} is an architecture pagedkv does not "
             f"size (its pools may differ from one KV pool); valid: {_SUPPORTED}, "

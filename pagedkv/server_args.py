@@ -120,6 +120,7 @@ def default_mem_fraction_static(
     sglang_version: str | Release = DEFAULT_SGLANG_VERSION,
     mla: bool = False,
     prefill_cuda_graph: bool = True,
+    vision: tuple[int, int] | None = None,
 ) -> float:
     """SGLang's default ``mem_fraction_static`` for one GPU of ``gpu_memory_mib`` MiB.
 
@@ -130,10 +131,20 @@ def default_mem_fraction_static(
     (both releases, GPU memory mocked) by ``tests/reference``. Older releases used fixed
     values by TP size instead (0.88 at tp 1, ..., 0.79 at tp 16).
 
+    ``vision``: a multimodal model's vision encoder, ``(num_hidden_layers, hidden_size)``:
+    SGLang 0.5.23 then scales the rounded ``f`` by ``0.95 * clamp(1 - 0.1 * (c - 1), 0.8,
+    1.05)``, ``c`` the encoder's ``layers * hidden^2`` over ViT-L/14's ``24 * 1024^2``
+    (``memory_hook.py`` ``adjust_mem_fraction_for_vlm``).
+
     Raises:
         ConfigError: non-positive sizes, or an unknown ``sglang_version``.
     """
     reserve = static_reserve_mib(
         gpu_memory_mib, tp, pp, chunked_prefill_size, cuda_graph_max_bs,
         sglang_version=sglang_version, mla=mla, prefill_cuda_graph=prefill_cuda_graph)
-    return round((gpu_memory_mib - reserve) / gpu_memory_mib, 3)
+    f = round((gpu_memory_mib - reserve) / gpu_memory_mib, 3)
+    if vision is not None:
+        layers, hidden = vision
+        ratio = layers * hidden**2 / (24 * 1024**2)
+        f = f * (0.95 * max(0.8, min(1.05, 1.0 - 0.1 * (ratio - 1.0))))
+    return f

@@ -44,6 +44,10 @@ from pagedkv.server_args import (
 )
 from pagedkv.units import GiB, MiB, fmt_gib
 
+#: ``SGLANG_VLM_CACHE_SIZE_MB``'s default: MiB a multimodal model's feature cache takes out of
+#: the KV budget (with the default CPU feature transport; GPU transports add 1 GiB).
+VLM_CACHE_SIZE_MB = 100
+
 
 def profile_max_num_token(
     pre_free_bytes: int, post_free_bytes: int, cell_size: int, mem_fraction_static: float
@@ -118,6 +122,7 @@ def plan_pool(
     swa_full_tokens_ratio: float | None = None,
     mamba_full_memory_ratio: float | None = None,
     max_mamba_cache_size: int | None = None,
+    enable_multimodal: bool = False,
 ) -> KVPoolPlan:
     """Size the KV pool as SGLang does at start-up.
 
@@ -156,6 +161,9 @@ def plan_pool(
         mamba_full_memory_ratio: ``--mamba-full-memory-ratio`` > 0, default 0.9: state
             bytes per KV byte of a linear-attention hybrid.
         max_mamba_cache_size: ``--max-mamba-cache-size``: state slots, instead of the share.
+        enable_multimodal: ``--enable-multimodal``: a multimodal model (Gemma 3, which SGLang
+            0.5.23 serves text-only by default) keeps its vision path: 100 MiB of the KV
+            budget go to the feature cache and the default ``f`` shrinks with the encoder.
 
     Raises:
         ConfigError: any parameter outside its range (named in the message), or a hybrid
@@ -198,7 +206,8 @@ def plan_pool(
             raise bad_value("mem_fraction_static", None, "a fraction in (0, 1] (no GPU preset given)")
         mem_fraction_static = default_mem_fraction_static(
             gpu.memory_mib, tp, sglang_version=sglang_version, mla=model.is_mla,
-            prefill_cuda_graph=gpu.platform == "cuda")
+            prefill_cuda_graph=gpu.platform == "cuda",
+            vision=model.vision if enable_multimodal else None)
     check_fraction("mem_fraction_static", mem_fraction_static)
     context_len = model.context_len if context_len is None else context_len
     check_positive_int("context_len", context_len)
@@ -211,8 +220,14 @@ def plan_pool(
     cell = model.cell_size(kv_cache_dtype, tp)
     lines: list[str] = []
     extra: dict[str, object] = {}
-    if model.is_hybrid:  # SGLang's GiB arithmetic (_profile_available_bytes)
+    vision = model.is_multimodal and enable_multimodal
+    if model.is_hybrid or vision:  # SGLang's GiB arithmetic, exactly
         rest_gib = post_free_bytes / GiB - pre_free_bytes / GiB * (1.0 - mem_fraction_static)
+        if vision:  # kv_cache_configurator.py: mm_runtime_reservation_gb
+            rest_gib -= VLM_CACHE_SIZE_MB / 1024
+            lines.append(f"Reserving {VLM_CACHE_SIZE_MB / 1024:.2f} GB of the KV budget for "
+                         "post-sizing multimodal allocations (feature-transport pools + "
+                         "embedding cache).")
         if model.family == "linear":
             conv, ssm = model.state_bytes(tp)
             share = mamba_share(rest_gib, state_bytes=conv + ssm,
@@ -228,7 +243,8 @@ def plan_pool(
     else:
         tokens = profile_max_num_token(pre_free_bytes, post_free_bytes, cell, mem_fraction_static)
         weights_fill_budget = post_free_bytes - pre_free_bytes * (1.0 - mem_fraction_static) <= 0
-    if (weights_fill_budget and model.is_hybrid) or (tokens < page_size and model.family != "swa"):
+    exact = model.is_hybrid or vision
+    if (weights_fill_budget and exact) or (tokens < page_size and model.family != "swa"):
         raise _not_enough_memory(pre_free_bytes, post_free_bytes, mem_fraction_static,
                                  weights_fill_budget and release.weights_leave_no_memory_error)
     warnings: tuple[str, ...] = ()

@@ -155,3 +155,19 @@ def test_simulate_refuses_hybrids_naming_what_works(capsys):
     assert ("is a sliding-window hybrid: pagedkv sizes its pools (pagedkv size) but its "
             "scheduler does not model them yet") in err
     assert "or this one under --disable-hybrid-swa-memory" in err
+
+
+def test_gemma3_enable_multimodal_reserves_the_feature_cache():
+    """Gemma-3-27B on an H100: text-only by default (SGLang's mm_disabled_models); with
+    --enable-multimodal the fraction shrinks by its 27-layer, 1152-wide encoder
+    (0.83 * 0.95 * (1 - 0.1 * (27 * 1152^2 / (24 * 1024^2) - 1))) and 100 MiB leave the KV
+    budget (checked against SGLang in tests/reference/test_preset_answers.py)."""
+    text = plan_pool("gemma-3-27b", gpu="h100-sxm-80gb")
+    assert text.mem_fraction_static == 0.83
+    assert not any(line.startswith("Reserving") for line in text.log_lines())
+    vlm = plan_pool("gemma-3-27b", gpu="h100-sxm-80gb", enable_multimodal=True)
+    ratio = 27 * 1152**2 / (24 * 1024**2)
+    assert vlm.mem_fraction_static == 0.83 * (0.95 * (1 - 0.1 * (ratio - 1)))
+    assert vlm.log_lines()[2] == ("Reserving 0.10 GB of the KV budget for post-sizing multimodal "
+                                  "allocations (feature-transport pools + embedding cache).")
+    assert vlm.max_total_num_tokens < text.max_total_num_tokens

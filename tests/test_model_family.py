@@ -78,16 +78,22 @@ def test_a_refusal_reaches_the_command_line_as_exit_2(tmp_path, capsys):
     assert "architectures[0]='FooForCausalLM'" in err and "GptOssForCausalLM" in err
 
 
-def test_gemma3_multimodal_wrapper_is_refused_and_its_text_model_sized():
-    """SGLang 0.5.23 takes a multimodal reservation out of the KV budget; the text-only
-    Gemma3ForCausalLM gets one full pool for all its layers, window layers included."""
+def test_gemma3_multimodal_wrapper_is_sized_as_its_text_model():
+    """SGLang 0.5.23 serves Gemma 3 text-only unless --enable-multimodal is given, with one full
+    pool for all its layers, window layers included; the text_config's missing fields take
+    transformers' Gemma3TextConfig defaults (max_position_embeddings 131072)."""
     text = {**TINY, "model_type": "gemma3_text", "head_dim": 32, "sliding_window": 1024}
+    del text["max_position_embeddings"]
     config = {"architectures": ["Gemma3ForConditionalGeneration"], "model_type": "gemma3",
-              "torch_dtype": "bfloat16", "text_config": text}
-    with pytest.raises(ConfigError, match=r"'Gemma3ForConditionalGeneration' is multimodal.*"
-                                          r"valid: the text-only Gemma3ForCausalLM"):
-        ModelSpec.from_config(config)
-    m = ModelSpec.from_config({**text, "architectures": ["Gemma3ForCausalLM"]})
+              "torch_dtype": "bfloat16", "text_config": text,
+              "vision_config": {"num_hidden_layers": 27, "hidden_size": 1152}}
+    m = ModelSpec.from_config(config)
+    assert (m.family, m.context_len, m.vision) == ("dense", 131072, (27, 1152))
+    assert m.cell_size() == 2 * 2 * 2 * 32 * 2
+    with pytest.raises(ConfigError, match=r"vision_config.hidden_size=None is invalid or missing"):
+        ModelSpec.from_config({**config, "vision_config": {"num_hidden_layers": 27}})
+    m = ModelSpec.from_config({**text, "architectures": ["Gemma3ForCausalLM"],
+                               "max_position_embeddings": 4096})
     assert m.cell_size() == 2 * 2 * 2 * 32 * 2 and m.architecture == "Gemma3ForCausalLM"
 
 

@@ -79,17 +79,19 @@ class _OnePipelineStage:
 _MODEL_CONFIGS: dict[str, ModelConfig] = {}
 
 
-def model_config(config: dict[str, Any], disable_hybrid_swa_memory: bool = False) -> ModelConfig:
-    """SGLang's ``ModelConfig`` for ``config`` (parsed once per distinct config and flag), as
-    ``ModelConfig.from_server_args`` builds it (the one server argument it takes here:
-    ``--disable-hybrid-swa-memory``)."""
+def model_config(config: dict[str, Any], disable_hybrid_swa_memory: bool = False,
+                 enable_multimodal: bool | None = None) -> ModelConfig:
+    """SGLang's ``ModelConfig`` for ``config`` (parsed once per distinct config and flags), as
+    ``ModelConfig.from_server_args`` builds it (the server arguments it takes here:
+    ``--disable-hybrid-swa-memory`` and ``--enable-multimodal``)."""
     text = json.dumps(config, sort_keys=True)
-    key = f"{disable_hybrid_swa_memory}:{text}"
+    key = f"{disable_hybrid_swa_memory}:{enable_multimodal}:{text}"
     if key not in _MODEL_CONFIGS:
         folder = Path(tempfile.mkdtemp(prefix="pagedkv-pools-"))
         (folder / "config.json").write_text(text)
         _MODEL_CONFIGS[key] = ModelConfig(str(folder), trust_remote_code=False,
-                                          disable_hybrid_swa_memory=disable_hybrid_swa_memory)
+                                          disable_hybrid_swa_memory=disable_hybrid_swa_memory,
+                                          enable_multimodal=enable_multimodal)
     return _MODEL_CONFIGS[key]
 
 
@@ -100,7 +102,8 @@ def pool_sizes(config: dict[str, Any], *, pre_gib: float, post_gib: float,
     """What SGLang 0.5.23 sizes on one attention-TP rank: the configurator it picks, the
     bytes per token, the token counts (full and SWA), the state slots, the request count and
     the log lines (the configurator's, its warnings and the pools' own)."""
-    mc = model_config(config, bool(server_args.get("disable_hybrid_swa_memory")))
+    mc = model_config(config, bool(server_args.get("disable_hybrid_swa_memory")),
+                      server_args.pop("enable_multimodal", None))
     fields = dict(page_size=page_size, tp_size=tp, mem_fraction_static=mem_fraction_static,
                   kv_cache_dtype=kv_cache_dtype, device="cpu", **server_args)
     override = get_context().override_server_args(**fields)

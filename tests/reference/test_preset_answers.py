@@ -98,3 +98,25 @@ def test_preset_answers_equal_sglang_own(model: str) -> None:
     cases = [c for c in TABLE if c["model"] == model]
     compare.compare_seeds("preset answers", range(len(cases)), lambda i: cases[i],
                           sglang_side, pagedkv_side)
+
+
+@pytest.mark.parametrize("gpu", ["h100-sxm-80gb", "h200-141gb", "mi300x"])
+def test_gemma3_with_enable_multimodal_equals_sglang_own(gpu: str) -> None:
+    """--enable-multimodal: SGLang keeps Gemma 3's vision path, lowers the default fraction
+    by its encoder (``adjust_mem_fraction_for_vlm``) and reserves 100 MiB of the KV budget."""
+    from sglang.srt.arg_groups.memory_hook import adjust_mem_fraction_for_vlm
+
+    card, spec = get_gpu(gpu), load_model("gemma-3-27b")
+    config = json.loads((PRESETS / "gemma-3-27b.json").read_text())
+    plan = plan_pool(spec, gpu=gpu, enable_multimodal=True)
+    text_f = default_mem_fraction_static(card.memory_mib, prefill_cuda_graph=card.platform == "cuda")
+    sglang_f = adjust_mem_fraction_for_vlm(
+        text_f, pools_sglang.model_config(config, enable_multimodal=True), False, card.memory_mib)
+    compare.same("preset answers", sglang_f, plan.mem_fraction_static, "mem_fraction_static")
+    out = pools_sglang.pool_sizes(
+        config, pre_gib=card.memory_bytes / GiB,
+        post_gib=(card.memory_bytes - spec.weight_bytes()) / GiB, mem_fraction_static=sglang_f,
+        chunked_prefill_size=plan_chunk({"gpu": gpu, "tp": 1}), enable_multimodal=True)
+    compare.same("preset answers", [out["max_total_num_tokens"], out["max_running_requests"],
+                                    out["log_lines"]],
+                 [plan.max_total_num_tokens, plan.max_running_requests, plan.log_lines()[2:-1]])
