@@ -151,7 +151,7 @@ def pool_summary(model: ModelSpec, args: argparse.Namespace) -> str:
     full = model.num_full_attention_layers
     if model.family == "swa":
         pools = (f"a full pool for {full} full-attention layers and a sliding-window pool for "
-                 f"{model.num_swa_layers} window layers (window {model.sliding_window + 1} "
+                 f"{model.num_swa_layers} window layers (SGLang's window: {model.sliding_window} "
                  f"tokens; {attention}{moe})")
     elif model.family == "linear":
         pools = (f"a KV pool for {full} full-attention layers and one state slot per request "

@@ -44,6 +44,7 @@ MODEL_PRESETS: dict[str, str] = {
     "qwen3-next-80b-a3b": "Qwen/Qwen3-Next-80B-A3B-Instruct",
     "kimi-k2": "moonshotai/Kimi-K2-Instruct",
     "gemma-3-27b": "google/gemma-3-27b-it",
+    "llama-4-scout": "meta-llama/Llama-4-Scout-17B-16E-Instruct",
 }
 
 #: Bytes per element of each KV-cache dtype SGLang accepts (``--kv-cache-dtype``).
@@ -288,6 +289,7 @@ class ModelSpec:
         """
         family = attention_family(config, name, disable_hybrid_swa_memory)
         full = config
+        arch = str((full.get("architectures") or [""])[0])
         config = text_config(config)
         missing = [k for k in _REQUIRED if k not in config]
         if missing:
@@ -331,8 +333,8 @@ class ModelSpec:
             model_type=str(full.get("model_type") or ""),
             config=full,
             family=family,
-            num_swa_layers=swa_layer_count(config) if family == "swa" else 0,
-            sliding_window=swa_window(config) if family == "swa" else None,
+            num_swa_layers=swa_layer_count(config, arch) if family == "swa" else 0,
+            sliding_window=swa_window(config, arch) if family == "swa" else None,
             num_linear_layers=linear_layer_count(config) if family == "linear" else 0,
             vision=_vision(full, name),
         )

@@ -66,6 +66,7 @@ LINEAR_HYBRID_ARCHITECTURES = frozenset({
 #: encoder's size. Value: the text-only architecture.
 MULTIMODAL_ARCHITECTURES: dict[str, str] = {
     "Gemma3ForConditionalGeneration": "Gemma3ForCausalLM",
+    "Llama4ForConditionalGeneration": "Llama4ForCausalLM",
 }
 
 #: Fields a published ``text_config`` may leave out, with the value transformers' config class
@@ -93,7 +94,7 @@ KNOWN_LAYER_TYPES = frozenset({"full_attention", "sliding_attention", "chunked_a
 #: Sliding-window hybrids pagedkv sizes as SGLang 0.5.23 does (checked against its
 #: ``HybridSWAPoolConfigurator`` and ``SWARequestCapPoolConfigurator``): window and full
 #: layers with the same K/V head layout, split by ``layer_types``.
-SWA_SIZED = frozenset({"GptOssForCausalLM"})
+SWA_SIZED = frozenset({"GptOssForCausalLM", "Llama4ForConditionalGeneration"})
 
 #: Linear-attention hybrids pagedkv sizes as SGLang 0.5.23 does (gated delta nets: the
 #: default configurator for the full-attention layers plus ``MambaPool`` state slots).
@@ -241,12 +242,23 @@ def _need(text: dict[str, Any], name: str, arch: str, field: str, valid: str) ->
 
 
 def check_swa_fields(text: dict[str, Any], name: str, arch: str, kinds: list[str]) -> None:
-    """What a sliding-window hybrid needs: ``sliding_window`` and ``layer_types`` naming
-    both kinds (SGLang's ``get_hybrid_layer_ids`` reads them for gpt-oss).
+    """What a sliding-window hybrid needs to be split as SGLang splits it
+    (``configs/model_config.py`` ``get_hybrid_layer_ids``): gpt-oss, ``sliding_window`` and
+    ``layer_types`` naming both kinds; Llama 4, ``attention_chunk_size`` (every fourth layer
+    is global, the others attend within their chunk).
 
     Raises:
         ConfigError: a field missing or inconsistent, or a window larger than the context.
     """
+    if arch == "Llama4ForConditionalGeneration":
+        _need(text, name, arch, "attention_chunk_size", "the chunk in tokens, an integer >= 1")
+        _need(text, name, arch, "num_hidden_layers", "an integer >= 4 (every fourth is global)")
+        window, context = text["attention_chunk_size"], text.get("max_position_embeddings")
+        if isinstance(context, int) and window > context:
+            raise ConfigError(
+                f"config of {name!r}: attention_chunk_size={window} is larger than the context "
+                f"max_position_embeddings={context}; valid: a chunk of at most {context} tokens")
+        return
     _need(text, name, arch, "sliding_window", "the window in tokens, an integer >= 1")
     if not kinds or "sliding_attention" not in kinds or "full_attention" not in kinds:
         raise ConfigError(

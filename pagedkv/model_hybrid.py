@@ -1,8 +1,10 @@
 """The layer split and per-request state of the hybrid models pagedkv sizes, from ``config.json``.
 
-Sliding-window hybrids (gpt-oss): SGLang 0.5.23 splits the layers by ``layer_types``
-(``configs/model_config.py`` ``get_hybrid_layer_ids``) and takes the window from the model
-class (``models/gpt_oss.py`` ``get_attention_sliding_window_size``: ``sliding_window - 1``).
+Sliding-window hybrids: SGLang 0.5.23 splits gpt-oss's layers by ``layer_types`` and Llama 4's
+by position (every fourth global; ``configs/model_config.py`` ``get_hybrid_layer_ids``), and
+takes gpt-oss's window from its model class (``models/gpt_oss.py``
+``get_attention_sliding_window_size``: ``sliding_window - 1``), Llama 4's from
+``attention_chunk_size``.
 
 Linear-attention hybrids (Qwen3-Next): every ``full_attention_interval``-th layer is full
 attention, the others gated delta nets whose state per request is a convolution window and a
@@ -28,14 +30,21 @@ SSM_DTYPE_BYTES = {"float32": 4, "bfloat16": 2, "float16": 2}
 CONV_DTYPE_BYTES = 2
 
 
-def swa_layer_count(text: dict[str, Any]) -> int:
-    """Window layers of a sliding-window hybrid (``layer_types`` entries
-    ``"sliding_attention"``); the family check has made sure both kinds are there."""
+def swa_layer_count(text: dict[str, Any], arch: str) -> int:
+    """Window layers of a sliding-window hybrid: Llama 4's layers but every fourth, gpt-oss's
+    ``layer_types`` entries ``"sliding_attention"`` (the family check has made sure both
+    kinds are there)."""
+    if arch == "Llama4ForConditionalGeneration":
+        return sum((i + 1) % 4 != 0 for i in range(text["num_hidden_layers"]))
     return sum(kind == "sliding_attention" for kind in text["layer_types"])
 
 
-def swa_window(text: dict[str, Any]) -> int:
-    """SGLang's ``sliding_window_size`` for gpt-oss: ``sliding_window - 1``."""
+def swa_window(text: dict[str, Any], arch: str) -> int:
+    """SGLang's ``sliding_window_size`` (``load_model_utils.resolve_sliding_window_size``):
+    gpt-oss's model class gives ``sliding_window - 1``; Llama 4's has no such method and its
+    text config no window, so SGLang takes ``attention_chunk_size``."""
+    if arch == "Llama4ForConditionalGeneration":
+        return int(text["attention_chunk_size"])
     return int(text["sliding_window"]) - 1
 
 

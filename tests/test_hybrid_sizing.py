@@ -171,3 +171,14 @@ def test_gemma3_enable_multimodal_reserves_the_feature_cache():
     assert vlm.log_lines()[2] == ("Reserving 0.10 GB of the KV budget for post-sizing multimodal "
                                   "allocations (feature-transport pools + embedding cache).")
     assert vlm.max_total_num_tokens < text.max_total_num_tokens
+
+
+def test_llama4_scout_splits_every_fourth_layer_and_takes_the_chunk_as_window():
+    """Llama 4: 36 chunked-attention layers in the SWA pool, 12 global ones in the full pool;
+    SGLang's window is attention_chunk_size (its model class gives none)."""
+    m = load_model("llama-4-scout")
+    assert (m.family, m.num_swa_layers, m.num_full_attention_layers, m.sliding_window) == (
+        "swa", 36, 12, 8192)
+    assert m.vision == (34, 1408) and m.context_len == 10_485_760
+    plan = plan_pool(m, gpu="h100-sxm-80gb", tp=4)
+    assert (plan.max_total_num_tokens, plan.swa_max_total_num_tokens) == (376_279, 301_023)

@@ -36,7 +36,14 @@ def tiny(arch: str, model_type: str, **extra) -> dict:
     (tiny("GptOssForCausalLM", "gpt_oss", sliding_window=8192, max_position_embeddings=4096,
           layer_types=["sliding_attention", "full_attention"]),
      r"sliding_window=8192 is larger than the context max_position_embeddings=4096"),
-    (tiny("Llama4ForConditionalGeneration", "llama4"), "is a sliding-window hybrid"),
+    (tiny("Llama4ForConditionalGeneration", "llama4"),
+     r"attention_chunk_size=None is invalid or missing, and SGLang needs it to size "
+     r"Llama4ForConditionalGeneration"),
+    (tiny("Llama4ForConditionalGeneration", "llama4", attention_chunk_size=8192),
+     r"attention_chunk_size=8192 is larger than the context max_position_embeddings=4096"),
+    (tiny("MiMoV2FlashForCausalLM", "mimo_v2"),
+     r"is a sliding-window hybrid whose pools pagedkv does not model.*valid: "
+     r"GptOssForCausalLM, Llama4ForConditionalGeneration"),
     (tiny("Qwen3NextForCausalLM", "qwen3_next"),
      r"full_attention_interval=None is invalid or missing, and SGLang needs it to size "
      r"Qwen3NextForCausalLM"),
