@@ -56,15 +56,18 @@ def run_timeline_figure(runs: Mapping[str, object], pool_tokens: int,
     fig = go.Figure()
     for label, res in runs.items():
         s, vis = res.trace.steps, label == first
-        t, used = np.asarray(s["time_s"]), np.asarray(s["tokens_used"])
+        # Token counts as int32 and times and ratios as float32 (7 digits, more than a plot
+        # shows): plotly.py sends arrays in their dtype, and float64 doubled the page's bytes.
+        t = np.asarray(s["time_s"], dtype=np.float32)
+        used = np.asarray(s["tokens_used"]).astype(np.int32)
         every = slice(None, None, max(1, len(t) // MAX_POINTS))
         fig.add_scatter(x=t[every], y=used[every], name="used", visible=vis,
                         line_color=COLORS["used"])
         if show_reserved:
-            resv = used + np.asarray(s["tokens_reserved"])
+            resv = used + np.asarray(s["tokens_reserved"]).astype(np.int32)
             fig.add_scatter(x=t[every], y=resv[every], name="used + reserved", visible=vis,
                             line_color=COLORS["reserved"])
-        fig.add_scatter(x=t[every], y=np.asarray(s["new_token_ratio"])[every],
+        fig.add_scatter(x=t[every], y=np.asarray(s["new_token_ratio"], dtype=np.float32)[every],
                         name="new_token_ratio", visible=vis, yaxis="y2",
                         line_color=COLORS["ratio"])
         marks = retraction_steps(res.trace)

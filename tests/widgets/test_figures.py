@@ -68,3 +68,25 @@ def test_ink_reads_on_every_owner_colour():
         for fill in (tint(colour, 1.0), tint(colour, 0.35)):
             rgb = tuple(float(v) for v in fill[4:-1].split(","))
             assert contrast(rgb, hex_to_rgb(ink_on(fill))) >= 4.5, fill
+
+
+def test_run_timelines_send_four_byte_numbers():
+    """The run timeline (chapters 4 and 5) sends token counts as int32 and times and ratios
+    as float32: float64 made chapter 4's figure 400 KB of the page; the values are the run's."""
+    import base64
+    import json
+
+    import numpy as np
+
+    from pagedkv.managers import simulate
+    from pagedkv.workloads.synthetic import uniform
+    from pagedkv_widgets.run_figures import run_timeline_figure
+
+    res = simulate(uniform(12, (8, 20), (30, 90), 90, rate=25.0, seed=0), model="llama-3-8b",
+                   gpu="h100-sxm-80gb", page_size=4, max_total_tokens=400)
+    fig = json.loads(run_timeline_figure({"a": res}, 400).to_json())
+    dtypes = {(t["name"], axis): t[axis]["dtype"] for t in fig["data"][:3] for axis in ("x", "y")}
+    assert set(dtypes.values()) <= {"f4", "i4", "i2", "i1", "u1", "u2"}, dtypes
+    used = fig["data"][0]["y"]
+    got = np.frombuffer(base64.b64decode(used["bdata"]), dtype=used["dtype"])
+    assert got.tolist() == [int(v) for v in res.trace.steps["tokens_used"]]
