@@ -105,7 +105,7 @@ def page_sizes(setup: Setup, sizes: Sequence[int] = (1, 16, 64)) -> Report:
     """Serve the same prompts with each page size (radix cache off, so every page belongs to
     one request) and compare what the pool held, what was wasted, and the tokens."""
     gpu = setup.on_gpu
-    n, max_new, pool = (16, 128, 16_384) if gpu else (4, 6, 512)
+    n, max_new, pool = (16, 128, 16_384) if gpu else (3, 4, 512)
     ids = prompts(setup, n, seed=3)
     rows, first, cell = [], None, 0
     for i, p in enumerate(sizes):

@@ -29,7 +29,7 @@ def admission(setup: Setup) -> Report:
     """Many requests at once into a small pool: who is admitted, what is reserved, and how
     long the real outputs turned out to be."""
     gpu = setup.on_gpu
-    n, max_new, pool = (32, 256, 4096) if gpu else (6, 8, 96)
+    n, max_new, pool = (32, 256, 4096) if gpu else (6, 6, 80)
     eng = make_engine(setup, pool)
     warm_up(eng)
     res = eng.generate(prompts(setup, n, seed=4), max_new)
@@ -88,7 +88,7 @@ def retraction(setup: Setup) -> Report:
         n, max_new, pool, page, ids = 32, 384, 3072, 1, prompts(setup, 32, seed=5)
         opts = {"schedule_conservativeness": 0.3}
     else:  # the forcing workload of the tests: chunks, hits and a retraction in ~20 steps
-        n, max_new, pool, page, ids = 6, 12, 128, 4, prompts(setup, 6, seed=1, length=(3, 20),
+        n, max_new, pool, page, ids = 4, 12, 96, 4, prompts(setup, 4, seed=1, length=(3, 20),
                                                              shared=8)
         opts = {"schedule_conservativeness": 0.05, "chunked_prefill_size": 16}
     eng = make_engine(setup, pool, page, **opts)

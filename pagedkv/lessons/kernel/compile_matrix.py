@@ -6,6 +6,13 @@ child Python per target (``python -m pagedkv.lessons.kernel.compile_matrix 90``)
 prints its rows as JSON, and keeps the merged table under :func:`cache_dir`, keyed by a hash
 of the kernel sources, the compile code and triton's version: a second call, from the book
 build or a test, reads the file instead of compiling again.
+
+The table for the current sources also ships with pagedkv (:data:`SHIPPED`, written by
+``python -m pagedkv.lessons.kernel.compile_matrix --ship``), so a fresh clone's book build
+reads it instead of spending about two CPU-minutes compiling. Its name carries the same key:
+any change to a source above (or another triton) misses it and compiles again. The tests
+compile afresh and hold the shipped table equal to what the compiler gives
+(tests/lessons/kernel/test_kernel_compiles.py).
 """
 
 from __future__ import annotations
@@ -56,6 +63,9 @@ def compile_target(arch: int) -> list[dict[str, object]]:
     return rows
 
 
+SHIPPED = Path(__file__).resolve().parent / "compiled_tables"
+
+
 def cache_dir() -> Path:
     """Where compile tables are kept: ``$PAGEDKV_CACHE`` or ``~/.cache/pagedkv``."""
     return Path(os.environ.get("PAGEDKV_CACHE", Path.home() / ".cache" / "pagedkv"))
@@ -72,13 +82,19 @@ def _source_key(targets: tuple[int, ...]) -> str:
     return digest.hexdigest()[:16]
 
 
+def table_name(targets: tuple[int, ...] = TARGETS) -> str:
+    """File name of the table for ``targets`` and the current sources."""
+    return f"compiled-{_source_key(targets)}.json"
+
+
 def compile_matrix(targets: tuple[int, ...] = TARGETS, timeout: float = 600,
                    use_cache: bool = True) -> list[dict[str, object]]:
     """Resources of every launched kernel on every target: rows of ``KernelResources``
     fields plus ``head_dim`` and ``group`` (or ``arch``, ``build`` and ``error``).
 
-    Compiles in one child process per target, run side by side (about a minute on two CPU
-    cores), unless a cached table matches.
+    Compiles in one child process per target, run side by side (about two CPU-minutes),
+    unless a table for the same key is in :func:`cache_dir` or shipped (:data:`SHIPPED`);
+    ``use_cache=False`` always compiles (and refreshes the cache).
 
     Raises:
         ConfigError: a target outside :data:`compiled.TARGETS`.
@@ -88,9 +104,11 @@ def compile_matrix(targets: tuple[int, ...] = TARGETS, timeout: float = 600,
     for arch in targets:
         if arch not in TARGETS:
             raise bad_value("targets", targets, f"compute capabilities among {TARGETS}")
-    path = cache_dir() / f"compiled-{_source_key(targets)}.json"
-    if use_cache and path.is_file():
-        return json.loads(path.read_text())
+    path = cache_dir() / table_name(targets)
+    if use_cache:
+        for found in (path, SHIPPED / path.name):
+            if found.is_file():
+                return json.loads(found.read_text())
     env = {**os.environ, "TRITON_INTERPRET": "0", "TRITON_DEFAULT_FP_FUSION": "1",
            "PYTHONPATH": os.pathsep.join(p for p in sys.path if p)}
     children = [subprocess.Popen([sys.executable, "-m", __name__, str(arch)], env=env,
@@ -118,5 +136,20 @@ def compile_matrix(targets: tuple[int, ...] = TARGETS, timeout: float = 600,
     return rows
 
 
+def ship(targets: tuple[int, ...] = TARGETS) -> Path:
+    """Compile afresh and write the table into :data:`SHIPPED` (older tables there removed);
+    returns its path."""
+    rows = compile_matrix(targets, use_cache=False)
+    SHIPPED.mkdir(exist_ok=True)
+    for old in SHIPPED.glob("compiled-*.json"):
+        old.unlink()
+    path = SHIPPED / table_name(targets)
+    path.write_text(json.dumps(rows, indent=1) + "\n")
+    return path
+
+
 if __name__ == "__main__":
-    print(json.dumps([row for arch in sys.argv[1:] for row in compile_target(int(arch))]))
+    if sys.argv[1:] == ["--ship"]:
+        print(f"wrote {ship()}")
+    else:
+        print(json.dumps([row for arch in sys.argv[1:] for row in compile_target(int(arch))]))

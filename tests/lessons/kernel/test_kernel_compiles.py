@@ -3,8 +3,9 @@ on a machine without a GPU, within its register budget, without spills, on the t
 and with its K/V loads double-buffered.
 
 Triton ships ptxas and cuobjdump, so the whole pipeline down to the machine code runs on
-the CPU (``compile_matrix`` starts one child process per target; about a minute on two cores,
-then cached). Nothing runs: timings need a GPU (``bench/``).
+the CPU (``compile_matrix`` starts one child process per target; about two CPU-minutes).
+The table that ships with pagedkv (what a fresh clone's book build reads) must equal it.
+Nothing runs: timings need a GPU (``bench/``).
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ import torch
 
 import pagedkv.layers.attention  # noqa: F401  (sets TRITON_INTERPRET before triton loads)
 from pagedkv.layers.attention import decode_attention as da
-from pagedkv.lessons.kernel.compile_matrix import compile_matrix
+from pagedkv.lessons.kernel.compile_matrix import SHIPPED, compile_matrix, table_name
 from pagedkv.lessons.kernel.compiled import (
     TARGETS,
     contrast_builds,
@@ -39,7 +40,7 @@ def rows() -> list[dict]:
              knobs.nvidia.cuobjdump.path)
     if not all(tool and Path(tool).is_file() for tool in tools):
         pytest.skip(f"this triton build ships no CUDA tools: {tools}")
-    return compile_matrix()
+    return compile_matrix(use_cache=False)  # afresh: the shipped table is held against it
 
 
 def _launched(rows: list[dict]) -> list[dict]:
@@ -122,3 +123,13 @@ def test_sass_parser_and_hot_loop_on_a_hand_written_listing() -> None:
     assert [op for _, op, _ in instrs] == ["MOV", "BRA", "HMMA", "LDGSTS", "BRA", "EXIT", "BRA"]
     assert [a for a, _, _ in hot_loop(instrs)] == [0x20, 0x30, 0x40]  # the self-branch is no loop
     assert hot_loop(instrs[:2]) == []
+
+
+def test_the_shipped_table_is_what_the_compiler_gives(rows: list[dict]) -> None:
+    """A fresh clone's chapter 6 reads the shipped table: it must be this compile's, row for
+    row (``python -m pagedkv.lessons.kernel.compile_matrix --ship`` rewrites it)."""
+    import json
+
+    shipped = SHIPPED / table_name()
+    assert shipped.is_file(), f"no {shipped.name}: run python -m pagedkv.lessons.kernel.compile_matrix --ship"
+    assert json.loads(shipped.read_text()) == rows
