@@ -132,10 +132,15 @@ def _row_headers(table: re.Match[str]) -> str:
     """A Markdown table whose top-left header is empty has row labels in its first column:
     those cells become row headers (``<th scope="row">``), so each data cell has headers both
     ways (a screen reader reads "60% of peak, retractions: 25 / 32 / 15"; axe-core's
-    td-has-header)."""
+    td-has-header). The corner, a header too, gets a name a screen reader reads and the page
+    does not show (an empty header is axe-core's empty-table-header)."""
     html = table.group(0)
-    if not _EMPTY_CORNER.search(html):
+    corner = _EMPTY_CORNER.search(html)
+    if not corner:
         return html
+    html = (html[:corner.start()] + corner.group(0).replace(
+        f"<th class=\"head\">{corner.group(1) or ''}</th>",
+        '<th class="head"><span class="visually-hidden">row</span></th>') + html[corner.end():])
     head, tbody, rest = html.partition("<tbody>")
     return head + tbody + _FIRST_CELL.sub(r'\1<th scope="row">\2</th>', rest)
 

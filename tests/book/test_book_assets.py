@@ -90,5 +90,7 @@ def test_a_markdown_table_with_row_labels_gets_row_headers():
     out = pagedkv_book._TABLE.sub(pagedkv_book._row_headers, "<p>x</p>" + table("<p></p>"))
     assert out.count('<th scope="row">') == 2
     assert '<th scope="row"><p>retractions</p></th>\n<td><p>25</p></td>' in out
+    # the corner header has a name for screen readers (axe-core: empty-table-header)
+    assert '<th class="head"><span class="visually-hidden">row</span></th>' in out
     labelled = table("<p>setting</p>")  # a header over the first column: left as it is
     assert pagedkv_book._TABLE.sub(pagedkv_book._row_headers, labelled) == labelled
