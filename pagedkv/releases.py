@@ -119,6 +119,14 @@ class Release:
         "The KV freed by requests that finish at their first token is returned in one "
         "free group (free_group_begin / free_group_end), not call by call.",
         ("one free call per request", "one free group per pass"))
+    skip_finishing_decode_in_flight: bool = _behaviour(
+        "overlap loop: requests finishing in flight",
+        "managers/scheduler.py: Scheduler._reqs_finishing_inflight",
+        "In the overlap loop, a request whose in-flight result reaches max_new_tokens sits out "
+        "the next decode step (no slot allocated for it); if the step does not fit, the step is "
+        "skipped instead of retracting, since that result frees their KV at the end of the "
+        "step (0.5.9 decodes them once more and retracts).",
+        ("decoded once more; a shortfall retracts", "left out; a shortfall skips the step"))
     # ----- the memory pools and the prefix cache: mem_cache/ ------------------------------
     req_pool_padding_row: bool = _behaviour(
         "request row 0", "mem_cache/memory_pool.py: ReqToTokenPool.__init__",
@@ -222,6 +230,7 @@ RELEASES: dict[str, Release] = {r.name: r for r in (
         filter_finished_every_step=True, batch_full_only_when_busy=True,
         stop_pass_at_spent_budget=True, touch_waiting_prefixes=True, abort_last_request=True,
         reset_ratio_only_when_idle=True, group_prefill_frees=True,
+        skip_finishing_decode_in_flight=True,
         req_pool_padding_row=True, req_pool_reuses_last_freed=True, free_order="row",
         evict_until_free=True, split_output_from_prompt=True,
         chunked_prefill_size_20_35_gib=4096, cuda_graph_max_bs_20_35_gib=(48, 160),
@@ -242,6 +251,7 @@ RELEASES: dict[str, Release] = {r.name: r for r in (
         filter_finished_every_step=False, batch_full_only_when_busy=False,
         stop_pass_at_spent_budget=False, touch_waiting_prefixes=False, abort_last_request=False,
         reset_ratio_only_when_idle=False, group_prefill_frees=False,
+        skip_finishing_decode_in_flight=False,
         req_pool_padding_row=False, req_pool_reuses_last_freed=False, free_order="sorted",
         evict_until_free=False, split_output_from_prompt=False,
         chunked_prefill_size_20_35_gib=2048, cuda_graph_max_bs_20_35_gib=(24, 80),

@@ -178,6 +178,20 @@ def prefill_frees(r: Release) -> str:
     return "free list starts " + ", ".join(str(x) for x in s.allocator.free_pages.tolist()[:4])
 
 
+def finishing_in_flight(r: Release) -> str:
+    """``Release.skip_finishing_decode_in_flight`` in the overlap loop: two 2-token prompts
+    with max_new_tokens 7 and 8, a pool of 16 tokens, schedule_conservativeness 0.1."""
+    config = SchedulerConfig(release=r, schedule_conservativeness=0.1,
+                             disable_overlap_schedule=False)
+    s = Scheduler([RequestSpec(2, 7, 7), RequestSpec(2, 8, 8)], max_total_num_tokens=16,
+                  config=config)
+    s.run()
+    retracted = [e.rid for e in s.trace.events if e.kind == "retract"]
+    if retracted:
+        return "retracts request " + ", ".join(str(rid) for rid in retracted)
+    return f"skips {s.num_decode_skips} decode step(s), retracts nothing"
+
+
 # ----- the pools and the prefix cache --------------------------------------------------------
 def padding_row(r: Release) -> str:
     """``Release.req_pool_padding_row`` on a page table for 2 requests."""

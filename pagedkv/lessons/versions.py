@@ -89,6 +89,11 @@ DEMOS: dict[str, Demo] = {
         "a prefill pass frees its finished requests in one group",
         "two 8-token prompts that finish at their first token, pages of 4, radix cache off",
         runs.prefill_frees),
+    "skip_finishing_decode_in_flight": Demo(
+        "the overlap loop skips a decode step instead of retracting when only requests "
+        "finishing in flight are short of room",
+        "two 2-token prompts, max_new_tokens 7 and 8, a 16-token pool, "
+        "schedule_conservativeness 0.1", runs.finishing_in_flight),
     "req_pool_padding_row": Demo(
         "row 0 of the page table pads and is never handed out",
         "a page table for 2 requests", runs.padding_row),

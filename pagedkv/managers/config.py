@@ -16,6 +16,8 @@ SGLANG_RETRACT_DECODE_STEPS            ``retract_decode_steps``    20
 ``--max-prefill-tokens``               ``max_prefill_tokens``      16384
 ``--chunked-prefill-size``             ``chunked_prefill_size``    by GPU memory
 ``--max-running-requests``             ``max_running_requests``    from the pool
+``--disable-overlap-schedule``         ``disable_overlap_schedule``  True (for now)
+SGLANG_DISABLE_CONSECUTIVE_PREFILL_OVERLAP  ``disable_consecutive_prefill_overlap``  False
 =====================================  ==========================  =======
 
 :meth:`SchedulerConfig.from_env` reads the five environment variables as SGLang does.
@@ -95,6 +97,13 @@ class SchedulerConfig:
         decode_log_interval: a "Decode batch" log line every this many decode steps (40).
         cuda_graph_max_bs: the largest decode batch a CUDA graph serves (the log's
             ``cuda graph`` field only); ``simulate`` sets SGLang's default for the GPU.
+        disable_overlap_schedule: run the non-overlapped loop (``event_loop_normal``)
+            instead of SGLang's default overlap loop (``event_loop_overlap``: one batch in
+            flight, its result processed after the next batch is scheduled; see
+            :mod:`pagedkv.managers.scheduler_overlap`).
+        disable_consecutive_prefill_overlap: in the overlap loop, process a prefill's
+            result before launching a prefill that follows it (SGLang's
+            ``is_disable_overlap_for_batch``; off by default, as in SGLang).
         release: the SGLang release followed (a :class:`~pagedkv.releases.Release` or its
             name; stored as the :class:`Release`). ``sglang_version`` (init only) names it
             instead and wins when given; afterwards ``sglang_version`` reads
@@ -113,6 +122,8 @@ class SchedulerConfig:
     max_running_requests: int | None = None
     decode_log_interval: int = 40
     cuda_graph_max_bs: int = 256
+    disable_overlap_schedule: bool = True
+    disable_consecutive_prefill_overlap: bool = False
     release: Release = DEFAULT_RELEASE
     sglang_version: InitVar[str | None] = None
 
@@ -134,6 +145,9 @@ class SchedulerConfig:
                      "decode_log_interval", "cuda_graph_max_bs"):
             check_positive_int(name, getattr(self, name))
         check_positive_int("retract_decode_steps", self.retract_decode_steps, minimum=0)
+        for name in ("disable_overlap_schedule", "disable_consecutive_prefill_overlap"):
+            if not isinstance(getattr(self, name), bool):
+                raise bad_value(name, getattr(self, name), "True or False")
         if self.chunked_prefill_size is not None:
             check_positive_int("chunked_prefill_size", self.chunked_prefill_size)
         if self.max_running_requests is not None:

@@ -81,6 +81,8 @@ class Req:
             prefills (SGLang's ``#cached-token`` summed for this request).
         kept_at_retract: tokens of its KV the tree kept at its latest retraction (its cached
             prompt prefix).
+        is_retracted: retracted and not yet admitted again (the overlap loop then drops
+            the result of a pass it was in when that result comes in; SGLang's flag).
         queue_s: total seconds in the waiting queue (from arrival, and after every
             retraction).
     """
@@ -110,6 +112,7 @@ class Req:
     recomputed_tokens: int = 0
     cached_tokens: int = 0
     kept_at_retract: int = 0
+    is_retracted: bool = False
     queue_s: float = 0.0
     enqueued_s: float = field(default=0.0, repr=False)
     admitted_before: bool = field(default=False, repr=False)

@@ -40,6 +40,7 @@ from pagedkv.managers.schedule_policy import footprint, running_reservation
 from pagedkv.managers.scheduler_components import NewTokenRatioTracker
 from pagedkv.managers.scheduler_decode import SchedulerDecodeMixin
 from pagedkv.managers.scheduler_metrics import SchedulerMetricsMixin
+from pagedkv.managers.scheduler_overlap import InFlight, SchedulerOverlapMixin
 from pagedkv.managers.scheduler_prefill import SchedulerPrefillMixin
 from pagedkv.managers.scheduler_runtime_checker import SchedulerRuntimeCheckerMixin
 from pagedkv.managers.trace import Event, Trace, TraceMeta
@@ -61,8 +62,8 @@ def default_max_running_requests(max_total_num_tokens: int, context_len: int | N
     return max(1, min(rows, max_total_num_tokens // 2))
 
 
-class Scheduler(SchedulerPrefillMixin, SchedulerDecodeMixin, SchedulerMetricsMixin,
-                SchedulerRuntimeCheckerMixin):
+class Scheduler(SchedulerPrefillMixin, SchedulerDecodeMixin, SchedulerOverlapMixin,
+                SchedulerMetricsMixin, SchedulerRuntimeCheckerMixin):
     """SGLang's scheduler over a fixed list of requests.
 
     Args:
@@ -130,7 +131,11 @@ class Scheduler(SchedulerPrefillMixin, SchedulerDecodeMixin, SchedulerMetricsMix
         self.executor = executor or SimExecutor(step_time)
         self.real_tokens = self.executor.decode_seconds(1, 1) is None
         self.eos_token_ids = frozenset(getattr(self.executor, "eos_token_ids", ()) or ())
-        self.fast_forward = fast_forward and not self.real_tokens
+        # the overlap loop (SGLang's default) or, with disable_overlap_schedule, the normal one
+        self.overlap = not cfg.disable_overlap_schedule
+        self.in_flight: InFlight | None = None
+        # many decode steps at once: the simulator's normal loop only
+        self.fast_forward = fast_forward and not self.real_tokens and not self.overlap
         self.record_page_tables = record_page_tables  # no fast-forward windows then
         if trace is not None and record_page_tables and trace.page_tables is None:
             raise bad_value("trace", type(trace).__name__, "a Trace with page tables when "
@@ -158,6 +163,7 @@ class Scheduler(SchedulerPrefillMixin, SchedulerDecodeMixin, SchedulerMetricsMix
         self.ratio_tracker = NewTokenRatioTracker.from_config(cfg)
         self.clock = 0.0
         self.num_steps = self.num_decode_steps = self.num_finished = self.decoded = 0
+        self.num_decode_skips = 0  # overlap loop: decode steps skipped instead of retracting
         self._refresh_calls = 0
         self._idle_blocked = 0
         self._log_clock, self._log_tokens = 0.0, 0
@@ -249,9 +255,13 @@ class Scheduler(SchedulerPrefillMixin, SchedulerDecodeMixin, SchedulerMetricsMix
         return self.trace
 
     def step(self) -> bool:
-        """Run one step (prefill, decode or idle) and record it; False once all are done."""
+        """Run one step (prefill, decode or idle) and record it; False once all are done.
+        A step is one iteration of SGLang's ``event_loop_overlap`` (the default;
+        :meth:`step_overlap`) or of ``event_loop_normal`` (``disable_overlap_schedule``)."""
         if self.done():
             return False
+        if self.overlap:
+            return self.step_overlap()
         self.enqueue_arrivals()
         self.prepare_step()
         adder = self.get_new_batch_prefill()
@@ -314,9 +324,11 @@ class Scheduler(SchedulerPrefillMixin, SchedulerDecodeMixin, SchedulerMetricsMix
             heapq.heappush(self._arrivals, (nxt.arrival_s, nxt.rid))
 
     def on_retract(self, req: Req) -> None:
-        """``req`` was retracted: it waits at the back of the queue, its output kept."""
+        """``req`` was retracted: it waits at the back of the queue, its output kept (in
+        the overlap loop, the result of a pass it was in is dropped: ``is_retracted``)."""
         freed = req.fill_len - 1
         req.num_retractions += 1
+        req.is_retracted = True
         req.enqueued_s = self.clock
         self.waiting.append(req)
         self.waiting_tokens += req.fill_len

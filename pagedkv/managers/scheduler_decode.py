@@ -45,15 +45,27 @@ class SchedulerDecodeMixin(SchedulerState):
 
     def update_running_batch(self) -> bool:
         """Drop finished requests, check memory (retract or decay the ratio), allocate the
-        step's slots. Returns False when no request is left to decode.
+        step's slots. Returns False when no request is left to decode, and in the overlap
+        loop (0.5.23) when the step is skipped: it does not fit while requests finishing in
+        flight, left out of it, are about to free their KV
+        (:meth:`~pagedkv.managers.scheduler_overlap.SchedulerOverlapMixin.finishing_in_flight`).
         Source: ``Scheduler.update_running_batch``."""
         batch, cfg = self.running, self.config
         initial = len(batch)
         batch.filter_finished()
+        finishing = self.finishing_in_flight()  # the overlap loop, 0.5.23
+        if finishing:  # they leave the batch holding their KV; their result frees it
+            batch.sync(finishing)
+            batch.filter_batch(np.setdiff1d(np.arange(len(batch)), finishing))
         if not len(batch):
             batch.batch_is_full = False
             return False
-        if not batch.check_decode_mem():
+        fits = batch.check_decode_mem()
+        if not fits and finishing:  # skip this decode step rather than retract
+            batch.batch_is_full = False
+            self.num_decode_skips += 1
+            return False
+        if not fits:
             old_available, old_ratio = self.allocator.available_size(), self.new_token_ratio
             batch.sync()
             retracted, ratio, aborted = batch.retract_decode(

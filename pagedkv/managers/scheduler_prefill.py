@@ -118,10 +118,23 @@ class SchedulerPrefillMixin(SchedulerState):
 
     def run_prefill(self, adder: PrefillAdder) -> None:
         """``prepare_for_extend``, the forward pass and ``process_batch_result_prefill``."""
+        running_bs = len(self.running)
+        batch = self.prepare_prefill(adder)
+        result = self.executor.forward(batch)
+        self.clock += result.seconds
+        self.process_batch_result_prefill(batch, result.next_token_ids)
+        self.log_prefill(adder, running_bs, int(batch.extend_lens.sum()), result.seconds)
+
+    def prepare_prefill(self, adder: PrefillAdder) -> ForwardBatch:
+        """``prepare_for_extend``: admitted requests leave the queue and get a row, their
+        prefix slots and the slots of the tokens they compute now; returns the pass.
+
+        Raises:
+            OutOfMemoryError: the allocator is short (admission should have prevented it).
+        """
         step, start, p = self.num_steps, self.clock, self.allocator.page_size
         admitted = adder.can_run_list
         table = self.req_to_token_pool.req_to_token.numpy()  # a view: writes reach the pool
-        running_bs = len(self.running)
         for req in admitted:
             if req.req_pool_idx >= 0:  # the chunked request keeps its row
                 self.trace.record_event(Event(step, "chunk", req.rid, {"prefix": req.prefix_len,
@@ -130,6 +143,7 @@ class SchedulerPrefillMixin(SchedulerState):
             if self.waiting.popleft() is not req:
                 raise AssertionError("admitted requests must be a prefix of the queue (FCFS)")
             self.waiting_tokens -= req.fill_len
+            req.is_retracted = False
             req.req_pool_idx = self.req_to_token_pool.alloc(1)[0]
             table[req.req_pool_idx, :req.prefix_len] = req._prefix_slots
             req._prefix_slots = None  # used once; kept, a million finished requests would hold a tensor each
@@ -167,12 +181,8 @@ class SchedulerPrefillMixin(SchedulerState):
             start += e
             req.kv_committed_len = pre + e
         sample = np.array([r is not self.chunked_req for r in admitted], dtype=bool)
-        batch = ForwardBatch("extend", admitted, rows, prefix, ext, slots, sample,
-                             sum(prefix_l), self.req_to_token_pool)
-        result = self.executor.forward(batch)
-        self.clock += result.seconds
-        self.process_batch_result_prefill(batch, result.next_token_ids)
-        self.log_prefill(adder, running_bs, total, result.seconds)
+        return ForwardBatch("extend", list(admitted), rows, prefix, ext, slots, sample,
+                            sum(prefix_l), self.req_to_token_pool)
 
     def process_batch_result_prefill(self, batch: ForwardBatch, tokens: np.ndarray | None) -> None:
         """Each request whose prompt is complete samples a token; it is cached in the tree

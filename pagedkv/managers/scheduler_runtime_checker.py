@@ -36,6 +36,10 @@ class SchedulerRuntimeCheckerMixin(SchedulerState):
                                    f"max_new_tokens={head.max_new_tokens}) is refused by an "
                                    f"idle server with {self.allocator.available_size()} slots "
                                    "free; the pool is too small for it")
+        self.jump_to_next_arrival()
+
+    def jump_to_next_arrival(self) -> None:
+        """Nothing ran and nothing waits: the clock moves on to the next arrival."""
         if not self.waiting and self._arrivals:
             self.clock = max(self.clock, self._arrivals[0][0])
 
@@ -60,7 +64,9 @@ class SchedulerRuntimeCheckerMixin(SchedulerState):
 
         ``available + evictable + protected + sum over live requests of (pages they hold
         beyond their locked prefix) == pool``; allocator, page table and tree consistent;
-        each request waiting, running, pending, chunked or finished exactly once.
+        each request waiting, running, pending, chunked or finished exactly once (in the
+        overlap loop, a request left out of the decode batch while its last token is in
+        flight holds its KV too).
 
         Raises:
             AssertionError / AllocatorError: when they do not hold.
@@ -72,6 +78,10 @@ class SchedulerRuntimeCheckerMixin(SchedulerState):
         b.sync()
         holders = [r for r, f in zip(b.reqs, b.finished.tolist(), strict=True) if not f]
         holders += [self.chunked_req] if self.chunked_req is not None else []
+        if self.in_flight is not None:  # the overlap loop: left out of the batch, finishing
+            held = {id(r) for r in holders}
+            holders += [r for r in self.in_flight.batch.reqs
+                        if r.req_pool_idx >= 0 and not r.finished and id(r) not in held]
         own = sum(int(ceil_to_page(r.kv_committed_len, p)) - r.cache_protected_len for r in holders)
         tree = self.tree_cache.evictable_size() + self.tree_cache.protected_size()
         free = self.allocator.available_size()

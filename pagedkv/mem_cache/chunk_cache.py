@@ -70,9 +70,10 @@ class ChunkCache:
     def evict_from_tree_cache(self, num_tokens: int) -> None:
         """Nothing to evict."""
 
-    def cache_unfinished_req(self, req: CacheReq) -> None:
-        """Keep the computed slots as the request's own prefix for its next chunk."""
-        req.prefix_len = req.kv_committed_len
+    def cache_unfinished_req(self, req: CacheReq, up_to: int | None = None) -> None:
+        """Keep the first ``up_to`` computed slots (default all) as the request's own
+        prefix for its next chunk."""
+        req.prefix_len = req.kv_committed_len if up_to is None else up_to
 
     def cache_finished_req(self, req: CacheReq, is_insert: bool = True) -> None:
         """Free every slot of the request's row (the caller frees the row itself)."""

@@ -122,19 +122,22 @@ class RadixCache(RadixTree):
         req.last_node = node
         return node
 
-    def cache_unfinished_req(self, req: CacheReq) -> None:
+    def cache_unfinished_req(self, req: CacheReq, up_to: int | None = None) -> None:
         """After a prefill pass (or before the next chunk): put the request's computed
         tokens, page-aligned, into the tree; it keeps computing on the tree's slots.
 
-        ``req.kv_committed_len`` tokens are computed; afterwards ``cache_protected_len`` is
-        that cut to whole pages and ``prefix_len`` is all of it (a partial last page stays
-        the request's own). Source: ``RadixCache.cache_unfinished_req`` (0.5.9),
-        ``checkpoint_kv_cache`` (0.5.23).
+        The first ``up_to`` tokens (default ``req.kv_committed_len``) are inserted: the
+        overlap loop passes the pass's extend end, as the request may already hold the
+        slot of its next decode step; afterwards ``cache_protected_len`` is that cut to
+        whole pages and ``prefix_len`` is all of it (a partial last page stays the
+        request's own). Source: ``RadixCache.cache_unfinished_req`` (0.5.9),
+        ``checkpoint_kv_cache`` (0.5.23, ``up_to=req.extend_end``).
         """
+        end = req.kv_committed_len if up_to is None else up_to
         row = self._table[req.req_pool_idx]
-        keys = self.page_aligned(req.token_ids(req.kv_committed_len))
+        keys = self.page_aligned(req.token_ids(end))
         self._insert_req(req, row, keys)
-        req.prefix_len = req.kv_committed_len
+        req.prefix_len = end
 
     def cache_finished_req(self, req: CacheReq, is_insert: bool = True) -> None:
         """Release a request's KV: with ``is_insert`` (it finished) its prompt and output but

@@ -37,6 +37,10 @@ class ForwardBatch:
         req_to_token_pool: the page table the rows index (a real model gathers each
             request's slots from it; SGLang's ``ForwardBatch`` carries it too). None: the
             executor needs no slots (the simulator).
+        input_ids: int64 ``[bs]`` a decode's input tokens when the scheduler already has
+            them but has not committed them to ``output_ids`` (the overlap loop: the token
+            the in-flight pass sampled, SGLang's future map); None: each request's newest
+            output token.
     """
 
     mode: str
@@ -48,6 +52,7 @@ class ForwardBatch:
     sample: np.ndarray
     kv_tokens: int
     req_to_token_pool: ReqToTokenPool | None = None
+    input_ids: np.ndarray | None = None
 
     @property
     def seq_lens(self) -> np.ndarray:

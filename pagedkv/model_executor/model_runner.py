@@ -253,7 +253,8 @@ class ModelRunner:
     def _inputs(self, batch: ForwardBatch) -> tuple[torch.Tensor, torch.Tensor]:
         """int64 ``[T]`` token ids and positions of the pass's new tokens."""
         if batch.mode == "decode":  # the newest sampled token, at the end of the KV
-            ids = np.fromiter((r.output_ids[-1] for r in batch.reqs), np.int64, len(batch.reqs))
+            ids = (batch.input_ids if batch.input_ids is not None else
+                   np.fromiter((r.output_ids[-1] for r in batch.reqs), np.int64, len(batch.reqs)))
             return torch.as_tensor(ids), torch.as_tensor(batch.prefix_lens.astype(np.int64))
         parts, pos = [], []
         for req, prefix, n in zip(batch.reqs, batch.prefix_lens.tolist(),

@@ -11,6 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 import numpy as np
+import pytest
 
 from pagedkv.managers import Scheduler, SchedulerConfig
 from pagedkv.managers.req import Req
@@ -59,10 +60,17 @@ class FakeModel:
             # the new tokens' slots are the row's entries at their positions
             assert (row[prefix:prefix + ext] == batch.out_cache_loc[start:start + ext]).all()
             start += ext
+            seq = req.token_ids(prefix + ext)
             if batch.mode == "decode":  # the newest sampled token is the one computed now
-                assert ext == 1 and prefix == req.prompt_len + len(req.output_ids) - 1
+                known = req.prompt_len + len(req.output_ids)
+                assert ext == 1 and prefix in (known - 1, known)
+                if prefix == known:  # overlap: its token is in flight, handed over apart
+                    assert batch.input_ids is not None
+                    seq = np.append(req.token_ids(known), batch.input_ids[i])
+                elif batch.input_ids is not None:
+                    assert batch.input_ids[i] == req.output_ids[-1]
             if batch.sample[i]:
-                out[i] = next_token(req.token_ids(prefix + ext))
+                out[i] = next_token(seq)
         return ForwardResult(0.001, out)
 
 
@@ -96,10 +104,13 @@ def run(reqs: list[Spec], model: FakeModel, **kw: object) -> Scheduler:
     return sched
 
 
-def test_tokens_follow_the_sequence_through_chunks_retraction_and_prefix_hits() -> None:
+@pytest.mark.parametrize("disable_overlap_schedule", [False, True])
+def test_tokens_follow_the_sequence_through_chunks_retraction_and_prefix_hits(
+        disable_overlap_schedule: bool) -> None:
     reqs = specs(8, seed=0, shared=8)
     model = FakeModel()
-    cfg = SchedulerConfig(chunked_prefill_size=8, schedule_conservativeness=0.05)
+    cfg = SchedulerConfig(chunked_prefill_size=8, schedule_conservativeness=0.05,
+                          disable_overlap_schedule=disable_overlap_schedule)
     sched = run(reqs, model, max_total_num_tokens=96, page_size=4, config=cfg)
     assert not sched.fast_forward and sched.real_tokens
     for req, spec in zip(sched.reqs, reqs, strict=True):

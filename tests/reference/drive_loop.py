@@ -48,7 +48,9 @@ class LoopRequest:
 
 @dataclass(frozen=True)
 class LoopCase:
-    """A server and a workload; request ``i`` is named ``i`` (SGLang: ``str(i)``)."""
+    """A server and a workload; request ``i`` is named ``i`` (SGLang: ``str(i)``).
+    ``overlap``: SGLang's overlap loop (its default) instead of the normal one;
+    ``disable_consecutive_prefill_overlap``: SGLang's environment variable of that name."""
 
     page_size: int
     pool_tokens: int
@@ -60,6 +62,7 @@ class LoopCase:
     schedule_conservativeness: float = 1.0
     context_len: int = 4096
     overlap: bool = False
+    disable_consecutive_prefill_overlap: bool = False
 
 
 def next_token(case: LoopCase, rid: int, index: int) -> int:

@@ -7,7 +7,8 @@ record per step, in the form :mod:`loop_sglang` records SGLang's loop iterations
 - ``retracted``: the requests retracted this step, in pop order; ``retract_log``: the
   retraction log line (``#retracted_reqs``, ``#new_tokens_gained``, the ratio before and
   after, SGLang's format);
-- ``finished``: the requests that finished this step (sorted);
+- ``finished``: the requests that finished this step (sorted); ``skipped``: the overlap
+  loop skipped a decode step instead of retracting (requests finishing in flight);
 - ``available``, ``evictable``: the allocator's ``available_size()`` and the tree's
   ``evictable_size()``; ``ratio``: ``new_token_ratio``; ``free``: the whole free list.
 
@@ -61,12 +62,16 @@ def specs(case: LoopCase) -> list[RequestSpec]:
 
 
 def build(case: LoopCase) -> tuple[Scheduler, TableExecutor]:
-    """pagedkv's scheduler for ``case`` (SGLang 0.5.23's behaviour)."""
+    """pagedkv's scheduler for ``case`` (SGLang 0.5.23's behaviour; the overlap loop when
+    ``case.overlap``, else the normal loop)."""
     config = SchedulerConfig(
         schedule_conservativeness=case.schedule_conservativeness,
         max_prefill_tokens=case.max_prefill_tokens,
         chunked_prefill_size=case.chunked_prefill_size,
-        max_running_requests=case.max_running_requests, release="0.5.23")
+        max_running_requests=case.max_running_requests,
+        disable_overlap_schedule=not case.overlap,
+        disable_consecutive_prefill_overlap=case.disable_consecutive_prefill_overlap,
+        release="0.5.23")
     executor = TableExecutor()
     sched = Scheduler(specs(case), max_total_num_tokens=case.pool_tokens,
                       page_size=case.page_size, config=config, radix_cache=case.radix,
@@ -79,7 +84,7 @@ def run(case: LoopCase) -> list[dict[str, Any]]:
     sched, executor = build(case)
     trace = sched.trace
     records: list[dict[str, Any]] = []
-    seen_events = seen_log = 0
+    seen_events = seen_log = skips = 0
     while sched.step():
         rec: dict[str, Any] = executor.launched.pop() if executor.launched else {"mode": "IDLE"}
         events, seen_events = trace.events[seen_events:], len(trace.events)
@@ -88,6 +93,7 @@ def run(case: LoopCase) -> list[dict[str, Any]]:
         rec["retracted"] = [e.rid for e in events if e.kind == "retract"]
         rec["retract_log"] = [line for line in log if "Retract requests" in line]
         rec["finished"] = sorted(e.rid for e in events if e.kind in ("finish", "abort"))
+        rec["skipped"], skips = sched.num_decode_skips > skips, sched.num_decode_skips
         rec["available"] = int(sched.allocator.available_size())
         rec["evictable"] = int(sched.tree_cache.evictable_size())
         rec["ratio"] = float(sched.new_token_ratio)

@@ -4,7 +4,8 @@ The scheduler is built by its own ``__init__`` (server arguments, ``PrefillAdder
 tracker, the waiting queue, the output processors); what a CPU cannot give it is replaced, and
 only that: the model config (an attribute bag: reads of unknown fields answer None and are
 recorded, :data:`UNKNOWN_READS`), the IPC channels, the watchdog, the parallel groups (one rank,
-no collective), and the model worker (:class:`TableWorker`, which returns each request's next
+no collective; stamped for the case and taken down after it, so the process is left as it
+was found), and the model worker (:class:`TableWorker`, which returns each request's next
 token from the case's table and owns no weights). The pools are SGLang's own classes, built by
 :mod:`sgl_objects` as ``build_kv_cache`` builds them (``need_sort=False``, the tree or the
 disabled tree).
@@ -17,7 +18,8 @@ requests whose arrival time has come as real ``TokenizedGenerateReqInput`` s (th
 through SGLang's own ``process_input_requests`` / ``handle_generate_request``). When every
 request has finished it raises SGLang's exit flag (``gracefully_exit``); the loop then runs one
 more, idle, iteration (whose ``on_idle`` checks SGLang's own memory invariants) and returns.
-``run_batch`` is wrapped (the real one runs) to note the batch each iteration launches, and
+``run_batch`` is wrapped (the real one runs) to note the batch each iteration launches,
+``update_running_batch`` to note a skipped decode step (it returns None only then), and
 ``ScheduleBatch.retract_decode`` to note its victims.
 """
 
@@ -35,6 +37,7 @@ sgl_boot.load()
 import sgl_objects as sg  # noqa: E402
 import torch  # noqa: E402
 from drive_loop import EOS, VOCAB, LoopCase, max_req_len, next_token  # noqa: E402
+from sglang.srt.environ import envs  # noqa: E402
 from sglang.srt.managers import schedule_batch as sg_schedule_batch  # noqa: E402
 from sglang.srt.managers import scheduler as sg_scheduler  # noqa: E402
 from sglang.srt.managers.io_struct import TokenizedGenerateReqInput  # noqa: E402
@@ -133,10 +136,24 @@ def _server_args(case: LoopCase) -> Any:
         device="cpu", attention_backend="triton")
 
 
-def _one_rank() -> None:
+def _one_rank() -> dict[str, Any]:
+    """Stamp one-rank parallel groups (SGLang's ``override_permanently``); return the
+    stamp that was there before, for :func:`_restore_parallel`."""
+    parallel = get_parallel()
+    before = dict(parallel._stamp)  # the stamp has no public reader
     fields = {name: (OneRank() if "group" in name else 0)
               for name, decl in _derived_widths().items() if not decl.fn}
-    get_parallel().override_permanently(**fields)
+    parallel.override_permanently(**fields)
+    return before
+
+
+def _restore_parallel(before: dict[str, Any]) -> None:
+    """Put back the parallel stamp a case found, so that a later module in the same
+    process (the pool-sizing reference) sees the process as it was."""
+    parallel = get_parallel()
+    parallel.clear_stamp()
+    if before:
+        parallel.override_permanently(**before)
 
 
 def build(case: LoopCase) -> Any:
@@ -212,7 +229,7 @@ def build(case: LoopCase) -> Any:
                          "dp_tp_group", "dp_tp_cpu_group"):
                 setattr(self, name, OneRank())
 
-    _one_rank()
+    sched_parallel = _one_rank()
     saved = (sg_scheduler.get_resolved_model_impl, sg_scheduler.bootstrap.init_parallel_runtime,
              sg_scheduler.bootstrap.init_layer_runtime, kv_cache_builder.build_kv_cache)
     sg_scheduler.get_resolved_model_impl = lambda config: sg_scheduler.ModelImpl.SGLANG
@@ -221,10 +238,15 @@ def build(case: LoopCase) -> Any:
     kv_cache_builder.build_kv_cache = build_kv_cache
     try:
         sched = CaseScheduler(server_args, AttributeBag(nccl_port=0))
+    except BaseException:
+        override.restore()
+        _restore_parallel(sched_parallel)
+        raise
     finally:
         (sg_scheduler.get_resolved_model_impl, sg_scheduler.bootstrap.init_parallel_runtime,
          sg_scheduler.bootstrap.init_layer_runtime, kv_cache_builder.build_kv_cache) = saved
     sched.server_args_override = override
+    sched.parallel_before = sched_parallel
     return sched
 
 
@@ -277,6 +299,7 @@ class ScriptReceiver:
         self.finished: set[int] = set()
         self.launched: list[dict[str, Any]] = []  # the batch run_batch got this iteration
         self.retracted: list[int] = []
+        self.skipped = False  # update_running_batch returned None: the step was skipped
         self.records: list[dict[str, Any]] = []
         self.iterations = 0
 
@@ -318,6 +341,7 @@ class ScriptReceiver:
         rec["retracted"], self.retracted = self.retracted, []
         rec["retract_log"], self.log.lines[:] = list(self.log.lines), []
         rec["finished"] = newly
+        rec["skipped"], self.skipped = self.skipped, False
         alloc = sched.token_to_kv_pool_allocator
         rec["available"] = int(alloc.available_size())
         rec["evictable"] = int(sched.tree_cache.evictable_size())
@@ -352,6 +376,14 @@ def run(case: LoopCase) -> list[dict[str, Any]]:
         return real_run_batch(batch, *args, **kwargs)
 
     sched.run_batch = run_batch
+    real_update = sched.update_running_batch
+
+    def update_running_batch(batch: Any) -> Any:
+        out = real_update(batch)
+        receiver.skipped = receiver.skipped or out is None  # None only when it skips
+        return out
+
+    sched.update_running_batch = update_running_batch
     real_retract = sg_schedule_batch.ScheduleBatch.retract_decode
 
     def retract_decode(self: Any, *args: Any, **kwargs: Any) -> Any:
@@ -361,11 +393,14 @@ def run(case: LoopCase) -> list[dict[str, Any]]:
 
     sg_schedule_batch.ScheduleBatch.retract_decode = retract_decode
     try:
-        (sched.event_loop_overlap if case.overlap else sched.event_loop_normal)()
+        with envs.SGLANG_DISABLE_CONSECUTIVE_PREFILL_OVERLAP.override(
+                case.disable_consecutive_prefill_overlap):
+            (sched.event_loop_overlap if case.overlap else sched.event_loop_normal)()
     finally:
         sg_schedule_batch.ScheduleBatch.retract_decode = real_retract
         logger.removeHandler(log)
         sched.server_args_override.restore()
+        _restore_parallel(sched.parallel_before)
     unknown = UNKNOWN_READS - ALLOWED_UNKNOWN
     assert not unknown, f"SGLang read model-config fields the stand-in lacks: {sorted(unknown)}"
     return receiver.records
