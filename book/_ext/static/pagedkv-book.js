@@ -3,7 +3,8 @@
 // gets a tab stop and a name while it is wider than the screen (WCAG 2.1.1; axe-core's
 // scrollable-region-focusable), and loses them when a wider window shows it whole. Checked
 // again once MathJax has typeset, when a hidden cell opens and when the window changes size.
-// It also tells sticky content how tall the theme's sticky header is (--pkv-sticky-top).
+// It also tells sticky content how tall the theme's sticky header is (--pkv-sticky-top), and
+// puts the sidebar's book title in a landmark.
 (function () {
   "use strict";
   const BOXES = ".bd-article table, .bd-article pre, .bd-article mjx-container[display=true], " +
@@ -43,9 +44,20 @@
     document.documentElement.style.setProperty("--pkv-sticky-top", `${sticky ? header.offsetHeight : 0}px`);
   }
 
+  // The theme puts the book's title (a link home) in the sidebar outside every landmark
+  // (axe-core: region): its item becomes a named navigation landmark.
+  function landmarkTitle() {
+    const brand = document.querySelector(".sidebar-primary-item .navbar-brand")?.closest(".sidebar-primary-item");
+    if (brand && !brand.parentElement.closest("nav, aside, header, main, footer, [role]")) {
+      brand.setAttribute("role", "navigation");
+      brand.setAttribute("aria-label", "Book title");
+    }
+  }
+
   function start() {
     mark();
     stickyTop();
+    landmarkTitle();
     // MathJax (deferred) typesets after the page's load event; opening a hidden code cell
     // shows its source.
     window.addEventListener("load", () => window.MathJax?.startup?.promise?.then(mark));
