@@ -316,6 +316,13 @@ def test_things_to_try_are_the_runs_of_the_default_settings():
     assert not calm["retracts"] and not calm["waiting"] and "never wait and are never retracted" in text
     assert f"holds up to {burst['waiting']} requests and the run retracts {len(burst['retracts'])}" in text
     assert f"KV pool ({h100['pool']:,} tokens), and the same requests never wait" in text
+    one, big = _facts("full", page_size=1), _facts("full", page_size=64)
+    assert f"set the page size to 1 (SGLang's default page size): the pool holds {one['pool']:,} " \
+           f"tokens in as many pages" in text and one["run"]["meta"]["num_pages"] == one["pool"]
+    assert f"retracts {len(one['retracts'])} times. At 64 the same card holds {big['pool']:,} tokens in " \
+           f"{big['run']['meta']['num_pages']:,} pages" in text
+    assert "up to 63 tokens unused" in text
+    assert f"retracts {len(big['retracts'])} times ({len(base['retracts'])} at 16)" in text
     intro = next(k for k, c in enumerate(cells) if "".join(c["source"]).startswith("# 7."))
     _, defaults = _rendered("07-visualizer.ipynb", "# 7.")
     prose = "".join(cells[intro]["source"]).split("\n", 1)[-1]
