@@ -180,6 +180,10 @@ def test_live_widget_resimulates_when_a_slider_moves():
     card = viz.visualizer("memory", static=False, prefetch=False)
     card.settings = {**card.settings, "mem_fraction_static": 0.6}
     assert card.scene["card"]["meta"]["mem_fraction_static"] == 0.6 and card.scene["pool"] is None
+    full = viz.visualizer("full", static=False, prefetch=False)
+    full.settings = {**full.settings, "page_size": 64, "gpu": "h100-sxm-80gb"}  # any combination
+    meta = full.scene["card"]["meta"]
+    assert meta["page_size"] == 64 and meta["num_pages"] == meta["max_total_num_tokens"] // 64
 
 
 def test_every_chapter_has_views_and_controls():
