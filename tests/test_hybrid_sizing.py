@@ -161,7 +161,7 @@ def test_gemma3_enable_multimodal_reserves_the_feature_cache():
     """Gemma-3-27B on an H100: text-only by default (SGLang's mm_disabled_models); with
     --enable-multimodal the fraction shrinks by its 27-layer, 1152-wide encoder
     (0.83 * 0.95 * (1 - 0.1 * (27 * 1152^2 / (24 * 1024^2) - 1))) and 100 MiB leave the KV
-    budget (checked against SGLang in tests/reference/test_preset_answers.py)."""
+    budget (checked against SGLang in tests/reference/test_preset_sglang_answers.py)."""
     text = plan_pool("gemma-3-27b", gpu="h100-sxm-80gb")
     assert text.mem_fraction_static == 0.83
     assert not any(line.startswith("Reserving") for line in text.log_lines())

@@ -1,7 +1,7 @@
 """``pagedkv size`` on every preset: three GPU presets and two tp sizes each, literal answers.
 
 The answers in ``preset_answers.json`` are checked against SGLang 0.5.23's own sizing code
-(``tests/reference/test_preset_answers.py``: its ``KVCacheConfigurator`` and pools, with the
+(``tests/reference/test_preset_sglang_answers.py``: its ``KVCacheConfigurator`` and pools, with the
 start-up lines); this test holds pagedkv to them without SGLang installed.
 """
 
