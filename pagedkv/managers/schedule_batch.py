@@ -13,9 +13,13 @@ A request that has finished stays in the batch until :meth:`filter_finished` dro
 only when the next decode step is prepared, so in the meantime they still count in
 admission's reservation; 0.5.23 drops them at the start of every step.
 
-Where we simplify: one decode token per step (no speculative decoding), no overlap
-scheduling, greedy bookkeeping only (no stop strings: a simulated request stops at its
-``output_len``, a real one at EOS or ``max_new_tokens``).
+In the overlap loop (:mod:`pagedkv.managers.scheduler_overlap`) ``kv_len`` runs one
+token ahead of ``generated`` for requests whose last pass is in flight: their next slot is
+allocated before their token is committed.
+
+Where we simplify: one decode token per step (no speculative decoding), greedy bookkeeping
+only (no stop strings: a simulated request stops at its ``output_len``, a real one at EOS or
+``max_new_tokens``).
 """
 
 from __future__ import annotations

@@ -19,10 +19,15 @@ The prefix cache is a constructor argument: :class:`~pagedkv.mem_cache.radix_cac
 :class:`~pagedkv.mem_cache.chunk_cache.ChunkCache`. The executor is the other: the fast
 :class:`~pagedkv.model_executor.sim_executor.SimExecutor` (default) or a real model.
 
-Where we simplify: the non-overlapped loop (SGLang's default overlaps the CPU scheduling of
-step ``k`` with step ``k - 1`` on the GPU, so its memory decisions lag one step); FCFS only;
-no priorities, LoRA, speculative decoding or disaggregation. A request whose prompt can
-never be served is refused up front with an error (SGLang aborts it at arrival).
+Two loops, as in SGLang: the normal loop above (``event_loop_normal``, SGLang's
+``--disable-overlap-schedule``), and the overlap loop (``event_loop_overlap``, SGLang's
+default; ``SchedulerConfig(disable_overlap_schedule=False)``;
+:mod:`pagedkv.managers.scheduler_overlap`), where batch ``N + 1`` is scheduled while batch
+``N`` is in flight, so memory decisions see the previous step's tokens one step late.
+Both are checked step by step against SGLang 0.5.23's own loops (``tests/reference``).
+
+Where we simplify: FCFS only; no priorities, LoRA, speculative decoding or disaggregation.
+A request whose prompt can never be served is refused up front with an error (SGLang aborts it at arrival).
 """
 
 from __future__ import annotations
@@ -134,8 +139,7 @@ class Scheduler(SchedulerPrefillMixin, SchedulerDecodeMixin, SchedulerOverlapMix
         # the overlap loop (SGLang's default) or, with disable_overlap_schedule, the normal one
         self.overlap = not cfg.disable_overlap_schedule
         self.in_flight: InFlight | None = None
-        # many decode steps at once: the simulator's normal loop only
-        self.fast_forward = fast_forward and not self.real_tokens and not self.overlap
+        self.fast_forward = fast_forward and not self.real_tokens  # many decode steps at once
         self.record_page_tables = record_page_tables  # no fast-forward windows then
         if trace is not None and record_page_tables and trace.page_tables is None:
             raise bad_value("trace", type(trace).__name__, "a Trace with page tables when "

@@ -113,9 +113,13 @@ class SchedulerDecodeMixin(SchedulerState):
         self.num_decode_steps += 1
         self.process_batch_result_decode()
 
-    def process_batch_result_decode(self) -> None:
-        """Release every request whose latest token ends it (one free group), then log."""
+    def process_batch_result_decode(self, log_first: bool = False) -> None:
+        """Release every request whose latest token ends it (one free group), then log
+        (``log_first``: log, then release)."""
         batch = self.running
+        log = self.num_decode_steps % self.config.decode_log_interval == 0
+        if log and log_first:
+            self.log_decode(len(batch))
         stop = batch.stopping()
         if self.real_tokens:
             stop |= np.fromiter((self.hit_eos(r) for r in batch.reqs), bool, len(batch))
@@ -130,7 +134,7 @@ class SchedulerDecodeMixin(SchedulerState):
                 self.on_finish(req)
             self.allocator.free_group_end()
             batch.finished |= stop
-        if self.num_decode_steps % self.config.decode_log_interval == 0:
+        if log and not log_first:
             self.log_decode(len(batch))
 
     # ----- many decode steps at once (the simulator) -------------------------------------
@@ -149,6 +153,9 @@ class SchedulerDecodeMixin(SchedulerState):
             return 1
         size = len(b)
         k = min(int((b.stop_at - b.generated).min()), MAX_WINDOW)
+        if self.overlap:  # the overlap loop's own limits (SchedulerOverlapMixin)
+            limit = self.window_open_overlap()
+            k = 0 if limit is None else min(k, limit)
         if k < max(2, size // 8):
             return 1
         # step j writes position kv_len + j: a new page when (kv_len + j) % p == 0
@@ -168,10 +175,12 @@ class SchedulerDecodeMixin(SchedulerState):
                     break
         return k if k >= 2 else 1
 
-    def fast_forward_steps(self, k: int) -> None:
+    def fast_forward_steps(self, k: int, overlap: bool = False) -> None:
         """Take ``k`` decode steps: record steps ``0 .. k-2`` here; the caller records the
         last, as for a single step. The first step's memory check and ratio update have
-        been done by :meth:`update_running_batch`."""
+        been done by :meth:`update_running_batch`. ``overlap``: the overlap loop's window
+        (its last step logs before its releases, as a launch precedes the previous
+        result's processing)."""
         b, p, cfg = self.running, self.allocator.page_size, self.config
         size, available = len(b), self.allocator.available_size()
         kv0, gen0, kv_sum = b.kv_len.copy(), b.generated.copy(), int(b.kv_len.sum())
@@ -211,4 +220,4 @@ class SchedulerDecodeMixin(SchedulerState):
                 b.decode_many(k - 2)
                 pages.record_quiet_decodes(self, self.num_steps - (k - 2), k - 2)
             b.decode_many(1)
-        self.process_batch_result_decode()
+        self.process_batch_result_decode(log_first=overlap)

@@ -44,6 +44,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from pagedkv.managers.req import Req
+from pagedkv.managers.scheduler_decode import MAX_WINDOW
 from pagedkv.managers.scheduler_state import SchedulerState
 from pagedkv.mem_cache.common import release_kv_cache
 from pagedkv.model_executor.forward_batch_info import ForwardBatch
@@ -80,6 +81,12 @@ class SchedulerOverlapMixin(SchedulerState):
         if adder is not None:
             kind, batch = "prefill", self.prepare_prefill(adder)
         elif len(self.running) and self.update_running_batch():
+            steps = self.window_length() if self.fast_forward else 1
+            if steps > 1:  # many quiet steps at once (the simulator; exact, see below)
+                self.fast_forward_overlap(steps)
+                self.record("decode")
+                self.num_steps += 1
+                return True
             kind, batch = "decode", self.prepare_decode_overlap()
         previous, self.in_flight = self.in_flight, None
         if (previous is not None and batch is not None and batch.mode == "extend"
@@ -94,6 +101,8 @@ class SchedulerOverlapMixin(SchedulerState):
             self.in_flight = InFlight(batch, result.next_token_ids, self.num_decode_steps)
             if kind == "prefill":
                 self.log_prefill(adder, running_bs, int(batch.extend_lens.sum()), result.seconds)
+            elif self.num_decode_steps % self.config.decode_log_interval == 0:
+                self.log_decode(len(batch.reqs))
         if previous is not None:
             self.process_in_flight(previous)
             if batch is None:
@@ -222,5 +231,43 @@ class SchedulerOverlapMixin(SchedulerState):
                 release_kv_cache(req, self.tree_cache, self.req_to_token_pool, is_insert=True)
                 self.on_finish(req)
         self.allocator.free_group_end()
-        if f.decode_step % self.config.decode_log_interval == 0:
-            self.log_decode(len(f.batch.reqs))
+
+    # ----- many decode steps at once (the simulator) ----------------------------------------
+    def window_open_overlap(self) -> int | None:
+        """The most decode steps a window may take in the overlap loop (None: no window).
+
+        Beyond the normal loop's conditions (:meth:`window_length`), the batch in flight
+        must be a decode step over exactly the running requests, so that each step of the
+        window commits one token for every one of them; and (0.5.23) no request may reach
+        the step at which it would be left out of the next decode step
+        (``generated + 1 >= max_new_tokens`` for the in-flight result): ``k <=
+        max_new_tokens - generated - 1``. The tokens committed inside the window are the
+        in-flight one and those of its first ``k - 1`` steps, so nobody stops before the
+        window's last step (``k <= stop_at - generated``, as in the normal loop).
+        """
+        f, b = self.in_flight, self.running
+        if (f is None or f.batch.mode != "decode" or len(f.batch.reqs) != len(b.reqs)
+                or any(x is not y for x, y in zip(f.batch.reqs, b.reqs, strict=True))):
+            return None
+        if not self.config.release.skip_finishing_decode_in_flight:
+            return MAX_WINDOW
+        return int((b.max_new_tokens - b.generated - 1).min())
+
+    def fast_forward_overlap(self, k: int) -> None:
+        """Take ``k`` decode steps of the overlap loop at once: the same slots, counts,
+        rows and log lines as ``k`` single steps. The caller records the last step.
+
+        Each step allocates its slots and commits the previous step's tokens; over the
+        window that is ``k`` slots and ``k`` tokens per request (the in-flight one and
+        those of the window's first ``k - 1`` steps), which is what the normal loop's
+        window does (:meth:`fast_forward_steps`). Its last step logs at launch, then
+        releases whoever the last committed token ends; the window's last step stays in
+        flight.
+        """
+        b = self.running
+        self.fast_forward_steps(k, overlap=True)
+        self.in_flight = InFlight(
+            ForwardBatch("decode", list(b.reqs), b.req_pool_idx.copy(), b.kv_len - 1,
+                         np.ones(len(b), dtype=np.int64), b.last_loc.copy(),
+                         np.ones(len(b), dtype=bool), int(b.kv_len.sum()) - len(b)),
+            None, self.num_decode_steps)

@@ -26,8 +26,10 @@ is read before and after the weights arrive, and ``plan_pool`` applies
 ``profile_max_num_token``'s ``floor((post - pre * (1 - f)) / cell_size)``. On the CPU nothing
 is measured and the pool size is given.
 
-Where we simplify: one GPU, greedy sampling only, no CUDA graphs, no overlap of CPU
-scheduling with the GPU, timing by the host clock around each pass.
+Where we simplify: one GPU, greedy sampling only, no CUDA graphs, timing by the host clock
+around each pass. The overlap loop's order is kept (a decode step gets the in-flight token
+as its input, ``ForwardBatch.input_ids``), but each pass runs to completion before the
+scheduler goes on: no CPU work is hidden behind the GPU.
 """
 
 from __future__ import annotations

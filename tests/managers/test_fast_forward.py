@@ -58,10 +58,10 @@ def run(specs: list[RequestSpec], pool: int, page: int, cfg: SchedulerConfig, ra
     windows = 0
     take = s.fast_forward_steps
 
-    def counted(k: int) -> None:
+    def counted(k: int, **kwargs: bool) -> None:
         nonlocal windows
         windows += 1
-        take(k)
+        take(k, **kwargs)
 
     s.fast_forward_steps = counted
     s.run()
@@ -84,6 +84,8 @@ def final_state(s: Scheduler) -> dict[str, object]:
 CASES = [(seed, page, poisson, version, radix)
          for seed in range(8) for page in (1, 16) for poisson in (False, True)
          for version in ("0.5.23", "0.5.9") for radix in (False, True) if seed < 4 or not radix]
+# the overlap loop (SGLang's default) takes windows too: the same comparison on its own cases
+OVERLAP_CASES = [c for c in CASES if c[0] < 4]
 
 
 @pytest.mark.parametrize(("seed", "page", "poisson", "version", "radix"), CASES)
@@ -158,3 +160,23 @@ def test_simulate_switch_gives_the_same_run(page: int) -> None:
     assert runs[0].metrics == runs[1].metrics
     assert [[getattr(r, k) for k in REQ_KEYS] for r in runs[0].requests] == [
         [getattr(r, k) for k in REQ_KEYS] for r in runs[1].requests]
+
+
+@pytest.mark.parametrize(("seed", "page", "poisson", "version", "radix"), OVERLAP_CASES)
+def test_overlap_fast_path_matches_single_steps(seed: int, page: int, poisson: bool,
+                                                version: str, radix: bool) -> None:
+    """The overlap loop's windows (:meth:`SchedulerOverlapMixin.fast_forward_overlap`) give
+    the run its single steps give: every row, event, log line and slot."""
+    specs, pool = workload(seed, page, poisson)
+    chunk = (None, 2 * page, 4 * page, 64)[seed % 4]
+    cfg = SchedulerConfig(chunked_prefill_size=None if chunk is None else max(chunk, page),
+                          schedule_conservativeness=(0.3, 1.0)[seed % 2],
+                          disable_overlap_schedule=False, sglang_version=version)
+    try:
+        slow, _ = run(specs, pool, page, cfg, radix, fast=False, pages=seed < 2)
+    except ConfigError:
+        pytest.skip("workload refused up front")
+    fast, windows = run(specs, pool, page, cfg, radix, fast=True, pages=seed < 2)
+    assert windows > 0
+    assert fast.trace.to_dict() == slow.trace.to_dict()
+    assert final_state(fast) == final_state(slow)

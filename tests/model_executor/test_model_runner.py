@@ -131,16 +131,42 @@ def test_architectures_page_size_1(arch: str, backend: str) -> None:
     assert res.outputs == [hf_greedy(runner.model, p, 6) for p in ps]
 
 
-def test_eos_ends_a_request_as_generate_does() -> None:
+@pytest.mark.parametrize("disable_overlap_schedule", [True, False])
+def test_eos_ends_a_request_as_generate_does(disable_overlap_schedule: bool) -> None:
+    """Both loops; in the overlap loop the request that samples EOS has already been given
+    its next decode step, whose token is dropped."""
     runner = ModelRunner.load(random_model_config(), device=DEVICE, dtype="float32",
                               max_total_tokens=128, eos_token_ids=(), attention_backend="torch_native")
     ps = prompts(2, seed=3, shared=0)
     free = hf_greedy(runner.model, ps[0], 8)
     runner.eos_token_ids = (free[3],)  # request 0's fourth token ends it
-    res = Engine(runner).generate(ps, 8)
+    res = Engine(runner, disable_overlap_schedule=disable_overlap_schedule).generate(ps, 8)
     assert res.outputs[0] == free[:free.index(free[3]) + 1]
     assert res.requests[0].finish_reason == "stop"
     ids = torch.tensor([ps[1]])
     want = runner.model.generate(ids, attention_mask=torch.ones_like(ids), do_sample=False,
                                  max_new_tokens=8, pad_token_id=0, eos_token_id=free[3])
     assert res.outputs[1] == want[0, len(ps[1]):].tolist()
+
+
+@pytest.mark.parametrize("page_size", [1, 4])
+def test_overlap_loop_tokens_equal_transformers_generate(page_size: int) -> None:
+    """The overlap loop on a real model (the in-flight token handed over as the decode
+    input, prefills merged before their first token is known, retraction of requests whose
+    pass is in flight, chunked prefill, shared prefixes): every request's tokens are
+    transformers' greedy ``generate``."""
+    runner = ModelRunner.load(random_model_config(), device=DEVICE, dtype="float32",
+                              max_total_tokens=128, page_size=page_size, eos_token_ids=(),
+                              attention_backend="torch_native")
+    engine = Engine(runner, chunked_prefill_size=16, schedule_conservativeness=0.05,
+                    disable_overlap_schedule=False)
+    ps = prompts(6, seed=1, shared=8)
+    sched = engine.scheduler([PromptRequest(len(p), MAX_NEW, tuple(p)) for p in ps])
+    assert sched.overlap
+    while sched.step():
+        sched.check_invariants()
+    counts = Counter(e.kind for e in sched.trace.events)
+    assert counts["chunk"] > 0 and (counts["retract"] > 0 or page_size == 1)  # pages of 4 retract
+    for req, prompt in zip(sched.reqs, ps, strict=True):
+        assert req.finished and req.finish_reason == "length"
+        assert req.output_ids == hf_greedy(runner.model, prompt, MAX_NEW), req.rid
