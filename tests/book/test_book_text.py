@@ -38,7 +38,7 @@ def test_intro_names_the_release_the_book_follows() -> None:
 
 
 def test_every_chapter_is_checked() -> None:
-    assert len(CHAPTERS) == 8 and CHAPTERS[0] == "01-memory-arithmetic"
+    assert len(CHAPTERS) == 9 and CHAPTERS[0] == "01-memory-arithmetic"
     assert sorted(p.stem for p in BOOK.glob("*.ipynb")) == sorted((*CHAPTERS, *PAGES))
 
 

@@ -1,0 +1,94 @@
+"""Chapter 9's worked examples: today's models sized pool by pool as SGLang 0.5.23 does.
+
+Each example is a model preset on a card at a tensor-parallel size and a KV dtype;
+:func:`example_plan` sizes it with :func:`pagedkv.sizing.plan_pool` and :func:`hbm_split`
+divides one GPU's memory into the pools SGLang builds (``model_runner.py``,
+``pool_configurator.py``, ``swa_memory_pool.py``, the mamba pools).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+
+from pagedkv.errors import NotEnoughMemoryError
+from pagedkv.model import ModelSpec
+from pagedkv.pool_plan import KVPoolPlan
+from pagedkv.sizing import plan_pool
+from pagedkv.units import GiB
+
+# Quantized checkpoints carry no weight size in their config.json: the size of the published
+# checkpoint (its safetensors files, GiB), the same inputs tests/preset_answers.json uses.
+CHECKPOINT_GIB = {"gpt-oss-120b": 60.8, "deepseek-v3": 642.0, "kimi-k2": 959.0}
+
+
+@dataclass(frozen=True)
+class Example:
+    """One worked example: a preset served on ``tp`` cards of one kind."""
+
+    model: str
+    gpu: str
+    tp: int
+    kv_cache_dtype: str = "bf16"
+
+
+EXAMPLES = {
+    "gpt-oss-120b": Example("gpt-oss-120b", "h100-sxm-80gb", 1),
+    "qwen3-next-80b-a3b": Example("qwen3-next-80b-a3b", "h200-141gb", 4),
+    "deepseek-v3": Example("deepseek-v3", "h200-141gb", 8, "fp8_e4m3"),
+    "mixtral-8x7b": Example("mixtral-8x7b", "h100-sxm-80gb", 2),
+    "gemma-3-27b": Example("gemma-3-27b", "h100-sxm-80gb", 1),
+    "llama-4-scout": Example("llama-4-scout", "h200-141gb", 4),
+}
+FIGURE_GPUS = ("h100-sxm-80gb", "h200-141gb", "mi300x")
+SEGMENTS = ("weights", "full KV", "SWA KV", "state slots", "the rest")
+
+
+def example_plan(name: str, gpu: str | None = None, *, model: ModelSpec | None = None,
+                 **kwargs: object) -> KVPoolPlan:
+    """The plan of example ``name`` (on ``gpu`` instead of its own card if given; ``model``:
+    another spec of the same checkpoint, e.g. ``load_model(name, True)`` for
+    ``--disable-hybrid-swa-memory``); keyword arguments go to :func:`plan_pool`.
+
+    Raises:
+        NotEnoughMemoryError: the weights leave no room, as SGLang stops at start-up.
+        ConfigError: a setting :func:`plan_pool` refuses.
+    """
+    ex = EXAMPLES[name]
+    weights = CHECKPOINT_GIB.get(ex.model)
+    if weights is not None:
+        kwargs.setdefault("weights_bytes", int(weights * GiB) // ex.tp)
+    return plan_pool(model or ex.model, gpu=gpu or ex.gpu, tp=ex.tp, kv_cache_dtype=ex.kv_cache_dtype,
+                     **kwargs)
+
+
+def hbm_split(plan: KVPoolPlan) -> dict[str, int]:
+    """One GPU's memory in bytes by :data:`SEGMENTS`: weights, the full-attention KV pool, the
+    sliding-window KV pool, the state slots, and the rest (activations, CUDA graphs, what
+    ``1 - mem_fraction_static`` keeps back). Sums to the card (``pre_free_bytes``)."""
+    full = plan.max_total_num_tokens * plan.cell_size
+    swa = (plan.swa_max_total_num_tokens or 0) * plan.swa_cell_size
+    state = plan.mamba_slots * plan.state_bytes
+    parts = {"weights": plan.weights_bytes, "full KV": full, "SWA KV": swa, "state slots": state}
+    return {**parts, "the rest": plan.pre_free_bytes - sum(parts.values())}
+
+
+def cap_at(plan: KVPoolPlan, context_len: int) -> int:
+    """Requests that can run at once if every one grows to ``context_len`` tokens: ``B_max``
+    over every pool, and at most ``max_running_requests`` (which a linear-attention hybrid's
+    state slots cap: 3 slots per request with the radix cache, SGLang 0.5.23
+    ``resolve_max_num_reqs``)."""
+    return min(replace(plan, context_len=context_len).batch_cap, plan.max_running_requests)
+
+
+def figure_splits() -> dict[str, dict[str, dict[str, int] | None]]:
+    """:func:`hbm_split` of every example on every card of :data:`FIGURE_GPUS` (at the
+    example's tp and SGLang 0.5.23's default fraction); ``None`` where SGLang would stop."""
+    out: dict[str, dict[str, dict[str, int] | None]] = {}
+    for name in EXAMPLES:
+        out[name] = {}
+        for gpu in FIGURE_GPUS:
+            try:
+                out[name][gpu] = hbm_split(example_plan(name, gpu))
+            except NotEnoughMemoryError:
+                out[name][gpu] = None
+    return out
