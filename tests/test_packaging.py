@@ -13,7 +13,8 @@ def test_wheel_holds_every_module_and_data_file(tmp_path):
     # Build from a copy: setuptools writes build/ and *.egg-info/ into the source tree.
     source = tmp_path / "src"
     shutil.copytree(ROOT, source, ignore=shutil.ignore_patterns(
-        ".git", ".venv", "_build", "build", "test-artifacts", "*.egg-info", "__pycache__"))
+        ".git", ".venv*", "node_modules", "_build", "build", "test-artifacts", "*.egg-info",
+        "__pycache__"))  # .venv*: the reference venvs, built beside the tests by scripts/test.sh
     subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-q",
                     "-w", str(tmp_path), str(source)], check=True, capture_output=True)
     names = set(zipfile.ZipFile(next(tmp_path.glob("pagedkv-*.whl"))).namelist())
