@@ -20,7 +20,7 @@ def terms_md(chapter: int) -> Markdown:
     """The terms ``chapter`` introduces, as a list, then the newest-token rule (chapter 1).
 
     Raises:
-        pagedkv.errors.ConfigError: ``chapter`` is not 1-8, or introduces no term.
+        pagedkv.errors.ConfigError: ``chapter`` is not 1-9, or introduces no term.
     """
     terms = terms_of_chapter(chapter)
     if not terms:
@@ -77,6 +77,9 @@ def formulas_md(config: SchedulerConfig | None = None) -> Markdown:
          r"$p \cdot \#\{\text{running requests with } \text{kv_len} \bmod p = 0\}$", 5),
         ("token usage (log lines)", r"$(\text{max_total_num_tokens} - \text{available} - "
          r"\text{evictable}) / \text{max_total_num_tokens}$", 8),
+        ("running requests of a linear-attention hybrid",
+         r"$\min(\text{max_running_requests}, \lfloor \text{state slots} / s \rfloor)$, $s$ slots "
+         "per request (1 with `--disable-radix-cache`; SGLang 0.5.23)", 9),
     ]
     return markdown_table(("what", "formula", "chapter"), rows)
 

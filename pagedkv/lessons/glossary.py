@@ -22,7 +22,7 @@ class Term:
 
     Attributes:
         name: the term as the book writes it (Markdown, backticks for code names).
-        chapter: the chapter (1-8) whose text defines it; it must not be used earlier.
+        chapter: the chapter (1-9) whose text defines it; it must not be used earlier.
         definition: one or two sentences, Markdown.
         source: where SGLang has it (file and name), or "" for a plain English word.
         pattern: a case-insensitive regular expression that finds a use in a chapter's text.
@@ -143,16 +143,28 @@ TERMS: tuple[Term, ...] = (
          "`ScheduleBatch.release_req`", r"release_req"),
     Term("eviction", 1, "Freeing cached, evictable KV from the radix cache, least recently used "
          "leaves first, when the free list is short.", "`evict`", r"\bevict"),
+    Term("mixture of experts (MoE)", 9, "Many expert MLPs per layer, a few of them used for each "
+         "token; every expert stays in memory, so the weights are the whole checkpoint's. The KV "
+         "cache is the attention's, as without experts.", "", r"\bMoE\b|mixture of experts"),
+    Term("sliding-window pool (SWA pool)", 9, "A sliding-window hybrid's second KV pool, for its "
+         "window layers: a request needs at most window + 1 tokens there. SGLang sizes it at "
+         "`--swa-full-tokens-ratio` times the full pool's tokens.",
+         "`SWAKVPool` (`mem_cache/swa_memory_pool.py`), `HybridSWAPoolConfigurator`",
+         r"SWA pool|sliding-window pool"),
+    Term("state slot", 9, "One request's fixed-size state for every linear-attention layer "
+         "(Gated DeltaNet, Mamba) of a hybrid, whatever the sequence's length; the slot count "
+         "caps the running requests.", "`MambaPool`, `HybridReqToTokenPool` "
+         "(`mem_cache/memory_pool.py`)", r"state slot"),
 )
 
 
 def terms_of_chapter(chapter: int) -> tuple[Term, ...]:
-    """The terms ``chapter`` (1-8) introduces, in the order of :data:`TERMS`.
+    """The terms ``chapter`` (1-9) introduces, in the order of :data:`TERMS`.
 
     Raises:
-        pagedkv.errors.ConfigError: ``chapter`` is not 1-8.
+        pagedkv.errors.ConfigError: ``chapter`` is not 1-9.
     """
     check_positive_int("chapter", chapter, minimum=1)
-    if chapter > 8:
-        raise bad_value("chapter", chapter, "1-8")
+    if chapter > 9:
+        raise bad_value("chapter", chapter, "1-9")
     return tuple(t for t in TERMS if t.chapter == chapter)
