@@ -148,7 +148,7 @@ def _jsonl_plain_columns(text: str) -> tuple[list[object], ...] | None:
         part = kept[lo:lo + _CHUNK]
         try:
             rows = json.loads("[" + ",".join(part) + "]")
-        except (json.JSONDecodeError, RecursionError):
+        except (ValueError, RecursionError):  # not JSON, or an integer of over 4300 digits
             return None
         # every row a dict of plain keys; the checks and the columns in C (map), not per row
         if len(rows) != len(part) or set(map(type, rows)) != {dict} \
@@ -171,6 +171,9 @@ def _jsonl_rows(f: TextIO, path: str) -> Iterator[tuple[int, dict[str, object]]]
         except json.JSONDecodeError as exc:
             raise bad_value(f"{path} line {n}", _clip(text), f"one JSON object per line ({exc.msg}, "
                             f"column {exc.colno})") from None
+        except ValueError:  # Python refuses to parse an integer of over 4300 digits
+            raise bad_value(f"{path} line {n}", _clip(text), "one JSON object per line, with "
+                            "integers of at most 4300 digits") from None
         if not isinstance(row, dict):
             raise bad_value(f"{path} line {n}", _clip(text), "a JSON object ({...})")
         yield n, row
@@ -236,17 +239,23 @@ def plain_requests(source: str, context_len: int | None, line: list[int], prompt
     if not n or kinds["prompt"] | kinds["output"] != {int} or not kinds["cap"] <= {int, _NONE} \
             or not kinds["eos"] <= {bool, _NONE}:
         return None
-    p, o = np.asarray(prompt, dtype=np.int64), np.asarray(output, dtype=np.int64)
-    c = np.asarray(cap if _NONE not in kinds["cap"] else
-                   [o_ if v is None else v for v, o_ in zip(cap, output, strict=True)], dtype=np.int64)
+    try:
+        p, o = np.asarray(prompt, dtype=np.int64), np.asarray(output, dtype=np.int64)
+        c = np.asarray(cap if _NONE not in kinds["cap"] else
+                       [o_ if v is None else v for v, o_ in zip(cap, output, strict=True)], dtype=np.int64)
+    except OverflowError:  # a value past int64: TraceBuilder names it
+        return None
     ok = (p >= 1).all() and (o >= 1).all() and (c >= o).all()
-    if context_len is not None:
-        ok = ok and bool((p + o <= context_len).all())
+    if context_len is not None:  # o <= context_len - p: p + o could wrap past int64 unseen
+        ok = ok and bool((o <= context_len - p).all())
     times = None
     if arrival[0] is not None:
         if not kinds["arrival"] <= {int, float}:
             return None
-        times = np.asarray(arrival, dtype=np.float64)
+        try:
+            times = np.asarray(arrival, dtype=np.float64)
+        except OverflowError:  # an integer past float's range: TraceBuilder names it
+            return None
         ok = ok and bool(np.isfinite(times).all() and times[0] >= 0 and (np.diff(times) >= 0).all())
     elif kinds["arrival"] != {_NONE}:
         return None

@@ -35,6 +35,7 @@ from pagedkv.errors import bad_value
 NO_CONVERSATION = -1
 _CHUNK = 65_536  # requests turned into Python values at a time by TraceRequests.specs
 PLAIN_KEYS = frozenset({"prompt_len", "output_len", "max_new_tokens", "arrival_s", "ignore_eos"})
+INT64_MAX = 2**63 - 1  # the columns are int64: a larger length or id cannot be kept
 _MADE_UP_BASE = np.int64(1) << 50  # above any vocabulary and the scheduler's own made-up ids
 
 
@@ -47,18 +48,23 @@ def made_up_ids(rid: int, start: int, end: int) -> np.ndarray:
 
 
 def _count(where: str, name: str, value: object, minimum: int = 1) -> int:
-    """An integer >= ``minimum`` (bools and floats refused), else a named error."""
+    """An integer from ``minimum`` to :data:`INT64_MAX` (bools and floats refused), else a
+    named error (a larger one would overflow the int64 column, as an OverflowError)."""
     if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < minimum:
         raise bad_value(f"{where}: {name}", value, f"an integer >= {minimum}")
+    if value > INT64_MAX:
+        raise bad_value(f"{where}: {name}", value, f"an integer from {minimum} to {INT64_MAX} (2**63 - 1)")
     return int(value)
 
 
 def _ids(where: str, name: str, value: object) -> np.ndarray:
-    """A non-empty list of token ids (integers >= 0) as int64."""
+    """A non-empty list of token ids (integers from 0 to :data:`INT64_MAX`) as int64."""
     if (not isinstance(value, (list, tuple)) or not value
-            or not all(isinstance(t, int) and not isinstance(t, bool) and t >= 0 for t in value)):
+            or not all(isinstance(t, int) and not isinstance(t, bool) and 0 <= t <= INT64_MAX
+                       for t in value)):
         shown = value if not isinstance(value, (list, tuple)) or len(value) <= 8 else f"[{len(value)} items]"
-        raise bad_value(f"{where}: {name}", shown, "a non-empty list of token ids (integers >= 0)")
+        raise bad_value(f"{where}: {name}", shown,
+                        "a non-empty list of token ids (integers from 0 to 2**63 - 1)")
     return np.asarray(value, dtype=np.int64)
 
 
@@ -72,6 +78,14 @@ def _length(where: str, row: dict[str, object], key: str) -> tuple[int, np.ndarr
     if arr is not None and len(arr) != length:
         raise bad_value(f"{where}: {key}_len", length, f"len({key}_token_ids)={len(arr)}")
     return length, arr
+
+
+def _seconds(value: int | float) -> float:
+    """``value`` as a float; an integer too large for one (over ~1.8e308) is ``inf``."""
+    try:
+        return float(value)
+    except OverflowError:
+        return math.inf
 
 
 class TraceEntry(NamedTuple):
@@ -227,8 +241,9 @@ class TraceBuilder:
         self._has_times = has
         if not has:
             return
-        if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) \
-                or value < 0:
+        # a JSON integer past float's range is infinite seconds (float() would raise OverflowError)
+        if isinstance(value, bool) or not isinstance(value, (int, float)) \
+                or not math.isfinite(_seconds(value)) or value < 0:
             raise bad_value(f"{where}: arrival_s", value, "finite seconds >= 0")
         if value < self._last_time:
             raise bad_value(f"{where}: arrival_s", value, f">= {self._last_time}, the request "

@@ -161,6 +161,12 @@ BAD = [
     (["--trace", "order.jsonl"], {"order.jsonl": '{"prompt_len": 5, "output_len": 2, "arrival_s": 2}\n'
                                                  '{"prompt_len": 5, "output_len": 2, "arrival_s": 1}\n'},
      "order.jsonl line 2: arrival_s=1 is invalid; valid: >= 2.0, the request before it"),
+    (["--trace", "big.jsonl"], {"big.jsonl": '{"prompt_len": 100000000000000000000, "output_len": 5}\n'},
+     "big.jsonl line 1: prompt_len=100000000000000000000 is invalid; valid: an integer from 1 to "
+     "9223372036854775807 (2**63 - 1)"),
+    (["--trace", "big.csv"], {"big.csv": "prompt_len,output_len\n5,100000000000000000000\n"},
+     "big.csv line 2: output_len=100000000000000000000 is invalid; valid: an integer from 1 to "
+     "9223372036854775807"),
     (["--trace", "long.jsonl"], {"long.jsonl": '{"prompt_len": 8000, "output_len": 500}\n'},
      "long.jsonl line 1: prompt_len + output_len=8500 is invalid; valid: <= the model's context "
      "length, 8192"),
@@ -187,7 +193,9 @@ def test_bad_input_is_a_named_error(capsys: pytest.CaptureFixture[str], tmp_path
 
 def test_bad_input_exits_2_without_traceback_in_a_real_process(tmp_path: Path) -> None:
     for argv in (["--weights-gib", "nan"], ["--seed", "-3"],
-                 ["--trace", jsonl(tmp_path, "n.jsonl", '{"prompt_len": -1, "output_len": 2}')]):
+                 ["--trace", jsonl(tmp_path, "n.jsonl", '{"prompt_len": -1, "output_len": 2}')],
+                 ["--trace", jsonl(tmp_path, "b.jsonl", '{"prompt_len": 100000000000000000000, '
+                                                        '"output_len": 5}')]):
         proc = subprocess.run([sys.executable, "-m", "pagedkv", "simulate", *argv],
                               capture_output=True, text=True, check=False)
         assert proc.returncode == 2 and "is invalid; valid:" in proc.stderr

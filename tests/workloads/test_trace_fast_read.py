@@ -31,7 +31,9 @@ odd = st.sampled_from([
     '{"prompt_len": true, "output_len": 2}', '{"prompt_len": 3, "output_len": 2, "arrival_s": NaN}',
     '{"prompt_len": 3, "output_len": 2, "max_new_tokens": 1}', '{"prompt_len": 3, "output_len": -2}',
     '{"prompt_len": [3', '4], "output_len": 2}', '{"prompt_len": 3, "output_len": 2}\r',
-    '\ufeff{"prompt_len": 3, "output_len": 2}', '{"prompt_len": 3, "output_len": 2, "turn": 1}'])
+    '\ufeff{"prompt_len": 3, "output_len": 2}', '{"prompt_len": 3, "output_len": 2, "turn": 1}',
+    '{"prompt_len": 100000000000000000000, "output_len": 2}',  # past int64
+    '{"prompt_len": 9223372036854775807, "output_len": 1}'])  # p + o wraps in int64
 
 
 def read_both(text: str, context_len: int | None = None) -> tuple[object, object]:
@@ -102,3 +104,35 @@ def test_whole_text_reader_takes_plain_files(text: str, monkeypatch: pytest.Monk
 def test_bad_rows_are_named_as_line_by_line(text: str, message: str) -> None:
     fast, slow = read_both(text)
     assert isinstance(fast, str) and fast == slow and message in fast
+
+
+BIG = "100000000000000000000"  # 1e20, past int64's 9223372036854775807
+
+
+@pytest.mark.parametrize(("row", "context_len", "message"), [
+    (f'{{"prompt_len": {BIG}, "output_len": 5}}', None,
+     f"line 2: prompt_len={BIG} is invalid; valid: an integer from 1 to 9223372036854775807 (2**63 - 1)"),
+    (f'{{"prompt_len": 5, "output_len": {BIG}}}', 8192,
+     f"line 2: output_len={BIG} is invalid; valid: an integer from 1 to 9223372036854775807 (2**63 - 1)"),
+    (f'{{"prompt_len": 5, "output_len": 2, "max_new_tokens": {BIG}}}', None,
+     f"line 2: max_new_tokens={BIG} is invalid; valid: an integer from 2 to 9223372036854775807 (2**63 - 1)"),
+    ('{"prompt_len": 9223372036854775807, "output_len": 1}', 100,  # p + o wraps to -2**63 in int64
+     "line 2: prompt_len + output_len=9223372036854775808 is invalid; valid: <= the model's "
+     "context length, 100 tokens"),
+    ('{"prompt_len": 5, "output_len": 2, "arrival_s": 1' + "0" * 400 + "}", None,
+     "line 2: arrival_s=1" + "0" * 400 + " is invalid; valid: finite seconds >= 0"),
+    ('{"prompt_len": 1' + "0" * 5000 + ', "output_len": 2}', None,
+     "line 2='{\"prompt_len\": 1" + "0" * 44 + "...' is invalid; valid: one JSON object per line, "
+     "with integers of at most 4300 digits"),
+    ('{"prompt_token_ids": [1, 9223372036854775808], "output_len": 2}', None,
+     "line 2: prompt_token_ids=[1, 9223372036854775808] is invalid; valid: a non-empty list of "
+     "token ids (integers from 0 to 2**63 - 1)"),
+])
+def test_values_past_int64_are_named_by_both_readers(row: str, context_len: int | None,
+                                                      message: str) -> None:
+    """A number too large for the int64 (or float64) columns is the same named error from
+    both readers, not an OverflowError, nor (p + o wrapping) a request let through."""
+    first = '{"prompt_len": 3, "output_len": 2%s}\n' % (', "arrival_s": 0' if "arrival_s" in row else "")
+    fast, slow = read_both(first + row + "\n", context_len)
+    assert isinstance(fast, str) and fast == slow
+    assert fast.endswith(message), fast

@@ -102,6 +102,13 @@ def test_bad_rows_name_line_field_value_and_range(tmp_path: Path, rows: list[dic
     assert message in str(err.value)
 
 
+def test_csv_length_past_int64_is_named(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError) as err:
+        load_trace(write(tmp_path, "t.csv", "prompt_len,output_len\n3,2\n100000000000000000000,5\n"))
+    assert str(err.value).endswith("t.csv line 3: prompt_len=100000000000000000000 is invalid; "
+                                   "valid: an integer from 1 to 9223372036854775807 (2**63 - 1)")
+
+
 def test_non_finite_arrival_in_csv(tmp_path: Path) -> None:
     with pytest.raises(ConfigError, match="line 2: arrival_s=nan is invalid"):
         load_trace(write(tmp_path, "t.csv", "prompt_len,output_len,arrival_s\n3,2,nan\n"))
