@@ -21,11 +21,13 @@ COLOURS = {"weights": "#4c72b0", "full KV": "#dd8452", "SWA KV": "#55a868",
 def pools_figure() -> go.Figure:
     """The figure: ``len(EXAMPLES) * len(SEGMENTS)`` bar traces, one menu entry per model
     (at its example's tp and KV dtype, SGLang 0.5.23's default ``mem_fraction_static``). A
-    card where SGLang would stop at start-up is labelled "(does not start)" with no bar."""
+    card where SGLang would stop at start-up is labelled "(no start)" with no bar."""
     splits = figure_splits()
     fig = go.Figure()
     for mi, name in enumerate(EXAMPLES):
-        ys = [gpu_label(g) + ("" if splits[name][g] else " (does not start)") for g in FIGURE_GPUS]
+        # Short names keep the plot area wide on a phone; the caption names the cards in full.
+        ys = [gpu_label(g).split()[0] + ("" if splits[name][g] else " (no start)")
+              for g in FIGURE_GPUS]
         for seg in SEGMENTS:
             xs = [round(s[seg] / GiB, 2) if s else 0 for s in (splits[name][g] for g in FIGURE_GPUS)]
             fig.add_bar(y=ys, x=xs, name=seg, orientation="h", visible=mi == 0,
@@ -34,7 +36,7 @@ def pools_figure() -> go.Figure:
                         insidetextfont_color=ink_on(COLOURS[seg]),
                         hovertemplate=f"{seg}: %{{x:.2f}} GiB<extra></extra>")
     n = len(SEGMENTS)
-    buttons = [dict(label=f"{model_label(name)}, tp {ex.tp}, {ex.kv_cache_dtype} KV",
+    buttons = [dict(label=f"{model_label(name).split('-Instruct')[0]}, tp {ex.tp}",
                     method="update",
                     args=[{"visible": [i // n == mi for i in range(len(EXAMPLES) * n)]}])
                for mi, (name, ex) in enumerate(EXAMPLES.items())]

@@ -74,4 +74,4 @@ def test_pools_figure_has_one_menu_entry_per_model() -> None:
     for mi, button in enumerate(buttons):
         shown = [i for i, v in enumerate(button.args[0]["visible"]) if v]
         assert shown == list(range(mi * len(SEGMENTS), (mi + 1) * len(SEGMENTS)))
-    assert "(does not start)" in " ".join(fig.data[2 * len(SEGMENTS)].y)
+    assert "H100 (no start)" in fig.data[2 * len(SEGMENTS)].y
