@@ -224,8 +224,11 @@ def test_readme_trace_examples_run(capsys: pytest.CaptureFixture[str], tmp_path:
 
 
 def test_sigint_in_a_real_process_exits_130_without_traceback(tmp_path: Path) -> None:
-    """A real Ctrl-C (SIGINT) of a long run: exit status 130 and no traceback, whether it
-    lands in the run (partial summary) or before it (one line)."""
+    """A real Ctrl-C (SIGINT) of a long run, sent once the run's loop has printed its first
+    log line (not after a fixed wait, which a loaded machine can outlast): exit status 130,
+    the partial summary, and no traceback."""
+    import os
+    import select
     import signal
     import time
 
@@ -235,11 +238,24 @@ def test_sigint_in_a_real_process_exits_130_without_traceback(tmp_path: Path) ->
     trace.write_text("".join(f'{{"prompt_len": {s.prompt_len}, "output_len": {s.output_len}}}\n'
                              for s in sharegpt_like(100_000, seed=1)))
     proc = subprocess.Popen([sys.executable, "-m", "pagedkv", "simulate", "--trace", str(trace),
-                             "--disable-radix-cache", "--quiet"],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    time.sleep(6)
-    proc.send_signal(signal.SIGINT)
-    out, err = proc.communicate(timeout=120)
+                             "--disable-radix-cache", "--quiet", "--log"],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, bufsize=0,
+                            env={**os.environ, "PYTHONUNBUFFERED": "1"})
+    try:
+        seen, deadline = b"", time.monotonic() + 300  # generous: reading the trace under load
+        while b"Prefill batch" not in seen:  # the first step's log line: the loop is running
+            left = deadline - time.monotonic()
+            assert left > 0 and select.select([proc.stdout], [], [], left)[0], \
+                f"no log line in 300 s; stdout so far: {seen[-500:]!r}"
+            chunk = os.read(proc.stdout.fileno(), 65_536)
+            assert chunk, f"exit {proc.wait()} before the run began: {proc.stderr.read().decode()}"
+            seen += chunk
+        proc.send_signal(signal.SIGINT)
+        out, err = (b.decode() for b in proc.communicate(timeout=300))
+    finally:
+        if proc.poll() is None:  # a failed assertion above: do not leave the run behind
+            proc.kill()
+            proc.wait()
     assert proc.returncode == 130, err
     assert "Traceback" not in err
-    assert "INTERRUPTED (Ctrl-C): partial summary" in out or "interrupted" in err
+    assert "INTERRUPTED (Ctrl-C): partial summary" in out, (out[-2000:], err)
