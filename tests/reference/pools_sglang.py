@@ -150,8 +150,9 @@ def _run(mc: ModelConfig, sa: Any, pre_gib: float, post_gib: float, page_size: i
                            "cell_size": configurator._cell_size,
                            "context_len": mc.context_len}
     try:
-        # The event-loop reference leaves one-rank groups (world_size 1) in place for good;
-        # hidden here, as in a fresh process, or SGLang's own check fails every tp > 1 case.
+        # Parallel groups another module stamped (world_size 1) would fail SGLang's own check
+        # in every tp > 1 case; the event-loop reference takes its stamp down after each case,
+        # and any left are hidden here, as in a fresh process.
         no_groups = {group: types.SimpleNamespace() for _, group in _WIDTH_AND_GROUP}
         with get_parallel().override(world_group=types.SimpleNamespace(cpu_group=None), **no_groups):
             try:
