@@ -29,11 +29,35 @@ recomputing every page's owner (:func:`page_owners`) and every row, and comparin
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Protocol
 
 import numpy as np
 
+from pagedkv.managers.req import Req
+from pagedkv.managers.schedule_batch import ScheduleBatch
+from pagedkv.managers.trace import Trace
+from pagedkv.mem_cache.allocator import BaseTokenToKVPoolAllocator
+from pagedkv.mem_cache.chunk_cache import ChunkCache
+from pagedkv.mem_cache.memory_pool import ReqToTokenPool
+from pagedkv.mem_cache.radix_cache import RadixCache
+
 FREE, CACHED, SHARED = -1, -2, -3
+
+
+class SchedulerView(Protocol):
+    """What the recorder reads of a :class:`~pagedkv.managers.scheduler.Scheduler` after a
+    step (the scheduler has these attributes; declared here so that this module does not
+    import the scheduler, which builds the recorder's trace)."""
+
+    num_steps: int
+    page_size: int
+    max_total_num_tokens: int
+    req_to_token_pool: ReqToTokenPool
+    allocator: BaseTokenToKVPoolAllocator
+    tree_cache: RadixCache | ChunkCache
+    running: ScheduleBatch
+    chunked_req: Req | None
+    trace: Trace  # page events are kept by a Trace only (its events are counted)
 
 
 class PageRecorder:
@@ -68,7 +92,7 @@ class PageRecorder:
             self.owner.extend(owners[changed].tolist())
             self._prev = owners.copy()
 
-    def record(self, sched: Any, kind: str) -> None:
+    def record(self, sched: SchedulerView, kind: str) -> None:
         """Record what step ``sched.num_steps`` (a ``prefill``, ``decode`` or ``idle`` step of
         a :class:`~pagedkv.managers.scheduler.Scheduler`, just run) changed."""
         step, p = sched.num_steps, sched.page_size
@@ -90,7 +114,7 @@ class PageRecorder:
             self.observe(step, page_owners(sched))
         self._mark = mark
 
-    def record_quiet_decodes(self, sched: Any, step: int, steps: int) -> None:
+    def record_quiet_decodes(self, sched: SchedulerView, step: int, steps: int) -> None:
         """Record decode steps ``step .. step + steps - 1`` of a fast-forward window, run
         at once (``ScheduleBatch.decode_many``) and already in ``sched``'s state.
 
@@ -194,7 +218,7 @@ class PageRecorder:
                 "lengths": {k: list(v) for k, v in self.lengths.items()}}
 
 
-def _holders(sched: Any) -> tuple[list[int], list[int], list[int]]:
+def _holders(sched: SchedulerView) -> tuple[list[int], list[int], list[int]]:
     """Requests holding a row now: ``(rids, req_to_token rows, kv_committed_len)``, the
     running batch's live requests then the chunked request."""
     b = sched.running
@@ -210,7 +234,7 @@ def _holders(sched: Any) -> tuple[list[int], list[int], list[int]]:
     return rids, idx, kv
 
 
-def _marks(sched: Any) -> tuple[int, ...]:
+def _marks(sched: SchedulerView) -> tuple[int, ...]:
     """What changes when anything but row growth happens: events so far, the tree's sizes
     and node count, the chunked request; last, the free slots (checked separately)."""
     tree = sched.tree_cache
@@ -220,7 +244,7 @@ def _marks(sched: Any) -> tuple[int, ...]:
             chunked, sched.allocator.available_size())
 
 
-def page_owners(sched: Any) -> np.ndarray:
+def page_owners(sched: SchedulerView) -> np.ndarray:
     """Every page's owner now (int64 ``[num_pages + 1]``) from a scheduler's state.
 
     Requests' own pages are the pages of their row from ``cache_protected_len`` (a whole

@@ -32,29 +32,34 @@ A request whose prompt can never be served is refused up front with an error (SG
 
 from __future__ import annotations
 
-import heapq
-from collections import deque
 from collections.abc import Sequence
+from typing import cast
 
-from pagedkv.errors import bad_value, check_positive_int
+from pagedkv.errors import PagedKVError, bad_value, check_positive_int
 from pagedkv.managers.config import Policy, SchedulerConfig
 from pagedkv.managers.page_recorder import PageRecorder
 from pagedkv.managers.req import Req, RequestLike
 from pagedkv.managers.schedule_batch import ScheduleBatch
 from pagedkv.managers.schedule_policy import footprint, running_reservation
-from pagedkv.managers.scheduler_components import NewTokenRatioTracker
+from pagedkv.managers.scheduler_components import (
+    DecodeFastForward,
+    NewTokenRatioTracker,
+    SchedulerBatchResultProcessor,
+    SchedulerInvariantChecker,
+    SchedulerMetricsReporter,
+    SchedulerStepRecorder,
+    WaitingQueue,
+)
 from pagedkv.managers.scheduler_decode import SchedulerDecodeMixin
-from pagedkv.managers.scheduler_metrics import SchedulerMetricsMixin
 from pagedkv.managers.scheduler_overlap import InFlight, SchedulerOverlapMixin
 from pagedkv.managers.scheduler_prefill import SchedulerPrefillMixin
-from pagedkv.managers.scheduler_runtime_checker import SchedulerRuntimeCheckerMixin
 from pagedkv.managers.trace import Event, Trace, TraceMeta
 from pagedkv.managers.trace_summary import SummaryTrace
 from pagedkv.mem_cache.allocator import ceil_to_page, make_allocator
 from pagedkv.mem_cache.chunk_cache import ChunkCache
 from pagedkv.mem_cache.memory_pool import ReqToTokenPool
 from pagedkv.mem_cache.radix_cache import RadixCache
-from pagedkv.model_executor.forward_batch_info import Executor
+from pagedkv.model_executor.forward_batch_info import Executor, StepTimePredictor
 from pagedkv.model_executor.sim_executor import SimExecutor, StepTime
 from pagedkv.sizing import max_req_input_len
 
@@ -67,8 +72,7 @@ def default_max_running_requests(max_total_num_tokens: int, context_len: int | N
     return max(1, min(rows, max_total_num_tokens // 2))
 
 
-class Scheduler(SchedulerPrefillMixin, SchedulerDecodeMixin, SchedulerOverlapMixin,
-                SchedulerMetricsMixin, SchedulerRuntimeCheckerMixin):
+class Scheduler(SchedulerPrefillMixin, SchedulerDecodeMixin, SchedulerOverlapMixin):
     """SGLang's scheduler over a fixed list of requests.
 
     Args:
@@ -134,12 +138,11 @@ class Scheduler(SchedulerPrefillMixin, SchedulerDecodeMixin, SchedulerOverlapMix
         cache = RadixCache if radix_cache else ChunkCache
         self.tree_cache = cache.for_release(self.req_to_token_pool, self.allocator, release)
         self.executor = executor or SimExecutor(step_time)
-        self.real_tokens = self.executor.decode_seconds(1, 1) is None
-        self.eos_token_ids = frozenset(getattr(self.executor, "eos_token_ids", ()) or ())
+        # an executor that predicts its step times is a model of the GPU: it samples no tokens
+        self.real_tokens = not self.executor.predicts_step_times
         # the overlap loop (SGLang's default) or, with disable_overlap_schedule, the normal one
         self.overlap = not cfg.disable_overlap_schedule
         self.in_flight: InFlight | None = None
-        self.fast_forward = fast_forward and not self.real_tokens  # many decode steps at once
         self.record_page_tables = record_page_tables  # no fast-forward windows then
         if trace is not None and record_page_tables and trace.page_tables is None:
             raise bad_value("trace", type(trace).__name__, "a Trace with page tables when "
@@ -154,14 +157,7 @@ class Scheduler(SchedulerPrefillMixin, SchedulerDecodeMixin, SchedulerOverlapMix
                           record_page_tables,
                           PageRecorder(max_total_num_tokens // p) if record_pages else None)
         self.trace = trace
-        self._arrivals = [(r.arrival_s, r.rid) for r in self.reqs if r.follows is None]
-        heapq.heapify(self._arrivals)
-        self._followers: dict[int, list[Req]] = {}
-        for r in self.reqs:
-            if r.follows is not None:
-                self._followers.setdefault(r.follows, []).append(r)
-        self.waiting: deque[Req] = deque()
-        self.waiting_tokens = 0  # sum of fill_len over the queue (0.5.23's #pending-token)
+        self.waiting = WaitingQueue.from_reqs(self.reqs)
         self.running = ScheduleBatch(self.req_to_token_pool, self.allocator, self.tree_cache)
         self.chunked_req: Req | None = None
         self.ratio_tracker = NewTokenRatioTracker.from_config(cfg)
@@ -170,7 +166,34 @@ class Scheduler(SchedulerPrefillMixin, SchedulerDecodeMixin, SchedulerOverlapMix
         self.num_decode_skips = 0  # overlap loop: decode steps skipped instead of retracting
         self._refresh_calls = 0
         self._idle_blocked = 0
-        self._log_clock, self._log_tokens = 0.0, 0
+        self.metrics_reporter = SchedulerMetricsReporter(
+            config=cfg, max_total_num_tokens=max_total_num_tokens, trace=trace,
+            waiting=self.waiting, get_tokens_in_use=self.tokens_in_use)
+        pools = {"token_to_kv_pool_allocator": self.allocator,
+                 "req_to_token_pool": self.req_to_token_pool, "tree_cache": self.tree_cache,
+                 "waiting": self.waiting, "ratio_tracker": self.ratio_tracker}
+        self.step_recorder = SchedulerStepRecorder(
+            trace=trace, page_size=p, max_total_num_tokens=max_total_num_tokens, **pools)
+        self.invariant_checker = SchedulerInvariantChecker(
+            page_size=p, max_total_num_tokens=max_total_num_tokens,
+            max_running_requests=self.max_running_requests, **pools,
+            get_running_batch=lambda: self.running, get_chunked_req=lambda: self.chunked_req,
+            get_num_finished=lambda: self.num_finished,
+            get_in_flight_reqs=lambda: [] if self.in_flight is None else self.in_flight.batch.reqs)
+        self.batch_result_processor = SchedulerBatchResultProcessor(
+            token_to_kv_pool_allocator=self.allocator, req_to_token_pool=self.req_to_token_pool,
+            tree_cache=self.tree_cache, group_prefill_frees=release.group_prefill_frees,
+            samples_tokens=self.real_tokens,
+            eos_token_ids=frozenset(self.executor.eos_token_ids), on_finish=self.on_finish)
+        # many decode steps at once: only an executor that predicts its step times
+        predictor = cast(StepTimePredictor, self.executor)
+        self.fast_forward = (DecodeFastForward(
+            executor=predictor, config=cfg, page_size=p, max_total_num_tokens=max_total_num_tokens,
+            token_to_kv_pool_allocator=self.allocator, tree_cache=self.tree_cache,
+            waiting=self.waiting, ratio_tracker=self.ratio_tracker,
+            metrics_reporter=self.metrics_reporter, step_recorder=self.step_recorder)
+            if fast_forward and predictor.predicts_step_times and not record_page_tables
+            else None)
 
     def _admit_checks(self, radix_cache: bool) -> None:
         """Refuse what SGLang could never serve; clamp ``max_new_tokens`` as it does at arrival.
@@ -243,13 +266,22 @@ class Scheduler(SchedulerPrefillMixin, SchedulerDecodeMixin, SchedulerOverlapMix
             cols = tuple(c[live] for c in cols)
         return running_reservation(self.config, self.page_size, self.new_token_ratio, *cols)
 
+    def check_memory(self) -> None:
+        """SGLang's idle memory check (:meth:`SchedulerInvariantChecker.check_memory`)."""
+        self.invariant_checker.check_memory()
+
+    def check_invariants(self) -> None:
+        """Every slot and request accounted for
+        (:meth:`SchedulerInvariantChecker.check_invariants`)."""
+        self.invariant_checker.check_invariants(self.tokens_reserved)
+
     def done(self) -> bool:
         """Whether every request has finished."""
         return self.num_finished == len(self.reqs)
 
     def next_arrival_s(self) -> float | None:
         """When the next request arrives (None: none is due)."""
-        return self._arrivals[0][0] if self._arrivals else None
+        return self.waiting.next_arrival_s()
 
     # ----- the loop -----------------------------------------------------------------------
     def run(self) -> Trace:
@@ -284,12 +316,45 @@ class Scheduler(SchedulerPrefillMixin, SchedulerDecodeMixin, SchedulerOverlapMix
         self.num_steps += 1
         return True
 
+    def record(self, kind: str) -> None:
+        """The step's row and page tables, then its page events, in the trace."""
+        self.step_recorder.record(self.num_steps, self.clock, kind, self.running,
+                                  self.chunked_req, lambda: self.tokens_reserved)
+        if self.trace.page_events is not None:
+            self.trace.page_events.record(self, kind)
+
+    def on_idle(self) -> None:
+        """Nothing to run: check memory and reset ``new_token_ratio`` (0.5.9: always; 0.5.23:
+        only when nothing waits or runs); jump the clock to the next arrival.
+        Source: 0.5.9 ``self_check_during_idle``, 0.5.23 ``Scheduler.on_idle``.
+
+        Raises:
+            PagedKVError: waiting requests can never be admitted (nothing runs, nothing is
+                due to arrive, admission refused them twice).
+        """
+        fully_idle = not self.waiting and not len(self.running) and self.chunked_req is None
+        if not self.config.release.reset_ratio_only_when_idle or fully_idle:
+            self.check_memory()
+            self.ratio_tracker.reset()
+        if self.waiting and not len(self.running):  # consecutive idle steps with a queue
+            self._idle_blocked += 1
+            if self._idle_blocked > 2:
+                head = self.waiting[0]
+                raise PagedKVError(f"stuck: request {head.rid} (prompt_len={head.prompt_len}, "
+                                   f"max_new_tokens={head.max_new_tokens}) is refused by an "
+                                   f"idle server with {self.allocator.available_size()} slots "
+                                   "free; the pool is too small for it")
+        self.jump_to_next_arrival()
+
+    def jump_to_next_arrival(self) -> None:
+        """Nothing ran and nothing waits: the clock moves on to the next arrival."""
+        arrival = self.waiting.next_arrival_s()
+        if not self.waiting and arrival is not None:
+            self.clock = max(self.clock, arrival)
+
     def enqueue_arrivals(self) -> None:
         """Move requests whose arrival time has passed into the waiting queue."""
-        while self._arrivals and self._arrivals[0][0] <= self.clock:
-            _, rid = heapq.heappop(self._arrivals)
-            self.waiting.append(self.reqs[rid])
-            self.waiting_tokens += self.reqs[rid].fill_len
+        self.waiting.recv_requests(self.clock)
 
     def prepare_step(self) -> None:
         """``get_next_batch_to_run`` before admission: cache the chunked request's last
@@ -301,21 +366,6 @@ class Scheduler(SchedulerPrefillMixin, SchedulerDecodeMixin, SchedulerOverlapMix
             self.running.batch_is_full = False
 
     # ----- what happens to a request ------------------------------------------------------
-    def append_token(self, req: Req, token: int | None) -> None:
-        """``req`` sampled one more token (``token`` from a real model, else None); mark it
-        finished if that ends it."""
-        req.generated += 1
-        if token is not None:
-            req.output_ids.append(token)
-        reason = req.should_stop() or ("stop" if token is not None and self.hit_eos(req) else "")
-        if reason:
-            req.finished, req.finish_reason = True, reason
-
-    def hit_eos(self, req: Req) -> bool:
-        """Whether a real model's latest token is an end-of-sequence token (and counts)."""
-        return (not req.ignore_eos and bool(req.output_ids)
-                and req.output_ids[-1] in self.eos_token_ids)
-
     def on_finish(self, req: Req) -> None:
         """Bookkeeping once ``req`` has released its KV: time, event, its followers arrive."""
         req.finish_s = self.clock
@@ -323,9 +373,7 @@ class Scheduler(SchedulerPrefillMixin, SchedulerDecodeMixin, SchedulerOverlapMix
         self.trace.record_event(Event(self.num_steps,
                                       "abort" if req.finish_reason == "abort" else "finish",
                                       req.rid, {"output_len": req.generated}))
-        for nxt in self._followers.pop(req.rid, ()):  # sent now, or at its own time if later
-            nxt.arrival_s = nxt.enqueued_s = max(nxt.arrival_s, self.clock)
-            heapq.heappush(self._arrivals, (nxt.arrival_s, nxt.rid))
+        self.waiting.send_followers(req, self.clock)
 
     def on_retract(self, req: Req) -> None:
         """``req`` was retracted: it waits at the back of the queue, its output kept (in
@@ -335,7 +383,6 @@ class Scheduler(SchedulerPrefillMixin, SchedulerDecodeMixin, SchedulerOverlapMix
         req.is_retracted = True
         req.enqueued_s = self.clock
         self.waiting.append(req)
-        self.waiting_tokens += req.fill_len
         self.trace.record_event(Event(self.num_steps, "retract", req.rid,
                                       {"output_len": req.generated, "freed": freed,
                                        "kept": req.kept_at_retract}))

@@ -44,7 +44,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from pagedkv.managers.req import Req
-from pagedkv.managers.scheduler_decode import MAX_WINDOW
+from pagedkv.managers.scheduler_components.decode_fast_forward import MAX_WINDOW
 from pagedkv.managers.scheduler_state import SchedulerState
 from pagedkv.mem_cache.common import release_kv_cache
 from pagedkv.model_executor.forward_batch_info import ForwardBatch
@@ -81,7 +81,9 @@ class SchedulerOverlapMixin(SchedulerState):
         if adder is not None:
             kind, batch = "prefill", self.prepare_prefill(adder)
         elif len(self.running) and self.update_running_batch():
-            steps = self.window_length() if self.fast_forward else 1
+            ff = self.fast_forward
+            steps = 1 if ff is None else ff.window_length(
+                self.running, self.chunked_req, self.clock, self.window_open_overlap())
             if steps > 1:  # many quiet steps at once (the simulator; exact, see below)
                 self.fast_forward_overlap(steps)
                 self.record("decode")
@@ -180,7 +182,8 @@ class SchedulerOverlapMixin(SchedulerState):
             req.generated += 1
         if token is not None:
             req.output_ids.append(token)
-        reason = req.should_stop() or ("stop" if token is not None and self.hit_eos(req) else "")
+        eos = token is not None and self.batch_result_processor.hit_eos(req)
+        reason = req.should_stop() or ("stop" if eos else "")
         if reason:
             req.finished, req.finish_reason = True, reason
             if i is not None:
@@ -236,10 +239,10 @@ class SchedulerOverlapMixin(SchedulerState):
     def window_open_overlap(self) -> int | None:
         """The most decode steps a window may take in the overlap loop (None: no window).
 
-        Beyond the normal loop's conditions (:meth:`window_length`), the batch in flight
-        must be a decode step over exactly the running requests, so that each step of the
-        window commits one token for every one of them; and (0.5.23) no request may reach
-        the step at which it would be left out of the next decode step
+        Beyond the normal loop's conditions (:meth:`DecodeFastForward.window_length`), the
+        batch in flight must be a decode step over exactly the running requests, so that
+        each step of the window commits one token for every one of them; and (0.5.23) no
+        request may reach the step at which it would be left out of the next decode step
         (``generated + 1 >= max_new_tokens`` for the in-flight result): ``k <=
         max_new_tokens - generated - 1``. The tokens committed inside the window are the
         in-flight one and those of its first ``k - 1`` steps, so nobody stops before the

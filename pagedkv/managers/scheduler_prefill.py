@@ -2,10 +2,8 @@
 
 Follows SGLang's ``python/sglang/srt/managers/scheduler.py`` (``get_new_batch_prefill`` /
 ``_get_new_batch_prefill_raw``), ``schedule_batch.py`` (``Req.init_next_round_input``,
-``prepare_for_extend``), ``schedule_policy.py`` (``calc_priority``) and
-``scheduler_output_processor_mixin.py`` (``process_batch_result_prefill``; 0.5.23:
-``scheduler_components/batch_result_processor.py``). A mixin of
-:class:`~pagedkv.managers.scheduler.Scheduler`, as SGLang splits its scheduler.
+``prepare_for_extend``) and ``schedule_policy.py`` (``calc_priority``). A mixin of
+:class:`~pagedkv.managers.scheduler.Scheduler`.
 
 A pass: the chunked request (if any) goes first and is always admitted; then the waiting
 queue in FCFS order, each request matched against the tree (at most all but its last token:
@@ -13,7 +11,8 @@ one token must be computed to get the next token's logits), until a request does
 Admitted requests leave the queue and get a ``req_to_token`` row; their prefix slots are
 written into it and the rest is allocated (evicting from the tree first if short). After the
 forward pass each request whose prompt is complete samples a token and is cached
-(``cache_unfinished_req``), or released if that token ends it.
+(``cache_unfinished_req``), or released if that token ends it
+(:class:`~pagedkv.managers.scheduler_components.SchedulerBatchResultProcessor`).
 """
 
 from __future__ import annotations
@@ -25,7 +24,6 @@ from pagedkv.managers.req import Req
 from pagedkv.managers.schedule_policy import AddReqResult, PrefillAdder
 from pagedkv.managers.scheduler_state import SchedulerState
 from pagedkv.managers.trace import Event
-from pagedkv.mem_cache.common import release_kv_cache
 from pagedkv.model_executor.forward_batch_info import ForwardBatch
 
 WAITING_PREFIX_REFRESH_INTERVAL = 32  # 0.5.23: refresh waiting prefixes every 32 passes
@@ -122,8 +120,27 @@ class SchedulerPrefillMixin(SchedulerState):
         batch = self.prepare_prefill(adder)
         result = self.executor.forward(batch)
         self.clock += result.seconds
-        self.process_batch_result_prefill(batch, result.next_token_ids)
+        done = self.batch_result_processor.process_batch_result_prefill(
+            batch, result.next_token_ids, self.clock)
+        self.decoded += int(batch.sample.sum())
+        # SGLang merges the pass into the running batch at the start of the next step; no
+        # one looks in between, so it is done here. A pass that lost requests (finished, or
+        # the chunked one held back) clears batch_is_full, and so does an empty running
+        # batch (SGLang makes the pass the new running batch).
+        running = self.running
+        if len(done) < len(batch.reqs) or not len(running):
+            running.batch_is_full = False
+        running.merge(done)
         self.log_prefill(adder, running_bs, int(batch.extend_lens.sum()), result.seconds)
+
+    def log_prefill(self, adder: PrefillAdder, running_bs: int, extend_tokens: int,
+                    seconds: float) -> None:
+        """SGLang's prefill line for the pass just run (after its result, in the normal
+        loop; after its launch, in the overlap loop)."""
+        c = self.chunked_req
+        self.metrics_reporter.report_prefill_stats(
+            self.num_steps, adder, running_bs, extend_tokens, seconds,
+            0 if c is None else c.fill_len - c.kv_committed_len)
 
     def prepare_prefill(self, adder: PrefillAdder) -> ForwardBatch:
         """``prepare_for_extend``: admitted requests leave the queue and get a row, their
@@ -142,7 +159,6 @@ class SchedulerPrefillMixin(SchedulerState):
                 continue
             if self.waiting.popleft() is not req:
                 raise AssertionError("admitted requests must be a prefix of the queue (FCFS)")
-            self.waiting_tokens -= req.fill_len
             req.is_retracted = False
             req.req_pool_idx = self.req_to_token_pool.alloc(1)[0]
             table[req.req_pool_idx, :req.prefix_len] = req._prefix_slots
@@ -183,35 +199,3 @@ class SchedulerPrefillMixin(SchedulerState):
         sample = np.array([r is not self.chunked_req for r in admitted], dtype=bool)
         return ForwardBatch("extend", list(admitted), rows, prefix, ext, slots, sample,
                             sum(prefix_l), self.req_to_token_pool)
-
-    def process_batch_result_prefill(self, batch: ForwardBatch, tokens: np.ndarray | None) -> None:
-        """Each request whose prompt is complete samples a token; it is cached in the tree
-        (``cache_unfinished_req``) or, if that token ends it, released. A chunk cut short
-        does nothing here: it is cached at the start of the next step."""
-        group = self.config.release.group_prefill_frees
-        if group:
-            self.allocator.free_group_begin()
-        done: list[Req] = []
-        for i, req in enumerate(batch.reqs):
-            if not batch.sample[i]:
-                continue
-            self.append_token(req, None if tokens is None else int(tokens[i]))
-            if req.first_token_s is None:
-                req.first_token_s = self.clock
-            if req.finished:
-                release_kv_cache(req, self.tree_cache, self.req_to_token_pool, is_insert=True)
-                self.on_finish(req)
-            else:
-                self.tree_cache.cache_unfinished_req(req)
-                done.append(req)
-        if group:
-            self.allocator.free_group_end()
-        self.decoded += int(batch.sample.sum())
-        # SGLang merges the pass into the running batch at the start of the next step; no
-        # one looks in between, so it is done here. A pass that lost requests (finished, or
-        # the chunked one held back) clears batch_is_full, and so does an empty running
-        # batch (SGLang makes the pass the new running batch).
-        running = self.running
-        if len(done) < len(batch.reqs) or not len(running):
-            running.batch_is_full = False
-        running.merge(done)

@@ -8,6 +8,7 @@ and a real model on the paged pool (``model_runner``, which reads every field).
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Protocol
 
@@ -71,13 +72,29 @@ class ForwardResult:
 
 
 class Executor(Protocol):
-    """Runs forward passes for the scheduler (SGLang's ``TpModelWorker`` / ``ModelRunner``)."""
+    """Runs forward passes for the scheduler (SGLang's ``TpModelWorker`` / ``ModelRunner``).
+
+    Attributes:
+        predicts_step_times: what the executor is. True: a model of the GPU's time (the
+            simulator), a :class:`StepTimePredictor`: it knows a step's time without running
+            it and samples no tokens (a request's tokens are the workload's). False: it runs
+            the passes (a real model): it samples the tokens, its times are measured.
+        eos_token_ids: tokens that end a request when sampled (empty: none do).
+    """
+
+    predicts_step_times: bool
+    eos_token_ids: Sequence[int]
 
     def forward(self, batch: ForwardBatch) -> ForwardResult:
         """Run ``batch``; its K/V go to ``batch.out_cache_loc``."""
         ...
 
-    def decode_seconds(self, batch_size: int, kv_tokens: int) -> float | None:
-        """A decode step's time without running it, if the executor can tell (the simulator
-        can, so the scheduler may take many decode steps at once); None otherwise."""
+
+class StepTimePredictor(Executor, Protocol):
+    """An executor that predicts its step times (``predicts_step_times`` is True): the
+    scheduler may then take many decode steps at once
+    (:class:`~pagedkv.managers.scheduler_components.DecodeFastForward`)."""
+
+    def decode_seconds(self, batch_size: int, kv_tokens: int) -> float:
+        """A decode step's time (seconds) without running it."""
         ...

@@ -98,6 +98,8 @@ class ModelRunner:
         ConfigError: an unsupported architecture, a bad size or backend.
     """
 
+    predicts_step_times = False  # a step's time is known only by running it; tokens are sampled
+
     def __init__(self, model: nn.Module, *, max_total_num_tokens: int, page_size: int = 1,
                  eos_token_ids: Iterable[int] | None = None, attention_backend: str | None = None,
                  name: str | None = None, plan: KVPoolPlan | None = None,
@@ -216,11 +218,6 @@ class ModelRunner:
         return runner
 
     # ----- the executor interface ----------------------------------------------------------
-    def decode_seconds(self, batch_size: int, kv_tokens: int) -> None:
-        """None: a real model's step time is known only by running it (the scheduler then
-        takes one step at a time and treats the tokens as real)."""
-        return None
-
     @torch.inference_mode()
     def forward(self, batch: ForwardBatch) -> ForwardResult:
         """Run one extend or decode pass and sample greedily.

@@ -88,11 +88,15 @@ class FixedStepTime:
 
 
 class SimExecutor:
-    """Times passes with ``step_time`` and runs nothing.
+    """Times passes with ``step_time`` and runs nothing (a
+    :class:`~pagedkv.model_executor.forward_batch_info.StepTimePredictor`).
 
     Args:
         step_time: the step-time model (default: 10 ms per step).
     """
+
+    predicts_step_times = True
+    eos_token_ids: tuple[int, ...] = ()  # no tokens are sampled: requests stop at their length
 
     def __init__(self, step_time: StepTime | None = None) -> None:
         self.step_time = step_time or FixedStepTime()

@@ -44,9 +44,7 @@ class FakeModel:
 
     eos_token_ids: tuple[int, ...] = ()
     batches: list[ForwardBatch] = field(default_factory=list)
-
-    def decode_seconds(self, batch_size: int, kv_tokens: int) -> None:
-        return None
+    predicts_step_times = False
 
     def forward(self, batch: ForwardBatch) -> ForwardResult:
         assert batch.req_to_token_pool is not None

@@ -55,17 +55,9 @@ def run(specs: list[RequestSpec], pool: int, page: int, cfg: SchedulerConfig, ra
     s = Scheduler(specs, max_total_num_tokens=pool, page_size=page, config=cfg,
                   radix_cache=radix, step_time=STEP_TIME, fast_forward=fast, trace=trace,
                   record_pages=pages)
-    windows = 0
-    take = s.fast_forward_steps
-
-    def counted(k: int, **kwargs: bool) -> None:
-        nonlocal windows
-        windows += 1
-        take(k, **kwargs)
-
-    s.fast_forward_steps = counted
+    assert (s.fast_forward is not None) == fast
     s.run()
-    return s, windows
+    return s, 0 if s.fast_forward is None else s.fast_forward.windows_taken
 
 
 def final_state(s: Scheduler) -> dict[str, object]:

@@ -108,7 +108,7 @@ def test_random_workloads_keep_invariants(case: tuple) -> None:
     if cfg.policy.value == "reserve_all":
         assert not s.trace.events_of("retract")
     finishes = s.trace.events_of("finish")
-    assert sorted(e[2] for e in finishes) == list(range(len(specs)))
+    assert sorted(e.rid for e in finishes) == list(range(len(specs)))
     retracts = len(s.trace.events_of("retract"))
     assert retracts == len(s.trace.events_of("reprefill")) == sum(r.num_retractions for r in s.reqs)
     for r in s.reqs:  # a later turn starts only after the turn it follows

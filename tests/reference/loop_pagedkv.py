@@ -32,7 +32,11 @@ from pagedkv.workloads.synthetic import RequestSpec
 
 
 class TableExecutor:
-    """A forward pass takes one time unit; notes each batch it is given."""
+    """A forward pass takes one time unit; notes each batch it is given (every pass is run,
+    decode steps included: it does not predict its step times)."""
+
+    predicts_step_times = False
+    eos_token_ids: tuple[int, ...] = ()
 
     def __init__(self) -> None:
         self.launched: list[dict[str, Any]] = []
@@ -44,9 +48,6 @@ class TableExecutor:
             rec["prefix"] = batch.prefix_lens.tolist()
         self.launched.append(rec)
         return ForwardResult(1.0, None)
-
-    def decode_seconds(self, batch_size: int, kv_tokens: int) -> float:
-        return 1.0
 
 
 def specs(case: LoopCase) -> list[RequestSpec]:
