@@ -105,14 +105,16 @@ class KVPoolPlan:
     def batch_cap(self) -> int:
         """``B_max``: requests that fit if each grows to ``context_len`` tokens. A
         sliding-window request holds at most ``min(context, window + 1)`` SWA tokens; a
-        linear-attention request one state slot."""
+        linear-attention request one state slot, and with the radix cache SGLang 0.5.23 keeps
+        3 slots per running request (``resolve_max_num_reqs``), so a linear-attention
+        hybrid's ``B_max`` is at most the ``max_running_requests`` those slots allow."""
         cap = batch_cap(self.max_total_num_tokens * self.cell_size, self.context_len,
                         self.cell_size)
         if self.is_swa and self.sliding_window is not None:
             cap = min(cap, self.swa_max_total_num_tokens
                       // min(self.context_len, self.sliding_window + 1))
         if self.mamba_slots:
-            cap = min(cap, self.mamba_slots)
+            cap = min(cap, self.max_running_requests)
         return cap
 
     def log_lines(self) -> list[str]:

@@ -45,6 +45,15 @@ def test_the_cap_counts_the_state_slots_and_the_kv_pool() -> None:
     assert cap_at(one_slot, 2048) == one_slot.max_total_num_tokens // 2048
 
 
+def test_batch_cap_of_a_linear_attention_hybrid_counts_three_slots_a_request() -> None:
+    # B_max at a short context was the slot count (2,338), three times what SGLang runs.
+    from dataclasses import replace
+    qn = example_plan("qwen3-next-80b-a3b")
+    assert replace(qn, context_len=2048).batch_cap == qn.max_running_requests == 779
+    one_slot = example_plan("qwen3-next-80b-a3b", disable_radix_cache=True)
+    assert replace(one_slot, context_len=2048).batch_cap == one_slot.max_total_num_tokens // 2048
+
+
 def test_the_window_gives_the_full_layers_more_tokens() -> None:
     split = example_plan("gpt-oss-120b")
     one_pool = example_plan("gpt-oss-120b", model=load_model("gpt-oss-120b", True))
