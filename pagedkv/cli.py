@@ -18,6 +18,7 @@ from pagedkv.errors import PagedKVError, bad_value, check_real
 from pagedkv.gpus import GPU_PRESETS, get_gpu
 from pagedkv.managers.cli import add_simulate_parser
 from pagedkv.model import KV_DTYPE_BYTES, MODEL_PRESETS, ModelSpec, load_model
+from pagedkv.model_family import ONE_POOL_WHEN_SWA_DISABLED
 from pagedkv.releases import DEFAULT_SGLANG_VERSION, SGLANG_VERSIONS
 from pagedkv.sizing import KVPoolPlan, plan_pool
 from pagedkv.units import gib
@@ -56,7 +57,7 @@ def add_size_parser(subparsers: argparse._SubParsersAction) -> None:
                    help="weights per GPU in GiB, overriding the estimate from the config "
                    "(required for quantized models)")
     p.add_argument("--disable-hybrid-swa-memory", action="store_true",
-                   help="SGLang's flag: a sliding-window hybrid (gpt-oss) gets one full-length "
+                   help="SGLang's flag: a sliding-window hybrid (gpt-oss, Llama 4) gets one full-length "
                    "pool for every layer instead of a full and a sliding-window pool")
     p.add_argument("--sglang-version", default=DEFAULT_SGLANG_VERSION, choices=SGLANG_VERSIONS,
                    help="whose default mem_fraction_static, request slots and log lines to follow "
@@ -159,7 +160,8 @@ def pool_summary(model: ModelSpec, args: argparse.Namespace) -> str:
                  "SGLang's DefaultPoolConfigurator and MambaPool)")
     else:
         swa = ", window layers full-length under --disable-hybrid-swa-memory" if (
-            args.disable_hybrid_swa_memory and "sliding_attention" in str(model.config)) else ""
+            args.disable_hybrid_swa_memory
+            and model.architecture in ONE_POOL_WHEN_SWA_DISABLED) else ""
         pools = (f"one KV pool for all {model.num_hidden_layers} layers ({attention}{moe}{swa}; "
                  "SGLang's DefaultPoolConfigurator)")
     return f"pools: {pools}; weights from {weights}"

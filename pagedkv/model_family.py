@@ -45,9 +45,11 @@ SWA_HYBRID_ARCHITECTURES = frozenset({
 })
 
 #: Sliding-window hybrids whose every layer has the same K/V head layout, so that SGLang's
-#: ``--disable-hybrid-swa-memory`` leaves the one default pool pagedkv sizes (checked against
-#: SGLang's own configurator by the reference tests).
-ONE_POOL_WHEN_SWA_DISABLED = frozenset({"GptOssForCausalLM"})
+#: ``--disable-hybrid-swa-memory`` leaves the one default pool pagedkv sizes, full-length for
+#: every layer (0.5.23 ``ModelConfig._derive_hybrid_model``: ``is_hybrid_swa`` is false; for
+#: Llama 4 the chunked layers too; checked against SGLang's own configurator by the reference
+#: tests).
+ONE_POOL_WHEN_SWA_DISABLED = frozenset({"GptOssForCausalLM", "Llama4ForConditionalGeneration"})
 
 #: Linear-attention (GDN, Mamba, KDA, lightning) hybrids: KV for the full-attention layers
 #: only, plus one recurrent-state slot per running request (``mambaish_config``).
@@ -201,8 +203,11 @@ def attention_family(config: dict[str, Any], name: str,
         raise ConfigError(
             f"config of {name!r}: architectures[0]={arch!r} is a sliding-window hybrid whose "
             "pools pagedkv does not model (SGLang 0.5.23 gives it a full-attention pool and a "
-            "sliding-window pool of its own layout); valid: "
-            + ", ".join(sorted(SWA_SIZED)) + f", or a one-pool model ({_SUPPORTED})")
+            "sliding-window pool of its own layout"
+            + ("; pagedkv does not size it under --disable-hybrid-swa-memory either); valid "
+               "under that flag: " + ", ".join(sorted(ONE_POOL_WHEN_SWA_DISABLED))
+               if disable_hybrid_swa_memory else "); valid: " + ", ".join(sorted(SWA_SIZED)))
+            + f", or a one-pool model ({_SUPPORTED})")
     if arch not in (DENSE_ARCHITECTURES | MLA_ARCHITECTURES | ONE_POOL_WHEN_SWA_DISABLED
                     | set(MULTIMODAL_ARCHITECTURES)):
         raise ConfigError(

@@ -173,9 +173,30 @@ def test_disable_hybrid_swa_memory_gives_gpt_oss_one_full_pool(tmp_path, capsys)
     assert "window layers full-length under --disable-hybrid-swa-memory" in capsys.readouterr().out
 
 
+def test_disable_hybrid_swa_memory_gives_llama4_one_full_pool(capsys):
+    """SGLang 0.5.23's --disable-hybrid-swa-memory on Llama 4 Scout: ``is_hybrid_swa`` is
+    false, so the default configurator's one pool holds full-length K and V for all 48 layers,
+    the 36 chunked ones included (8 KV heads of 128, bf16), instead of a refusal."""
+    from pagedkv.cli import main
+    from pagedkv.model import load_model
+
+    assert load_model("llama-4-scout").family == "swa"
+    spec = load_model("llama-4-scout", disable_hybrid_swa_memory=True)
+    assert spec.family == "dense" and spec.num_swa_layers == 0 and spec.sliding_window is None
+    assert spec.cell_size() == 48 * 8 * (128 + 128) * 2 == 196_608
+    assert spec.cell_size(tp=8) == 24_576
+    assert main(["size", "--model", "llama-4-scout", "--gpu", "h200-141gb", "--tp", "8",
+                 "--disable-hybrid-swa-memory"]) == 0
+    out = capsys.readouterr().out
+    assert ("one KV pool for all 48 layers" in out
+            and "window layers full-length under --disable-hybrid-swa-memory" in out)
+
+
 @pytest.mark.parametrize(("arch", "model_type", "match"), [
-    ("Llama4ForConditionalGeneration", "llama4", r"is a sliding-window hybrid.*\)$"),
-    ("Gemma4ForCausalLM", "gemma4_text", r"is a sliding-window hybrid.*\)$"),
+    ("Gemma4ForCausalLM", "gemma4_text",
+     r"is a sliding-window hybrid.*does not size it under --disable-hybrid-swa-memory either\); "
+     r"valid under that flag: GptOssForCausalLM, Llama4ForConditionalGeneration, or a "
+     r"one-pool model .*\)$"),
 ])
 def test_disable_hybrid_swa_memory_does_not_cover_other_hybrids(arch, model_type, match):
     with pytest.raises(ConfigError, match=match):

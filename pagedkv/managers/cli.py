@@ -53,7 +53,7 @@ def add_simulate_parser(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--disable-radix-cache", action="store_true",
                    help="turn SGLang's prefix cache off (it is on by default)")
     p.add_argument("--disable-hybrid-swa-memory", action="store_true",
-                   help="SGLang's flag: a sliding-window hybrid (gpt-oss) gets one full-length "
+                   help="SGLang's flag: a sliding-window hybrid (gpt-oss, Llama 4) gets one full-length "
                    "pool for every layer, which pagedkv sizes; without it such models are refused")
     p.add_argument("--sglang-version", default=DEFAULT_SGLANG_VERSION, choices=tuple(RELEASES),
                    help="the SGLang release whose scheduler is followed "

@@ -117,7 +117,7 @@ def prepare(
 
     Raises:
         ConfigError: unknown preset, parameter out of range, or a sliding-window or
-            linear-attention hybrid (the scheduler runs one pool; gpt-oss runs under
+            linear-attention hybrid (the scheduler runs one pool; gpt-oss and Llama 4 run under
             ``disable_hybrid_swa_memory``).
         NotEnoughMemoryError: the weights leave no room for a pool.
     """

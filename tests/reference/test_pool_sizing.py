@@ -10,7 +10,7 @@ length, ``max_total_num_tokens``, ``max_running_requests`` and the log lines (th
 line with its K/V or latent sizes, and the warning a cap above the profiled pool gets), or
 the start-up error. The families: dense attention (MHA/GQA), mixture-of-experts models with
 dense attention (their weights differ, their KV does not), multi-head latent attention, and
-a sliding-window hybrid (gpt-oss) under ``--disable-hybrid-swa-memory``.
+sliding-window hybrids (gpt-oss, Llama 4 Scout) under ``--disable-hybrid-swa-memory``.
 """
 
 from __future__ import annotations
@@ -40,9 +40,10 @@ from pagedkv.sizing import plan_pool  # noqa: E402
 from pagedkv.units import MiB  # noqa: E402
 
 PRESETS = Path(__file__).parents[2] / "pagedkv" / "presets" / "models"
-#: Sliding-window hybrids sized under --disable-hybrid-swa-memory (configs in configs/, see
-#: configs/README.md); not presets, since without the flag pagedkv refuses them.
-SWA_DISABLED = {"gpt-oss-20b": Path(__file__).parent / "configs" / "gpt-oss-20b.json"}
+#: Sliding-window hybrids sized under --disable-hybrid-swa-memory (one full-length pool for
+#: every layer): gpt-oss from configs/ (see configs/README.md), Llama 4 Scout's preset.
+SWA_DISABLED = {"gpt-oss-20b": Path(__file__).parent / "configs" / "gpt-oss-20b.json",
+                "llama-4-scout": PRESETS / "llama-4-scout.json"}
 FAMILIES: dict[str, list[str]] = {"dense": [], "moe": [], "mla": [],
                                   "swa-disabled": list(SWA_DISABLED)}
 for _name in MODEL_PRESETS:
@@ -55,8 +56,8 @@ KV_DTYPES = {"bf16": "auto", "fp8_e4m3": "fp8_e4m3", "fp8_e5m2": "fp8_e5m2"}
 
 def sglang_kv_dtype(case: dict[str, Any]) -> str:
     """``--kv-cache-dtype`` for SGLang: ``auto`` (the model's bf16) for pagedkv's bf16, except
-    for gpt-oss, whose config names no dtype (SGLang's gpt-oss hook serves it in bf16, and
-    hooks do not run here), so bf16 is named."""
+    for the sliding-window hybrids: gpt-oss's config names no dtype (SGLang's gpt-oss hook
+    serves it in bf16, and hooks do not run here), so bf16 is named (Llama 4's is bf16)."""
     if case["kv"] == "bf16" and case["model"] in SWA_DISABLED:
         return "bf16"
     return KV_DTYPES[case["kv"]]
@@ -125,8 +126,9 @@ def pagedkv_side(case: dict[str, Any]) -> list[Any]:
                          max_running_requests=case["max_running_requests"])
     except NotEnoughMemoryError:
         return ["DefaultPoolConfigurator", cell, spec.context_len, "error"]
-    lines = [*plan.warnings,
-             next(line for line in plan.log_lines() if line.startswith("KV Cache is allocated"))]
+    # SGLang's lines from profiling to the pools: its warnings (a cap above the profiled pool,
+    # a --max-running-requests above half the pool) and the allocation line.
+    lines = plan.log_lines()[2:-1]
     return ["DefaultPoolConfigurator", plan.cell_size, plan.context_len,
             plan.max_total_num_tokens, plan.max_running_requests, lines]
 
