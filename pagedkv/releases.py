@@ -46,8 +46,10 @@ class Release:
     extra_page_per_request: bool = _behaviour(
         "admission charge per request", "mem_cache/prefill_budget.py: PrefillBudget.reserve",
         "Admission charges each newcomer one page more (per_req_token_overhead = page_size), "
-        "in the newcomer test, in its charge and in the ignore-EOS check of an empty pool.",
-        ("extend + min(max_new, CLIP)", "extend + min(max_new, CLIP) + page_size"))
+        "in the newcomer test, in its charge and in the ignore-EOS check of an empty pool. The "
+        "charge rounds extend up to whole pages (ceil_page); the test takes it as it is.",
+        ("ceil_page(extend) + min(max_new, CLIP)",
+         "ceil_page(extend) + min(max_new, CLIP) + page_size"))
     ignore_eos_reserves_all: bool = _behaviour(
         "reservation of a running ignore-EOS request",
         "managers/schedule_policy.py: PrefillAdder._get_running_request_total_token_offset",
@@ -57,8 +59,8 @@ class Release:
         "max_prefill_tokens", "managers/schedule_policy.py: PrefillAdder.add_one_req",
         "max_prefill_tokens also binds when chunked prefill is on (0.5.9 checks both budgets "
         "before the prefix lock too, as its add_one_req does).",
-        ("checked only without chunked prefill",
-         "checked always (before and after the prefix lock)"))
+        ("refuses a crossing request only without chunked prefill; with it, admits it and "
+         "ends the pass", "checked always (before and after the prefix lock)"))
     chunk_ends_on_page_boundary: bool = _behaviour(
         "a new chunk's end", "managers/schedule_policy.py: PrefillAdder.add_one_req",
         "A request cut into chunks is cut where the sequence (cached prefix + chunk) ends on "
@@ -69,7 +71,8 @@ class Release:
         "The prefill log's #new-token counts the tokens computed, not their pages.",
         ("page-rounded extend", "raw extend"))
     prefill_log_pending_tokens: bool = _behaviour(
-        "prefill log fields", "managers/scheduler_metrics_mixin.py: log_prefill_stats",
+        "prefill log fields",
+        "managers/scheduler_components/metrics_reporter.py: SchedulerMetricsReporter.report_prefill_stats",
         "The prefill log line has #pending-token (tokens still to prefill) and ends with the "
         "input throughput.", ("throughput, cuda graph", "#pending-token, cuda graph, throughput"))
     cap_max_new_tokens_by_pool: bool = _behaviour(
@@ -167,11 +170,13 @@ class Release:
         "The default mem_fraction_static keeps 8 MiB per captured prefill CUDA graph size "
         "(1.5 GiB for an MLA model) aside, on CUDA.", ("nothing", "8 MiB per size (MLA: 1.5 GiB)"))
     req_to_token_rows_are_cap: bool = _behaviour(
-        "request rows of the page table", "mem_cache/memory_pool.py: MemoryPoolConfig",
+        "request rows of the page table",
+        "mem_cache/kv_cache_configurator.py: KVCacheConfigurator.resolve_max_num_reqs",
         "The page table gets max_running_requests rows (0.5.9: as many as the pool and "
         "context length allow).", ("from the pool and context length", "max_running_requests"))
     cap_running_at_half_pool: bool = _behaviour(
-        "--max-running-requests", "arg_groups/memory_hook.py: MemoryPoolConfig",
+        "--max-running-requests",
+        "mem_cache/kv_cache_configurator.py: KVCacheConfigurator.resolve_max_num_reqs",
         "A --max-running-requests above half the pool's tokens is lowered to that.",
         ("taken as given", "at most max_total_num_tokens // 2"))
     page_pool_before_cap: bool = _behaviour(
@@ -184,7 +189,7 @@ class Release:
         "The 'KV Cache is allocated' line names the KV dtype; the 'Load weight end' line no "
         "longer names the weights' dtype.", ("on the load line", "on the allocation line"))
     weights_leave_no_memory_error: bool = _behaviour(
-        "weights fill the static budget", "model_executor/kv_cache_configurator.py: "
+        "weights fill the static budget", "mem_cache/kv_cache_configurator.py: "
         "KVCacheConfigurator._profile_available_bytes",
         "When the weights take the whole static budget, start-up fails with 'Loaded weights "
         "leave no GPU memory' and the smallest viable fraction, not 'Not enough memory'.",

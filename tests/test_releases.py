@@ -59,8 +59,8 @@ def test_the_rule_list_is_the_fields_that_differ() -> None:
     assert differences() == VERSION_DIFFERENCES and len(VERSION_DIFFERENCES) == len(differ)
     assert len(differ) == len(BEHAVIOURS) == 33  # every field is a difference between the two
     assert VERSION_DIFFERENCES[0] == (
-        "admission charge per request", "extend + min(max_new, CLIP)",
-        "extend + min(max_new, CLIP) + page_size",
+        "admission charge per request", "ceil_page(extend) + min(max_new, CLIP)",
+        "ceil_page(extend) + min(max_new, CLIP) + page_size",
         "mem_cache/prefill_budget.py: PrefillBudget.reserve")
     assert describe(OLDEST, "free_order") == "sorted page ids (free)"
     assert describe(DEFAULT_RELEASE, "chunked_prefill_size_20_35_gib") == "4096"

@@ -83,8 +83,9 @@ TERMS: tuple[Term, ...] = (
          r"cell size"),
     Term("`max_total_num_tokens`", 1, "The pool's size in tokens (rounded down to whole pages).",
          "`ModelRunner.max_total_num_tokens`", r"max_total_num_tokens"),
-    Term("`max_running_requests`", 1, "The most requests that may run at once: the rows of the "
-         "request table (`req_to_token`), sized from the pool unless set.",
+    Term("`max_running_requests`", 1, "The most requests that may run at once, sized from the pool "
+         "unless set. In 0.5.23 also the rows of the request table (`req_to_token`); 0.5.9 "
+         "sizes that table from the pool and the context length unless it is set.",
          "`--max-running-requests`, `resolve_max_num_reqs`", r"max_running_requests"),
     Term("page, `page_size`", 1, "The unit the allocator hands out: `page_size` consecutive "
          "token slots of the pool (1 by default).", "`--page-size`", r"page_size|\bpage size"),
@@ -121,7 +122,7 @@ TERMS: tuple[Term, ...] = (
          "`AddReqResult`", r"\bCONTINUE\b|NO_TOKEN"),
     Term("`batch_is_full`", 4, "Set when admission refuses a request for memory (0.5.23: only if "
          "something was admitted or is running); while set, the scheduler does not walk the "
-         "queue again, until the running batch shrinks.",
+         "queue again, until the running batch shrinks (0.5.23: or nothing is running).",
          "`ScheduleBatch.batch_is_full`", r"batch_is_full"),
     Term("`#pending-token`", 4, "In 0.5.23's prefill log line: the prompt tokens still to "
          "prefill over the whole waiting queue (and the rest of a chunked prompt). 0.5.9's line "

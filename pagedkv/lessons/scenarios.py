@@ -300,10 +300,12 @@ def page_reuse_story(st: PageTableState) -> ReuseStory:
     return ReuseStory(frames, free_pages, d, e)
 
 
-def decode_walk(alloc: PagedTokenToKVPoolAllocator, seq_len: int, last_loc: int,
+def decode_walk(alloc: PagedTokenToKVPoolAllocator, kv_len: int, last_loc: int,
                 steps: int) -> list[tuple[int, int, str]]:
-    """Decode ``steps`` tokens for one request holding ``seq_len`` tokens whose last is at
-    ``last_loc``: ``(token index, slot, "new page" | "last_loc + 1")`` per token."""
+    """Decode ``steps`` tokens for one request whose KV holds ``kv_len`` tokens (``seq_len`` - 1,
+    the book's rule), the last at ``last_loc``: ``(token index, slot, "new page" |
+    "last_loc + 1")`` per token, each step's ``seq_len`` being ``kv_len`` + 1."""
+    seq_len = kv_len
     out = []
     for _ in range(steps):
         seq_len += 1

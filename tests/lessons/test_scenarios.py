@@ -129,7 +129,7 @@ def test_decode_walk() -> None:
 
     alloc = PagedTokenToKVPoolAllocator(64, 4)
     first = alloc.alloc_extend([0], [6], [-1], 6)  # slots 4-7, 8, 9
-    walk = decode_walk(alloc, seq_len=6, last_loc=int(first[-1]), steps=3)
+    walk = decode_walk(alloc, kv_len=6, last_loc=int(first[-1]), steps=3)
     assert walk == [(6, 10, "last_loc + 1"), (7, 11, "last_loc + 1"), (8, 12, "new page")]
 
 
