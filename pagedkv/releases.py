@@ -79,7 +79,8 @@ class Release:
         "max_new_tokens at arrival", "managers/scheduler.py: Scheduler.handle_generate_request",
         "At arrival max_new_tokens is also capped at max_total_num_tokens - "
         "ceil_to_page(prompt) - page_size - 1.",
-        ("min(max_new, max_req_len - prompt - 1)", "also <= pool - prompt pages - page - 1"))
+        ("min(max_new, max_req_len - prompt - 1), max_req_len = min(context, pool) - 1",
+         "also <= pool - prompt pages - page - 1"))
     allocatable_counts_free_rows: bool = _behaviour(
         "requests a pass may admit", "managers/scheduler.py: Scheduler.get_num_allocatable_reqs",
         "A pass admits at most the free request rows too (plus the carried chunk's); the "
@@ -161,7 +162,7 @@ class Release:
         "chunked_prefill_size, 20-35 GiB GPUs", "arg_groups/memory_hook.py: handle_gpu_memory_settings",
         "Tokens per prefill chunk on a card with 20-35 GiB (RTX 4090, L4).")
     cuda_graph_max_bs_20_35_gib: tuple[int, int] = _behaviour(
-        "decode CUDA-graph max batch, 20-35 GiB GPUs",
+        "decode CUDA-graph max batch, 20-35 GiB GPUs (tp < 4, tp >= 4)",
         "arg_groups/memory_hook.py: handle_gpu_memory_settings",
         "The largest decode batch captured in a CUDA graph on a 20-35 GiB card, at tp < 4 and "
         "at tp >= 4.")
