@@ -90,7 +90,6 @@ class SchedulerDecodeMixin(SchedulerState):
             if result.next_token_ids is not None:
                 for req, token in zip(batch.reqs, result.next_token_ids.tolist(), strict=True):
                     req.output_ids.append(int(token))
-                    req.last_token = int(token)
         batch.generated += 1
         self.decoded += bs
         self.num_decode_steps += 1
