@@ -260,8 +260,9 @@ def test_watch_it_texts_are_the_default_runs():
     assert f"at most {mem['running']} requests run at once" in text1
     assert (f"{small['pool']:,}-token pool: up to {small['waiting']} wait and "
             f"{len(small['retracts'])}") in text1
-    assert ("mem_fraction_static` 0.80 (the book's running-case fraction, which every chapter uses; "
-            "SGLang 0.5.23's default for this card is 0.830)") in text1
+    assert ("mem_fraction_static` 0.80 (the book's running-case fraction, used wherever the book "
+            "replays the running case; chapter 3's toy teaching pool and the sizing examples at "
+            "SGLang's default use others; SGLang 0.5.23's default for this card is 0.830)") in text1
 
     _, text4 = _rendered("04-admission.ipynb", "## Watch it: reservation")
     adm = _facts("admission")
