@@ -87,8 +87,9 @@ def read_sharegpt(f: TextIO, path: str, *, context_len: int | None = None,
         turns: ``all`` or ``first``.
 
     Raises:
-        ConfigError: not JSON, not a list of conversations, a message without text, a bad
-            option; naming the conversation and message.
+        ConfigError: not JSON (an integer of over 4300 digits, which Python refuses to parse,
+            included), not a list of conversations, a message without text, a bad option;
+            naming the conversation and message.
     """
     if turns not in ("all", "first"):
         raise bad_value("--sharegpt-turns", turns, "all, first")
@@ -100,6 +101,10 @@ def read_sharegpt(f: TextIO, path: str, *, context_len: int | None = None,
         data = json.load(f)
     except json.JSONDecodeError as exc:
         raise bad_value(path, f"line {exc.lineno} column {exc.colno}", f"ShareGPT JSON ({exc.msg})") from None
+    except (ValueError, RecursionError) as exc:  # json raises these, not JSONDecodeError, for both
+        what = "an integer of over 4300 digits" if isinstance(exc, ValueError) else "JSON nested too deep"
+        raise bad_value(path, what, "ShareGPT JSON with integers of at most 4300 digits and "
+                        "nesting Python can parse") from None
     if not isinstance(data, list):
         raise bad_value(path, type(data).__name__, "a JSON list of conversations (ShareGPT)")
     builder = TraceBuilder(path, context_len)

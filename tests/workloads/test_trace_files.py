@@ -132,6 +132,16 @@ def test_sharegpt_turns_and_estimate(tmp_path: Path) -> None:
     assert len(first) == 1 and first.follows.tolist() == [-1]
 
 
+@pytest.mark.parametrize(("text", "what"), [
+    ('[{"id": ' + "9" * 5000 + "}]", "an integer of over 4300 digits"),
+    ("[" * 100_000 + "]" * 100_000, "JSON nested too deep")])
+def test_sharegpt_json_python_cannot_parse_is_a_named_error(tmp_path: Path, text: str, what: str) -> None:
+    # json.load raises a plain ValueError for an integer of over 4300 digits and RecursionError
+    # for deep nesting: both were tracebacks
+    with pytest.raises(ConfigError, match=rf"s\.json='{what}' is invalid; valid: ShareGPT JSON"):
+        load_trace(write(tmp_path, "s.json", text), turns="first")
+
+
 def test_sharegpt_with_a_local_tokenizer(tmp_path: Path) -> None:
     """A word-level tokenizer built here (no download): real ids, and a later turn's prompt
     starts with the earlier turn's prompt and answer ids."""
