@@ -146,6 +146,24 @@ def allocator(page_size: int, size: int, kernels: str = "torch") -> Any:
     return alloc
 
 
+def swa_allocator(page_size: int, size: int, size_swa: int, kernels: str = "torch") -> Any:
+    """0.5.23's ``SWATokenToKVPoolAllocator`` over a real ``SWAKVPool`` of one full and one
+    sliding-window layer (one head of dimension 1: the buffers are tiny, only the index
+    bookkeeping matters), ``need_sort=False`` as the single-GPU server builds it.
+    ``kernels`` as in :func:`allocator`, for both pools."""
+    from sglang.srt.mem_cache.allocator.swa import SWATokenToKVPoolAllocator
+    from sglang.srt.mem_cache.swa_memory_pool import SWAKVPool
+
+    kv = SWAKVPool(size=size, size_swa=size_swa, page_size=page_size, dtype=torch.bfloat16,
+                   head_num=1, head_dim=1, v_head_dim=1, swa_attention_layer_ids=[1],
+                   full_attention_layer_ids=[0], device="cpu")
+    alloc = SWATokenToKVPoolAllocator(size, size_swa, page_size, torch.bfloat16, "cpu", kv, False)
+    if page_size > 1:
+        for pool in (alloc.full_attn_allocator, alloc.swa_attn_allocator):
+            pool.use_triton_kernels = kernels == "triton"
+    return alloc
+
+
 def req_to_token_pool(rows: int, context_len: int) -> Any:
     """SGLang's ``ReqToTokenPool`` (0.5.23 keeps row 0 back, so one more row is made)."""
     return ReqToTokenPool(rows + 1, context_len, "cpu", enable_memory_saver=False)

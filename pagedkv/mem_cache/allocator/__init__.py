@@ -2,7 +2,8 @@
 
 A package as in SGLang 0.5.23 (``mem_cache/allocator/``): ``base`` (the free list, ``free``,
 ``free_page_ids``, free groups, the ownership record), ``paged`` (``alloc_extend``,
-``alloc_decode``) and ``token`` (page size 1).
+``alloc_decode``), ``token`` (page size 1) and ``swa`` (the full and sliding-window pools of a
+sliding-window hybrid).
 """
 
 from pagedkv.mem_cache.allocator.base import (
@@ -16,6 +17,7 @@ from pagedkv.mem_cache.allocator.base import (
     decode_need,
 )
 from pagedkv.mem_cache.allocator.paged import PagedTokenToKVPoolAllocator
+from pagedkv.mem_cache.allocator.swa import SWATokenToKVPoolAllocator
 from pagedkv.mem_cache.allocator.token import TokenToKVPoolAllocator
 
 
@@ -31,6 +33,7 @@ __all__ = [
     "BaseTokenToKVPoolAllocator",
     "IntsLike",
     "PagedTokenToKVPoolAllocator",
+    "SWATokenToKVPoolAllocator",
     "TokenToKVPoolAllocator",
     "as_i64",
     "ceil_to_page",
