@@ -22,6 +22,25 @@ step, what changed since the step before:
 Replaying the three lists from step 0 rebuilds, at any step, every page's owner and every
 running request's row and token count exactly (``tests/managers/test_page_recorder.py``).
 
+Two more lists say what the overlap loop (SGLang's default ``event_loop_overlap``) leaves
+half done at the end of a step, while its batch is in flight:
+
+- **ahead**: slots *allocated ahead*: allocated by the batch in flight, whose KV that batch
+  has not yet written; they are the last ``tokens`` of a request's row. The rule: after a
+  decode step of the overlap loop, every request holding a row has its last slot ahead (the
+  decode step allocated it for the token the previous batch sampled, which the scheduler
+  commits only after launching); after any other step, and in the normal loop, none. The
+  list holds where the record differs from the rule: a prefill in flight (its requests'
+  ``extend_len`` slots), a request not in the decode batch (0 tokens). SGLang 0.5.23 moves
+  ``kv_allocated_len`` and ``kv_committed_len`` together when it allocates a decode slot
+  (``mem_cache/allocation.py``; they differ only with speculative decoding), so neither
+  field marks these slots: the in-flight batch's ``out_cache_loc`` does.
+- **unseen**: requests that have *finished but are not yet seen*: the batch in flight after
+  that step sampled their last token (EOS or ``max_new_tokens``); the scheduler sees it when
+  it processes that batch's result, a step later, and frees their KV then (in the normal
+  loop the same step frees it, so none). Recorded when the finish is seen, for the step
+  before.
+
 Cost: most steps only append a page to a few rows; those are recorded from the batch's
 arrays. A step that admits, finishes, retracts, evicts or changes the tree is recorded by
 recomputing every page's owner (:func:`page_owners`) and every row, and comparing.
@@ -44,12 +63,30 @@ from pagedkv.mem_cache.radix_cache import RadixCache
 FREE, CACHED, SHARED = -1, -2, -3
 
 
+class InFlightBatch(Protocol):
+    """What the recorder reads of an in-flight pass
+    (:class:`~pagedkv.model_executor.forward_batch_info.ForwardBatch`)."""
+
+    mode: str
+    reqs: list[Req]
+    extend_lens: np.ndarray
+
+
+class InFlightView(Protocol):
+    """What the recorder reads of the overlap loop's batch in flight
+    (:class:`~pagedkv.managers.scheduler_overlap.InFlight`)."""
+
+    batch: InFlightBatch
+
+
 class SchedulerView(Protocol):
     """What the recorder reads of a :class:`~pagedkv.managers.scheduler.Scheduler` after a
     step (the scheduler has these attributes; declared here so that this module does not
     import the scheduler, which builds the recorder's trace)."""
 
     num_steps: int
+    overlap: bool
+    in_flight: InFlightView | None
     page_size: int
     max_total_num_tokens: int
     req_to_token_pool: ReqToTokenPool
@@ -70,6 +107,12 @@ class PageRecorder:
         step, page, owner: ``list[int]`` of equal length, one entry per owner change.
         rows: ``{"step", "rid", "index", "page"}``, ``list[int]`` each: row entries set.
         lengths: ``{"step", "rid", "tokens"}``, ``list[int]`` each: token counts recorded.
+        ahead: ``{"step", "rid", "tokens"}``, ``list[int]`` each: slots allocated ahead
+            (the last ``tokens`` of ``rid``'s row after ``step``) where the rule does not
+            say so (see the module docstring).
+        unseen: ``{"step", "rid"}``, ``list[int]`` each: ``rid`` had finished after
+            ``step`` but was not yet seen.
+        overlap: whether the run is the overlap loop's (None before the first step).
     """
 
     def __init__(self, num_pages: int) -> None:
@@ -82,6 +125,10 @@ class PageRecorder:
         self._row: dict[int, list[int]] = {}  # rid -> its row as recorded (page ids)
         self._len: dict[int, int] = {}  # rid -> its token count as recorded
         self._mark: tuple[int, ...] = ()  # what a quiet step leaves unchanged (see _marks)
+        self.ahead: dict[str, list[int]] = {"step": [], "rid": [], "tokens": []}
+        self.unseen: dict[str, list[int]] = {"step": [], "rid": []}
+        self.overlap: bool | None = None
+        self._flight: list[Req] = []  # the in-flight requests holding a row at the last step
 
     def observe(self, step: int, owners: np.ndarray) -> None:
         """Record the pages whose owner (int64 ``[num_pages + 1]``) changed since last time."""
@@ -113,6 +160,31 @@ class PageRecorder:
             self._compare_rows(step, p, table, rids, idx, kv, grow)
             self.observe(step, page_owners(sched))
         self._mark = mark
+        self._record_in_flight(sched, kind, rids)
+
+    def _record_in_flight(self, sched: SchedulerView, kind: str, rids: list[int]) -> None:
+        """Step ``sched.num_steps``'s slots allocated ahead where they differ from the rule,
+        and the requests whose finish it saw, as unseen the step before."""
+        step = sched.num_steps
+        self.overlap = sched.overlap
+        for r in self._flight:  # only processing a batch's result finishes a request
+            if r.finished:
+                self.unseen["step"].append(step - 1)
+                self.unseen["rid"].append(r.rid)
+        f, holding = sched.in_flight, set(rids)
+        actual: dict[int, int] = {}
+        self._flight = []
+        if f is not None:
+            for r, n in zip(f.batch.reqs, f.batch.extend_lens.tolist(), strict=True):
+                if r.rid in holding and not r.finished:
+                    actual[r.rid] = n
+                    self._flight.append(r)
+        rule = 1 if sched.overlap and kind == "decode" else 0
+        for rid in rids:
+            n = actual.get(rid, 0)
+            if n != rule:
+                for name, v in zip(("step", "rid", "tokens"), (step, rid, n), strict=True):
+                    self.ahead[name].append(v)
 
     def record_quiet_decodes(self, sched: SchedulerView, step: int, steps: int) -> None:
         """Record decode steps ``step .. step + steps - 1`` of a fast-forward window, run
@@ -212,26 +284,45 @@ class PageRecorder:
             self.lengths[name].append(v)
 
     def to_dict(self) -> dict[str, Any]:
-        """``{"step", "page", "owner", "rows": {...}, "lengths": {...}}``, lists of ints."""
+        """``{"step", "page", "owner", "rows": {...}, "lengths": {...}, "ahead": {...},
+        "unseen": {...}, "overlap"}``, lists of ints (``overlap`` a bool)."""
         return {"step": list(self.step), "page": list(self.page), "owner": list(self.owner),
                 "rows": {k: list(v) for k, v in self.rows.items()},
-                "lengths": {k: list(v) for k, v in self.lengths.items()}}
+                "lengths": {k: list(v) for k, v in self.lengths.items()},
+                "ahead": {k: list(v) for k, v in self.ahead.items()},
+                "unseen": {k: list(v) for k, v in self.unseen.items()},
+                "overlap": bool(self.overlap)}
 
 
 def _holders(sched: SchedulerView) -> tuple[list[int], list[int], list[int]]:
     """Requests holding a row now: ``(rids, req_to_token rows, kv_committed_len)``, the
-    running batch's live requests then the chunked request."""
+    running batch's live requests, the chunked request, then (overlap loop) the in-flight
+    prefill's requests that have not joined the running batch yet."""
     b = sched.running
     live = (~b.finished).tolist()
     rids = [r.rid for r, on in zip(b.reqs, live, strict=True) if on]
     idx = b.req_pool_idx[~b.finished].tolist()
     kv = b.kv_len[~b.finished].tolist()
     c = sched.chunked_req
-    if c is not None:
-        rids.append(c.rid)
-        idx.append(c.req_pool_idx)
-        kv.append(c.kv_committed_len)
+    for r in ([] if c is None else [c]) + _prefilled_in_flight(sched):
+        rids.append(r.rid)
+        idx.append(r.req_pool_idx)
+        kv.append(r.kv_committed_len)
     return rids, idx, kv
+
+
+def _prefilled_in_flight(sched: SchedulerView) -> list[Req]:
+    """The overlap loop's in-flight prefill's requests that hold KV but are neither in the
+    running batch nor the chunked request: they join the running batch at the next step
+    (``get_next_batch_to_run``), before their first token is known."""
+    f = sched.in_flight
+    if f is None or f.batch.mode != "extend":  # a decode batch is the running batch's
+        return []
+    inside = {id(r) for r in sched.running.reqs}
+    if sched.chunked_req is not None:
+        inside.add(id(sched.chunked_req))
+    return [r for r in f.batch.reqs
+            if id(r) not in inside and not r.finished and r.kv_committed_len > 0]
 
 
 def _marks(sched: SchedulerView) -> tuple[int, ...]:
@@ -258,6 +349,7 @@ def page_owners(sched: SchedulerView) -> np.ndarray:
     b.sync()
     if sched.chunked_req is not None:
         holders.append(sched.chunked_req)
+    holders += _prefilled_in_flight(sched)
     for r in holders:
         own = table[r.req_pool_idx, r.cache_protected_len:r.kv_committed_len:p]
         owners[own // p] = r.rid

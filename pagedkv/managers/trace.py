@@ -12,7 +12,8 @@ runs alike).
      "events": [[step, "admit"|"chunk"|"finish"|"retract"|"reprefill"|"abort", rid,
                  extra|None], ...],
      "page_tables": None or [per step: [[rid, kv_len, [page ids]], ...]],
-     "page_events": None or {"step", "page", "owner", "rows", "lengths"} (page_recorder),
+     "page_events": None or {"step", "page", "owner", "rows", "lengths", "ahead", "unseen",
+                     "overlap"} (page_recorder),
      "log": [str, ...],
      "log_steps": [int, ...]}
 

@@ -13,7 +13,7 @@ from pagedkv.managers import simulate
 from pagedkv.workloads.synthetic import uniform
 from pagedkv_widgets.encoding import INT_COLUMNS, decode_run, encode_run
 from pagedkv_widgets.hbm import SEGMENTS, hbm_layout, hbm_segments
-from pagedkv_widgets.page_encoding import encode_pages, owners_at, rows_at
+from pagedkv_widgets.page_encoding import ahead_at, encode_pages, owners_at, rows_at, unseen_at
 
 
 def _run(n: int = 24, page_size: int = 4, pool: int = 400, seed: int = 0, rate: float | None = 25.0,
@@ -118,3 +118,75 @@ def test_hbm_reservation_beyond_the_pool_is_clipped_after_what_the_pool_holds():
     assert seg == {"weights": 30, "other": 20, "kv_used": 30, "kv_cached": 10, "kv_reserved": 10,
                    "kv_free": 0}
     assert np.isclose(sum(seg.values()), layout["card"])
+
+
+def _slots_ahead(run_pages: dict, step: int) -> dict[int, list[int]]:
+    """``{rid: slot ids}`` allocated ahead after ``step``, read from the decoded record: the
+    last ``tokens`` slots of each marked row (page size 1: a page is a slot)."""
+    rows = rows_at(run_pages, step)
+    return {rid: rows[rid][1][rows[rid][0] - n:] for rid, n in ahead_at(run_pages, step).items()}
+
+
+def _overlap_run(specs: list, pool: int, page: int, overlap: bool) -> tuple[dict, list, list]:
+    """A run stepped one step at a time; what SGLang's state says after each step: the slots
+    the batch in flight allocated for requests still holding KV (its ``out_cache_loc``, as
+    page ids) and the requests that batch's result will finish."""
+    from pagedkv.managers import Scheduler, SchedulerConfig
+
+    s = Scheduler(specs, max_total_num_tokens=pool, page_size=page, record_pages=True,
+                  fast_forward=False, config=SchedulerConfig(disable_overlap_schedule=not overlap,
+                                                        new_token_ratio_decay_steps=60))
+    ahead, flight, unseen = [], [], []
+    while s.step():
+        if flight:  # the requests the previous step's batch in flight finished
+            unseen.append([r.rid for r in flight[-1] if r.finished])
+        f = s.in_flight
+        now: dict[int, list[int]] = {}
+        if f is not None:
+            ends = np.cumsum(f.batch.extend_lens).tolist()
+            for r, end, n in zip(f.batch.reqs, ends, f.batch.extend_lens.tolist(), strict=True):
+                if not r.finished:
+                    now[r.rid] = sorted({int(x) // page for x in f.batch.out_cache_loc[end - n:end]})
+        ahead.append(now)
+        flight.append([r for r in (f.batch.reqs if f is not None else []) if not r.finished])
+    unseen.append([])  # nothing is in flight after the last step
+    return s.trace.to_dict(), ahead, unseen
+
+
+def test_slots_allocated_ahead_on_a_literal_run():
+    """One request, a 4-token prompt, EOS as its 3rd token, pages of 1 token (slot = page).
+    Normal loop: nothing is ever ahead. Overlap loop: the prefill in flight after step 0 has
+    allocated slots 1-4; each decode step allocates the next slot (5 after step 1, 6 after
+    step 2) before the token that goes there is committed; batch 2 samples EOS, seen at
+    step 3 (which also allocated slot 7 and then freed the whole row)."""
+    from pagedkv.workloads.synthetic import RequestSpec
+
+    for overlap in (False, True):
+        trace, ahead, unseen = _overlap_run([RequestSpec(4, 3, 10)], 64, 1, overlap)
+        pages = decode_run(encode_run(trace))["pages"]
+        marked = [_slots_ahead(pages, s) for s in range(len(ahead))]
+        finished = [unseen_at(pages, s) for s in range(len(ahead))]
+        if overlap:
+            assert marked == [{0: [1, 2, 3, 4]}, {0: [5]}, {0: [6]}, {}]
+            assert finished == [[], [], [0], []]
+        else:
+            assert marked == [{}, {}, {}] and finished == [[], [], []]
+        assert marked == ahead and finished == unseen
+
+
+@pytest.mark.parametrize(("page", "pool"), [(1, 400), (4, 320), (16, 512)])
+def test_slots_ahead_and_unseen_finishes_match_the_batch_in_flight(page, pool):
+    """At every step of overlap runs with admissions, chunking-free prefills, finishes and
+    retractions: the record marks exactly the pages of the in-flight batch's slots for the
+    requests still holding KV, and exactly the requests its result finishes."""
+    specs = uniform(24, (8, 20), (30, 90), 90, rate=25.0, seed=2)
+    trace, ahead, unseen = _overlap_run(specs, pool, page, True)
+    assert any(e[1] == "retract" for e in trace["events"]) or page == 16
+    pages = decode_run(json.loads(json.dumps(encode_run(trace))))["pages"]
+    for s in range(len(ahead)):
+        rows = rows_at(pages, s)  # the pages holding a row's last n slots
+        got = {rid: sorted(rows[rid][1][(rows[rid][0] - n) // page:])
+               for rid, n in ahead_at(pages, s).items()}
+        assert got == ahead[s], s
+        assert sorted(unseen_at(pages, s)) == sorted(unseen[s]), s
+    assert sum(map(len, unseen)) > 0
