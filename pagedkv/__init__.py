@@ -2,7 +2,7 @@
 
 Layers, bottom-up (nothing below imports from above), named after SGLang's ``srt/`` tree:
 
-- ``pagedkv.model``, ``pagedkv.gpus``, ``pagedkv.sizing``: bytes per token, pool size,
+- ``pagedkv.configs``, ``pagedkv.gpus``, ``pagedkv.sizing``: bytes per token, pool size,
   SGLang's ``mem_fraction_static`` and ``max_total_num_tokens``.
 - ``pagedkv.workloads``: seeded request streams (lengths, or token ids for prefix sharing).
 - ``pagedkv.mem_cache``: ``ReqToTokenPool`` and ``MHATokenToKVPool`` (``memory_pool``),
@@ -29,6 +29,8 @@ others from their modules::
 
 from typing import Any
 
+from pagedkv.configs.model_config import ModelSpec
+from pagedkv.configs.model_presets import MODEL_PRESETS, load_model
 from pagedkv.errors import (
     AllocatorError,
     ConfigError,
@@ -37,7 +39,6 @@ from pagedkv.errors import (
     PagedKVError,
 )
 from pagedkv.gpus import GPU_PRESETS, GPUSpec, get_gpu
-from pagedkv.model import MODEL_PRESETS, ModelSpec, load_model
 from pagedkv.sizing import KVPoolPlan, batch_cap, default_mem_fraction_static, plan_pool
 
 __version__ = "0.1.0"

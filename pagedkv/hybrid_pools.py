@@ -38,7 +38,7 @@ from pagedkv.errors import (
 from pagedkv.units import GiB
 
 if TYPE_CHECKING:
-    from pagedkv.model import ModelSpec
+    from pagedkv.configs.model_config import ModelSpec
 
 #: The releases whose hybrid sizing pagedkv follows (checked against their own configurators
 #: by the reference tests); other releases are refused for hybrid models.

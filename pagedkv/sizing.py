@@ -19,6 +19,8 @@ from __future__ import annotations
 
 import math
 
+from pagedkv.configs.model_config import ModelSpec
+from pagedkv.configs.model_presets import load_model
 from pagedkv.errors import (
     NotEnoughMemoryError,
     bad_value,
@@ -33,7 +35,6 @@ from pagedkv.hybrid_pools import (
     size_swa_pools,
     swa_request_cap,
 )
-from pagedkv.model import ModelSpec, kv_dtype_bytes, load_model
 from pagedkv.pool_plan import KVPoolPlan, batch_cap, max_req_input_len
 from pagedkv.releases import DEFAULT_SGLANG_VERSION, Release, as_release
 from pagedkv.server_args import (
@@ -42,7 +43,7 @@ from pagedkv.server_args import (
     prefill_cuda_graph_sizes,
     static_reserve_mib,
 )
-from pagedkv.units import GiB, MiB, fmt_gib
+from pagedkv.units import GiB, MiB, fmt_gib, kv_dtype_bytes
 
 #: ``SGLANG_VLM_CACHE_SIZE_MB``'s default: MiB a multimodal model's feature cache takes out of
 #: the KV budget (with the default CPU feature transport; GPU transports add 1 GiB).

@@ -6,6 +6,8 @@ GPU datasheets use decimal GB (10^9). Mixing the two is a 7.4 % error at this sc
 
 from __future__ import annotations
 
+from pagedkv.errors import bad_value
+
 KiB = 1 << 10
 MiB = 1 << 20
 GiB = 1 << 30
@@ -25,3 +27,19 @@ def gib(value_gib: float) -> int:
 def fmt_gib(num_bytes: float, digits: int = 2) -> str:
     """Format bytes as ``"27.13 GiB"``."""
     return f"{to_gib(num_bytes):.{digits}f} GiB"
+
+
+#: Bytes per element of each KV-cache dtype SGLang accepts (``--kv-cache-dtype``).
+#: fp8 caches are stored as one byte per element.
+KV_DTYPE_BYTES: dict[str, int] = {
+    "bf16": 2, "bfloat16": 2, "fp16": 2, "float16": 2, "half": 2,
+    "fp32": 4, "float32": 4, "fp8_e4m3": 1, "fp8_e5m2": 1,
+}
+
+
+def kv_dtype_bytes(kv_cache_dtype: str) -> int:
+    """Bytes per stored KV element for ``kv_cache_dtype`` (``"bf16"``, ``"fp8_e4m3"``, ...)."""
+    try:
+        return KV_DTYPE_BYTES[kv_cache_dtype]
+    except KeyError:
+        raise bad_value("kv_cache_dtype", kv_cache_dtype, ", ".join(KV_DTYPE_BYTES)) from None

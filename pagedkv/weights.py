@@ -107,3 +107,12 @@ def _count(config_json: str) -> int:
                 seen.add(id(tensor))
                 total += tensor.numel()
     return total
+
+
+def quant_method(config: dict[str, Any]) -> str:
+    """``quantization_config.quant_method`` ("unknown" when the config does not say)."""
+    quant = config.get("quantization_config")
+    if quant is None:
+        return ""
+    method = quant.get("quant_method") if isinstance(quant, dict) else None
+    return str(method or "unknown")

@@ -6,9 +6,10 @@ import json
 
 import pytest
 
+from pagedkv.configs.model_config import ModelSpec
+from pagedkv.configs.model_presets import load_model
 from pagedkv.errors import ConfigError, NotEnoughMemoryError
 from pagedkv.hybrid_pools import swa_request_cap
-from pagedkv.model import ModelSpec, load_model
 from pagedkv.sizing import plan_pool
 from pagedkv.units import GiB
 

@@ -4,8 +4,9 @@ import json
 
 import pytest
 
+from pagedkv.configs.model_config import ModelSpec
+from pagedkv.configs.model_presets import MODEL_PRESETS, load_model
 from pagedkv.errors import ConfigError
-from pagedkv.model import MODEL_PRESETS, ModelSpec, load_model
 from pagedkv.weights import count_parameters, preset_param_counts
 
 LLAMA = {"architectures": ["LlamaForCausalLM"], "model_type": "llama"}

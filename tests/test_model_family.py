@@ -4,8 +4,9 @@ import json
 
 import pytest
 
+from pagedkv.configs.model_config import ModelSpec
+from pagedkv.configs.model_presets import load_model
 from pagedkv.errors import ConfigError
-from pagedkv.model import ModelSpec, load_model
 from pagedkv.weights import count_parameters
 
 TINY = {"hidden_size": 64, "num_hidden_layers": 2, "num_attention_heads": 4,
@@ -178,7 +179,7 @@ def test_disable_hybrid_swa_memory_gives_llama4_one_full_pool(capsys):
     false, so the default configurator's one pool holds full-length K and V for all 48 layers,
     the 36 chunked ones included (8 KV heads of 128, bf16), instead of a refusal."""
     from pagedkv.cli import main
-    from pagedkv.model import load_model
+    from pagedkv.configs.model_presets import load_model
 
     assert load_model("llama-4-scout").family == "swa"
     spec = load_model("llama-4-scout", disable_hybrid_swa_memory=True)

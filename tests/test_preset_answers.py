@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
+from pagedkv.configs.model_presets import MODEL_PRESETS
 from pagedkv.errors import NotEnoughMemoryError
-from pagedkv.model import MODEL_PRESETS
 from pagedkv.sizing import plan_pool
 from pagedkv.units import GiB
 

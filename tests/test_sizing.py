@@ -2,9 +2,9 @@
 
 import pytest
 
+from pagedkv.configs.model_presets import load_model
 from pagedkv.errors import ConfigError, NotEnoughMemoryError
 from pagedkv.gpus import GPU_PRESETS, get_gpu
-from pagedkv.model import load_model
 from pagedkv.sizing import (
     batch_cap,
     default_mem_fraction_static,

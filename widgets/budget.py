@@ -18,9 +18,9 @@ from importlib import resources
 
 from IPython.display import HTML
 
+from pagedkv.configs.model_presets import load_model
 from pagedkv.errors import PagedKVError
 from pagedkv.gpus import get_gpu
-from pagedkv.model import load_model
 from pagedkv.releases import DEFAULT_SGLANG_VERSION, SGLANG_VERSIONS
 from pagedkv.server_args import default_mem_fraction_static
 from pagedkv.sizing import plan_pool

@@ -6,9 +6,9 @@ from collections.abc import Sequence
 
 import plotly.graph_objects as go
 
+from pagedkv.configs.model_presets import load_model
 from pagedkv.errors import NotEnoughMemoryError
 from pagedkv.gpus import get_gpu
-from pagedkv.model import load_model
 from pagedkv.releases import DEFAULT_SGLANG_VERSION
 from pagedkv.sizing import batch_cap, plan_pool
 from pagedkv_widgets.axes import log_axis, nice_log_ticks

@@ -13,8 +13,8 @@ from __future__ import annotations
 
 from dataclasses import replace
 
+from pagedkv.configs.model_presets import MODEL_PRESETS
 from pagedkv.gpus import get_gpu
-from pagedkv.model import MODEL_PRESETS
 from pagedkv.workloads.cases import LONG_ANSWERS
 from pagedkv_widgets.chapters import Catalog
 from pagedkv_widgets.run_cache import RunCache, default_folder

@@ -23,9 +23,9 @@ from collections.abc import Collection
 from dataclasses import replace
 from typing import Any
 
+from pagedkv.configs.model_presets import load_model
 from pagedkv.errors import NotEnoughMemoryError
 from pagedkv.gpus import get_gpu
-from pagedkv.model import load_model
 from pagedkv.sizing import max_req_input_len
 from pagedkv.units import fmt_gib
 from pagedkv_widgets.scenes import SceneRunner, Settings

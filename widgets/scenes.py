@@ -24,9 +24,9 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from pagedkv.configs.model_presets import load_model
 from pagedkv.errors import PagedKVError
 from pagedkv.gpus import get_gpu
-from pagedkv.model import load_model
 from pagedkv.sizing import KVPoolPlan, plan_pool
 from pagedkv.workloads.synthetic import RequestSpec, uniform
 from pagedkv_widgets.encoding import encode_run

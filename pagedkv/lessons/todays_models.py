@@ -10,8 +10,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
+from pagedkv.configs.model_config import ModelSpec
 from pagedkv.errors import NotEnoughMemoryError
-from pagedkv.model import ModelSpec
 from pagedkv.pool_plan import KVPoolPlan
 from pagedkv.sizing import plan_pool
 from pagedkv.units import GiB

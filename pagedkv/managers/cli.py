@@ -14,10 +14,10 @@ from __future__ import annotations
 
 import argparse
 
+from pagedkv.configs.model_presets import MODEL_PRESETS
 from pagedkv.errors import bad_value, check_fraction, check_positive_int, check_real
 from pagedkv.gpus import GPU_PRESETS
 from pagedkv.managers.config import Policy
-from pagedkv.model import MODEL_PRESETS
 from pagedkv.releases import DEFAULT_SGLANG_VERSION, RELEASES
 
 # the keys of cli_workload.WORKLOADS, named here so that --help needs no workload module

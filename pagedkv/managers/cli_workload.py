@@ -15,8 +15,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from pagedkv.configs.model_presets import load_model
 from pagedkv.errors import bad_value
-from pagedkv.model import load_model
 from pagedkv.workloads.prefix import as_specs, multi_turn, with_system_prompt
 from pagedkv.workloads.sharegpt import has_tokenizer
 from pagedkv.workloads.synthetic import RequestSpec, arrivals, fixed, sharegpt_like, uniform

@@ -8,6 +8,9 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from pagedkv.configs.model_config import ModelSpec
+from pagedkv.configs.model_family import HYBRID_WORDS, ONE_POOL_WHEN_SWA_DISABLED
+from pagedkv.configs.model_presets import load_model
 from pagedkv.errors import ConfigError
 from pagedkv.gpus import GPUSpec, get_gpu
 from pagedkv.managers.config import DEFAULT_SGLANG_VERSION, Policy, SchedulerConfig
@@ -16,9 +19,7 @@ from pagedkv.managers.req import Req, RequestLike
 from pagedkv.managers.scheduler import Scheduler
 from pagedkv.managers.trace import Trace, TraceMeta
 from pagedkv.managers.trace_summary import SummaryTrace
-from pagedkv.model import ModelSpec, load_model
 from pagedkv.model_executor.sim_executor import RooflineStepTime
-from pagedkv.model_family import HYBRID_WORDS, ONE_POOL_WHEN_SWA_DISABLED
 from pagedkv.sizing import KVPoolPlan, gpu_memory_defaults, plan_pool
 
 
@@ -110,7 +111,7 @@ def prepare(
         arrival_rate: requests/s the workload was drawn at, recorded in the trace only.
         disable_hybrid_swa_memory: SGLang's ``--disable-hybrid-swa-memory``: a sliding-window
             hybrid that SGLang then sizes as one full-length pool (gpt-oss) is accepted (see
-            :func:`pagedkv.model.load_model`); without it such a model is refused by name.
+            :func:`pagedkv.configs.model_presets.load_model`); without it such a model is refused by name.
         scheduler_options: any :class:`SchedulerConfig` field, e.g.
             ``schedule_conservativeness=0.5``; ``chunked_prefill_size`` defaults by GPU
             memory and ``max_running_requests`` to the pool's, as in SGLang.

@@ -42,11 +42,11 @@ import numpy as np
 import torch
 from torch import nn
 
+from pagedkv.configs.model_config import ModelSpec
 from pagedkv.errors import bad_value, check_fraction, check_positive_int
 from pagedkv.layers.attention.backend import ATTENTION_BACKENDS, init_forward_metadata
 from pagedkv.layers.attention.checks import interpreted
 from pagedkv.mem_cache.memory_pool import MHATokenToKVPool
-from pagedkv.model import ModelSpec
 from pagedkv.model_executor.forward_batch_info import ForwardBatch, ForwardResult
 from pagedkv.model_executor.model_loader import (
     MemGetInfo,

@@ -27,7 +27,7 @@ class ServiceCase:
     """A model on a card at a chosen ``mem_fraction_static``, and the shape of its traffic.
 
     Attributes:
-        model, gpu: presets (:func:`pagedkv.model.load_model`, :func:`pagedkv.gpus.get_gpu`).
+        model, gpu: presets (:func:`pagedkv.configs.model_presets.load_model`, :func:`pagedkv.gpus.get_gpu`).
         mem_fraction_static: the book's setting for this case (not SGLang's default; see
             :meth:`sglang_default`).
         requests: requests per run.

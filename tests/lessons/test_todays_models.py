@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import pytest
 
+from pagedkv.configs.model_presets import load_model
 from pagedkv.errors import NotEnoughMemoryError
 from pagedkv.lessons.todays_models import (
     EXAMPLES,
@@ -15,7 +16,6 @@ from pagedkv.lessons.todays_models import (
     figure_splits,
     hbm_split,
 )
-from pagedkv.model import load_model
 from pagedkv.units import GiB
 
 

@@ -40,9 +40,9 @@ import numpy as np  # noqa: E402
 import pools_sglang  # noqa: E402
 import pytest  # noqa: E402
 
+from pagedkv.configs.model_presets import MODEL_PRESETS, load_model  # noqa: E402
 from pagedkv.errors import NotEnoughMemoryError  # noqa: E402
 from pagedkv.gpus import GPU_PRESETS  # noqa: E402
-from pagedkv.model import MODEL_PRESETS, load_model  # noqa: E402
 from pagedkv.sizing import plan_pool  # noqa: E402
 from pagedkv.units import MiB  # noqa: E402
 

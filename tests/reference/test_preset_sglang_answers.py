@@ -28,9 +28,9 @@ import compare  # noqa: E402
 import pools_sglang  # noqa: E402
 import pytest  # noqa: E402
 
+from pagedkv.configs.model_presets import load_model  # noqa: E402
 from pagedkv.errors import NotEnoughMemoryError  # noqa: E402
 from pagedkv.gpus import get_gpu  # noqa: E402
-from pagedkv.model import load_model  # noqa: E402
 from pagedkv.server_args import default_mem_fraction_static  # noqa: E402
 from pagedkv.sizing import plan_pool  # noqa: E402
 from pagedkv.units import GiB  # noqa: E402

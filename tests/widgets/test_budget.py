@@ -1,7 +1,7 @@
 """The chapter-1 budget explorer's table: every cell is plan_pool's answer."""
 
+from pagedkv.configs.model_presets import load_model
 from pagedkv.gpus import get_gpu
-from pagedkv.model import load_model
 from pagedkv.sizing import plan_pool
 from pagedkv.units import GiB
 from pagedkv_widgets.budget import budget_explorer, budget_table

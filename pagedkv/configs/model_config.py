@@ -8,61 +8,28 @@ Follows SGLang ``python/sglang/srt/configs/model_config.py`` (``ModelConfig``:
 ``get_num_kv_heads``, ``head_dim``, MLA detection) and 0.5.23
 ``srt/model_executor/pool_configurator.py`` (``DefaultPoolConfigurator._compute_cell_size``).
 Which models have one such pool, and the refusal for the others, is
-:mod:`pagedkv.model_family`; the weight size comes from the checkpoint (:mod:`pagedkv.weights`).
+:mod:`pagedkv.configs.model_family`; the weight size comes from the checkpoint (:mod:`pagedkv.weights`).
 """
 
 from __future__ import annotations
 
 import functools
-import json
 from dataclasses import dataclass, field
-from importlib import resources
-from pathlib import Path
 from typing import Any
 
+from pagedkv.configs.model_family import attention_family, text_config
+from pagedkv.configs.model_hybrid import (
+    gdn_state_bytes,
+    linear_layer_count,
+    swa_layer_count,
+    swa_window,
+    vision_encoder,
+)
 from pagedkv.errors import ConfigError, bad_value, check_positive_int
-from pagedkv.model_family import MULTIMODAL_ARCHITECTURES, attention_family, text_config
-from pagedkv.model_hybrid import gdn_state_bytes, linear_layer_count, swa_layer_count, swa_window
-from pagedkv.weights import checkpoint_total_size, count_parameters, preset_param_counts
-
-#: Preset name -> the Hugging Face repository whose ``config.json`` is shipped verbatim.
-MODEL_PRESETS: dict[str, str] = {
-    "llama-3-8b": "meta-llama/Meta-Llama-3-8B",
-    "llama-3.1-8b": "meta-llama/Llama-3.1-8B",
-    "llama-3.1-70b": "meta-llama/Llama-3.1-70B",
-    "qwen2.5-7b": "Qwen/Qwen2.5-7B",
-    "qwen3-4b": "Qwen/Qwen3-4B",
-    "qwq-32b": "Qwen/QwQ-32B",
-    "mistral-7b-v0.3": "mistralai/Mistral-7B-v0.3",
-    "gemma-2-9b": "google/gemma-2-9b",
-    "deepseek-v3": "deepseek-ai/DeepSeek-V3",
-    "mixtral-8x7b": "mistralai/Mixtral-8x7B-v0.1",
-    "qwen3-30b-a3b": "Qwen/Qwen3-30B-A3B",
-    "qwen3-235b-a22b": "Qwen/Qwen3-235B-A22B",
-    "gpt-oss-20b": "openai/gpt-oss-20b",
-    "gpt-oss-120b": "openai/gpt-oss-120b",
-    "qwen3-next-80b-a3b": "Qwen/Qwen3-Next-80B-A3B-Instruct",
-    "kimi-k2": "moonshotai/Kimi-K2-Instruct",
-    "gemma-3-27b": "google/gemma-3-27b-it",
-    "llama-4-scout": "meta-llama/Llama-4-Scout-17B-16E-Instruct",
-}
-
-#: Bytes per element of each KV-cache dtype SGLang accepts (``--kv-cache-dtype``).
-#: fp8 caches are stored as one byte per element.
-KV_DTYPE_BYTES: dict[str, int] = {
-    "bf16": 2, "bfloat16": 2, "fp16": 2, "float16": 2, "half": 2,
-    "fp32": 4, "float32": 4, "fp8_e4m3": 1, "fp8_e5m2": 1,
-}
+from pagedkv.units import kv_dtype_bytes
+from pagedkv.weights import count_parameters, preset_param_counts, quant_method
 
 _REQUIRED = ("num_hidden_layers", "num_attention_heads", "hidden_size")
-
-
-def kv_dtype_bytes(kv_cache_dtype: str) -> int:
-    """Bytes per stored KV element for ``kv_cache_dtype`` (``"bf16"``, ``"fp8_e4m3"``, ...)."""
-    try:
-        return KV_DTYPE_BYTES[kv_cache_dtype]
-    except KeyError:
-        raise bad_value("kv_cache_dtype", kv_cache_dtype, ", ".join(KV_DTYPE_BYTES)) from None
 
 
 @dataclass(frozen=True)
@@ -89,7 +56,7 @@ class ModelSpec:
         config: the parsed ``config.json`` (for :attr:`num_params`).
         architecture: the config's first ``architectures`` entry, e.g. ``"LlamaForCausalLM"``
             (the model class SGLang names in its "Load weight end" line).
-        family: the pools SGLang builds (:func:`pagedkv.model_family.attention_family`):
+        family: the pools SGLang builds (:func:`pagedkv.configs.model_family.attention_family`):
             ``"dense"``, ``"mla"``, ``"swa"`` (a full and a sliding-window pool) or
             ``"linear"`` (KV for the full-attention layers plus per-request state slots).
         num_swa_layers: window layers of a sliding-window hybrid (0 otherwise).
@@ -152,7 +119,7 @@ class ModelSpec:
     def state_bytes(self, tp: int = 1) -> tuple[int, int]:
         """Bytes of one request's state slot on one GPU, ``(conv_state, ssm_state)``
         (linear-attention hybrids; ``(0, 0)`` otherwise): see
-        :func:`pagedkv.model_hybrid.gdn_state_bytes`.
+        :func:`pagedkv.configs.model_hybrid.gdn_state_bytes`.
 
         Raises:
             ConfigError: a ``tp`` that does not divide the linear-attention heads.
@@ -285,7 +252,7 @@ class ModelSpec:
         Raises:
             ConfigError: a required field is missing or not a positive integer, or a model
                 whose pools pagedkv does not size exactly (see
-                :func:`pagedkv.model_family.attention_family`).
+                :func:`pagedkv.configs.model_family.attention_family`).
         """
         family = attention_family(config, name, disable_hybrid_swa_memory)
         full = config
@@ -327,7 +294,7 @@ class ModelSpec:
             weight_dtype_bytes=weight_bytes,
             num_experts=int(config.get("n_routed_experts") or config.get("num_local_experts")
                             or config.get("num_experts") or 0),
-            quantization=_quant_method(config),
+            quantization=quant_method(config),
             architecture=str((full.get("architectures") or [""])[0]),
             checkpoint_bytes=checkpoint_bytes,
             model_type=str(full.get("model_type") or ""),
@@ -336,68 +303,5 @@ class ModelSpec:
             num_swa_layers=swa_layer_count(config, arch) if family == "swa" else 0,
             sliding_window=swa_window(config, arch) if family == "swa" else None,
             num_linear_layers=linear_layer_count(config) if family == "linear" else 0,
-            vision=_vision(full, name),
+            vision=vision_encoder(full, name),
         )
-
-
-def _vision(config: dict[str, Any], name: str) -> tuple[int, int] | None:
-    """``(num_hidden_layers, hidden_size)`` of a multimodal wrapper's ``vision_config``.
-
-    Raises:
-        ConfigError: a multimodal architecture whose ``vision_config`` lacks either field.
-    """
-    archs = config.get("architectures") or [""]
-    if archs[0] not in MULTIMODAL_ARCHITECTURES:
-        return None
-    vision = config.get("vision_config")
-    vision = vision if isinstance(vision, dict) else {}
-    for key in ("num_hidden_layers", "hidden_size"):
-        value = vision.get(key)
-        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-            raise ConfigError(
-                f"config of {name!r}: vision_config.{key}={value!r} is invalid or missing, and "
-                f"SGLang sizes {archs[0]}'s memory by its vision encoder; valid: an integer >= 1")
-    return vision["num_hidden_layers"], vision["hidden_size"]
-
-
-def _quant_method(config: dict[str, Any]) -> str:
-    """``quantization_config.quant_method`` ("unknown" when the config does not say)."""
-    quant = config.get("quantization_config")
-    if quant is None:
-        return ""
-    method = quant.get("quant_method") if isinstance(quant, dict) else None
-    return str(method or "unknown")
-
-
-def load_model(name_or_path: str | Path, disable_hybrid_swa_memory: bool = False) -> ModelSpec:
-    """A ModelSpec from a preset name (see :data:`MODEL_PRESETS`) or a ``config.json`` path.
-
-    ``name_or_path`` may name a preset, a ``config.json`` file, or a folder holding one;
-    ``disable_hybrid_swa_memory``: see :meth:`ModelSpec.from_config`.
-
-    Raises:
-        ConfigError: unknown preset, missing file, invalid JSON or missing fields.
-    """
-    key = str(name_or_path)
-    if key.lower() in MODEL_PRESETS:
-        text = resources.files("pagedkv.presets").joinpath(f"models/{key.lower()}.json").read_text()
-        return ModelSpec.from_config(json.loads(text), name=key.lower(),
-                                     disable_hybrid_swa_memory=disable_hybrid_swa_memory)
-    path = Path(key)
-    if path.is_dir():
-        if not (path / "config.json").is_file():
-            raise bad_value("model", key, "a folder holding a config.json (this one has none)")
-        path = path / "config.json"
-    checkpoint = checkpoint_total_size(path.parent) if path.is_file() else None
-    if not path.is_file():
-        raise bad_value("model", key, f"a preset ({', '.join(MODEL_PRESETS)}) or the path of an "
-                        "existing config.json file or folder")
-    try:
-        config = json.loads(path.read_text())
-    except json.JSONDecodeError as exc:
-        raise ConfigError(f"model={key!r}: {path} is not valid JSON ({exc})") from None
-    if not isinstance(config, dict):
-        raise ConfigError(f"model={key!r}: {path} holds a JSON {type(config).__name__}, not an "
-                          "object; valid: a Hugging Face config.json")
-    return ModelSpec.from_config(config, name=key, checkpoint_bytes=checkpoint,
-                                 disable_hybrid_swa_memory=disable_hybrid_swa_memory)

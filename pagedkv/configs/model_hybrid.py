@@ -1,4 +1,5 @@
-"""The layer split and per-request state of the hybrid models pagedkv sizes, from ``config.json``.
+"""The parts of a ``config.json`` beyond one uniform decoder: the layer split and per-request
+state of the hybrid models pagedkv sizes, and a multimodal wrapper's vision encoder.
 
 Sliding-window hybrids: SGLang 0.5.23 splits gpt-oss's layers by ``layer_types`` and Llama 4's
 by position (every fourth global; ``configs/model_config.py`` ``get_hybrid_layer_ids``), and
@@ -22,6 +23,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from pagedkv.configs.model_family import MULTIMODAL_ARCHITECTURES
 from pagedkv.errors import ConfigError, bad_value, check_positive_int
 
 #: ``mamba_ssm_dtype`` names SGLang accepts, and their bytes (``mamba2_state_dtype``).
@@ -76,3 +78,23 @@ def gdn_state_bytes(text: dict[str, Any], tp: int, name: str = "custom") -> tupl
     temporal = v_heads // tp * v_dim * k_dim
     layers = linear_layer_count(text)
     return conv * CONV_DTYPE_BYTES * layers, temporal * SSM_DTYPE_BYTES[ssm] * layers
+
+
+def vision_encoder(config: dict[str, Any], name: str) -> tuple[int, int] | None:
+    """``(num_hidden_layers, hidden_size)`` of a multimodal wrapper's ``vision_config``.
+
+    Raises:
+        ConfigError: a multimodal architecture whose ``vision_config`` lacks either field.
+    """
+    archs = config.get("architectures") or [""]
+    if archs[0] not in MULTIMODAL_ARCHITECTURES:
+        return None
+    vision = config.get("vision_config")
+    vision = vision if isinstance(vision, dict) else {}
+    for key in ("num_hidden_layers", "hidden_size"):
+        value = vision.get(key)
+        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+            raise ConfigError(
+                f"config of {name!r}: vision_config.{key}={value!r} is invalid or missing, and "
+                f"SGLang sizes {archs[0]}'s memory by its vision encoder; valid: an integer >= 1")
+    return vision["num_hidden_layers"], vision["hidden_size"]
