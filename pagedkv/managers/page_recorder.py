@@ -304,14 +304,14 @@ def _holders(sched: SchedulerView) -> tuple[list[int], list[int], list[int]]:
     idx = b.req_pool_idx[~b.finished].tolist()
     kv = b.kv_len[~b.finished].tolist()
     c = sched.chunked_req
-    for r in ([] if c is None else [c]) + _prefilled_in_flight(sched):
+    for r in ([] if c is None else [c]) + joining_requests(sched):
         rids.append(r.rid)
         idx.append(r.req_pool_idx)
         kv.append(r.kv_committed_len)
     return rids, idx, kv
 
 
-def _prefilled_in_flight(sched: SchedulerView) -> list[Req]:
+def joining_requests(sched: SchedulerView) -> list[Req]:
     """The overlap loop's in-flight prefill's requests that hold KV but are neither in the
     running batch nor the chunked request: they join the running batch at the next step
     (``get_next_batch_to_run``), before their first token is known."""
@@ -349,7 +349,7 @@ def page_owners(sched: SchedulerView) -> np.ndarray:
     b.sync()
     if sched.chunked_req is not None:
         holders.append(sched.chunked_req)
-    holders += _prefilled_in_flight(sched)
+    holders += joining_requests(sched)
     for r in holders:
         own = table[r.req_pool_idx, r.cache_protected_len:r.kv_committed_len:p]
         owners[own // p] = r.rid

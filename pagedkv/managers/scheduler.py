@@ -37,7 +37,7 @@ from typing import cast
 
 from pagedkv.errors import PagedKVError, bad_value, check_positive_int
 from pagedkv.managers.config import Policy, SchedulerConfig
-from pagedkv.managers.page_recorder import PageRecorder
+from pagedkv.managers.page_recorder import PageRecorder, joining_requests
 from pagedkv.managers.req import Req, RequestLike
 from pagedkv.managers.schedule_batch import ScheduleBatch
 from pagedkv.managers.schedule_policy import footprint, running_reservation
@@ -319,7 +319,8 @@ class Scheduler(SchedulerPrefillMixin, SchedulerDecodeMixin, SchedulerOverlapMix
     def record(self, kind: str) -> None:
         """The step's row and page tables, then its page events, in the trace."""
         self.step_recorder.record(self.num_steps, self.clock, kind, self.running,
-                                  self.chunked_req, lambda: self.tokens_reserved)
+                                  self.chunked_req, lambda: self.tokens_reserved,
+                                  joining_requests(self))
         if self.trace.page_events is not None:
             self.trace.page_events.record(self, kind)
 

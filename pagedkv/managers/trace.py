@@ -23,7 +23,7 @@ Columns, one entry per step, all read at the end of the step:
 - ``kind``: ``prefill``, ``decode``, or ``idle`` (nothing to run; the clock jumps to the next
   arrival and ``new_token_ratio`` is reset).
 - ``tokens_used``: KV tokens the live requests hold (sum of ``kv_len``; a shared prefix
-  counts once per request that uses it).
+  counts once per request that uses it), the overlap loop's in-flight prefill included.
 - ``tokens_reserved``: what admission holds back for the running requests' future tokens
   (ratio-weighted under the ``sglang`` policy).
 - ``tokens_free``: the allocator's ``available_size()`` (free pages times page size).

@@ -18,7 +18,7 @@ from pagedkv_widgets.page_encoding import ahead_at, encode_pages, owners_at, row
 
 def _run(n: int = 24, page_size: int = 4, pool: int = 400, seed: int = 0, rate: float | None = 25.0,
          version: str = "0.5.23", radix: bool = True, prompt: tuple[int, int] = (8, 20),
-         chunk: int | None = None) -> dict:
+         chunk: int | None = None, overlap: bool = False) -> dict:
     """A small run of the real scheduler with both page records: the visualizer's (page
     events) and the full per-step page tables to check it against."""
     specs = uniform(n, prompt, (30, 90), 90, rate=rate, seed=seed)
@@ -26,7 +26,7 @@ def _run(n: int = 24, page_size: int = 4, pool: int = 400, seed: int = 0, rate: 
     return simulate(specs, model="llama-3-8b", gpu="h100-sxm-80gb", page_size=page_size,
                     max_total_tokens=pool, sglang_version=version, radix_cache=radix,
                     record_pages=True, record_page_tables=True, new_token_ratio_decay_steps=60,
-                    **options).trace.to_dict()
+                    disable_overlap_schedule=not overlap, **options).trace.to_dict()
 
 
 def _check_round_trip(trace: dict) -> dict:
@@ -52,20 +52,23 @@ def _check_round_trip(trace: dict) -> dict:
     return dec
 
 
-@pytest.mark.parametrize(("page", "version", "radix", "chunk"),
-                         [(4, "0.5.23", True, None), (1, "0.5.23", True, 16), (16, "0.5.9", True, None),
-                          (4, "0.5.23", False, 32)])
-def test_round_trip_keeps_every_step_row_and_owner(page, version, radix, chunk):
+@pytest.mark.parametrize(("page", "version", "radix", "chunk", "overlap"),
+                         [(4, "0.5.23", True, None, False), (1, "0.5.23", True, 16, False),
+                          (16, "0.5.9", True, None, False), (4, "0.5.23", False, 32, False),
+                          (4, "0.5.23", True, None, True), (1, "0.5.23", True, 16, True),
+                          (16, "0.5.9", True, None, True), (4, "0.5.23", False, 32, True)])
+def test_round_trip_keeps_every_step_row_and_owner(page, version, radix, chunk, overlap):
     dec = _check_round_trip(_run(page_size=page, version=version, radix=radix, chunk=chunk,
-                                 pool=400 if page < 16 else 512))
+                                 pool=400 if page < 16 else 512, overlap=overlap))
     assert dec["pages"]["lifetimes"]
 
 
 @settings(max_examples=25, deadline=None)
 @given(n=st.integers(1, 16), page=st.sampled_from([1, 4, 16]), seed=st.integers(0, 10_000),
-       burst=st.booleans())
-def test_round_trip_of_any_small_run(n, page, seed, burst):
-    _check_round_trip(_run(n=n, page_size=page, pool=512, seed=seed, rate=None if burst else 25.0))
+       burst=st.booleans(), overlap=st.booleans())
+def test_round_trip_of_any_small_run(n, page, seed, burst, overlap):
+    _check_round_trip(_run(n=n, page_size=page, pool=512, seed=seed, rate=None if burst else 25.0,
+                           overlap=overlap))
 
 
 def test_a_retraction_is_a_lifetime_that_ends_and_one_that_starts_again():

@@ -9,7 +9,7 @@ described in :mod:`pagedkv.managers.trace`), and, for small pools, every request
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -50,7 +50,8 @@ class SchedulerStepRecorder:
     ratio_tracker: NewTokenRatioTracker
 
     def record(self, step: int, clock: float, kind: str, running: ScheduleBatch,
-               chunked: Req | None, tokens_reserved: Callable[[], float]) -> None:
+               chunked: Req | None, tokens_reserved: Callable[[], float],
+               joining: Sequence[Req] = ()) -> None:
         """Step ``step``'s row, read now (at its end), and its page tables.
 
         Args:
@@ -68,11 +69,12 @@ class SchedulerStepRecorder:
             live, used = len(running), int(running.kv_len.sum())
         if chunked is not None:
             live, used = live + 1, used + chunked.kv_committed_len
+        used += sum(r.kv_committed_len for r in joining)
         reserved = tokens_reserved() if self.trace.records_steps else 0.0
         self.record_row(step, clock, kind, used, reserved,
                         self.token_to_kv_pool_allocator.available_size(), live)
         if self.trace.page_tables is not None:
-            self.trace.page_tables.append(self.page_tables(running, chunked))
+            self.trace.page_tables.append(self.page_tables(running, chunked, joining))
 
     def record_row(self, step: int, clock: float, kind: str, used: int, reserved: float,
                    free: int, num_running: int) -> None:
@@ -85,13 +87,15 @@ class SchedulerStepRecorder:
             len(self.waiting), self.ratio_tracker.current, tree.evictable_size(),
             tree.protected_size()))
 
-    def page_tables(self, running: ScheduleBatch, chunked: Req | None) -> PageTable:
-        """``[[rid, kv_len, [page ids]], ...]`` for the running batch's live requests and a
-        chunked request."""
+    def page_tables(self, running: ScheduleBatch, chunked: Req | None,
+                    joining: Sequence[Req] = ()) -> PageTable:
+        """``[[rid, kv_len, [page ids]], ...]`` for the running batch's live requests, a
+        chunked request and the requests ``joining`` it."""
         running.sync()
         reqs = [r for r, f in zip(running.reqs, running.finished.tolist(), strict=True) if not f]
         if chunked is not None:
             reqs.append(chunked)
+        reqs += joining
         table, p = self.req_to_token_pool.req_to_token, self.page_size
         return [[r.rid, r.kv_committed_len,
                  (table[r.req_pool_idx, :r.kv_committed_len:p] // p).tolist()] for r in reqs]
