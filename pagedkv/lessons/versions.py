@@ -14,6 +14,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from pagedkv.lessons import version_runs as runs
+from pagedkv.lessons import version_runs_startup as startup
 from pagedkv.releases import BEHAVIOURS, DEFAULT_RELEASE, RELEASES, SGLANG_VERSIONS, Release
 
 OLDEST = RELEASES[SGLANG_VERSIONS[-1]]
@@ -111,41 +112,41 @@ DEMOS: dict[str, Demo] = {
         "a cached answer is split from its prompt",
         "a re-prefill over a 5-token prompt and 3 outputs", runs.prompt_split),
     "chunked_prefill_size_20_35_gib": Demo(
-        "bigger prefill chunks on 20-35 GiB cards", "an RTX 4090 (24 GB)", runs.chunk_default),
+        "bigger prefill chunks on 20-35 GiB cards", "an RTX 4090 (24 GB)", startup.chunk_default),
     "cuda_graph_max_bs_20_35_gib": Demo(
         "bigger decode CUDA graphs on 20-35 GiB cards", "an RTX 4090 (24 GB), tp 1",
-        runs.graph_default),
+        startup.graph_default),
     "prefill_cuda_graph_reserve": Demo(
         "memory is kept aside for prefill CUDA graphs", "an H100 (80 GB), tp 1",
-        runs.prefill_graph_reserve),
+        startup.prefill_graph_reserve),
     "req_to_token_rows_are_cap": Demo(
         "the page table has max_running_requests rows",
-        "Qwen3-4B on an RTX 4090, --max-total-tokens 1000", runs.rows_are_cap),
+        "Qwen3-4B on an RTX 4090, --max-total-tokens 1000", startup.rows_are_cap),
     "cap_running_at_half_pool": Demo(
         "--max-running-requests is capped at half the pool",
-        "--max-running-requests 4000 on a 1,000-token pool", runs.running_cap),
+        "--max-running-requests 4000 on a 1,000-token pool", startup.running_cap),
     "page_pool_before_cap": Demo(
         "the profiled pool is paged before --max-total-tokens caps it",
         "Qwen3-4B on an RTX 4090, pages of 64, --max-total-tokens above the pool",
-        runs.paged_before_cap),
+        startup.paged_before_cap),
     "kv_dtype_in_allocation_log": Demo(
         "the allocation log line names the KV dtype",
-        "Qwen3-4B on an RTX 4090 at mem_fraction_static 0.80 (N tokens)", runs.allocation_log),
+        "Qwen3-4B on an RTX 4090 at mem_fraction_static 0.80 (N tokens)", startup.allocation_log),
     "weights_leave_no_memory_error": Demo(
         "weights that fill the budget get their own error",
-        "Qwen3-4B on an RTX 4090 at mem_fraction_static 0.20", runs.weights_error),
+        "Qwen3-4B on an RTX 4090 at mem_fraction_static 0.20", startup.weights_error),
     "attention_backends": Demo(
         "cutlass_mla is gone (cutedsl_mla and hpc_ops are new)",
-        "--attention-backend cutlass_mla, no --page-size", runs.offered),
+        "--attention-backend cutlass_mla, no --page-size", startup.offered),
     "forced_page_sizes": Demo(
         "trtllm_mha accepts pages of 128", "--attention-backend trtllm_mha --page-size 128",
-        runs.forced_page),
+        startup.forced_page),
     "fa4_for_asymmetric_kv": Demo(
         "fa4 by default for K and V of different widths on sm_100",
-        "a B200, K and V rows of different widths", runs.fa4),
+        "a B200, K and V rows of different widths", startup.fa4),
     "flashinfer_avoids_attention_sinks": Demo(
         "no FlashInfer by default for a model with attention sinks",
-        "an L40 (sm_89), a model with attention sinks", runs.sinks),
+        "an L40 (sm_89), a model with attention sinks", startup.sinks),
 }
 
 

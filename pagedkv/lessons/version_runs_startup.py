@@ -1,0 +1,102 @@
+"""The start-up cases behind :data:`pagedkv.lessons.versions.DEMOS` (server arguments, pool
+sizing, attention backends): each runs pagedkv under a :class:`~pagedkv.releases.Release` and
+says in words what came out, reading the one field its name says. The scheduling cases are in
+:mod:`pagedkv.lessons.version_runs`.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pagedkv.errors import ConfigError, NotEnoughMemoryError
+from pagedkv.gpus import get_gpu
+from pagedkv.lessons.attention_backends import default_attention_backend, resolve_page_size
+from pagedkv.releases import Release
+from pagedkv.server_args import default_mem_fraction_static, gpu_memory_defaults
+from pagedkv.sizing import KVPoolPlan, plan_pool
+
+# ----- server arguments and start-up ---------------------------------------------------------
+_RTX_4090_MIB = 24_564
+
+
+def chunk_default(r: Release) -> str:
+    """``Release.chunked_prefill_size_20_35_gib`` on an RTX 4090 (24 GB)."""
+    return f"{gpu_memory_defaults(_RTX_4090_MIB, 1, r)[0]:,} tokens"
+
+
+def graph_default(r: Release) -> str:
+    """``Release.cuda_graph_max_bs_20_35_gib`` on an RTX 4090 (24 GB), tp 1."""
+    return f"{gpu_memory_defaults(_RTX_4090_MIB, 1, r)[1]} requests"
+
+
+def prefill_graph_reserve(r: Release) -> str:
+    """``Release.prefill_cuda_graph_reserve`` on an H100 (80 GB), tp 1."""
+    f = default_mem_fraction_static(get_gpu("h100-sxm-80gb").memory_mib, sglang_version=r)
+    return f"mem_fraction_static {f:.3f}"
+
+
+def pool_plan(r: Release, **options: Any) -> KVPoolPlan:
+    """Qwen3-4B's pool on an RTX 4090 under ``r``, with ``plan_pool``'s ``options``."""
+    return plan_pool("qwen3-4b", gpu="rtx-4090", sglang_version=r, **options)
+
+
+def rows_are_cap(r: Release) -> str:
+    """``Release.req_to_token_rows_are_cap`` on Qwen3-4B on an RTX 4090, --max-total-tokens 1000."""
+    plan = pool_plan(r, mem_fraction_static=0.8, max_total_tokens=1000)
+    return f"{plan.req_to_token_pool_size:,} rows for {plan.max_running_requests} requests"
+
+
+def running_cap(r: Release) -> str:
+    """``Release.cap_running_at_half_pool`` on --max-running-requests 4000 on a 1,000-token pool."""
+    plan = pool_plan(r, mem_fraction_static=0.8, max_total_tokens=1000, max_running_requests=4000)
+    return f"max_running_requests {plan.max_running_requests:,}"
+
+
+def paged_before_cap(r: Release) -> str:
+    """``Release.page_pool_before_cap`` on Qwen3-4B on an RTX 4090, pages of 64, a cap above
+    the pool: the profiled count SGLang's warning names."""
+    plan = pool_plan(r, mem_fraction_static=0.8, page_size=64, max_total_tokens=10**9)
+    return "the warning names " + plan.warnings[0].split("profiled value ")[1].split(".")[0]
+
+
+def allocation_log(r: Release) -> str:
+    """``Release.kv_dtype_in_allocation_log`` on Qwen3-4B on an RTX 4090 at mem_fraction_static
+    0.80 (N tokens)."""
+    plan = pool_plan(r, mem_fraction_static=0.8)
+    line = next(x for x in plan.log_lines() if "allocated" in x)
+    return line.split(", K size")[0].replace(str(plan.max_total_num_tokens), "N")
+
+
+def weights_error(r: Release) -> str:
+    """``Release.weights_leave_no_memory_error`` on Qwen3-4B on an RTX 4090 at mem_fraction_static
+    0.20."""
+    try:
+        pool_plan(r, mem_fraction_static=0.2)
+    except NotEnoughMemoryError as e:
+        return str(e).split(" for the KV cache")[0].split(". Please")[0]
+    return "starts"
+
+
+# ----- attention backends --------------------------------------------------------------------
+def offered(r: Release) -> str:
+    """``Release.attention_backends`` on --attention-backend cutlass_mla, no --page-size."""
+    try:
+        return f"page size {resolve_page_size('cutlass_mla', None, r)}"
+    except ConfigError:
+        return "not offered"
+
+
+def forced_page(r: Release) -> str:
+    """``Release.forced_page_sizes`` on --attention-backend trtllm_mha --page-size 128."""
+    return f"page size {resolve_page_size('trtllm_mha', 128, r)}"
+
+
+def fa4(r: Release) -> str:
+    """``Release.fa4_for_asymmetric_kv`` on a B200, K and V rows of different widths."""
+    return default_attention_backend(100, r, asymmetric_kv=True)
+
+
+def sinks(r: Release) -> str:
+    """``Release.flashinfer_avoids_attention_sinks`` on an L40 (sm_89), a model with attention
+    sinks."""
+    return default_attention_backend(89, r, attention_sinks=True)
