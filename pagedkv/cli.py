@@ -61,7 +61,7 @@ def add_size_parser(subparsers: argparse._SubParsersAction) -> None:
                    help="SGLang's flag: a sliding-window hybrid (gpt-oss, Llama 4) gets one full-length "
                    "pool for every layer instead of a full and a sliding-window pool")
     p.add_argument("--sglang-version", default=DEFAULT_SGLANG_VERSION, choices=SGLANG_VERSIONS,
-                   help="whose default mem_fraction_static, request slots and log lines to follow "
+                   help="whose default mem_fraction_static, request rows and log lines to follow "
                    f"(default {DEFAULT_SGLANG_VERSION})")
     p.add_argument("--json", action="store_true", help="print one JSON object instead of log lines")
     add_pool_flags(p)

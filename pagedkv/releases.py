@@ -57,10 +57,14 @@ class Release:
         "instead of new_token_ratio.", ("ratio new_token_ratio", "ratio 1.0"))
     max_prefill_tokens_with_chunking: bool = _behaviour(
         "max_prefill_tokens", "managers/schedule_policy.py: PrefillAdder.add_one_req",
-        "max_prefill_tokens also binds when chunked prefill is on (0.5.9 checks both budgets "
-        "before the prefix lock too, as its add_one_req does).",
-        ("refuses a crossing request only without chunked prefill; with it, admits it and "
-         "ends the pass", "checked always (before and after the prefix lock)"))
+        "max_prefill_tokens refuses a request that would cross it also when chunked prefill "
+        "is on (0.5.9 tests it before the prefix lock too, as its add_one_req does). In both "
+        "releases the first request of a pass is exempt, and a pass whose prompt budget is "
+        "spent ends (budget_state).",
+        ("refuses a request that would cross it only without chunked prefill (with it, the "
+         "default, admits it and ends the pass); the first request of a pass is exempt",
+         "refuses a request that would cross it, chunked prefill or not (before and after the "
+         "prefix lock); the first request of a pass is exempt"))
     chunk_ends_on_page_boundary: bool = _behaviour(
         "a new chunk's end", "managers/schedule_policy.py: PrefillAdder.add_one_req",
         "A request cut into chunks is cut where the sequence (cached prefix + chunk) ends on "
@@ -96,7 +100,7 @@ class Release:
     batch_full_only_when_busy: bool = _behaviour(
         "batch_is_full after NO_TOKEN", "managers/scheduler.py: Scheduler._get_new_batch_prefill_raw",
         "A pass that runs out of memory marks the batch full only if something is admitted or "
-        "running; an empty running batch clears the mark; with no request slot left the "
+        "running; an empty running batch clears the mark; with no request row left the "
         "batch is marked full when no chunk is carried (0.5.9: when one is).",
         ("always", "only if something is admitted or running"))
     stop_pass_at_spent_budget: bool = _behaviour(
@@ -134,8 +138,10 @@ class Release:
     # ----- the memory pools and the prefix cache: mem_cache/ ------------------------------
     req_pool_padding_row: bool = _behaviour(
         "request row 0", "mem_cache/memory_pool.py: ReqToTokenPool.__init__",
-        "The page table has one more row, row 0, which pads CUDA-graph batches and is never "
-        "handed out.", ("a request row", "a padding row, never handed out"))
+        "The page table has one more row than the request rows it hands out, row 0, which "
+        "pads CUDA-graph batches and is never handed out.",
+        ("a request row like the others: size rows in all",
+         "a padding row, never handed out: size + 1 rows in all"))
     req_pool_reuses_last_freed: bool = _behaviour(
         "which free request row is taken", "mem_cache/memory_pool.py: ReqToTokenPool.alloc_rows",
         "Rows are taken from the back of the free list (free_slots[-n:]), so the row freed "
@@ -150,7 +156,9 @@ class Release:
         "eviction when the free list is short", "mem_cache/allocator/base.py: evict_to_free_tokens",
         "Eviction stops as soon as the allocator has the slots asked for, instead of "
         "evicting the whole amount asked for.",
-        ("evict the whole amount asked for", "evict until enough is free"))
+        ("evict the whole amount asked for (evict_from_tree_cache calls the tree's evict)",
+         "evict until enough is free (evict_to_free_tokens asks the tree's evict_for_alloc for "
+         "the shortfall)"))
     split_output_from_prompt: bool = _behaviour(
         "cached prompt + output", "mem_cache/unified_radix_cache.py: checkpoint_into_tree",
         "Inserting prompt + output splits the leaf at the prompt boundary, so the output can "
@@ -171,10 +179,12 @@ class Release:
         "The default mem_fraction_static keeps 8 MiB per captured prefill CUDA graph size "
         "(1.5 GiB for an MLA model) aside, on CUDA.", ("nothing", "8 MiB per size (MLA: 1.5 GiB)"))
     req_to_token_rows_are_cap: bool = _behaviour(
-        "request rows of the page table",
+        "request rows handed out (size)",
         "mem_cache/kv_cache_configurator.py: KVCacheConfigurator.resolve_max_num_reqs",
-        "The page table gets max_running_requests rows (0.5.9: as many as the pool and "
-        "context length allow).", ("from the pool and context length", "max_running_requests"))
+        "The page table hands out max_running_requests request rows (0.5.9: as many as the "
+        "pool and context length allow, unless --max-running-requests is set).",
+        ("from the pool and context length unless --max-running-requests is set",
+         "max_running_requests"))
     cap_running_at_half_pool: bool = _behaviour(
         "--max-running-requests",
         "mem_cache/kv_cache_configurator.py: KVCacheConfigurator.resolve_max_num_reqs",

@@ -63,15 +63,17 @@ def profile_max_num_token(
 
 
 def req_to_token_pool_size(max_total_num_tokens: int, context_len: int) -> int:
-    """SGLang's default request slots: ``min(max(int(tokens / context_len * 512), 2048), 4096)``.
+    """SGLang's default request rows: ``min(max(int(tokens / context_len * 512), 2048), 4096)``.
 
-    That is the ``size`` of ``ReqToTokenPool``; 0.5.23 allocates one more row, row 0, as
-    padding, and hands out rows ``1..size``. ``max_running_requests`` is then
-    ``min(size, tokens // 2)``. Source: 0.5.23 ``mem_cache/kv_cache_configurator.py``
+    That is 0.5.9's ``size`` of ``ReqToTokenPool`` (the request rows it hands out; 0.5.9's
+    ``max_running_requests`` is then ``min(size, tokens // 2)``); 0.5.23 hands out
+    ``min(this, tokens // 2)`` rows, its ``max_running_requests``, and allocates one more
+    row, row 0, as padding (``pagedkv.lessons.glossary.REQUEST_ROWS_RULE``).
+    Source: 0.5.23 ``mem_cache/kv_cache_configurator.py``
     ``KVCacheConfigurator.resolve_max_num_reqs`` and ``mem_cache/memory_pool.py``
     ``ReqToTokenPool``; 0.5.9 ``model_executor/model_runner_kv_cache_mixin.py``
-    ``init_memory_pool`` and ``model_runner.py``. (Releases of early 2025 added one padding
-    row to ``size``: their logs say ``max_running_requests=2049``.)
+    ``init_memory_pool`` and ``model_runner.py``. (Releases of early 2025 added one row to
+    ``size``: their logs say ``max_running_requests=2049``.)
     """
     check_positive_int("max_total_num_tokens", max_total_num_tokens)
     check_positive_int("context_len", context_len)

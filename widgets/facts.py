@@ -194,3 +194,38 @@ def finish_facts(run: dict[str, Any], which: int = 0) -> FinishFacts:
         evicted = int(((was == -2) & (now != -2) & (now != -3)).sum())
     return FinishFacts(step=step, rid=rid, pages=len(row), cached=sum(int(after[p]) == -2 for p in row),
                        evict_step=evict_step, evicted=evicted)
+
+
+# The book chapter each visualizer view sits in (``visualizer(chapter=...)`` in that chapter's
+# notebook; tests/book/test_book_words.py checks the notebooks against it).
+BOOK_CHAPTER = {"memory": 1, "paging": 3, "admission": 4, "retraction": 5, "full": 7}
+
+
+def running_case_chapters() -> tuple[int, ...]:
+    """The book's chapters whose visualizer opens on the running case
+    (:data:`pagedkv.workloads.cases.LONG_ANSWERS`: its model, card and fraction), in order.
+    Chapter 1's opens on another model and card at the case's fraction; its menus lead to
+    the case. The one list every chapter quotes."""
+    from pagedkv.workloads.cases import LONG_ANSWERS
+
+    case = (LONG_ANSWERS.model, LONG_ANSWERS.gpu, LONG_ANSWERS.mem_fraction_static)
+    opens = [BOOK_CHAPTER[name] for name, spec in CHAPTERS.items() if not spec.teaching
+             and _case_of(resolve_settings(CATALOG, name)) == case]
+    return tuple(sorted(opens))
+
+
+def _case_of(settings: Any) -> tuple[str, str, float]:
+    return settings.model, settings.gpu, settings.mem_fraction_static
+
+
+def chapter_list(numbers: tuple[int, ...]) -> str:
+    """``(4, 5, 7)`` -> ``"chapters 4, 5 and 7"`` (``"chapter 4"`` for one).
+
+    Raises:
+        pagedkv.errors.ConfigError: ``numbers`` is empty.
+    """
+    if not numbers:
+        raise bad_value("numbers", numbers, "at least one chapter")
+    if len(numbers) == 1:
+        return f"chapter {numbers[0]}"
+    return f"chapters {', '.join(map(str, numbers[:-1]))} and {numbers[-1]}"

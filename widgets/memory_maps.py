@@ -88,7 +88,7 @@ def page_table_rows(req_to_token: list[list[int]], lens: dict[int, int],
         what = labels.get(row) or free_rows.get(row) or "free row"
         rows.append(([f"row {row}", *(str(v) if j < n else ".." for j, v in enumerate(values)), what],
                      row in free_rows))
-    return ["request slot", *map(str, range(width)), "holds"], rows
+    return ["request row", *map(str, range(width)), "holds"], rows
 
 
 def page_table_html(req_to_token: list[list[int]], lens: dict[int, int], labels: dict[int, str],

@@ -78,8 +78,8 @@ def formulas_md(config: SchedulerConfig | None = None) -> Markdown:
         ("token usage (log lines)", r"$(\text{max_total_num_tokens} - \text{available} - "
          r"\text{evictable}) / \text{max_total_num_tokens}$", 8),
         ("running requests of a linear-attention hybrid",
-         r"$\min(\text{max_running_requests}, \lfloor \text{state slots} / s \rfloor)$, $s$ slots "
-         "per request (1 with `--disable-radix-cache`; SGLang 0.5.23)", 9),
+         r"$\min(\text{max_running_requests}, \lfloor \text{state slots} / s \rfloor)$, $s$ state "
+         "slots per request (1 with `--disable-radix-cache`; SGLang 0.5.23)", 9),
     ]
     return markdown_table(("what", "formula", "chapter"), rows)
 

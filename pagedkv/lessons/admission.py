@@ -253,27 +253,66 @@ def admission_state_of(reqs: Sequence[Req], free: int, config: SchedulerConfig, 
                           adder.rem_total_token_offset, ratio, config, running)
 
 
-SUPPORT_SNAPSHOT_POOL = 16_384
+@dataclass(frozen=True)
+class SupportSnapshot:
+    """Chapter 4's cached admission, as set up: the support bot of chapter 8
+    (:func:`pagedkv.lessons.prefix_examples.support_bot`: ``chats`` chats behind one
+    ``system_len``-token system prompt, questions and answers of ``question`` and ``answer``
+    tokens, ``max_new_tokens`` each) arriving at ``rate`` chats/s on a ``pool``-slot pool
+    with at most ``max_running`` running, stopped when ``finished`` chats have finished, at
+    least ``running`` run and nobody waits; then a newcomer with the same system prompt and
+    a ``newcomer_question``-token question is offered to ``PrefillAdder``."""
+
+    chats: int
+    system_len: int
+    question: tuple[int, int]
+    answer: tuple[int, int]
+    max_new_tokens: int
+    rate: float
+    pool: int
+    max_running: int
+    finished: int
+    running: int
+    newcomer_question: int
 
 
-def support_bot_snapshot() -> tuple[CachedAdmission, object]:
-    """Chapter 4's cached admission: the support bot (128 chats behind one 1,000-token system
-    prompt, ``max_new_tokens`` 512, 4 chats/s) on a 16,384-slot pool, stopped when 20 chats
-    have finished, at least 10 run and nobody waits; a newcomer with the same system prompt
-    and a 150-token question is offered to ``PrefillAdder``. Returns the answer and the
-    stopped scheduler."""
+def _support_snapshot() -> SupportSnapshot:
+    from pagedkv.lessons.prefix_examples import (
+        SUPPORT_ANSWER,
+        SUPPORT_CHATS,
+        SUPPORT_MAX_NEW,
+        SUPPORT_QUESTION,
+        SUPPORT_RUNNING,
+        SUPPORT_SYSTEM_LEN,
+    )
+
+    return SupportSnapshot(SUPPORT_CHATS, SUPPORT_SYSTEM_LEN, SUPPORT_QUESTION, SUPPORT_ANSWER,
+                           SUPPORT_MAX_NEW, rate=4.0, pool=16_384, max_running=SUPPORT_RUNNING,
+                           finished=20, running=10, newcomer_question=SUPPORT_QUESTION[1])
+
+
+SUPPORT_SNAPSHOT = _support_snapshot()
+
+
+def support_bot_snapshot(setup: SupportSnapshot = SUPPORT_SNAPSHOT) -> tuple[CachedAdmission, object]:
+    """Chapter 4's cached admission (:data:`SUPPORT_SNAPSHOT`): the support bot served until
+    ``setup.finished`` chats have finished, at least ``setup.running`` run and nobody waits,
+    then a newcomer is offered to ``PrefillAdder``. Returns the answer and the stopped
+    scheduler (page size 1, SGLang's default)."""
     from pagedkv.lessons.prefix_examples import support_bot
     from pagedkv.managers.scheduler import Scheduler
     from pagedkv.workloads.prefix import as_specs
 
     reqs = support_bot()
-    sched = Scheduler(as_specs(reqs, max_new_tokens=512, rate=4.0),
-                      max_total_num_tokens=SUPPORT_SNAPSHOT_POOL,
-                      config=SchedulerConfig(max_running_requests=64))
+    sched = Scheduler(as_specs(reqs, max_new_tokens=setup.max_new_tokens, rate=setup.rate),
+                      max_total_num_tokens=setup.pool,
+                      config=SchedulerConfig(max_running_requests=setup.max_running))
     while sched.step():
-        if sched.num_finished >= 20 and len(sched.running) >= 10 and not sched.waiting:
+        if (sched.num_finished >= setup.finished and len(sched.running) >= setup.running
+                and not sched.waiting):
             break
-    system = np.asarray(reqs[0].input_ids[:1000], dtype=np.int64)
-    question = np.arange(10**6, 10**6 + 150, dtype=np.int64)  # ids no chat uses
-    newcomer = Req(len(reqs), 1150, None, 512, input_ids=np.concatenate((system, question)))
+    system = np.asarray(reqs[0].input_ids[:setup.system_len], dtype=np.int64)
+    question = np.arange(10**6, 10**6 + setup.newcomer_question, dtype=np.int64)  # ids no chat uses
+    newcomer = Req(len(reqs), setup.system_len + setup.newcomer_question, None,
+                   setup.max_new_tokens, input_ids=np.concatenate((system, question)))
     return admission_snapshot(sched, newcomer), sched

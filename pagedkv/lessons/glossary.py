@@ -7,6 +7,11 @@ Each term names where SGLang has it (0.5.23's file, with 0.5.9's where it differ
 The lengths of a request have one name each (:data:`LENGTHS`), and one rule ties them: the
 newest sampled token has no KV yet. Its K and V are written by the next decode step, when it
 is fed back in, so between steps ``kv_len = seq_len - 1``.
+
+Two things SGLang calls slots have a word each: a *KV slot* holds one token's K and V (the
+pool's unit); a *request row* is one row of the request table ``req_to_token``
+(``ReqToTokenPool``, whose free list SGLang names ``free_slots``). :data:`REQUEST_ROWS_RULE`
+says once how many rows that table has in each release.
 """
 
 from __future__ import annotations
@@ -39,6 +44,17 @@ NEWEST_TOKEN_RULE = ("The newest sampled token has no KV yet: its K and V are wr
                      "next decode step, when it is fed back in. So between steps a request holds "
                      "`kv_len` = `seq_len` - 1 tokens of KV.")
 
+# How many rows the request table has, in each release: SGLang's ReqToTokenPool.__init__
+# (0.5.23 and 0.5.9 mem_cache/memory_pool.py), sized by 0.5.23's
+# KVCacheConfigurator.resolve_max_num_reqs and 0.5.9's ModelRunner.init_memory_pool.
+REQUEST_ROWS_RULE = ("The request table `req_to_token` hands out `size` request rows, one per "
+                     "request that may run at once. In SGLang 0.5.23 `size` is "
+                     "`max_running_requests`, and the table has `size + 1` rows: row 0 is a "
+                     "padding row, never handed out, that CUDA-graph batches padded to a fixed "
+                     "size point at. In SGLang 0.5.9 `size` comes from the pool and the context "
+                     "length unless `--max-running-requests` is set (`max_running_requests` may "
+                     "then be smaller), and the table has `size` rows, all handed out.")
+
 # One name for each length of a request (chapter 1 introduces them, every chapter uses them).
 LENGTHS: tuple[Term, ...] = (
     Term("`seq_len`", 1, "A request's tokens so far: its prompt plus every token it has generated, "
@@ -59,6 +75,14 @@ LENGTHS: tuple[Term, ...] = (
 TERMS: tuple[Term, ...] = (
     Term("KV cache", 1, "The keys and values every past token leaves in every layer, kept so "
          "that later tokens can attend to it without recomputing them.", "", r"\bKV cache"),
+    Term("KV slot (slot)", 1, "The room for one token's K and V in every layer: the unit of "
+         "the KV pool, numbered from 0 (slot 0 is never handed out). \"Slot\" alone always means "
+         "a KV slot.", "`out_cache_loc`, `TokenToKVPoolAllocator`", r"\bKV slots?\b"),
+    Term("request row", 1, "One row of the request table (the page table), held by one "
+         "running request: the KV slot of each of its tokens. SGLang keeps the free rows in "
+         "`ReqToTokenPool.free_slots` and a request's row in `req_pool_idx`; 0.5.23 adds row "
+         "0, a padding row never handed out.", "`ReqToTokenPool` (`mem_cache/memory_pool.py`)",
+         r"request rows?\b"),
     Term("prefill", 1, "The forward pass over a request's prompt (or the part of it not cached): "
          "it writes the prompt's KV in one go and samples the first output token.",
          "`ForwardMode.EXTEND`", r"\bprefill"),
@@ -84,11 +108,15 @@ TERMS: tuple[Term, ...] = (
     Term("`max_total_num_tokens`", 1, "The pool's size in tokens (rounded down to whole pages).",
          "`ModelRunner.max_total_num_tokens`", r"max_total_num_tokens"),
     Term("`max_running_requests`", 1, "The most requests that may run at once, sized from the pool "
-         "unless set. In 0.5.23 also the rows of the request table (`req_to_token`); 0.5.9 "
-         "sizes that table from the pool and the context length unless it is set.",
+         "unless set. In 0.5.23 also the request rows handed out (the table has one more, "
+         "padding row 0); 0.5.9 sizes its request rows from the pool and the context length "
+         "unless it is set, all of them handed out.",
          "`--max-running-requests`, `resolve_max_num_reqs`", r"max_running_requests"),
     Term("page, `page_size`", 1, "The unit the allocator hands out: `page_size` consecutive "
-         "token slots of the pool (1 by default).", "`--page-size`", r"page_size|\bpage size"),
+         "KV slots of the pool (1 by default).", "`--page-size`", r"page_size|\bpage size"),
+    Term("`available_size`", 1, "Free KV slots in the pool: free pages times `page_size`. "
+         "Cached, evictable KV is not in it.",
+         "`TokenToKVPoolAllocator.available_size`", r"available_size"),
     Term("radix cache", 1, "A prefix tree over token ids whose nodes point at KV slots: a new "
          "request reuses the KV of any prefix already in it (chapter 8). On by default.",
          "`mem_cache/unified_radix_cache.py` (0.5.9: `radix_cache.py`, `RadixCache`)",
@@ -99,7 +127,7 @@ TERMS: tuple[Term, ...] = (
          r"\bevictable|\bcached\b"),
     Term("reserved", 1, "Memory admission holds back for the tokens running requests have not "
          "written yet: their remaining `max_new_tokens` (clipped) times `new_token_ratio`. No "
-         "slot is allocated for it; it only stops newcomers.",
+         "KV slot is allocated for it; it only stops newcomers.",
          "`_get_running_request_total_token_offset`", r"\breserv"),
     Term("retraction (retracted)", 1, "Taking a running request out of the batch when the next "
          "decode step does not fit: its KV is freed (except what the radix cache keeps), it "
@@ -109,10 +137,9 @@ TERMS: tuple[Term, ...] = (
          "that admission assumes will still be written (chapter 4).",
          "`NewTokenRatioTracker` (0.5.9: `Scheduler.new_token_ratio`)", r"new_token_ratio"),
     *LENGTHS,
-    Term("`available_size`", 3, "Free slots in the pool: free pages times `page_size`.",
-         "`TokenToKVPoolAllocator.available_size`", r"available_size"),
-    Term("`req_to_token`", 3, "The request table: one row per running request, holding the pool "
-         "slot of each of its tokens (the page table, one entry per token).",
+    Term("`req_to_token`", 3, "The request table, the page table with one entry per token: "
+         "each request row holds the KV slot of each of its request's tokens. "
+         + REQUEST_ROWS_RULE.replace("The request table `req_to_token` hands out", "It hands out"),
          "`ReqToTokenPool.req_to_token`", r"req_to_token"),
     Term("`PrefillAdder`", 1, "The object that walks the waiting queue once per prefill pass and "
          "decides who is admitted.", "`managers/schedule_policy.py`", r"PrefillAdder"),
@@ -134,11 +161,29 @@ TERMS: tuple[Term, ...] = (
     Term("`check_decode_mem`", 3, "The test before each decode step: does the allocator have the "
          "pages the step will open? It evicts from the radix cache first, then says yes or no.",
          "`ScheduleBatch.check_decode_mem`", r"check_decode_mem"),
-    Term("`prepare_for_decode`", 5, "The decode step's allocation: one slot per running request "
-         "for its newest token, a fresh page where the last one is full. With pages larger than "
+    Term("`prepare_for_decode`", 5, "The decode step's allocation: one KV slot per running "
+         "request for its newest token, a fresh page where the last one is full. With pages larger than "
          "one it first asks the radix cache for room for a whole page per request, evicting what "
          "the free list lacks.", "`ScheduleBatch.prepare_for_decode`, `alloc_for_decode` "
          "(`mem_cache/allocation.py`, 0.5.23)", r"prepare_for_decode"),
+    Term("`alloc_for_decode`, `alloc_paged_token_slots_decode`", 5, "One job, two functions: "
+         "`alloc_for_decode` is the decode step's allocation that `prepare_for_decode` calls; "
+         "with page size 1 it takes one KV slot per request (`alloc_token_slots`), with larger "
+         "pages it hands the step to `alloc_paged_token_slots_decode`, its paged half, which "
+         "first evicts room for a whole page per request, then takes the slots "
+         "(`alloc_decode`). Both releases have both: SGLang 0.5.23 in `mem_cache/allocation.py`, "
+         "0.5.9 in `mem_cache/common.py`.",
+         "`mem_cache/allocation.py` (0.5.23); `mem_cache/common.py` (0.5.9)",
+         r"alloc_for_decode|alloc_paged_token_slots_decode"),
+    Term("`evict_to_free_tokens`, `evict_for_alloc`", 5, "One job, split between the allocator "
+         "and the tree, in SGLang 0.5.23: the allocator's `evict_to_free_tokens` counts the "
+         "shortfall (the tokens asked for minus `available_size`) and asks the tree's "
+         "`evict_for_alloc` for only that, which evicts leaves until the allocator has the room. "
+         "Every eviction for an allocation reaches them through `evict_from_tree_cache`. "
+         "SGLang 0.5.9 has neither: its `evict_from_tree_cache` calls the tree's `evict` with "
+         "the whole amount whenever the free list is short.",
+         "`mem_cache/allocator/base.py`, `mem_cache/unified_radix_cache.py` (0.5.23); "
+         "`mem_cache/common.py` (0.5.9)", r"evict_to_free_tokens|evict_for_alloc"),
     Term("`release_req`", 5, "What a retraction does to each victim: free its KV outside the "
          "radix cache and its request row, then evict room for the requests that stay.",
          "`ScheduleBatch.release_req`", r"release_req"),
@@ -153,8 +198,8 @@ TERMS: tuple[Term, ...] = (
          "`SWAKVPool` (`mem_cache/swa_memory_pool.py`), `HybridSWAPoolConfigurator`",
          r"SWA pool|sliding-window pool"),
     Term("state slot", 9, "One request's fixed-size state for every linear-attention layer "
-         "(Gated DeltaNet, Mamba) of a hybrid, whatever the sequence's length; the slot count "
-         "caps the running requests.", "`MambaPool`, `HybridReqToTokenPool` "
+         "(Gated DeltaNet, Mamba) of a hybrid, whatever the sequence's length; the state-slot "
+         "count caps the running requests.", "`MambaPool`, `HybridReqToTokenPool` "
          "(`mem_cache/memory_pool.py`)", r"state slot"),
 )
 

@@ -21,8 +21,22 @@ from pagedkv.lessons.on_gpu import (
     step_seconds,
     warm_up,
 )
+from pagedkv.managers.config import SchedulerConfig
 
 ADMISSION_ROWS = 12  # steps shown in chapter 4's table
+
+
+def newcomer_test_words(config: SchedulerConfig, page_size: int, max_new: int) -> str:
+    """What a newcomer must fit to be admitted under ``config``'s release, in words: its
+    prompt, its ``max_new`` tokens (clipped at ``config.clip_max_new_tokens``) and, where the
+    release charges it (``Release.extra_page_per_request``, SGLang 0.5.23's
+    ``per_req_token_overhead``), one more page of ``page_size`` tokens. Source:
+    ``PrefillAdder.add_one_req``."""
+    words = f"its prompt plus all {min(max_new, config.clip_max_new_tokens)} tokens it may write"
+    if config.release.extra_page_per_request:
+        words += (f", plus the extra page ({plural(page_size, 'token')}) SGLang "
+                  f"{config.sglang_version} charges every newcomer")
+    return words
 
 
 def admission(setup: Setup) -> Report:
@@ -53,7 +67,7 @@ def admission(setup: Setup) -> Report:
         setup.describe(),
         f"{n} requests arrive at once, each allowed up to {max_new} new tokens, into a pool of "
         f"{pool:,} tokens. The first prefill pass admitted {admitted_first} of them: each newcomer "
-        f"must fit its prompt plus all {max_new} tokens it may write, while each running request "
+        f"must fit {newcomer_test_words(cfg, eng.page_size, max_new)}, while each running request "
         f"holds back only new_token_ratio x its remaining tokens (ratio "
         f"{cfg.init_ratio:.3f} at the start, decaying by {cfg.ratio_decay:.5f} a step).",
         (f"The outputs were {int(lens.min())}-{int(lens.max())} tokens long (median "

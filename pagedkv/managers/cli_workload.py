@@ -25,7 +25,7 @@ from pagedkv.workloads.trace_rows import TraceRequests
 
 
 def _long_workload(n: int, rate: float | None, seed: int) -> list[RequestSpec]:
-    """The traffic of the book's running case (chapters 4, 5 and 7)."""
+    """The traffic of the book's running case (:data:`pagedkv.workloads.cases.LONG_ANSWERS`)."""
     from pagedkv.workloads.cases import LONG_ANSWERS
 
     return LONG_ANSWERS.workload(rate, seed, n)

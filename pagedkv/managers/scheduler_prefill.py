@@ -72,7 +72,7 @@ class SchedulerPrefillMixin(SchedulerState):
         """SGLang's ``get_new_batch_prefill``: the pass's adder, or None if nobody is admitted.
 
         Sets ``batch_is_full`` when the pass stops for memory (0.5.23: only if something is
-        admitted or running) or for request slots.
+        admitted or running) or for request rows.
         """
         busy_rule = self.config.release.batch_full_only_when_busy
         running = self.running

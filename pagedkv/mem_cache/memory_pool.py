@@ -15,7 +15,7 @@ from pagedkv.releases import DEFAULT_RELEASE, Release, as_release
 
 
 class ReqToTokenPool:
-    """The page table: row = request slot, column = logical token position, value = KV slot.
+    """The page table: row = request row, column = logical token position, value = KV slot.
 
     Args:
         size: request rows handed out (SGLang's ``max_num_reqs``). max_context_len: columns

@@ -1,7 +1,8 @@
 """The book's running case: a Qwen3-4B service with long answers on one RTX 4090.
 
-Chapters 1, 4, 5 and 7 all come back to one setting, so every number they quote about it is
-computed from :data:`LONG_ANSWERS` and nowhere else: the model and card, the
+The book comes back to one setting (the chapters whose visualizer opens on it are
+``pagedkv_widgets.facts.running_case_chapters()``), so every number it quotes about the case
+is computed from :data:`LONG_ANSWERS` and nowhere else: the model and card, the
 ``mem_fraction_static`` the book chose for it, and the shape of its traffic (120 requests,
 prompts around 386 tokens, answers with a median of 2,340 tokens and a long tail capped at
 10,540, ``max_new_tokens`` equal to each answer's length, Poisson arrivals). The traffic is

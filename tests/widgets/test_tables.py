@@ -174,7 +174,7 @@ def test_page_table_shows_free_rows_as_stored() -> None:
     assert table[0][:4] == [8, 9, 10, 11] and st.pool.free_slots == [3, 0]
     free = {0: "x finished", 3: "never used"}
     header, rows = page_table_rows(table, st.lens, st.labels, free)
-    assert header[0] == "request slot" and header[1:4] == ["0", "1", "2"] and header[-1] == "holds"
+    assert header[0] == "request row" and header[1:4] == ["0", "1", "2"] and header[-1] == "holds"
     cells = [values for values, _ in rows]
     assert cells[0][1:6] == ["8", "9", "10", "11", "0"] and cells[0][-1] == "x finished"
     assert cells[3][1:9] == ["0"] * 8 and cells[3][-1] == "never used"

@@ -1,0 +1,212 @@
+"""One word for each thing, and each thing said one way: a KV slot is not a request row, the
+request table has one row count per release wherever the book gives it, and no definition
+leans on a word that a later chapter introduces."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import pytest
+
+from pagedkv.lessons.glossary import REQUEST_ROWS_RULE, TERMS, terms_of_chapter
+from pagedkv.mem_cache.memory_pool import ReqToTokenPool
+from pagedkv.releases import RELEASES, SGLANG_VERSIONS, differences
+
+BOOK = Path(__file__).resolve().parents[2] / "book"
+NAMES = tuple(sorted(p.stem for p in BOOK.glob("*.ipynb")))
+
+
+def paragraphs(name: str) -> list[str]:
+    """Markdown paragraphs and list items, and whole code cells (their prose is in strings)."""
+    out = []
+    for c in json.loads((BOOK / f"{name}.ipynb").read_text())["cells"]:
+        text = "".join(c["source"])
+        out += re.split(r"\n\s*\n|\n- |\n\d\. ", text) if c["cell_type"] == "markdown" else [text]
+    return [" ".join(p.split()) for p in out if p.strip()]
+
+
+def generated() -> list[str]:
+    """What the glossary and the cheat sheet print: every definition, every release row."""
+    return [t.definition for t in TERMS] + [" | ".join(row) for row in differences()]
+
+
+def every_text() -> list[tuple[str, str]]:
+    return [(n, p) for n in NAMES for p in paragraphs(n)] + [("generated", g) for g in generated()]
+
+
+def release_sentences(text: str, release: str) -> str:
+    """The sentences of ``text`` that name SGLang ``release``."""
+    return " ".join(s for s in re.split(r"(?<=\.) ", text) if f"SGLang {release}" in s)
+
+
+@pytest.mark.parametrize("release", list(RELEASES))
+def test_the_request_rows_rule_is_what_the_pool_builds(release: str) -> None:
+    pool = ReqToTokenPool.for_release(5, 4, release)
+    said = release_sentences(REQUEST_ROWS_RULE, release)
+    assert pool.available_size() == 5  # size rows handed out in both releases
+    if pool.rows == 6:
+        assert "`size + 1` rows" in said and "padding row" in said and "row 0" in said
+    else:
+        assert pool.rows == 5 and "`size` rows, all handed out" in said
+    rows = {what: (old, new) for what, old, new, _ in differences()}["request row 0"]
+    column = rows[0] if release == SGLANG_VERSIONS[-1] else rows[1]  # differences(): oldest, newest
+    assert ("size + 1 rows" if pool.rows == 6 else "size rows") in column, column
+
+
+def test_the_request_table_is_one_row_per_request_nowhere_without_its_padding_row() -> None:
+    """'One row per request' tells only half: in 0.5.23 the table has one more. A text that
+    counts the table's rows says which release pads it."""
+    count = re.compile(r"\bone row per (running )?request|\b(has|gets|allocates)\b[^.;]{0,80}\brows\b")
+    table = re.compile(r"req_to_token|request table|page table|ReqToTokenPool")
+    for name, text in every_text():
+        if table.search(text) and count.search(text):
+            assert "padding" in text and "0.5.23" in text, (name, text[:200])
+
+
+def test_a_slot_is_a_kv_slot_and_a_row_is_a_request_row() -> None:
+    names = {t.name for t in TERMS}
+    assert {"KV slot (slot)", "request row"} <= names
+    for name, text in every_text():
+        assert not re.search(r"request slots?\b", text, re.IGNORECASE), (name, text[:200])
+    # chapter 9's per-request states are state slots, every time: "slot" alone is a KV slot
+    for text in paragraphs("09-todays-models"):
+        assert not re.findall(r"(?<!state )(?<!state-)(?<![\w`-])slots?\b", text), text[:200]
+
+
+def test_no_definition_uses_a_word_a_later_chapter_introduces() -> None:
+    """Chapter n's list of words (and the glossary) define each term with words of chapters
+    up to n only: chapter 1's list must not lean on `available_size` of chapter 4."""
+    for chapter in range(1, 10):
+        for term in terms_of_chapter(chapter):
+            later = [u.name for u in TERMS if u.chapter > chapter
+                     and re.search(u.pattern, term.definition, re.IGNORECASE)]
+            assert later == [], (term.name, later)
+
+
+def _admitted(release: str, prompts: list[int], chunked: int | None) -> int:
+    from pagedkv.lessons.admission import UniformBatch, admission_pass, admission_state
+    from pagedkv.managers.config import SchedulerConfig
+    from pagedkv.managers.req import Req
+
+    cfg = SchedulerConfig(release=release, max_prefill_tokens=100, chunked_prefill_size=chunked)
+    state = admission_state(UniformBatch(0, 1, 1, 1), 10_000, cfg, 0.7)
+    adder, _ = admission_pass(state, [Req(i, n, 10, 10) for i, n in enumerate(prompts)])
+    return len(adder.can_run_list)
+
+
+def test_max_prefill_tokens_is_told_alike_on_both_pages() -> None:
+    """The cheat sheet's release table and chapter 4 say what pagedkv does (SGLang's
+    PrefillAdder.add_one_req and budget_state): the first request of a pass is exempt in both
+    releases; after it 0.5.9 refuses a crossing request whether or not chunked prefill is on,
+    0.5.23 only without it."""
+    for release in RELEASES:
+        assert _admitted(release, [150], chunked=1000) == 1  # the first one is exempt
+        assert _admitted(release, [150], chunked=None) == 1
+        assert _admitted(release, [60, 60], chunked=None) == 1
+    assert _admitted("0.5.9", [60, 60], chunked=1000) == 1
+    assert _admitted("0.5.23", [60, 60], chunked=1000) == 2
+    rows = {what: (old, new) for what, old, new, _ in differences()}["max_prefill_tokens"]
+    assert all("the first request of a pass is exempt" in rule for rule in rows)
+    assert "chunked prefill or not" in rows[0] and "only without chunked prefill" in rows[1]
+    ch4 = [p for p in paragraphs("04-admission") if "`max_prefill_tokens`" in p and "exempt" in p]
+    assert len(ch4) == 1
+    for words in ("In both releases the first request of a pass is exempt",
+                  "SGLang 0.5.9 refuses a request that would cross it, chunked prefill or not",
+                  "SGLang 0.5.23 refuses it only without chunked prefill"):
+        assert words in ch4[0], words
+    for name, text in every_text():
+        assert "checked always" not in text, (name, text[:200])
+
+
+PAIRS = (("alloc_for_decode", "alloc_paged_token_slots_decode"),
+         ("evict_to_free_tokens", "evict_for_alloc"))
+
+
+@pytest.mark.parametrize("pair", PAIRS)
+def test_two_names_of_one_job_appear_together(pair: tuple[str, str]) -> None:
+    """SGLang splits the decode allocation (alloc_for_decode and its paged half) and the
+    eviction for an allocation (the allocator's evict_to_free_tokens and the tree's
+    evict_for_alloc) in two: wherever the book names one, it names the other and says where
+    (a file or a release)."""
+    seen = 0
+    for name, text in every_text():
+        if any(f in text for f in pair):
+            seen += 1
+            assert all(f in text for f in pair), (name, pair, text[:200])
+            assert re.search(r"\.py|0\.5\.(9|23)", text), (name, text[:200])
+    assert seen >= 2
+
+
+def test_one_list_of_the_chapters_that_open_on_the_running_case() -> None:
+    """Each visualizer view sits in the chapter BOOK_CHAPTER says; the chapters that open on
+    the running case are computed (running_case_chapters), never typed, and chapter 1, whose
+    visualizer opens on another model and card, is not among them."""
+    from pagedkv.workloads.cases import LONG_ANSWERS
+    from pagedkv_widgets.catalog import CATALOG
+    from pagedkv_widgets.chapters import CHAPTERS, resolve_settings
+    from pagedkv_widgets.facts import BOOK_CHAPTER, chapter_list, running_case_chapters
+
+    calls = {m: int(n[:2]) for n in NAMES if n[:2].isdigit()
+             for m in re.findall(r'visualizer\((?:chapter=)?"(\w+)"', "\n".join(paragraphs(n)))}
+    assert calls == BOOK_CHAPTER and set(BOOK_CHAPTER) == set(CHAPTERS)
+    opens = running_case_chapters()
+    memory = resolve_settings(CATALOG, "memory")
+    assert BOOK_CHAPTER["memory"] not in opens and memory.model != LONG_ANSWERS.model
+    assert chapter_list(opens) == "chapters " + ", ".join(map(str, opens[:-1])) + f" and {opens[-1]}"
+    typed = re.compile(r"chapters \d+(, \d+)* and \d+[^.]{0,40}(open|come back)", re.IGNORECASE)
+    for name, text in every_text():
+        assert not typed.search(text), (name, text[:200])
+    for n in ("01-memory-arithmetic", "03-paging", "05-retraction"):
+        assert "chapter_list(running_case_chapters())" in "\n".join(paragraphs(n)), n
+
+
+def _typed_numbers(cell_source: str) -> list[str]:
+    """Numbers of two or more digits in the string literals of a code cell, outside the
+    ``{...}`` fields of its f-strings, and in a markdown cell's text."""
+    text = re.sub(r"\{[^{}]*\}", "", cell_source)
+    literals = re.findall(r'"(?:[^"\\\n]|\\.)*"', text)
+    return [n for lit in literals for n in re.findall(r"\d[\d,]+", lit)]
+
+
+def test_chapter_4_computes_its_support_bot_numbers() -> None:
+    """The support bot's set-up and its newcomer's sum come from SUPPORT_SNAPSHOT and the
+    scheduler's config, never typed."""
+    from pagedkv.lessons.admission import SUPPORT_SNAPSHOT
+    from pagedkv.lessons.prefix_examples import SUPPORT_CHATS, SUPPORT_MAX_NEW, SUPPORT_SYSTEM_LEN
+
+    assert (SUPPORT_SNAPSHOT.chats, SUPPORT_SNAPSHOT.system_len, SUPPORT_SNAPSHOT.max_new_tokens) == (
+        SUPPORT_CHATS, SUPPORT_SYSTEM_LEN, SUPPORT_MAX_NEW)
+    cells = json.loads((BOOK / "04-admission.ipynb").read_text())["cells"]
+    bot = [c for c in cells if re.search(r"support bot|support_bot|SUPPORT_SNAPSHOT", "".join(c["source"]))]
+    assert len(bot) >= 2
+    for c in bot:
+        src = "".join(c["source"])
+        if c["cell_type"] == "markdown":
+            for para in re.split(r"\n\s*\n", src):
+                if "support bot" in para:
+                    assert not re.search(r"\d", para), para[:200]
+        elif "import (" not in src:
+            assert _typed_numbers(src) == [], src[:200]
+
+
+@pytest.mark.parametrize("release", list(RELEASES))
+def test_chapter_4_on_your_gpu_says_what_a_newcomer_must_fit(release: str) -> None:
+    """The 'On your GPU' run of chapter 4 says what PrefillAdder tests a newcomer against,
+    0.5.23's extra page included (its text once left the page out)."""
+    import inspect
+
+    from pagedkv.lessons import on_gpu_serving
+    from pagedkv.lessons.admission import UniformBatch, admission_state
+    from pagedkv.managers.config import SchedulerConfig
+    from pagedkv.managers.req import Req
+
+    cfg = SchedulerConfig(release=release)
+    words = on_gpu_serving.newcomer_test_words(cfg, 16, 256)
+    extra = RELEASES[release].extra_page_per_request
+    assert ("the extra page (16 tokens) SGLang 0.5.23 charges" in words) == extra
+    assert "all 256 tokens it may write" in words
+    adder = admission_state(UniformBatch(0, 1, 1, 1), 4096, cfg, 0.7, 16).adder()
+    assert adder.newcomer_need(Req(0, 10, 256, 256), 10) == 10 + 256 + 16 * extra
+    assert "newcomer_test_words(cfg, eng.page_size, max_new)" in inspect.getsource(on_gpu_serving.admission)
