@@ -83,7 +83,8 @@ TERMS: tuple[Term, ...] = (
          "`ReqToTokenPool.free_slots` and a request's row in `req_pool_idx`; 0.5.23 adds row "
          "0, a padding row never handed out.", "`ReqToTokenPool` (`mem_cache/memory_pool.py`)",
          r"request rows?\b"),
-    Term("prefill", 1, "The forward pass over a request's prompt (or the part of it not cached): "
+    Term("prefill", 1, "The forward pass over a request's prompt (or the part of it whose KV is "
+         "not in the pool yet): "
          "it writes the prompt's KV in one go and samples the first output token.",
          "`ForwardMode.EXTEND`", r"\bprefill"),
     Term("decode", 1, "A forward pass that feeds every running request its newest token: one "
@@ -95,7 +96,7 @@ TERMS: tuple[Term, ...] = (
          "`--chunked-prefill-size`", r"chunked prefill|chunked_prefill|prefill chunk"),
     Term("CUDA graph", 1, "A recording of one forward pass's GPU kernels for a fixed batch size, "
          "replayed at the cost of one launch. The captured graphs keep their buffers alive: "
-         "memory outside the KV pool, part of what `mem_fraction_static` leaves free.",
+         "memory outside the KV pool and the weights.",
          ("`model_executor/runner/decode_cuda_graph_runner.py` (0.5.23); "
           "`--cuda-graph-max-bs-decode` (0.5.9: `--cuda-graph-max-bs`)"),
          r"CUDA[- ]graph"),
@@ -114,28 +115,30 @@ TERMS: tuple[Term, ...] = (
          "`--max-running-requests`, `resolve_max_num_reqs`", r"max_running_requests"),
     Term("page, `page_size`", 1, "The unit the allocator hands out: `page_size` consecutive "
          "KV slots of the pool (1 by default).", "`--page-size`", r"page_size|\bpage size"),
-    Term("`available_size`", 1, "Free KV slots in the pool: free pages times `page_size`. "
-         "Cached, evictable KV is not in it.",
-         "`TokenToKVPoolAllocator.available_size`", r"available_size"),
     Term("radix cache", 1, "A prefix tree over token ids whose nodes point at KV slots: a new "
          "request reuses the KV of any prefix already in it (chapter 8). On by default.",
          "`mem_cache/unified_radix_cache.py` (0.5.9: `radix_cache.py`, `RadixCache`)",
          r"radix cache|radix tree"),
-    Term("cached (evictable)", 1, "KV the radix cache keeps of finished (or retracted) requests "
-         "that no running request reads: reusable by a later request with the same prefix, "
-         "and freed on demand, least recently used first.", "`evictable_size()`",
-         r"\bevictable|\bcached\b"),
-    Term("reserved", 1, "Memory admission holds back for the tokens running requests have not "
-         "written yet: their remaining `max_new_tokens` (clipped) times `new_token_ratio`. No "
-         "KV slot is allocated for it; it only stops newcomers.",
-         "`_get_running_request_total_token_offset`", r"\breserv"),
     Term("retraction (retracted)", 1, "Taking a running request out of the batch when the next "
          "decode step does not fit: its KV is freed (except what the radix cache keeps), it "
          "keeps its output tokens and goes back to the queue, to be prefilled again later.",
          "`ScheduleBatch.retract_decode`", r"\bretract"),
+    Term("cached (evictable)", 1, "KV the radix cache keeps of finished (or retracted) requests "
+         "that no running request reads: reusable by a later request with the same prefix, "
+         "and freed on demand, least recently used first.", "`evictable_size()`",
+         r"\bevictable|\bcached\b"),
+    Term("eviction", 1, "Freeing cached, evictable KV from the radix cache, least recently used "
+         "leaves first, when the free list is short.", "`evict`", r"\bevict"),
+    Term("`available_size`", 1, "Free KV slots in the pool: free pages times `page_size`. "
+         "Cached, evictable KV is not in it.",
+         "`TokenToKVPoolAllocator.available_size`", r"available_size"),
     Term("`new_token_ratio`", 1, "The share of each running request's remaining `max_new_tokens` "
          "that admission assumes will still be written (chapter 4).",
          "`NewTokenRatioTracker` (0.5.9: `Scheduler.new_token_ratio`)", r"new_token_ratio"),
+    Term("reserved", 1, "Memory admission holds back for the tokens running requests have not "
+         "written yet: their remaining `max_new_tokens` (clipped) times `new_token_ratio`. No "
+         "KV slot is allocated for it; it only stops newcomers.",
+         "`_get_running_request_total_token_offset`", r"\breserv"),
     *LENGTHS,
     Term("`req_to_token`", 3, "The request table, the page table with one entry per token: "
          "each request row holds the KV slot of each of its request's tokens. "
@@ -187,8 +190,6 @@ TERMS: tuple[Term, ...] = (
     Term("`release_req`", 5, "What a retraction does to each victim: free its KV outside the "
          "radix cache and its request row, then evict room for the requests that stay.",
          "`ScheduleBatch.release_req`", r"release_req"),
-    Term("eviction", 1, "Freeing cached, evictable KV from the radix cache, least recently used "
-         "leaves first, when the free list is short.", "`evict`", r"\bevict"),
     Term("mixture of experts (MoE)", 9, "Many expert MLPs per layer, a few of them used for each "
          "token; every expert stays in memory, so the weights are the whole checkpoint's. The KV "
          "cache is the attention's, as without experts.", "", r"\bMoE\b|mixture of experts"),
