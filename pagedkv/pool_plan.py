@@ -74,6 +74,7 @@ class KVPoolPlan:
     swa_max_total_num_tokens: int | None = None
     swa_cell_size: int = 0
     sliding_window: int | None = None
+    attention_chunk_window: int | None = None  # logged as the window (Llama 4); see log_lines
     mamba_slots: int = 0  # max_mamba_cache_size (the pool has one padding slot more)
     conv_state_bytes: int = 0  # one request's state slot, all linear layers
     ssm_state_bytes: int = 0
@@ -126,7 +127,8 @@ class KVPoolPlan:
         ``model_executor/model_runner.py`` ``ModelRunner.load_model``,
         ``mem_cache/memory_pool.py`` ``_finalize_allocation_log``, ``managers/scheduler.py``
         ``Scheduler.__init__`` (0.5.23 adds ``dtype:`` to the allocation line and drops it
-        from the load line).
+        from the load line); a model whose window is its ``attention_chunk_size`` (Llama 4)
+        says so before "Load weight end" (:func:`pagedkv.configs.model_hybrid.window_from_attention_chunk`).
         """
         pre, post = self.pre_free_bytes / GiB, self.post_free_bytes / GiB
         model = f"type={self.architecture}, " if self.architecture else ""
@@ -142,6 +144,9 @@ class KVPoolPlan:
                  else f"chunked_prefill_size={self.chunked_prefill_size}, ")
         return [
             f"Load weight begin. avail mem={pre:.2f} GB",
+            *([] if self.attention_chunk_window is None else [
+                "Setting sliding_window_size to be attention_chunk_size: "
+                f"{self.attention_chunk_window}"]),
             f"{load_end}avail mem={post:.2f} GB, mem usage={pre - post:.2f} GB.",
             *(self.sizing_lines or self.warnings),
             *allocation_lines(self, kv_dtype if dtype_there else None),
@@ -149,6 +154,14 @@ class KVPoolPlan:
             f"max_prefill_tokens=16384, max_running_requests={self.max_running_requests}, "
             f"context_len={self.context_len}",
         ]
+
+    def pool_log_lines(self) -> list[str]:
+        """The lines of :meth:`log_lines` between "Load weight end" and the closing
+        ``max_total_num_tokens=...`` line: what the configurator and the pools print (what the
+        reference tests compare with SGLang's own sizing, which loads no model)."""
+        lines = self.log_lines()
+        start = next(i for i, x in enumerate(lines) if x.startswith("Load weight end.")) + 1
+        return lines[start:-1]
 
     def as_dict(self) -> dict[str, object]:
         """A flat JSON-able summary (what ``pagedkv size --json`` prints): memory as exact

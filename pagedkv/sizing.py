@@ -20,6 +20,8 @@ from __future__ import annotations
 import math
 
 from pagedkv.configs.model_config import ModelSpec
+from pagedkv.configs.model_family import text_config
+from pagedkv.configs.model_hybrid import window_from_attention_chunk
 from pagedkv.configs.model_presets import load_model
 from pagedkv.errors import (
     NotEnoughMemoryError,
@@ -323,6 +325,8 @@ def plan_pool(
         is_mla=model.is_mla, sglang_version=release.name,
         kv_dtype_in_allocation_log=release.kv_dtype_in_allocation_log, architecture=model.architecture,
         chunked_prefill_size=chunk, warnings=warnings, sizing_lines=tuple(lines),
+        attention_chunk_window=window_from_attention_chunk(
+            text_config(model.config), model.architecture, model.family == "swa"),
         **extra,  # type: ignore[arg-type]
     )
 

@@ -7,6 +7,7 @@ import json
 import pytest
 
 from pagedkv.configs.model_config import ModelSpec
+from pagedkv.configs.model_hybrid import window_from_attention_chunk
 from pagedkv.configs.model_presets import load_model
 from pagedkv.errors import ConfigError, NotEnoughMemoryError
 from pagedkv.hybrid_pools import swa_request_cap
@@ -183,3 +184,33 @@ def test_llama4_scout_splits_every_fourth_layer_and_takes_the_chunk_as_window():
     assert m.vision == (34, 1408) and m.context_len == 10_485_760
     plan = plan_pool(m, gpu="h100-sxm-80gb", tp=4)
     assert (plan.max_total_num_tokens, plan.swa_max_total_num_tokens) == (376_279, 301_023)
+
+
+@pytest.mark.parametrize("disable_hybrid_swa_memory", [False, True])
+def test_llama4_says_it_takes_the_chunk_as_window_before_load_weight_end(
+        disable_hybrid_swa_memory: bool) -> None:
+    """SGLang (0.5.9 and 0.5.23) logs the chunk taken as the window while loading the model,
+    with or without the hybrid pools: Llama 4's class gives no window, its config has none."""
+    m = load_model("llama-4-scout", disable_hybrid_swa_memory=disable_hybrid_swa_memory)
+    lines = plan_pool(m, gpu="h100-sxm-80gb", tp=4).log_lines()
+    assert lines[1] == "Setting sliding_window_size to be attention_chunk_size: 8192"
+    assert lines[2].startswith("Load weight end.")
+
+
+@pytest.mark.parametrize(("arch", "text", "hybrid", "window"), [
+    ("Llama4ForConditionalGeneration", {"attention_chunk_size": 8192}, True, 8192),
+    # a window key wins only for a sliding-window hybrid (the middle branch)
+    ("Llama4ForConditionalGeneration", {"attention_chunk_size": 8192, "sliding_window": 4096}, True, None),
+    ("Llama4ForConditionalGeneration", {"attention_chunk_size": 8192, "sliding_window": 4096}, False, 8192),
+    # the model class's own window wins over everything
+    ("GptOssForCausalLM", {"attention_chunk_size": 8192}, True, None),
+    ("LlamaForCausalLM", {}, False, None),
+])
+def test_window_from_attention_chunk_follows_sglangs_three_branches(
+        arch: str, text: dict[str, int], hybrid: bool, window: int | None) -> None:
+    assert window_from_attention_chunk(text, arch, hybrid) == window
+
+
+def test_models_without_a_chunk_print_no_chunk_line() -> None:
+    for name in ("llama-3-8b", "gemma-3-27b", "qwen3-30b-a3b"):
+        assert not any("attention_chunk_size" in x for x in plan_pool(name, gpu="h200-141gb").log_lines())

@@ -50,6 +50,36 @@ def swa_window(text: dict[str, Any], arch: str) -> int:
     return int(text["sliding_window"]) - 1
 
 
+#: Model classes whose SGLang implementation states its own window
+#: (``get_attention_sliding_window_size``): ``models/gpt_oss.py``, ``gemma2.py``,
+#: ``gemma3_causal.py``, ``gemma3_mm.py`` (0.5.9 and 0.5.23).
+WINDOW_FROM_MODEL_CLASS = frozenset({"GptOssForCausalLM", "Gemma2ForCausalLM", "Gemma3ForCausalLM",
+                                     "Gemma3ForConditionalGeneration"})
+
+#: The text-config keys SGLang's ``ModelConfig._get_sliding_window_size`` reads, in order.
+WINDOW_KEYS = ("sliding_window_size", "sliding_window", "window_size")
+
+
+def window_from_attention_chunk(text: dict[str, Any], arch: str, is_hybrid_swa: bool) -> int | None:
+    """The ``attention_chunk_size`` SGLang takes as the window when nothing else gives one, and
+    logs as "Setting sliding_window_size to be attention_chunk_size: N" (Llama 4); None when
+    the model class gives the window, when a sliding-window hybrid's config does
+    (``is_hybrid_swa``: SGLang's ``ModelConfig.is_hybrid_swa``, false under
+    ``--disable-hybrid-swa-memory``), or when the config has no chunk.
+
+    Source: 0.5.23 ``model_executor/model_runner_components/load_model_utils.py``
+    ``resolve_sliding_window_size``; 0.5.9 ``model_executor/model_runner.py``
+    ``ModelRunner.load_model`` (the same three branches; the line comes before "Load weight
+    end").
+    """
+    chunk = text.get("attention_chunk_size")
+    if arch in WINDOW_FROM_MODEL_CLASS:
+        return None
+    if is_hybrid_swa and any(text.get(key) is not None for key in WINDOW_KEYS):
+        return None
+    return None if chunk is None else int(chunk)
+
+
 def linear_layer_count(text: dict[str, Any]) -> int:
     """Gated-delta-net layers: those whose ``(i + 1) % full_attention_interval`` is not 0."""
     interval = text["full_attention_interval"]

@@ -128,7 +128,7 @@ def pagedkv_side(case: dict[str, Any]) -> list[Any]:
         return ["DefaultPoolConfigurator", cell, spec.context_len, "error"]
     # SGLang's lines from profiling to the pools: its warnings (a cap above the profiled pool,
     # a --max-running-requests above half the pool) and the allocation line.
-    lines = plan.log_lines()[2:-1]
+    lines = plan.pool_log_lines()
     return ["DefaultPoolConfigurator", plan.cell_size, plan.context_len,
             plan.max_total_num_tokens, plan.max_running_requests, lines]
 

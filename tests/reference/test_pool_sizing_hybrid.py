@@ -146,7 +146,7 @@ def pagedkv_side(case: dict[str, Any]) -> list[Any]:
         return [*head, str(exc).split(":")[0].split(".")[0]]
     assert plan.configurator == configurator
     return [*head, plan.max_total_num_tokens, plan.swa_max_total_num_tokens,
-            plan.mamba_slots or None, plan.max_running_requests, plan.log_lines()[2:-1]]
+            plan.mamba_slots or None, plan.max_running_requests, plan.pool_log_lines()]
 
 
 @pytest.mark.parametrize("family", list(FAMILIES))

@@ -90,7 +90,7 @@ def pagedkv_side(case: dict[str, Any]) -> list[Any]:
     assert plan.mem_fraction_static == mem_fraction(case)
     return [answer["max_total_num_tokens"], answer["swa_max_total_num_tokens"],
             answer["max_mamba_cache_size"], answer["max_running_requests"],
-            plan.log_lines()[2:-1]]
+            plan.pool_log_lines()]
 
 
 @pytest.mark.parametrize("model", sorted({c["model"] for c in TABLE}))
@@ -119,4 +119,4 @@ def test_gemma3_with_enable_multimodal_equals_sglang_own(gpu: str) -> None:
         chunked_prefill_size=plan_chunk({"gpu": gpu, "tp": 1}), enable_multimodal=True)
     compare.same("preset answers", [out["max_total_num_tokens"], out["max_running_requests"],
                                     out["log_lines"]],
-                 [plan.max_total_num_tokens, plan.max_running_requests, plan.log_lines()[2:-1]])
+                 [plan.max_total_num_tokens, plan.max_running_requests, plan.pool_log_lines()])
