@@ -180,6 +180,18 @@ def tree_cache(pool: Any, alloc: Any, page_size: int, radix: bool = True) -> Any
         page_size=page_size, tree_components=(ComponentType.FULL,), eviction_policy="lru"))
 
 
+def swa_tree_cache(pool: Any, alloc: Any, page_size: int, window: int,
+                   core: str | None = None) -> Any:
+    """0.5.23's radix cache for a sliding-window hybrid: ``UnifiedRadixCache`` with the
+    components ``(FULL, SWA)`` and ``sliding_window_size=window``, as the scheduler builds it
+    (``registry.create_unified_radix_cache``); ``core``: None for the default tree core
+    (Rust), ``"python"`` for the Python one."""
+    return UnifiedRadixCache(CacheInitParams(
+        disable=False, req_to_token_pool=pool, token_to_kv_pool_allocator=alloc,
+        page_size=page_size, tree_components=(ComponentType.FULL, ComponentType.SWA),
+        eviction_policy="lru", sliding_window_size=window, tree_core_backend=core))
+
+
 # ----- requests and keys ---------------------------------------------------------------------
 def ids(tokens: Sequence[int]) -> Any:
     """Token ids in the container the release uses (0.5.9: list, 0.5.23: array('q'))."""

@@ -122,6 +122,22 @@ class SWATokenToKVPoolAllocator:
             raise bad_value("kv_indices", idx.tolist(), f"full slots in [-1, {len(self._map) - 1})")
         return torch.from_numpy(self._map[idx])
 
+    def set_full_to_swa_mapping(self, full_indices: IntsLike, swa_indices: IntsLike) -> None:
+        """Point full slots at SWA slots (a cache handing a node another request's SWA
+        slots). Source: ``SWATokenToKVPoolAllocator.set_full_to_swa_mapping``."""
+        full, swa = as_i64("full_indices", full_indices), as_i64("swa_indices", swa_indices)
+        if len(full) != len(swa):
+            raise bad_value("len(swa_indices)", len(swa), f"len(full_indices) = {len(full)}")
+        self._check_full(full, "set_full_to_swa_mapping")
+        self._map[full] = swa
+
+    def clear_full_to_swa_mapping(self, full_indices: IntsLike) -> None:
+        """Unpair full slots from their SWA slots, freeing neither.
+        Source: ``clear_full_to_swa_mapping``."""
+        full = as_i64("full_indices", full_indices)
+        self._check_full(full, "clear_full_to_swa_mapping")
+        self._map[full] = 0
+
     # ----- allocation -------------------------------------------------------------------
     def _pair(self, full: torch.Tensor | None, swa: torch.Tensor | None) -> torch.Tensor | None:
         if full is None or swa is None:  # cannot happen: both pools were checked first

@@ -1,0 +1,463 @@
+"""The prefix cache of a sliding-window hybrid: a radix tree whose nodes hold full-attention
+slots and, while they are inside some request's window, sliding-window slots too.
+
+Follows SGLang 0.5.23's ``UnifiedRadixCache`` built with the components ``(FULL, SWA)``
+(``mem_cache/unified_radix_cache.py``, the tree core ``unified_cache/unified_tree_core.py``
+and ``unified_cache/components/{full,swa}.py``; SGLang runs the same rules in its Rust core),
+over :class:`~pagedkv.mem_cache.allocator.swa.SWATokenToKVPoolAllocator`:
+
+- A node keeps its full slots (``full``) until it is evicted whole. Its SWA slots (``swa``)
+  can go earlier: the node is then a *tombstone* (``swa is None``), still matchable for its
+  full KV but useless to a window layer.
+- :meth:`match_prefix` walks as the plain tree does, but a match may only end where the
+  window layers have what they read: on a path with no tombstone, anywhere; after the
+  last tombstone, only once at least ``sliding_window_size`` live SWA tokens follow it.
+- :meth:`insert` adds a key; with ``evicted_seqlen`` (the request's window-released prefix)
+  the new leaf is a tombstone below that position, and the live part is capped at one
+  page-aligned window (the rest split off above it). A key overlapping a tombstone with live
+  SWA revives it with the incoming slots.
+- :meth:`lock` protects the full path to the root and the SWA of the trailing window only.
+- :meth:`evict`: first LRU full leaves (heap by last access) until ``num_tokens`` full
+  slots are freed, then the SWA LRU list from its least recent end until ``swa_num_tokens``
+  SWA slots are: a leaf is deleted whole, an inner node is tombstoned.
+
+Access times copy SGLang's float clock: every walked node of an insert and every new or
+split node takes the next tick; a match stamps its node and, 1e-5 apart, its ancestors.
+
+Where we simplify (none of it reached by the scheduler without hierarchical caching):
+no host tier (``host_value``, backups, load-back), no sessions, no ``prev_prefix_len``
+(an insert of a request's own earlier prefix), no ``swa_branching_seqlen``, no early SWA
+lock release (``release_swa``), LRU only; inserts never meet an evicted full node (without
+a host tier such nodes are deleted at once).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from itertools import count
+
+import numpy as np
+
+from pagedkv.errors import AllocatorError, bad_value, check_positive_int
+from pagedkv.mem_cache.allocator import IntsLike, as_i64
+from pagedkv.mem_cache.allocator.swa import SWATokenToKVPoolAllocator
+
+_EMPTY = np.empty(0, dtype=np.int64)
+
+
+@dataclass(eq=False)
+class SWANode:
+    """One edge of the tree. ``full``: its full slots (``None`` once evicted); ``swa``: its
+    SWA slots (``None``: a tombstone); the lock counts of both; ``boundary``: the id of the
+    SWA lock whose window ends here (SGLang's ``metadata["uuid"]``)."""
+
+    id: int
+    time: float
+    key: np.ndarray = field(default_factory=lambda: _EMPTY)
+    full: np.ndarray | None = None
+    swa: np.ndarray | None = None
+    parent: SWANode | None = None
+    children: dict[object, SWANode] = field(default_factory=dict)
+    full_lock: int = 0
+    swa_lock: int = 0
+    boundary: int | None = None
+
+
+@dataclass(frozen=True)
+class SWALock:
+    """What :meth:`SWARadixCache.lock` returns and :meth:`~SWARadixCache.unlock` takes."""
+
+    node: SWANode
+    boundary: int | None
+
+
+class SWARadixCache:
+    """The FULL + SWA radix tree over a sliding-window allocator.
+
+    Args:
+        allocator: the pools' allocator (its page size is the tree's).
+        sliding_window_size: tokens a window layer reads back (SGLang's
+            ``swa_retain_window``: the model's window, wider for a speculative draft).
+
+    Raises:
+        ConfigError: a window below 1.
+    """
+
+    def __init__(self, allocator: SWATokenToKVPoolAllocator, sliding_window_size: int) -> None:
+        self.allocator = allocator
+        self.page_size = allocator.page_size
+        self.window = check_positive_int("sliding_window_size", sliding_window_size)
+        self.reset()
+
+    def reset(self) -> None:
+        """An empty tree (the allocator is left alone)."""
+        self._ids, self._locks = count(), count(1)
+        self._clock = 0.0
+        self.root = self._node(_EMPTY, None)
+        self.root.full = _EMPTY
+        self._lru: list[SWANode] = []  # SWA LRU, most recent first
+        self.full_evictable = self.full_protected = 0
+        self.swa_evictable = self.swa_protected = 0
+
+    # ----- sizes --------------------------------------------------------------------------
+    def full_evictable_size(self) -> int:
+        return self.full_evictable
+
+    def full_protected_size(self) -> int:
+        return self.full_protected
+
+    def swa_evictable_size(self) -> int:
+        return self.swa_evictable
+
+    def swa_protected_size(self) -> int:
+        return self.swa_protected
+
+    # ----- helpers ------------------------------------------------------------------------
+    def _tick(self) -> float:
+        t, self._clock = self._clock, self._clock + 1.0
+        return t
+
+    def _node(self, key: np.ndarray, parent: SWANode | None) -> SWANode:
+        node = SWANode(next(self._ids), self._tick(), key, parent=parent)
+        self._tick()  # SGLang stamps creation_time too
+        return node
+
+    def _child_key(self, key: np.ndarray) -> object:
+        return int(key[0]) if self.page_size == 1 else key[:self.page_size].tobytes()
+
+    def _match_len(self, a: np.ndarray, b: np.ndarray) -> int:
+        n = min(len(a), len(b))
+        diff = np.flatnonzero(a[:n] != b[:n])
+        m = int(diff[0]) if len(diff) else n
+        return m // self.page_size * self.page_size
+
+    def _is_leaf(self, node: SWANode) -> bool:
+        """SGLang's device leaf: full slots held, nothing locked, no child holds full slots."""
+        return (node is not self.root and node.full is not None and node.full_lock == 0
+                and node.swa_lock == 0 and all(c.full is None for c in node.children.values()))
+
+    def _lru_remove(self, node: SWANode) -> None:
+        self._lru.remove(node)
+
+    def _refresh_window(self, node: SWANode) -> None:
+        """``reset_node_and_window_ancestors_mru``: the node and its ancestors within one
+        window plus a page move to the MRU end, in path order (the node first)."""
+        at, seen = 0, 0
+        while node is not self.root and seen < self.window + self.page_size:
+            if node.swa is not None:
+                self._lru_remove(node)
+                self._lru.insert(at, node)
+                at += 1
+            seen += len(node.key)
+            node = node.parent
+
+    def _set_swa(self, node: SWANode, swa: np.ndarray) -> None:
+        """``set_component_device_value``: store SWA slots, MRU, on the ledger."""
+        node.swa = swa
+        self._lru.insert(0, node)
+        if node.swa_lock > 0:
+            self.swa_protected += len(swa)
+        else:
+            self.swa_evictable += len(swa)
+
+    def _split(self, child: SWANode, n: int) -> SWANode:
+        """Split ``child`` after ``n`` tokens; return the new upper node."""
+        new = self._node(child.key[:n], child.parent)
+        new.children = {self._child_key(child.key[n:]): child}
+        new.full_lock, new.swa_lock = child.full_lock, child.swa_lock
+        new.full = None if child.full is None else child.full[:n]
+        if child.full is not None:
+            child.full = child.full[n:]
+        new.swa = None if child.swa is None else child.swa[:n]
+        if child.swa is not None:
+            child.swa = child.swa[n:]
+        new.boundary, child.boundary = child.boundary, None  # the lock's older edge moves up
+        child.key = child.key[n:]
+        new.parent.children[self._child_key(new.key)] = new
+        child.parent = new
+        if new.swa is not None:  # beside the child, just less recent
+            self._lru.insert(self._lru.index(child) + 1, new)
+        child.time = self._tick()
+        return new
+
+    # ----- match --------------------------------------------------------------------------
+    def page_aligned(self, key: IntsLike) -> np.ndarray:
+        k = as_i64("key", key)
+        return k[:len(k) // self.page_size * self.page_size]
+
+    def match_prefix(self, key: IntsLike) -> tuple[int, np.ndarray, SWANode]:
+        """The longest cached prefix of ``key`` that the window layers can use.
+
+        Returns ``(length, full slots int64 [length], last node)``; a match ending inside
+        a node splits it. Refreshes the SWA LRU over the last node's window and stamps the
+        node and its ancestors. Source: ``UnifiedTreeCore._match_prefix_helper``,
+        ``SWAComponent.create_match_validator`` (``swa_gates_prefix_match=True``).
+        """
+        key = self.page_aligned(key)
+        node, at, chunks = self.root, 0, []
+        best, best_len, live = self.root, 0, float("inf")
+        while at < len(key) and self._child_key(key[at:]) in node.children:
+            child = node.children[self._child_key(key[at:])]
+            if child.full is None:
+                break
+            n = self._match_len(child.key, key[at:])
+            node = self._split(child, n) if n < len(child.key) else child
+            chunks.append(node.full)
+            if node.swa is None:  # a tombstone: the window starts over
+                live = 0
+            else:
+                live += len(node.key)
+                if live >= self.window:
+                    best, best_len = node, len(chunks)
+            if node is not child:  # the match ended inside the child
+                break
+            at += n
+        if best is not self.root:
+            self._refresh_window(best)
+        t, cur = self._tick(), best
+        while cur is not None:
+            cur.time = t
+            t -= 0.00001
+            cur = cur.parent
+        slots = np.concatenate(chunks[:best_len]) if best_len else _EMPTY
+        return len(slots), slots, best
+
+    # ----- insert -------------------------------------------------------------------------
+    def insert(self, key: IntsLike, value: IntsLike, evicted_seqlen: int = 0) -> int:
+        """Insert ``key`` (cut to whole pages) with its full slots ``value``; return how many
+        leading tokens were cached already.
+
+        ``evicted_seqlen`` (page-aligned): the inserting request's tokens before it have had
+        their SWA slots released (the window moved on). Slots the tree already holds are
+        freed from ``value`` (``free_segment``; below ``evicted_seqlen``
+        ``free_full_segment``), except where a tombstone is revived: from
+        ``max(evicted_seqlen, node start)`` on, the node takes the incoming slots and frees
+        its old full slots (or, when its full slots are locked, keeps them and takes only the
+        incoming SWA slots). A new leaf is a tombstone below ``evicted_seqlen`` and its live
+        part is capped at ``ceil(window / p) * p`` tokens (the older part split off above).
+        Source: ``UnifiedTreeCore.begin_insert`` and its walk/overlap/commit/tail steps,
+        ``SWAComponent.update_component_on_insert_overlap``, ``commit_insert_component_data``.
+        """
+        p = self.page_size
+        if evicted_seqlen % p or evicted_seqlen < 0:
+            raise bad_value("evicted_seqlen", evicted_seqlen, f"a multiple of page_size={p}, >= 0")
+        key = self.page_aligned(key)
+        value = as_i64("value", value)
+        if len(value) < len(key):
+            raise bad_value("len(value)", len(value), f">= len(key) cut to pages = {len(key)}")
+        value = value[:len(key)]
+        self.root.time = self._tick()
+        node, total = self.root, 0
+        while total < len(key) and self._child_key(key[total:]) in node.children:
+            child = node.children[self._child_key(key[total:])]
+            child.time = self._tick()
+            n = self._match_len(child.key, key[total:])
+            if n < len(child.key):
+                child = self._split(child, n)
+            if child.full is None:
+                raise AllocatorError("insert met an evicted node (no host tier is modelled)")
+            self._overlap(child, total, value[total:total + n], evicted_seqlen)
+            node, total = child, total + n
+        target = node
+        if total < len(key):
+            target = self._new_leaf(node, key[total:], value[total:], total, evicted_seqlen)
+        if target is not self.root:
+            self._refresh_window(target)
+        return total
+
+    def _overlap(self, node: SWANode, start: int, incoming: np.ndarray, evicted: int) -> None:
+        """The walk met ``node`` (tokens ``start .. start + len``): free the duplicates, or
+        revive the node's SWA from the incoming slots."""
+        alloc, end = self.allocator, start + len(node.key)
+        consumed = len(node.key)
+        if node.swa is None and max(start, evicted) < end:
+            live = max(start, evicted)
+            if live > start:  # the part below the window stays a tombstone
+                self._split(node, live - start)
+            fresh = incoming[live - start:]
+            consumed = live - start
+            if node.full_lock > 0:  # RecoverSWAWithLockedFull: keep the locked full slots
+                swa = alloc.translate_loc_from_full_to_swa(fresh).numpy()
+                alloc.clear_full_to_swa_mapping(fresh)
+                alloc.set_full_to_swa_mapping(node.full, swa)
+                alloc.free_full_segment(fresh, 0)
+            else:  # adopt the incoming slots, free the old full ones
+                old, node.full = node.full, fresh.copy()
+                alloc.free_full_segment(old, 0)
+                swa = alloc.translate_loc_from_full_to_swa(node.full).numpy()
+            self._set_swa(node, swa)
+        self._free_dups(incoming[:consumed], start, evicted)
+
+    def _free_dups(self, dup: np.ndarray, start: int, evicted: int) -> None:
+        """The caller's copies of cached tokens: full side only below ``evicted``."""
+        gone = min(max(evicted - start, 0), len(dup))
+        if gone:
+            self.allocator.free_full_segment(dup[:gone], 0)
+        if gone < len(dup):
+            self.allocator.free_segment(dup[gone:], 0)
+
+    def _new_leaf(self, parent: SWANode, key: np.ndarray, value: np.ndarray, start: int,
+                  evicted: int) -> SWANode:
+        leaf = self._node(key, parent)
+        leaf.full = value.copy()
+        parent.children[self._child_key(key)] = leaf
+        self.full_evictable += len(key)
+        end = start + len(key)
+        live = max(start, evicted)
+        if live < end:
+            if live > start:  # below the window: a tombstone parent
+                self._split(leaf, live - start)
+            tail = -(-self.window // self.page_size) * self.page_size
+            upper = self._split(leaf, len(leaf.key) - tail) if len(leaf.key) > tail else None
+            for n in (upper, leaf):  # the older part first, so the tail is more recent
+                if n is not None:
+                    self._set_swa(n, self.allocator.translate_loc_from_full_to_swa(n.full).numpy())
+        return leaf
+
+    # ----- locks --------------------------------------------------------------------------
+    def lock(self, node: SWANode) -> SWALock:
+        """Protect ``node``'s path: full slots up to the root, SWA slots (tombstones
+        counted) up to the node where one window is covered, which is stamped as the lock's
+        boundary. Source: ``FullComponent`` / ``SWAComponent.acquire_component_lock``."""
+        boundary, cur, covered = None, node, 0
+        while cur is not self.root and covered < self.window:
+            if cur.swa_lock == 0 and cur.swa is not None:
+                self.swa_evictable -= len(cur.swa)
+                self.swa_protected += len(cur.swa)
+            cur.swa_lock += 1
+            covered += len(cur.key)
+            if covered >= self.window:
+                if cur.boundary is None:
+                    cur.boundary = next(self._locks)
+                boundary = cur.boundary
+            cur = cur.parent
+        cur = node
+        while cur is not self.root:
+            if cur.full_lock == 0:
+                self.full_evictable -= len(cur.full)
+                self.full_protected += len(cur.full)
+            cur.full_lock += 1
+            cur = cur.parent
+        return SWALock(node, boundary)
+
+    def unlock(self, handle: SWALock) -> None:
+        """Undo :meth:`lock`: the SWA segment up to its boundary, then the full path.
+        Source: ``release_component_lock`` (SWA first, then FULL)."""
+        cur = handle.node
+        while cur is not self.root:
+            if cur.swa_lock <= 0:
+                raise AllocatorError(f"unlock of an SWA segment that is not locked (node {cur.id})")
+            if cur.swa_lock == 1 and cur.swa is not None:
+                self.swa_evictable += len(cur.swa)
+                self.swa_protected -= len(cur.swa)
+            cur.swa_lock -= 1
+            if handle.boundary is not None and cur.boundary == handle.boundary:
+                break
+            cur = cur.parent
+        cur = handle.node
+        while cur is not self.root:
+            if cur.full_lock <= 0:
+                raise AllocatorError(f"unlock of a path that is not locked (node {cur.id})")
+            if cur.full_lock == 1:
+                self.full_evictable += len(cur.full)
+                self.full_protected -= len(cur.full)
+            cur.full_lock -= 1
+            cur = cur.parent
+
+    # ----- eviction -----------------------------------------------------------------------
+    def _delete_leaf(self, leaf: SWANode) -> tuple[int, int]:
+        """Evict a leaf whole: its full slots (full pool only), then its SWA slots
+        (``free_swa_segment``). Returns (full, SWA) slots freed.
+        Source: ``_delete_unbacked_device_leaf``, ``_drain_device_frees``."""
+        full_n, swa_n = len(leaf.full), 0
+        self.full_evictable -= full_n
+        if leaf.swa is not None:
+            swa_n = len(leaf.swa)
+            self.swa_evictable -= swa_n
+            self._lru_remove(leaf)
+        del leaf.parent.children[self._child_key(leaf.key)]
+        self.allocator.full_attn_allocator.free_segment(leaf.full)
+        if swa_n:
+            self.allocator.free_swa_segment(leaf.full, 0)
+        leaf.swa = None
+        return full_n, swa_n
+
+    def _prev_unlocked(self, at: int) -> SWANode | None:
+        """The first node before LRU position ``at`` (toward the most recent) whose SWA is
+        not locked (``get_prev_no_lock``)."""
+        for node in reversed(self._lru[:at]):
+            if node.swa_lock == 0:
+                return node
+        return None
+
+    def evict(self, num_tokens: int = 0, swa_num_tokens: int = 0) -> tuple[int, int]:
+        """Free at least ``num_tokens`` full slots (least recently used unlocked leaves,
+        deleted whole), then at least ``swa_num_tokens`` SWA slots counting those already
+        freed (the SWA LRU list from its least recent end: a leaf is deleted whole, an
+        inner node tombstoned), or as much as can be. Returns (full, SWA) slots freed.
+        Source: ``UnifiedRadixCache._evict_components``, ``FullComponent`` /
+        ``SWAComponent._evict_device_next_node``.
+        """
+        check_positive_int("num_tokens", num_tokens, minimum=0)
+        check_positive_int("swa_num_tokens", swa_num_tokens, minimum=0)
+        full_freed = swa_freed = 0
+        while full_freed < num_tokens:
+            leaves = [n for n in self.nodes() if self._is_leaf(n)]
+            if not leaves:
+                break
+            f, s = self._delete_leaf(min(leaves, key=lambda n: n.time))
+            full_freed, swa_freed = full_freed + f, swa_freed + s
+        if swa_freed >= swa_num_tokens:
+            return full_freed, swa_freed
+        cursor = self._prev_unlocked(len(self._lru))
+        while swa_freed < swa_num_tokens and cursor is not None:
+            x = cursor
+            cursor = self._prev_unlocked(self._lru.index(x))
+            if self._is_leaf(x):
+                f, s = self._delete_leaf(x)
+                full_freed, swa_freed = full_freed + f, swa_freed + s
+            else:  # tombstone an inner node: its SWA slots go, its full slots stay
+                swa_freed += len(x.swa)
+                self.swa_evictable -= len(x.swa)
+                self._lru_remove(x)
+                x.swa = None
+                self.allocator.free_swa_segment(x.full, 0)
+        return full_freed, swa_freed
+
+    # ----- checks -------------------------------------------------------------------------
+    def nodes(self):
+        """Every node but the root, parents before children."""
+        stack = list(self.root.children.values())
+        while stack:
+            node = stack.pop()
+            yield node
+            stack.extend(node.children.values())
+
+    def path_full(self, node: SWANode) -> np.ndarray:
+        """The full slots from the root to ``node``."""
+        chunks = []
+        while node is not self.root:
+            chunks.append(node.full)
+            node = node.parent
+        return np.concatenate(chunks[::-1]) if chunks else _EMPTY
+
+    def check_invariants(self) -> None:
+        """Raise AllocatorError unless the ledgers add up, the SWA LRU list holds exactly
+        the nodes with SWA slots, and each node's SWA slots are its full slots' peers."""
+        sizes = {"fe": 0, "fp": 0, "se": 0, "sp": 0}
+        with_swa = set()
+        for n in self.nodes():
+            if n.full is None or len(n.full) != len(n.key):
+                raise AllocatorError(f"node {n.id} lost its full slots")
+            sizes["fp" if n.full_lock else "fe"] += len(n.full)
+            if n.swa is not None:
+                with_swa.add(n.id)
+                sizes["sp" if n.swa_lock else "se"] += len(n.swa)
+                peers = self.allocator.translate_loc_from_full_to_swa(n.full).numpy()
+                if not np.array_equal(peers, n.swa):
+                    raise AllocatorError(f"node {n.id}: SWA slots are not its full slots' peers")
+        got = (self.full_evictable, self.full_protected, self.swa_evictable, self.swa_protected)
+        if got != (sizes["fe"], sizes["fp"], sizes["se"], sizes["sp"]):
+            raise AllocatorError(f"ledgers {got} != counted {tuple(sizes.values())}")
+        if {n.id for n in self._lru} != with_swa or len(self._lru) != len(with_swa):
+            raise AllocatorError("the SWA LRU list and the nodes holding SWA slots differ")

@@ -1,0 +1,148 @@
+"""Sliding-window radix-tree cases: scripted inserts (some with a window-released prefix),
+matches, locks, unlocks and evictions of full and SWA slots, run on SGLang 0.5.23's
+``UnifiedRadixCache`` with the components ``(FULL, SWA)`` and on pagedkv's
+:class:`~pagedkv.mem_cache.swa_radix_cache.SWARadixCache`, each over its own
+``SWATokenToKVPoolAllocator``.
+
+Steps (plain data, one executor for both sides through :class:`swa_tree_sglang.SglangSWATree`
+and :class:`PagedkvSWATree`):
+
+- ``("insert", tokens, released_pages)``: allocate the key's pages in both pools (an extend),
+  release the SWA slots of its first ``released_pages`` pages (``free_swa_segment``, as a
+  running request's window release does), insert its whole pages with that
+  ``evicted_seqlen`` (the tree frees the slots it already held), then free the partial last
+  page. Records the already-cached length, or None when a pool is short.
+- ``("match", tokens)``: the matched length and full slots (may split a node).
+- ``("lock", i, tokens)`` / ``("unlock", i)``: lock the node a match ends on, and release it.
+- ``("evict", full, swa)``: the tree's ``evict`` of ``full`` full and ``swa`` SWA slots.
+
+Every record holds the step's answer, the four ledgers (full and SWA, evictable and
+protected), both pools' free-slot counts and both free lists.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from pagedkv.mem_cache.allocator import SWATokenToKVPoolAllocator
+from pagedkv.mem_cache.swa_radix_cache import SWARadixCache
+
+PAGE_SIZES = (1, 4, 16)
+
+
+class PagedkvSWATree:
+    """pagedkv's ``SWARadixCache`` over pagedkv's sliding-window allocator."""
+
+    def __init__(self, page_size: int, full_tokens: int, swa_tokens: int, window: int) -> None:
+        self.alloc = SWATokenToKVPoolAllocator(full_tokens, swa_tokens, page_size)
+        self.tree = SWARadixCache(self.alloc, window)
+
+    def take(self, n: int) -> list[int] | None:
+        out = self.alloc.alloc_extend([0], [n], [-1], n)
+        return None if out is None else out.tolist()
+
+    def release_swa(self, slots: list[int]) -> None:
+        self.alloc.free_swa_segment(slots, 0)
+
+    def free(self, slots: list[int]) -> None:
+        self.alloc.free(slots)
+
+    def insert(self, tokens: list[int], slots: list[int], evicted: int) -> int:
+        return self.tree.insert(tokens, slots, evicted)
+
+    def match(self, tokens: list[int]) -> tuple[int, list[int], Any]:
+        n, slots, node = self.tree.match_prefix(tokens)
+        return n, slots.tolist(), node
+
+    def lock(self, node: Any) -> Any:
+        return self.tree.lock(node)
+
+    def unlock(self, handle: Any) -> None:
+        self.tree.unlock(handle)
+
+    def evict(self, full: int, swa: int) -> tuple[int, int]:
+        return self.tree.evict(full, swa)
+
+    def state(self) -> dict:
+        self.tree.check_invariants()
+        self.alloc.check_invariants()
+        t, a = self.tree, self.alloc
+        return {"sizes": (t.full_evictable_size(), t.full_protected_size(),
+                          t.swa_evictable_size(), t.swa_protected_size()),
+                "available": (a.full_available_size(), a.swa_available_size()),
+                "free_full": a.full_attn_allocator.free_pages.tolist(),
+                "free_swa": a.swa_attn_allocator.free_pages.tolist()}
+
+
+def run(case: dict, tree: Any) -> list[dict]:
+    """Execute ``case`` on ``tree`` (a fresh :class:`SglangSWATree` or :class:`PagedkvSWATree`)."""
+    p = case["page_size"]
+    locks: dict[int, Any] = {}
+    records = []
+    for step in case["steps"]:
+        kind, out = step[0], None
+        if kind == "insert":
+            tokens, released = step[1], step[2]
+            slots = tree.take(-(-len(tokens) // p) * p)
+            if slots is not None:
+                whole = len(tokens) // p * p
+                evicted = min(released * p, whole)
+                if evicted:
+                    tree.release_swa(slots[:evicted])
+                out = tree.insert(tokens[:whole], slots[:whole], evicted) if whole else 0
+                if whole < len(slots):
+                    tree.free(slots[whole:])
+        elif kind == "match":
+            out = list(tree.match(step[1])[:2])
+        elif kind == "lock":
+            locks[step[1]] = tree.lock(tree.match(step[2])[2])
+        elif kind == "unlock" and step[1] in locks:
+            tree.unlock(locks.pop(step[1]))
+        elif kind == "evict":
+            out = list(tree.evict(step[1], step[2]))
+        records.append({"step": step, "out": out, **tree.state()})
+    return records
+
+
+def random_case(seed: int) -> dict:
+    """A seeded case: page size 1, 4 or 16, a window of 1..3 pages and a few tokens, a full
+    pool of 16..60 pages and an SWA pool of 8..(full) pages, 10..30 steps over token
+    sequences that share prefixes (cut anywhere; a small alphabet, so keys also diverge
+    inside pages)."""
+    rng = np.random.default_rng(seed)
+    p = int(rng.choice(PAGE_SIZES))
+    window = int(rng.integers(1, 3 * p + 3))
+    pages = int(rng.integers(16, 61))
+    swa_pages = int(rng.integers(8, pages + 1))
+    seqs: list[list[int]] = []
+
+    def sequence() -> list[int]:
+        head: list[int] = []
+        if seqs and rng.random() < 0.7:
+            base = seqs[int(rng.integers(len(seqs)))]
+            head = base[:int(rng.integers(0, len(base) + 1))]
+        tail = rng.integers(1, 5 if rng.random() < 0.5 else 1000, int(rng.integers(1, 5 * p + 4)))
+        return head + tail.tolist()
+
+    steps: list[tuple[Any, ...]] = []
+    held: list[int] = []
+    for i in range(int(rng.integers(10, 31))):
+        roll = rng.random()
+        if roll < 0.35 or not seqs:
+            seqs.append(sequence())
+            released = int(rng.integers(0, len(seqs[-1]) // p + 1)) if rng.random() < 0.4 else 0
+            steps.append(("insert", seqs[-1], released))
+        elif roll < 0.5:
+            steps.append(("match", sequence()))
+        elif roll < 0.65:
+            steps.append(("lock", i, sequence()))
+            held.append(i)
+        elif roll < 0.75 and held:
+            steps.append(("unlock", held.pop(int(rng.integers(len(held))))))
+        else:
+            steps.append(("evict", int(rng.integers(0, 4 * p + 2)) if rng.random() < 0.5 else 0,
+                          int(rng.integers(0, 6 * p + 2))))
+    return {"page_size": p, "pool_tokens": pages * p, "swa_tokens": swa_pages * p,
+            "window": window, "steps": steps}
