@@ -80,22 +80,48 @@ def running_batch(prompt_lens: Sequence[int], generated: Sequence[int],
     return running_state(reqs, held + free, cfg, page_size)
 
 
+@dataclass(frozen=True)
+class UniformRun:
+    """A uniform workload with exact budgets on a capped pool: ``requests`` requests arriving
+    at ``rate`` per second (Poisson), prompt and output lengths uniform on the inclusive
+    ranges ``prompt`` and ``output`` (tokens), ``max_new_tokens`` equal to each output
+    (:func:`exact_budgets`), ``model`` on ``gpu`` with the pool capped at ``pool`` tokens
+    (SGLang's ``--max-total-tokens``)."""
+
+    requests: int
+    rate: float
+    prompt: tuple[int, int]
+    output: tuple[int, int]
+    pool: int
+    model: str = "llama-3-8b"
+    gpu: str = "h100-sxm-80gb"
+    seed: int = 4
+
+    def specs(self) -> list[RequestSpec]:
+        """The seeded requests."""
+        return exact_budgets(uniform(self.requests, self.prompt, self.output, self.output[1],
+                                     rate=self.rate, seed=self.seed))
+
+    def run(self, **options: float) -> SimResult:
+        """:func:`~pagedkv.managers.simulate` of :meth:`specs` (``options``: scheduler settings)."""
+        return simulate(self.specs(), model=self.model, gpu=self.gpu, max_total_tokens=self.pool,
+                        arrival_rate=self.rate, **options)
+
+
+# Chapter 4's two runs: long answers (its conservativeness study) and short ones.
+LONG_UNIFORM = UniformRun(800, 8.0, (200, 600), (300, 2000), 40_000)
+SHORT_UNIFORM = UniformRun(1500, 20.0, (200, 600), (100, 800), 20_000)
+
+
 def conservativeness_runs(values: Sequence[float] = (0.3, 0.5, 1.0, 1.5)) -> dict[float,
                                                                                     SimResult]:
-    """Chapter 4's run at each ``schedule_conservativeness``: 800 requests at 8/s, prompts
-    200-600, outputs 300-2,000 tokens with exact budgets, Llama-3-8B on an H100, the pool capped
-    at 40,000 tokens."""
-    specs = exact_budgets(uniform(800, (200, 600), (300, 2000), 2000, rate=8.0, seed=4))
-    return {c: simulate(specs, model="llama-3-8b", gpu="h100-sxm-80gb", max_total_tokens=40_000,
-                        arrival_rate=8.0, schedule_conservativeness=c) for c in values}
+    """Chapter 4's run (:data:`LONG_UNIFORM`) at each ``schedule_conservativeness``."""
+    return {c: LONG_UNIFORM.run(schedule_conservativeness=c) for c in values}
 
 
 def short_answers_run() -> SimResult:
-    """Chapter 4's second workload: 1,500 requests at 20/s, 100-800-token answers with exact
-    budgets, a 20,000-token pool."""
-    specs = exact_budgets(uniform(1500, (200, 600), (100, 800), 800, rate=20.0, seed=4))
-    return simulate(specs, model="llama-3-8b", gpu="h100-sxm-80gb", max_total_tokens=20_000,
-                    arrival_rate=20.0)
+    """Chapter 4's second workload, :data:`SHORT_UNIFORM`."""
+    return SHORT_UNIFORM.run()
 
 
 def policy_comparison(n: int = 600, rate: float = 30.0, pool: int = 20_000,

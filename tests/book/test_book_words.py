@@ -171,22 +171,29 @@ def _typed_numbers(cell_source: str) -> list[str]:
     return [n for lit in literals for n in re.findall(r"\d[\d,]+", lit)]
 
 
-def test_chapter_4_computes_its_support_bot_numbers() -> None:
-    """The support bot's set-up and its newcomer's sum come from SUPPORT_SNAPSHOT and the
-    scheduler's config, never typed."""
+def test_chapter_4_computes_the_workloads_it_describes() -> None:
+    """The support bot's set-up and its newcomer's sum, and the two uniform runs (how many
+    requests, how fast, how long, on what pool), come from SUPPORT_SNAPSHOT, LONG_UNIFORM,
+    SHORT_UNIFORM and the scheduler's config, never typed."""
     from pagedkv.lessons.admission import SUPPORT_SNAPSHOT
+    from pagedkv.lessons.examples import LONG_UNIFORM, exact_budgets
     from pagedkv.lessons.prefix_examples import SUPPORT_CHATS, SUPPORT_MAX_NEW, SUPPORT_SYSTEM_LEN
 
     assert (SUPPORT_SNAPSHOT.chats, SUPPORT_SNAPSHOT.system_len, SUPPORT_SNAPSHOT.max_new_tokens) == (
         SUPPORT_CHATS, SUPPORT_SYSTEM_LEN, SUPPORT_MAX_NEW)
+    specs = LONG_UNIFORM.specs()
+    assert len(specs) == LONG_UNIFORM.requests and specs == exact_budgets(specs)
+    assert {s.output_len for s in specs} <= set(range(LONG_UNIFORM.output[0], LONG_UNIFORM.output[1] + 1))
     cells = json.loads((BOOK / "04-admission.ipynb").read_text())["cells"]
-    bot = [c for c in cells if re.search(r"support bot|support_bot|SUPPORT_SNAPSHOT", "".join(c["source"]))]
-    assert len(bot) >= 2
-    for c in bot:
+    runs = re.compile(r"support bot|SUPPORT_SNAPSHOT|support_bot_snapshot|LONG_UNIFORM|SHORT_UNIFORM|"
+                      r"requests arrive|per second|-token pool|-slot pool")
+    described = [c for c in cells if runs.search("".join(c["source"]))]
+    assert len(described) >= 5
+    for c in described:
         src = "".join(c["source"])
         if c["cell_type"] == "markdown":
             for para in re.split(r"\n\s*\n", src):
-                if "support bot" in para:
+                if runs.search(para):
                     assert not re.search(r"\d", para), para[:200]
         elif "import (" not in src:
             assert _typed_numbers(src) == [], src[:200]
