@@ -21,8 +21,8 @@ over :class:`~pagedkv.mem_cache.allocator.swa.SWATokenToKVPoolAllocator`:
   slots are freed, then the SWA LRU list from its least recent end until ``swa_num_tokens``
   SWA slots are: a leaf is deleted whole, an inner node is tombstoned.
 
-Access times copy SGLang's float clock: every walked node of an insert and every new or
-split node takes the next tick; a match stamps its node and, 1e-5 apart, its ancestors.
+The nodes, splits, SWA LRU list, locks, ledgers and checks are
+:class:`~pagedkv.mem_cache.swa_radix_tree.SWARadixTree`.
 
 Where we simplify (none of it reached by the scheduler without hierarchical caching):
 no host tier (``host_value``, backups, load-back), no sessions, no ``prev_prefix_len``
@@ -33,46 +33,17 @@ a host tier such nodes are deleted at once).
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-from itertools import count
-
 import numpy as np
 
 from pagedkv.errors import AllocatorError, bad_value, check_positive_int
 from pagedkv.mem_cache.allocator import IntsLike, as_i64
-from pagedkv.mem_cache.allocator.swa import SWATokenToKVPoolAllocator
+from pagedkv.mem_cache.swa_radix_tree import NO_SLOTS, SWALock, SWANode, SWARadixTree
 
-_EMPTY = np.empty(0, dtype=np.int64)
-
-
-@dataclass(eq=False)
-class SWANode:
-    """One edge of the tree. ``full``: its full slots (``None`` once evicted); ``swa``: its
-    SWA slots (``None``: a tombstone); the lock counts of both; ``boundary``: the id of the
-    SWA lock whose window ends here (SGLang's ``metadata["uuid"]``)."""
-
-    id: int
-    time: float
-    key: np.ndarray = field(default_factory=lambda: _EMPTY)
-    full: np.ndarray | None = None
-    swa: np.ndarray | None = None
-    parent: SWANode | None = None
-    children: dict[object, SWANode] = field(default_factory=dict)
-    full_lock: int = 0
-    swa_lock: int = 0
-    boundary: int | None = None
+__all__ = ["SWALock", "SWANode", "SWARadixCache"]
 
 
-@dataclass(frozen=True)
-class SWALock:
-    """What :meth:`SWARadixCache.lock` returns and :meth:`~SWARadixCache.unlock` takes."""
-
-    node: SWANode
-    boundary: int | None
-
-
-class SWARadixCache:
-    """The FULL + SWA radix tree over a sliding-window allocator.
+class SWARadixCache(SWARadixTree):
+    """Match, insert and evict on the FULL + SWA tree (:class:`SWARadixTree`).
 
     Args:
         allocator: the pools' allocator (its page size is the tree's).
@@ -83,108 +54,7 @@ class SWARadixCache:
         ConfigError: a window below 1.
     """
 
-    def __init__(self, allocator: SWATokenToKVPoolAllocator, sliding_window_size: int) -> None:
-        self.allocator = allocator
-        self.page_size = allocator.page_size
-        self.window = check_positive_int("sliding_window_size", sliding_window_size)
-        self.reset()
-
-    def reset(self) -> None:
-        """An empty tree (the allocator is left alone)."""
-        self._ids, self._locks = count(), count(1)
-        self._clock = 0.0
-        self.root = self._node(_EMPTY, None)
-        self.root.full = _EMPTY
-        self._lru: list[SWANode] = []  # SWA LRU, most recent first
-        self.full_evictable = self.full_protected = 0
-        self.swa_evictable = self.swa_protected = 0
-
-    # ----- sizes --------------------------------------------------------------------------
-    def full_evictable_size(self) -> int:
-        return self.full_evictable
-
-    def full_protected_size(self) -> int:
-        return self.full_protected
-
-    def swa_evictable_size(self) -> int:
-        return self.swa_evictable
-
-    def swa_protected_size(self) -> int:
-        return self.swa_protected
-
-    # ----- helpers ------------------------------------------------------------------------
-    def _tick(self) -> float:
-        t, self._clock = self._clock, self._clock + 1.0
-        return t
-
-    def _node(self, key: np.ndarray, parent: SWANode | None) -> SWANode:
-        node = SWANode(next(self._ids), self._tick(), key, parent=parent)
-        self._tick()  # SGLang stamps creation_time too
-        return node
-
-    def _child_key(self, key: np.ndarray) -> object:
-        return int(key[0]) if self.page_size == 1 else key[:self.page_size].tobytes()
-
-    def _match_len(self, a: np.ndarray, b: np.ndarray) -> int:
-        n = min(len(a), len(b))
-        diff = np.flatnonzero(a[:n] != b[:n])
-        m = int(diff[0]) if len(diff) else n
-        return m // self.page_size * self.page_size
-
-    def _is_leaf(self, node: SWANode) -> bool:
-        """SGLang's device leaf: full slots held, nothing locked, no child holds full slots."""
-        return (node is not self.root and node.full is not None and node.full_lock == 0
-                and node.swa_lock == 0 and all(c.full is None for c in node.children.values()))
-
-    def _lru_remove(self, node: SWANode) -> None:
-        self._lru.remove(node)
-
-    def _refresh_window(self, node: SWANode) -> None:
-        """``reset_node_and_window_ancestors_mru``: the node and its ancestors within one
-        window plus a page move to the MRU end, in path order (the node first)."""
-        at, seen = 0, 0
-        while node is not self.root and seen < self.window + self.page_size:
-            if node.swa is not None:
-                self._lru_remove(node)
-                self._lru.insert(at, node)
-                at += 1
-            seen += len(node.key)
-            node = node.parent
-
-    def _set_swa(self, node: SWANode, swa: np.ndarray) -> None:
-        """``set_component_device_value``: store SWA slots, MRU, on the ledger."""
-        node.swa = swa
-        self._lru.insert(0, node)
-        if node.swa_lock > 0:
-            self.swa_protected += len(swa)
-        else:
-            self.swa_evictable += len(swa)
-
-    def _split(self, child: SWANode, n: int) -> SWANode:
-        """Split ``child`` after ``n`` tokens; return the new upper node."""
-        new = self._node(child.key[:n], child.parent)
-        new.children = {self._child_key(child.key[n:]): child}
-        new.full_lock, new.swa_lock = child.full_lock, child.swa_lock
-        new.full = None if child.full is None else child.full[:n]
-        if child.full is not None:
-            child.full = child.full[n:]
-        new.swa = None if child.swa is None else child.swa[:n]
-        if child.swa is not None:
-            child.swa = child.swa[n:]
-        new.boundary, child.boundary = child.boundary, None  # the lock's older edge moves up
-        child.key = child.key[n:]
-        new.parent.children[self._child_key(new.key)] = new
-        child.parent = new
-        if new.swa is not None:  # beside the child, just less recent
-            self._lru.insert(self._lru.index(child) + 1, new)
-        child.time = self._tick()
-        return new
-
     # ----- match --------------------------------------------------------------------------
-    def page_aligned(self, key: IntsLike) -> np.ndarray:
-        k = as_i64("key", key)
-        return k[:len(k) // self.page_size * self.page_size]
-
     def match_prefix(self, key: IntsLike) -> tuple[int, np.ndarray, SWANode]:
         """The longest cached prefix of ``key`` that the window layers can use.
 
@@ -219,7 +89,7 @@ class SWARadixCache:
             cur.time = t
             t -= 0.00001
             cur = cur.parent
-        slots = np.concatenate(chunks[:best_len]) if best_len else _EMPTY
+        slots = np.concatenate(chunks[:best_len]) if best_len else NO_SLOTS
         return len(slots), slots, best
 
     # ----- insert -------------------------------------------------------------------------
@@ -314,56 +184,6 @@ class SWARadixCache:
                     self._set_swa(n, self.allocator.translate_loc_from_full_to_swa(n.full).numpy())
         return leaf
 
-    # ----- locks --------------------------------------------------------------------------
-    def lock(self, node: SWANode) -> SWALock:
-        """Protect ``node``'s path: full slots up to the root, SWA slots (tombstones
-        counted) up to the node where one window is covered, which is stamped as the lock's
-        boundary. Source: ``FullComponent`` / ``SWAComponent.acquire_component_lock``."""
-        boundary, cur, covered = None, node, 0
-        while cur is not self.root and covered < self.window:
-            if cur.swa_lock == 0 and cur.swa is not None:
-                self.swa_evictable -= len(cur.swa)
-                self.swa_protected += len(cur.swa)
-            cur.swa_lock += 1
-            covered += len(cur.key)
-            if covered >= self.window:
-                if cur.boundary is None:
-                    cur.boundary = next(self._locks)
-                boundary = cur.boundary
-            cur = cur.parent
-        cur = node
-        while cur is not self.root:
-            if cur.full_lock == 0:
-                self.full_evictable -= len(cur.full)
-                self.full_protected += len(cur.full)
-            cur.full_lock += 1
-            cur = cur.parent
-        return SWALock(node, boundary)
-
-    def unlock(self, handle: SWALock) -> None:
-        """Undo :meth:`lock`: the SWA segment up to its boundary, then the full path.
-        Source: ``release_component_lock`` (SWA first, then FULL)."""
-        cur = handle.node
-        while cur is not self.root:
-            if cur.swa_lock <= 0:
-                raise AllocatorError(f"unlock of an SWA segment that is not locked (node {cur.id})")
-            if cur.swa_lock == 1 and cur.swa is not None:
-                self.swa_evictable += len(cur.swa)
-                self.swa_protected -= len(cur.swa)
-            cur.swa_lock -= 1
-            if handle.boundary is not None and cur.boundary == handle.boundary:
-                break
-            cur = cur.parent
-        cur = handle.node
-        while cur is not self.root:
-            if cur.full_lock <= 0:
-                raise AllocatorError(f"unlock of a path that is not locked (node {cur.id})")
-            if cur.full_lock == 1:
-                self.full_evictable += len(cur.full)
-                self.full_protected -= len(cur.full)
-            cur.full_lock -= 1
-            cur = cur.parent
-
     # ----- eviction -----------------------------------------------------------------------
     def _delete_leaf(self, leaf: SWANode) -> tuple[int, int]:
         """Evict a leaf whole: its full slots (full pool only), then its SWA slots
@@ -423,41 +243,3 @@ class SWARadixCache:
                 x.swa = None
                 self.allocator.free_swa_segment(x.full, 0)
         return full_freed, swa_freed
-
-    # ----- checks -------------------------------------------------------------------------
-    def nodes(self):
-        """Every node but the root, parents before children."""
-        stack = list(self.root.children.values())
-        while stack:
-            node = stack.pop()
-            yield node
-            stack.extend(node.children.values())
-
-    def path_full(self, node: SWANode) -> np.ndarray:
-        """The full slots from the root to ``node``."""
-        chunks = []
-        while node is not self.root:
-            chunks.append(node.full)
-            node = node.parent
-        return np.concatenate(chunks[::-1]) if chunks else _EMPTY
-
-    def check_invariants(self) -> None:
-        """Raise AllocatorError unless the ledgers add up, the SWA LRU list holds exactly
-        the nodes with SWA slots, and each node's SWA slots are its full slots' peers."""
-        sizes = {"fe": 0, "fp": 0, "se": 0, "sp": 0}
-        with_swa = set()
-        for n in self.nodes():
-            if n.full is None or len(n.full) != len(n.key):
-                raise AllocatorError(f"node {n.id} lost its full slots")
-            sizes["fp" if n.full_lock else "fe"] += len(n.full)
-            if n.swa is not None:
-                with_swa.add(n.id)
-                sizes["sp" if n.swa_lock else "se"] += len(n.swa)
-                peers = self.allocator.translate_loc_from_full_to_swa(n.full).numpy()
-                if not np.array_equal(peers, n.swa):
-                    raise AllocatorError(f"node {n.id}: SWA slots are not its full slots' peers")
-        got = (self.full_evictable, self.full_protected, self.swa_evictable, self.swa_protected)
-        if got != (sizes["fe"], sizes["fp"], sizes["se"], sizes["sp"]):
-            raise AllocatorError(f"ledgers {got} != counted {tuple(sizes.values())}")
-        if {n.id for n in self._lru} != with_swa or len(self._lru) != len(with_swa):
-            raise AllocatorError("the SWA LRU list and the nodes holding SWA slots differ")
