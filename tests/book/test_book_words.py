@@ -234,3 +234,18 @@ def test_counts_in_code_text_are_computed(name: str) -> None:
             literals = re.findall(r'"(?:[^"\\\n]|\\.)*"', text)
             assert [lit for lit in literals if count.search(lit)] == [], name
             assert not re.search(r"\{\"\d[\d.]* requests/s\"", "".join(c["source"])), name
+
+
+def test_the_typed_list_of_on_your_gpu_chapters_is_the_chapters_that_have_one() -> None:
+    """intro.md and README.md are plain Markdown, so their list of the chapters that end with
+    "On your GPU" is typed: it must be the chapters that have the section."""
+    from pagedkv_widgets.facts import chapter_list
+
+    have = tuple(int(n[:2]) for n in NAMES if n[:2].isdigit()
+                 and any(p.startswith("## On your GPU") for p in paragraphs(n)))
+    words = chapter_list(have)
+    root = BOOK.parent
+    intro = " ".join((BOOK / "intro.md").read_text().split())
+    readme = " ".join((root / "README.md").read_text().split())
+    assert f"{words} end with a section (\"On your GPU\")" in intro
+    assert f"{words.capitalize()} end with an \"On your GPU\" section" in readme
