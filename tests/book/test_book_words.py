@@ -249,3 +249,25 @@ def test_the_typed_list_of_on_your_gpu_chapters_is_the_chapters_that_have_one() 
     readme = " ".join((root / "README.md").read_text().split())
     assert f"{words} end with a section (\"On your GPU\")" in intro
     assert f"{words.capitalize()} end with an \"On your GPU\" section" in readme
+
+
+def test_chapter_4_types_sglangs_constants_as_pagedkv_holds_them() -> None:
+    """Chapter 4's prose types SGLang's admission constants in its formulas (the cheat sheet
+    computes them): every clip in a min(..., C), the ratio's start, floor factor, floor and
+    decay steps, and its worked sum are pagedkv's defaults and add up."""
+    from pagedkv.managers.config import SchedulerConfig
+
+    cfg = SchedulerConfig()
+    text = " ".join(paragraphs("04-admission"))
+    clips = re.findall(r"min\((?:[^()]|\([^()]*\))*?,\\?\s*\\?\s*(\d[\d,]*)\s*\)", text)
+    assert len(clips) >= 6 and {int(c.replace(",", "")) for c in clips} == {cfg.clip_max_new_tokens}
+    decay = re.search(r"starts at ([\d.]+), sinks to ([\d.]+) in (\d+) decode steps", text)
+    start, floor, steps = decay.groups()
+    assert (float(start), float(floor), int(steps)) == (
+        cfg.init_ratio, round(cfg.min_ratio, 3), cfg.new_token_ratio_decay_steps)
+    assert f"${cfg.init_new_token_ratio:g} \\times$ `schedule_conservativeness`" in text
+    assert f"(\\text{{init}} - \\text{{min}}) / {cfg.new_token_ratio_decay_steps}$" in text
+    assert f"{cfg.min_new_token_ratio_factor:g} \\times \\text{{init}}" in text
+    assert f"after exactly {cfg.new_token_ratio_decay_steps} decode steps" in text
+    a, b, c, d, e = map(int, re.search(r"\$(\d+) \+ \\min\((\d+), (\d+)\) \+ (\d+) = (\d+)\$", text).groups())
+    assert a + min(b, c) + d == e and d == 1  # the extra page at page size 1
