@@ -185,6 +185,31 @@ class Release:
         "pool and context length allow, unless --max-running-requests is set).",
         ("from the pool and context length unless --max-running-requests is set",
          "max_running_requests"))
+    null_head_dim_sized: bool = _behaviour(
+        "a config without head_dim (Mistral, Mixtral)",
+        "configs/model_config.py: ModelConfig._derive_model_shapes",
+        "A config whose head_dim transformers leaves None gets hidden_size // "
+        "num_attention_heads for head_dim and v_head_dim. 0.5.9 (transformers 4.57.1 stores "
+        "None for Mistral and Mixtral) takes v_head_dim before it mends head_dim, so "
+        "ModelRunnerKVCacheMixin.get_cell_size_per_token fails with a TypeError at start-up.",
+        ("start-up fails (TypeError: int + None in get_cell_size_per_token)",
+         "sized with head_dim = hidden_size // num_attention_heads"))
+    context_len_skips_layered_rope: bool = _behaviour(
+        "context length of a model with a rope per layer type (Gemma 3)",
+        "utils/hf_transformers/common.py: get_context_length",
+        "get_context_length multiplies max_position_embeddings by rope_scaling's factor; "
+        "for Gemma 3 the release's transformers (5.x; 0.5.9 pins 4.57.1, which keeps the "
+        "config's one rope_scaling dict) keeps the rope per layer type, so no factor is found.",
+        ("max_position_embeddings x the rope factor (Gemma 3: 1,048,576)",
+         "max_position_embeddings (Gemma 3: 131,072)"))
+    req_rows_from_final_pool: bool = _behaviour(
+        "request rows from which pool size",
+        "mem_cache/kv_cache_configurator.py: KVCacheConfigurator.resolve_max_num_reqs",
+        "The default request rows, min(max(int(tokens / context_len * 512), 2048), 4096), "
+        "count the pool's tokens after --max-total-tokens and page rounding (0.5.9's "
+        "ModelRunnerKVCacheMixin.init_memory_pool counts the profiled tokens, before both).",
+        ("from the profiled pool, before --max-total-tokens and page rounding",
+         "from the final pool, after --max-total-tokens and page rounding"))
     cap_running_at_half_pool: bool = _behaviour(
         "--max-running-requests",
         "mem_cache/kv_cache_configurator.py: KVCacheConfigurator.resolve_max_num_reqs",
@@ -251,7 +276,9 @@ RELEASES: dict[str, Release] = {r.name: r for r in (
         evict_until_free=True, split_output_from_prompt=True,
         chunked_prefill_size_20_35_gib=4096, cuda_graph_max_bs_20_35_gib=(48, 160),
         prefill_cuda_graph_reserve=True, req_to_token_rows_are_cap=True,
-        cap_running_at_half_pool=True, page_pool_before_cap=True, kv_dtype_in_allocation_log=True,
+        req_rows_from_final_pool=True, context_len_skips_layered_rope=True,
+        null_head_dim_sized=True, cap_running_at_half_pool=True, page_pool_before_cap=True,
+        kv_dtype_in_allocation_log=True,
         weights_leave_no_memory_error=True,
         attention_backends=(*_BACKENDS, "cutedsl_mla", "hpc_ops"),
         forced_page_sizes=(("flashmla", (64,), 64), ("trtllm_mla", (32, 64), 64),
@@ -272,7 +299,9 @@ RELEASES: dict[str, Release] = {r.name: r for r in (
         evict_until_free=False, split_output_from_prompt=False,
         chunked_prefill_size_20_35_gib=2048, cuda_graph_max_bs_20_35_gib=(24, 80),
         prefill_cuda_graph_reserve=False, req_to_token_rows_are_cap=False,
-        cap_running_at_half_pool=False, page_pool_before_cap=False, kv_dtype_in_allocation_log=False,
+        req_rows_from_final_pool=False, context_len_skips_layered_rope=False,
+        null_head_dim_sized=False, cap_running_at_half_pool=False, page_pool_before_cap=False,
+        kv_dtype_in_allocation_log=False,
         weights_leave_no_memory_error=False,
         attention_backends=(*_BACKENDS, "cutlass_mla"),
         forced_page_sizes=(("flashmla", (64,), 64), ("cutlass_mla", (128,), 128),

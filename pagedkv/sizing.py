@@ -24,6 +24,7 @@ from pagedkv.configs.model_family import text_config
 from pagedkv.configs.model_hybrid import window_from_attention_chunk
 from pagedkv.configs.model_presets import load_model
 from pagedkv.errors import (
+    ConfigError,
     NotEnoughMemoryError,
     bad_value,
     check_fraction,
@@ -145,7 +146,9 @@ def plan_pool(
         tp: attention tensor-parallel size (memory is per GPU).
         page_size: tokens per page, >= 1; the token count is rounded down to a multiple.
         kv_cache_dtype: ``bf16``, ``fp16``, ``fp32``, ``fp8_e4m3`` or ``fp8_e5m2``.
-        context_len: default the model's ``max_position_embeddings``.
+        context_len: default SGLang's for this model under ``sglang_version``
+            (:meth:`ModelSpec.sglang_context_len`: ``max_position_embeddings``, times the
+            rope factor where SGLang applies one).
         max_total_tokens: SGLang's ``--max-total-tokens`` cap. A cap above the profiled
             pool leaves the pool as profiled, and the plan's ``warnings`` (and its log lines)
             carry SGLang's warning saying so. "Profiled" is the pool already rounded down to
@@ -214,7 +217,14 @@ def plan_pool(
             prefill_cuda_graph=gpu.platform == "cuda",
             vision=model.vision if enable_multimodal else None)
     check_fraction("mem_fraction_static", mem_fraction_static)
-    context_len = model.context_len if context_len is None else context_len
+    if model.head_dim_left_none and not release.null_head_dim_sized:
+        raise ConfigError(
+            f"model {model.name!r}: its config has no head_dim, and SGLang {release.name} "
+            "cannot size it: its ModelConfig leaves v_head_dim None for "
+            f"{model.model_type} (transformers stores head_dim=None), and start-up fails in "
+            "get_cell_size_per_token with TypeError (int + None); valid: add \"head_dim\": "
+            f"{model.head_dim} to config.json, or sglang_version=0.5.23")
+    context_len = model.sglang_context_len(release) if context_len is None else context_len
     check_positive_int("context_len", context_len)
 
     chunk = None if gpu is None else gpu_memory_defaults(gpu.memory_mib, tp, sglang_version)[0]
@@ -253,6 +263,7 @@ def plan_pool(
         raise _not_enough_memory(pre_free_bytes, post_free_bytes, mem_fraction_static,
                                  weights_fill_budget and release.weights_leave_no_memory_error)
     warnings: tuple[str, ...] = ()
+    profiled = tokens  # before caps and pages: what 0.5.9 sizes the request rows from
     if model.family == "swa":
         chunked = chunked_prefill_size is not None and chunked_prefill_size > 0
         cap = (swa_request_cap(page_size=page_size, window=model.sliding_window,
@@ -286,7 +297,9 @@ def plan_pool(
         if tokens <= 0:
             raise _not_enough_memory(pre_free_bytes, post_free_bytes, mem_fraction_static, False)
     if max_running_requests is None:
-        slots = req_to_token_pool_size(tokens, context_len)
+        slots = req_to_token_pool_size(
+            tokens if release.req_rows_from_final_pool else profiled,
+            context_len)
         max_running_requests = min(tokens // 2, slots)
         if release.req_to_token_rows_are_cap:  # 0.5.23 sizes the rows to the cap
             slots = max_running_requests

@@ -15,9 +15,15 @@ from __future__ import annotations
 
 import functools
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from pagedkv.configs.model_family import attention_family, text_config
+from pagedkv.configs.model_family import (
+    HEAD_DIM_LEFT_NONE,
+    ROPE_PER_LAYER_TYPE,
+    attention_family,
+    rope_context_factor,
+    text_config,
+)
 from pagedkv.configs.model_hybrid import (
     gdn_state_bytes,
     linear_layer_count,
@@ -28,6 +34,9 @@ from pagedkv.configs.model_hybrid import (
 from pagedkv.errors import ConfigError, bad_value, check_positive_int
 from pagedkv.units import kv_dtype_bytes
 from pagedkv.weights import count_parameters, preset_param_counts, quant_method
+
+if TYPE_CHECKING:
+    from pagedkv.releases import Release
 
 _REQUIRED = ("num_hidden_layers", "num_attention_heads", "hidden_size")
 
@@ -45,7 +54,8 @@ class ModelSpec:
             assumed to be ``hidden_size / H_q`` then (Qwen3-4B: 128, not 2560 / 32 = 80).
         v_head_dim: V head size (equal to ``head_dim`` outside MLA; MLA: ``v_head_dim``).
         kv_lora_rank, qk_rope_head_dim: MLA latent sizes (0 when not MLA).
-        context_len: ``max_position_embeddings``.
+        context_len: ``max_position_embeddings``: SGLang's context length when the rope
+            is not scaled (see :meth:`sglang_context_len`).
         weight_dtype_bytes: bytes per weight as served: ``torch_dtype``, with float32
             checkpoints served in 16 bits as SGLang's ``--dtype auto`` does.
         num_experts: routed experts per MoE layer (0: a dense MLP).
@@ -65,6 +75,11 @@ class ModelSpec:
         num_linear_layers: linear-attention (state, no KV) layers of a linear hybrid.
         vision: a multimodal model's vision encoder, ``(num_hidden_layers, hidden_size)``
             of its ``vision_config`` (None for a text-only model).
+        rope_factor: the ``rope_scaling`` factor SGLang's ``get_context_length`` applies
+            (:func:`pagedkv.configs.model_family.rope_context_factor`; 1 for most models).
+        rope_per_layer_type: transformers 5 keeps this model's rope per layer type (Gemma 3).
+        head_dim_left_none: the config omits ``head_dim`` and transformers' class for it
+            stores None (Mistral, Mixtral): see ``Release.null_head_dim_sized``.
     """
 
     name: str
@@ -89,6 +104,17 @@ class ModelSpec:
     sliding_window: int | None = None
     num_linear_layers: int = 0
     vision: tuple[int, int] | None = None
+    rope_factor: float = 1
+    rope_per_layer_type: bool = False
+    head_dim_left_none: bool = False
+
+    def sglang_context_len(self, release: Release) -> int:
+        """SGLang's ``context_len`` under ``release``: ``int(max_position_embeddings *
+        rope_factor)``, the factor left out where the release's transformers keeps the rope
+        per layer type (``Release.context_len_skips_layered_rope``: Gemma 3 is 131,072
+        tokens in 0.5.23 and 1,048,576 in 0.5.9)."""
+        skip = self.rope_per_layer_type and release.context_len_skips_layered_rope
+        return self.context_len if skip else int(self.rope_factor * self.context_len)
 
     @property
     def is_multimodal(self) -> bool:
@@ -304,4 +330,8 @@ class ModelSpec:
             sliding_window=swa_window(config, arch) if family == "swa" else None,
             num_linear_layers=linear_layer_count(config) if family == "linear" else 0,
             vision=vision_encoder(full, name),
+            rope_factor=rope_context_factor(config),
+            rope_per_layer_type=str(config.get("model_type") or "") in ROPE_PER_LAYER_TYPE,
+            head_dim_left_none=(str(config.get("model_type") or "") in HEAD_DIM_LEFT_NONE
+                                and not config.get("head_dim")),
         )

@@ -78,6 +78,31 @@ TEXT_DEFAULTS: dict[str, dict[str, Any]] = {
                     "head_dim": 256, "sliding_window": 4096},
 }
 
+#: Text model types whose rope transformers 5 (SGLang 0.5.23's) keeps per layer type
+#: (``Gemma3TextConfig.rope_parameters``: one for the window layers, one for the global ones),
+#: so that SGLang's ``get_context_length`` finds no ``factor`` in ``rope_scaling``;
+#: transformers 4.57 (SGLang 0.5.9's) keeps the config's one ``rope_scaling`` dict.
+ROPE_PER_LAYER_TYPE = frozenset({"gemma3_text"})
+
+
+def rope_context_factor(text: dict[str, Any]) -> float:
+    """The factor SGLang's ``get_context_length`` multiplies ``max_position_embeddings`` by,
+    read from a config's own ``rope_scaling`` dict: its ``factor`` (default 1), except 1 when
+    it names ``original_max_position_embeddings`` (YaRN) or is ``rope_type: llama3``.
+    Source: ``utils/hf_transformers/common.py`` (0.5.9: ``utils/hf_transformers_utils.py``)."""
+    scaling = text.get("rope_scaling")
+    if not isinstance(scaling, dict) or not scaling:
+        return 1
+    if "original_max_position_embeddings" in scaling or scaling.get("rope_type") == "llama3":
+        return 1
+    return scaling.get("factor", 1)
+
+
+#: Model types whose transformers config class (4.57.1, SGLang 0.5.9's) stores
+#: ``head_dim=None`` when ``config.json`` omits it (``MistralConfig``, ``MixtralConfig``).
+HEAD_DIM_LEFT_NONE = frozenset({"mistral", "mixtral"})
+
+
 #: ``model_type`` -> architecture, for configs that name no ``architectures``.
 MODEL_TYPE_ARCHITECTURES: dict[str, str] = {
     "llama": "LlamaForCausalLM", "mistral": "MistralForCausalLM", "qwen2": "Qwen2ForCausalLM",

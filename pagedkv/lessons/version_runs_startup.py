@@ -46,6 +46,29 @@ def rows_are_cap(r: Release) -> str:
     return f"{plan.req_to_token_pool_size:,} rows for {plan.max_running_requests} requests"
 
 
+def rows_from_final_pool(r: Release) -> str:
+    """``Release.req_rows_from_final_pool`` on Qwen3-4B on an H100, --max-total-tokens 100000
+    (the profiled pool holds over 160k tokens, 4 contexts: the 4,096-row ceiling)."""
+    plan = plan_pool("qwen3-4b", gpu="h100-sxm-80gb", sglang_version=r, max_total_tokens=100_000)
+    return f"max_running_requests {plan.max_running_requests:,}"
+
+
+def null_head_dim(r: Release) -> str:
+    """``Release.null_head_dim_sized`` on Mixtral-8x7B (its config has no head_dim) on two
+    H100s."""
+    try:
+        plan = plan_pool("mixtral-8x7b", gpu="h100-sxm-80gb", tp=2, sglang_version=r)
+    except ConfigError:
+        return "start-up fails (TypeError)"
+    return f"{plan.cell_size:,} bytes per token"
+
+
+def layered_rope_context(r: Release) -> str:
+    """``Release.context_len_skips_layered_rope`` on Gemma-3-27B on an H100."""
+    plan = plan_pool("gemma-3-27b", gpu="h100-sxm-80gb", sglang_version=r)
+    return f"context_len {plan.context_len:,}"
+
+
 def running_cap(r: Release) -> str:
     """``Release.cap_running_at_half_pool`` on --max-running-requests 4000 on a 1,000-token pool."""
     plan = pool_plan(r, mem_fraction_static=0.8, max_total_tokens=1000, max_running_requests=4000)

@@ -122,6 +122,15 @@ DEMOS: dict[str, Demo] = {
     "req_to_token_rows_are_cap": Demo(
         "the page table has max_running_requests rows",
         "Qwen3-4B on an RTX 4090, --max-total-tokens 1000", startup.rows_are_cap),
+    "req_rows_from_final_pool": Demo(
+        "the request rows count the final pool, not the profiled one",
+        "Qwen3-4B on an H100, --max-total-tokens 100000", startup.rows_from_final_pool),
+    "null_head_dim_sized": Demo(
+        "a Mistral or Mixtral config without head_dim starts",
+        "Mixtral-8x7B (no head_dim in its config) on two H100s", startup.null_head_dim),
+    "context_len_skips_layered_rope": Demo(
+        "Gemma 3's context length leaves out its rope factor",
+        "Gemma-3-27B on an H100", startup.layered_rope_context),
     "cap_running_at_half_pool": Demo(
         "--max-running-requests is capped at half the pool",
         "--max-running-requests 4000 on a 1,000-token pool", startup.running_cap),

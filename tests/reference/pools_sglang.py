@@ -21,7 +21,7 @@ collection SGLang runs before reading it, which frees nothing that reading could
 takes about a second in a process holding SGLang's modules, is skipped), the CUDA-graph settings
 (an inert ``cuda_graph_config``; they matter only for prefill/decode disaggregation), and the
 world group (no collective runs with one rank). 0.5.23 only: 0.5.9 sizes in
-``model_runner_kv_cache_mixin.py`` with a different layout.
+``model_runner_kv_cache_mixin.py`` with a different layout (:mod:`pools_sglang_0509`).
 """
 
 from __future__ import annotations
@@ -165,7 +165,7 @@ def _run(mc: ModelConfig, sa: Any, pre_gib: float, post_gib: float, page_size: i
             out["swa_max_total_num_tokens"] = pool.swa_max_total_num_tokens
             out["max_mamba_cache_size"] = (get_schedule().max_mamba_cache_size
                                            if kvc.mambaish_config is not None else None)
-            _build_on_meta(kvc, pool)
+            out["req_to_token_size"] = _build_on_meta(kvc, pool)
     finally:
         kvc_mod.get_available_gpu_memory, kvc_mod.gc = reading, collect
         for lg, (level, propagate) in zip(loggers, saved, strict=True):
@@ -176,8 +176,9 @@ def _run(mc: ModelConfig, sa: Any, pre_gib: float, post_gib: float, page_size: i
     return out
 
 
-def _build_on_meta(kvc: Any, pool: Any) -> None:
-    """Build the pools as ModelRunner does, on the meta device: they log their sizes."""
+def _build_on_meta(kvc: Any, pool: Any) -> int:
+    """Build the pools as ModelRunner does, on the meta device: they log their sizes. Returns
+    the request table's ``size`` (the rows it hands out)."""
     kvc.device = "meta"
     had_meta = hasattr(torch, "meta")
     if not had_meta:  # the pools ask the device module for streams; meta has none
@@ -189,6 +190,7 @@ def _build_on_meta(kvc: Any, pool: Any) -> None:
         kvc._build_token_to_kv_pool(sizes=sizes, is_dsa_model=pc_mod.is_deepseek_dsa(hf),
                                     is_dsv4_model=pc_mod.is_deepseek_v4(hf),
                                     req_to_token_pool=rows)
+        return rows.size
     finally:
         kvc.device = "cpu"
         if not had_meta:

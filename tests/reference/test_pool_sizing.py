@@ -1,16 +1,19 @@
-"""KV-pool sizing: SGLang 0.5.23's own configurator against :func:`pagedkv.sizing.plan_pool`.
+"""KV-pool sizing: SGLang's own sizing code against :func:`pagedkv.sizing.plan_pool`.
 
 Every case is one model preset on one rank: free memory before and after the weights load
 (whole MiB, as a GPU reports them), ``mem_fraction_static``, tensor-parallel size, page size,
 KV dtype and, in some cases, ``--max-running-requests`` and ``--max-total-tokens``. SGLang's
-side (:mod:`pools_sglang`) runs ``KVCacheConfigurator`` and builds the pools on the meta
-device; pagedkv's plans the pool. Compared: the configurator SGLang picks (always the
-one-pool ``DefaultPoolConfigurator`` for the models pagedkv sizes), bytes per token, context
-length, ``max_total_num_tokens``, ``max_running_requests`` and the log lines (the allocation
-line with its K/V or latent sizes, and the warning a cap above the profiled pool gets), or
-the start-up error. The families: dense attention (MHA/GQA), mixture-of-experts models with
-dense attention (their weights differ, their KV does not), multi-head latent attention, and
-sliding-window hybrids (gpt-oss, Llama 4 Scout) under ``--disable-hybrid-swa-memory``.
+side runs the installed release's own sizing and builds the pools on the meta device: 0.5.23's
+``KVCacheConfigurator`` (:mod:`pools_sglang`), 0.5.9's ``ModelRunner.init_memory_pool``
+(:mod:`pools_sglang_0509`); pagedkv's plans the pool with ``sglang_version`` set to that
+release. Compared: the configurator SGLang picks (0.5.23: always the one-pool
+``DefaultPoolConfigurator`` for these models; 0.5.9 has none), bytes per token, context
+length, ``max_total_num_tokens``, ``max_running_requests``, the request table's rows and
+the log lines (the allocation line with its K/V or latent sizes, and the warning a cap above
+the profiled pool gets), or the start-up error. The families: dense attention (MHA/GQA),
+mixture-of-experts models with dense attention (their weights differ, their KV does not),
+multi-head latent attention, and sliding-window hybrids (gpt-oss, Llama 4 Scout) under
+``--disable-hybrid-swa-memory``.
 """
 
 from __future__ import annotations
@@ -22,20 +25,20 @@ from typing import Any
 import sgl_boot
 
 sgl_boot.require()
-if sgl_boot.VERSION == "0.5.9":
-    import pytest
-
-    pytest.skip("pool sizing is compared for 0.5.23 (0.5.9 sizes in its ModelRunner mixin)",
-                allow_module_level=True)
 
 import compare  # noqa: E402
 import numpy as np  # noqa: E402
-import pools_sglang  # noqa: E402
 import pytest  # noqa: E402
 
+if sgl_boot.VERSION == "0.5.9":
+    import pools_sglang_0509 as pools_sglang
+else:
+    import pools_sglang
+
 from pagedkv.configs.model_presets import MODEL_PRESETS, load_model  # noqa: E402
-from pagedkv.errors import NotEnoughMemoryError  # noqa: E402
+from pagedkv.errors import ConfigError, NotEnoughMemoryError  # noqa: E402
 from pagedkv.gpus import GPU_PRESETS  # noqa: E402
+from pagedkv.releases import as_release  # noqa: E402
 from pagedkv.sizing import plan_pool  # noqa: E402
 from pagedkv.units import MiB  # noqa: E402
 
@@ -104,33 +107,45 @@ def sglang_side(case: dict[str, Any]) -> list[Any]:
         # SGLang registers the mxfp4 weight format only on CUDA/ROCm machines, so ModelConfig
         # refuses it here; the weights' format does not enter the KV pool's sizing.
         config.pop("quantization_config", None)
+    if sgl_boot.VERSION == "0.5.9":
+        config = pools_sglang.readable_config(config)
     out = pools_sglang.pool_sizes(
         config, pre_gib=case["pre_mib"] / 1024, post_gib=case["post_mib"] / 1024,
         mem_fraction_static=case["f"], tp=case["tp"], page_size=case["page_size"],
         kv_cache_dtype=sglang_kv_dtype(case), **flags)
+    head = [out.get("configurator"), out["cell_size"], out["context_len"]]
     if "error" in out:
-        return [out["configurator"], out["cell_size"], out["context_len"], "error"]
-    return [out["configurator"], out["cell_size"], out["context_len"],
-            out["max_total_num_tokens"], out["max_running_requests"], out["log_lines"]]
+        return [*head, "TypeError" if out["error"] == "TypeError" else "error"]
+    return [*head, out["max_total_num_tokens"], out["max_running_requests"],
+            out["req_to_token_size"], out["log_lines"]]
+
+
+#: The configurator SGLang picks for a one-pool model (0.5.9 sizes without one).
+CONFIGURATOR = None if sgl_boot.VERSION == "0.5.9" else "DefaultPoolConfigurator"
 
 
 def pagedkv_side(case: dict[str, Any]) -> list[Any]:
     spec = spec_of(case["model"])
     cell = spec.cell_size(case["kv"], case["tp"])
+    context = spec.sglang_context_len(as_release(sgl_boot.VERSION))
     try:
         plan = plan_pool(spec, pre_free_bytes=case["pre_mib"] * MiB,
                          post_free_bytes=case["post_mib"] * MiB,
                          mem_fraction_static=case["f"], tp=case["tp"],
                          page_size=case["page_size"], kv_cache_dtype=case["kv"],
                          max_total_tokens=case["max_total_tokens"],
-                         max_running_requests=case["max_running_requests"])
+                         max_running_requests=case["max_running_requests"],
+                         sglang_version=sgl_boot.VERSION)
     except NotEnoughMemoryError:
-        return ["DefaultPoolConfigurator", cell, spec.context_len, "error"]
+        return [CONFIGURATOR, cell, context, "error"]
+    except ConfigError as exc:  # SGLang 0.5.9's TypeError on a config without head_dim
+        assert "TypeError" in str(exc)
+        return [CONFIGURATOR, None, context, "TypeError"]
     # SGLang's lines from profiling to the pools: its warnings (a cap above the profiled pool,
     # a --max-running-requests above half the pool) and the allocation line.
     lines = plan.pool_log_lines()
-    return ["DefaultPoolConfigurator", plan.cell_size, plan.context_len,
-            plan.max_total_num_tokens, plan.max_running_requests, lines]
+    return [CONFIGURATOR, plan.cell_size, plan.context_len, plan.max_total_num_tokens,
+            plan.max_running_requests, plan.req_to_token_pool_size, lines]
 
 
 @pytest.mark.parametrize("family", list(FAMILIES))
