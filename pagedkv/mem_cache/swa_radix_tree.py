@@ -83,6 +83,11 @@ class SWARadixTree:
         self.full_evictable = self.full_protected = 0
         self.swa_evictable = self.swa_protected = 0
 
+    @property
+    def sliding_window_size(self) -> int:
+        """The window the tree keeps live (SGLang's ``UnifiedRadixCache.sliding_window_size``)."""
+        return self.window
+
     # ----- sizes --------------------------------------------------------------------------
     def full_evictable_size(self) -> int:
         return self.full_evictable

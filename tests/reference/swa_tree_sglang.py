@@ -56,6 +56,13 @@ class SglangSWATree:
         r = self.tree.evict(sg.EvictParams(num_tokens=full, swa_num_tokens=swa))
         return int(r.num_tokens_evicted), int(r.swa_num_tokens_evicted)
 
+    sglang = True
+
+    def budget(self) -> Any:
+        """The prefill budget SGLang's ``PrefillAdder`` asks: the allocator's own
+        ``create_prefill_budget(tree_cache)`` (an ``SWAPrefillBudget``)."""
+        return self.alloc.create_prefill_budget(self.tree)
+
     def state(self) -> dict:
         t, a = self.tree, self.alloc
         return {"sizes": (int(t.full_evictable_size()), int(t.full_protected_size()),
