@@ -220,13 +220,11 @@ def test_chapter_4_on_your_gpu_says_what_a_newcomer_must_fit(release: str) -> No
     assert "newcomer_test_words(cfg, eng.page_size, max_new)" in inspect.getsource(on_gpu_serving.admission)
 
 
-@pytest.mark.parametrize("name", ["01-memory-arithmetic", "04-admission", "05-retraction",
-                                  "08-prefix-sharing"])
+@pytest.mark.parametrize("name", NAMES)
 def test_counts_in_code_text_are_computed(name: str) -> None:
     """A count of requests, tokens or slots in the text a code cell prints comes from a value
     (a format field), never a literal beside it: '2 requests/s' once stood for the running
-    case's busy rate, 'x 3' for the requests that stay. (Chapters 2 and 3 label toy pools
-    whose sizes are the example itself.)"""
+    case's busy rate, 'x 3' for the requests that stay, '23 tokens' for a sum of lengths."""
     count = re.compile(r"\b\d[\d.,]*\s?(requests?/s|requests|tokens|slots|chats)\b")
     for c in json.loads((BOOK / f"{name}.ipynb").read_text())["cells"]:
         if c["cell_type"] == "code":
