@@ -23,6 +23,7 @@ def visualizer(
     workload: str | None = None,
     mem_fraction_static: float | None = None,
     page_size: int | None = None,
+    loop: str | None = None,
     static: bool | None = None,
     simulate: Simulate | None = None,
     prefetch: bool = True,
@@ -32,18 +33,21 @@ def visualizer(
     ``chapter`` is one of ``"memory"``, ``"paging"``, ``"admission"``, ``"retraction"``,
     ``"full"`` and picks the views and controls. The keyword settings choose where the
     controls start (defaults: the chapter's in ``CATALOG.chapter_defaults``, else
-    ``CATALOG.defaults``). ``static=None`` decides by
+    ``CATALOG.defaults``); ``loop`` is the scheduler loop, ``"overlap"`` (SGLang's default)
+    or ``"normal"`` (``--disable-overlap-schedule``). ``static=None`` decides by
     :func:`pagedkv_widgets.mode.in_book_build`: inside a book build the result is HTML with
     every combination of the chapter's controls precomputed; elsewhere an anywidget that
     re-runs ``simulate`` (default ``pagedkv.managers.simulate``) when a control moves;
     with ``prefetch`` it runs the sliders' other positions in a background thread first.
 
-    Raises ``pagedkv.errors.ConfigError`` for an unknown chapter, model, GPU or workload.
+    Raises ``pagedkv.errors.ConfigError`` for an unknown chapter, model, GPU, workload or
+    loop.
     """
     if chapter not in CHAPTERS:
         raise bad_value("chapter", chapter, f"one of {sorted(CHAPTERS)}")
     settings = resolve_settings(CATALOG, chapter, model=model, gpu=gpu, workload=workload,
-                                mem_fraction_static=mem_fraction_static, page_size=page_size)
+                                mem_fraction_static=mem_fraction_static, page_size=page_size,
+                                loop=loop)
     config = chapter_config(CATALOG, chapter, settings)
     runner = make_runner(simulate)
     if in_book_build() if static is None else static:

@@ -10,7 +10,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from pagedkv.errors import bad_value
-from pagedkv_widgets.scenes import PAGE_VIEWS, Settings, Workload
+from pagedkv_widgets.scenes import LOOPS, PAGE_VIEWS, Settings, Workload
 
 VIEWS = ("hbm", "timeline", "pagetable", "pool")
 MEM_FRACTIONS = tuple(round(0.50 + 0.05 * k, 2) for k in range(10))  # 0.50 ... 0.95
@@ -21,6 +21,9 @@ PAGE_SIZES = (4, 16, 64)  # the teaching pool's (chapter 3): a row of 30-90 toke
 # Chapter 7's page size control, at card scale: SGLang's default page size (1, one token a
 # page), the book's (16) and a large one (64).
 CARD_PAGE_SIZES = (1, 16, 64)
+# The loop control's labels (scenes.LOOPS): SGLang's default and the flag that turns it off.
+LOOP_LABELS = {"overlap": "overlap (SGLang's default)",
+               "normal": "normal (--disable-overlap-schedule)"}
 
 
 @dataclass(frozen=True)
@@ -69,7 +72,8 @@ _TEACHING = ("the teaching pool's page table (a row per request, a cell per page
 _PAGES = ("the same run's page table (each running request's req_to_token row, a cell per "
           "page) and pool map (every physical page, coloured by owner: a request's own pages, "
           "the radix cache's pages locked by a running request, cached pages it may evict, "
-          "free pages)")
+          "free pages; in the overlap loop, the slots the batch in flight has allocated but "
+          "not yet written are marked)")
 CHAPTERS = {
     "memory": Chapter("Where the card's memory goes", ("hbm", "timeline"),
                       ("model", "gpu", "mem_fraction_static"),
@@ -84,17 +88,18 @@ CHAPTERS = {
                           ("workload", "mem_fraction_static"),
                           f"{_first(_BAR)}, {_TIMELINE}, and {_PAGES}, all at the same step; a "
                           "retraction frees a whole row."),
-    # Every combination of chapter 7's five controls is 270 card runs with a page record
+    # Every combination of chapter 7's six controls is 540 card runs with a page record
     # (1-3 CPU-s each, 6 at page size 1): far over the book's build budget. The static page
-    # holds three planes through the running case (26 distinct runs); the live widget runs
-    # any combination.
+    # holds four planes through the running case (31 distinct runs: the normal loop along
+    # mem_fraction_static, where retraction comes and goes); the live widget runs any
+    # combination.
     "full": Chapter("Play with the memory", VIEWS,
-                    ("model", "gpu", "workload", "mem_fraction_static", "page_size"),
+                    ("model", "gpu", "workload", "mem_fraction_static", "page_size", "loop"),
                     f"{_first(_BAR)}, {_TIMELINE}, and {_PAGES}, all at the same step of one "
-                    "run, in pages of the chosen size.",
+                    "run, in pages of the chosen size, under the chosen scheduler loop.",
                     page_sizes=CARD_PAGE_SIZES,
                     planes=(("workload", "mem_fraction_static"), ("model", "gpu"),
-                            ("workload", "page_size"))),
+                            ("workload", "page_size"), ("loop", "mem_fraction_static"))),
 }
 
 
@@ -112,6 +117,7 @@ def chapter_config(catalog: Catalog, chapter: str, settings: Settings) -> dict[s
         "mem_fraction_static": list(PAGE_FRACTIONS if PAGE_VIEWS & set(spec.views)
                                     and not spec.teaching else MEM_FRACTIONS),
         "page_size": list(spec.page_sizes),
+        "loop": [[k, LOOP_LABELS[k]] for k in LOOPS],
     }
     current = settings.as_dict()
     axes = {}
@@ -145,9 +151,11 @@ def grid_settings(config: dict[str, Any]) -> list[Settings]:
     out: dict[Settings, None] = {}
     for plane in planes:
         free = {k: values[k] if k in plane else [config["settings"][k]] for k in values}
-        for m, g, w, f, p in itertools.product(free["model"], free["gpu"], free["workload"],
-                                               free["mem_fraction_static"], free["page_size"]):
-            out[Settings(model=m, gpu=g, workload=w, mem_fraction_static=f, page_size=p)] = None
+        for m, g, w, f, p, lp in itertools.product(
+                free["model"], free["gpu"], free["workload"], free["mem_fraction_static"],
+                free["page_size"], free["loop"]):
+            out[Settings(model=m, gpu=g, workload=w, mem_fraction_static=f, page_size=p,
+                         loop=lp)] = None
     return list(out)
 
 
@@ -159,7 +167,8 @@ def resolve_settings(catalog: Catalog, chapter: str | None = None, **overrides: 
 
 
 _CONTROL_WORDS = {"model": "model", "gpu": "GPU", "workload": "workload",
-                  "mem_fraction_static": "`mem_fraction_static`", "page_size": "page size"}
+                  "mem_fraction_static": "`mem_fraction_static`", "page_size": "page size",
+                  "loop": "scheduler loop"}
 
 
 def _and(items: list[str]) -> str:

@@ -4,7 +4,7 @@ A chapter's text around the visualizer ("Watch it", chapter 7's "Things to try")
 at build time from :func:`chapter_run`, which reads the very run the visualizer shows (the
 shared runner keeps each run it simulated), so the prose and the picture cannot disagree.
 :func:`run_facts` gathers what the texts quote; :func:`retraction_facts` follows one
-retraction page by page.
+retraction page by page; :func:`loop_facts` counts what the overlap loop leaves half done.
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ from pagedkv.sizing import default_mem_fraction_static
 from pagedkv_widgets.catalog import CATALOG, make_runner
 from pagedkv_widgets.chapters import CHAPTERS, chapter_config, resolve_settings
 from pagedkv_widgets.encoding import decode_run
-from pagedkv_widgets.page_encoding import owners_at, rows_at
+from pagedkv_widgets.page_encoding import ahead_at, owners_at, rows_at
 from pagedkv_widgets.scenes import parts
 
 
@@ -229,3 +229,32 @@ def chapter_list(numbers: tuple[int, ...]) -> str:
     if len(numbers) == 1:
         return f"chapter {numbers[0]}"
     return f"chapters {', '.join(map(str, numbers[:-1]))} and {numbers[-1]}"
+
+
+@dataclass(frozen=True)
+class LoopFacts:
+    """What the scheduler loop leaves half done in a decoded run with pages, after ``step``
+    (the step the visualizer opens on): ``ahead_slots`` slots of ``ahead_requests`` requests
+    allocated ahead (the batch in flight has not written them); over the whole run,
+    ``late`` of its ``finishes`` finishes were seen a step after the GPU sampled the last
+    token (all of them in the overlap loop, none in the normal loop)."""
+
+    loop: str
+    step: int
+    ahead_slots: int
+    ahead_requests: int
+    late: int
+    finishes: int
+
+
+def loop_facts(run: dict[str, Any]) -> LoopFacts:
+    """:class:`LoopFacts` of a decoded run with pages. Raises ``ValueError`` without a page
+    record."""
+    pages = run["pages"]
+    if pages is None:
+        raise ValueError("loop_facts needs a run with its page record")
+    step = run["open"]
+    ahead = ahead_at(pages, step)
+    return LoopFacts(loop=pages["loop"], step=step, ahead_slots=sum(ahead.values()),
+                     ahead_requests=len(ahead), late=len(pages["unseen"]),
+                     finishes=len(run["events"].get("finish", [])))

@@ -13,6 +13,9 @@ A chapter's views draw from one of two runs of ``pagedkv.managers.simulate`` (se
   :data:`TOY_CARD_PAGES` units of which :data:`TOY_WEIGHT_PAGES` hold weights, so it has
   ``(floor(f * 100) - 30) * 8`` tokens (440 at f = 0.85) in pages of the chosen size.
 
+Both runs take the scheduler loop from the settings (``loop``: SGLang's default overlap loop,
+or the normal loop of ``--disable-overlap-schedule``), passed to the simulator explicitly.
+
 The JavaScript never simulates; it looks scenes up by :func:`scene_keys` (static book) or
 receives them from Python (live widget).
 """
@@ -25,7 +28,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from pagedkv.configs.model_presets import load_model
-from pagedkv.errors import PagedKVError
+from pagedkv.errors import PagedKVError, bad_value
 from pagedkv.gpus import get_gpu
 from pagedkv.sizing import KVPoolPlan, plan_pool
 from pagedkv.workloads.synthetic import RequestSpec, uniform
@@ -41,18 +44,32 @@ TEACH_REQUESTS = 24
 TEACH_DECAY_STEPS = 60
 
 Simulate = Callable[..., Any]
+# The scheduler loops, as the loop control names them: SGLang's default ``event_loop_overlap``
+# and ``event_loop_normal`` (``--disable-overlap-schedule``).
+LOOPS = ("overlap", "normal")
 
 
 @dataclass(frozen=True)
 class Settings:
     """One position of the controls; ``model``/``gpu`` are preset names, ``workload`` a
-    key of the catalogue's workloads."""
+    key of the catalogue's workloads, ``loop`` one of :data:`LOOPS` (default ``"overlap"``,
+    SGLang's). Raises ``ConfigError`` for another loop."""
 
     model: str
     gpu: str
     workload: str
     mem_fraction_static: float
     page_size: int
+    loop: str = "overlap"
+
+    def __post_init__(self) -> None:
+        if self.loop not in LOOPS:
+            raise bad_value("loop", self.loop, f"one of {list(LOOPS)}")
+
+    @property
+    def disable_overlap_schedule(self) -> bool:
+        """SGLang's ``--disable-overlap-schedule`` for this loop."""
+        return self.loop == "normal"
 
     def as_dict(self) -> dict[str, Any]:
         """JSON-ready form, as the JavaScript holds it."""
@@ -66,8 +83,8 @@ def scene_keys(s: Settings) -> dict[str, str]:
     """
     f = f"{s.mem_fraction_static:.2f}"
     return {
-        "card": f"{s.model}|{s.gpu}|{s.workload}|{f}|{s.page_size}",
-        "pool": f"{s.workload}|{f}|{s.page_size}",
+        "card": f"{s.model}|{s.gpu}|{s.workload}|{f}|{s.page_size}|{s.loop}",
+        "pool": f"{s.workload}|{f}|{s.page_size}|{s.loop}",
     }
 
 
@@ -183,6 +200,7 @@ class SceneRunner:
             mem_fraction_static=s.mem_fraction_static, page_size=s.page_size,
             arrival_rate=load.rate, record_pages=pages,
             max_running_requests=min(plan.max_running_requests, len(requests)),
+            disable_overlap_schedule=s.disable_overlap_schedule,
         )
         return encode_run(result.trace.to_dict())
 
@@ -195,6 +213,7 @@ class SceneRunner:
             page_size=s.page_size, max_total_tokens=teaching_tokens(s.mem_fraction_static),
             arrival_rate=load.teaching_rate, record_pages=True,
             new_token_ratio_decay_steps=TEACH_DECAY_STEPS,
+            disable_overlap_schedule=s.disable_overlap_schedule,
         )
         return encode_run(result.trace.to_dict())
 

@@ -9,7 +9,7 @@ the chapters say about it, so that no chapter types a number the visualizer comp
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from pagedkv.releases import SGLANG_VERSIONS
 from pagedkv_widgets.catalog import CATALOG, make_runner
@@ -53,7 +53,7 @@ def teaching_pool(chapter: str = "paging") -> TeachingPool:
     runner, simulate = make_runner(), default_simulate()
     runs = []
     for p in PAGE_SIZES:
-        s = Settings(base.model, base.gpu, base.workload, base.mem_fraction_static, p)
+        s = replace(base, page_size=p)
         plan, reqs = runner.pool_setup(s)
         kv = max(r.prompt_len + r.output_len - 1 for r in reqs)  # the last token has no KV
         steps = {v: [e.step for e in simulate(
@@ -61,7 +61,8 @@ def teaching_pool(chapter: str = "paging") -> TeachingPool:
             mem_fraction_static=s.mem_fraction_static, sglang_version=v,
             max_total_tokens=teaching_tokens(s.mem_fraction_static),
             arrival_rate=runner.workloads[s.workload].teaching_rate,
-            new_token_ratio_decay_steps=TEACH_DECAY_STEPS).trace.events_of("retract")]
+            new_token_ratio_decay_steps=TEACH_DECAY_STEPS,
+            disable_overlap_schedule=s.disable_overlap_schedule).trace.events_of("retract")]
             for v in SGLANG_VERSIONS}
         runs.append(TeachingRun(p, plan.max_total_num_tokens, plan.max_total_num_tokens // p,
                                 math.ceil(kv / p), steps))

@@ -61,16 +61,20 @@ def test_unknown_values_name_the_parameter():
         chapter_run("nope")
 
 
-def test_the_full_chapter_grid_is_three_planes_through_its_opening_setting():
+def test_the_full_chapter_grid_is_four_planes_through_its_opening_setting():
     config = _config("full")
     opening = resolve_settings(CATALOG, "full")
+    assert opening.loop == "overlap"  # SGLang's default loop
     grid = grid_settings(config)
-    assert len(grid) == len(set(grid)) == 15 + 5 + 6  # workload x fraction, model x GPU, workload x page
+    # workload x fraction, model x GPU, workload x page, loop x fraction (the normal loop's 5)
+    assert len(grid) == len(set(grid)) == 15 + 5 + 6 + 5
     for s in grid:  # each differs from the opening setting only along one plane's controls
         moved = {k for k, v in s.as_dict().items() if v != opening.as_dict()[k]}
         assert any(moved <= set(plane) for plane in config["planes"]), s
     assert {s.page_size for s in grid} == {1, 16, 64}
     assert {(s.model, s.gpu) for s in grid} == {(m, g) for m in CATALOG.models for g in CATALOG.gpus}
+    assert {s.mem_fraction_static for s in grid if s.loop == "normal"} == set(
+        config["axes"]["mem_fraction_static"])
     assert len(grid_settings(_config("retraction"))) == 3 * 5  # no planes: every combination
 
 
@@ -79,7 +83,7 @@ def test_a_card_run_is_paged_at_the_chosen_page_size(page_size):
     """The page size control changes the run's pool, not a label: the pool's pages, the
     rows' cells and the page ids all follow it."""
     settings = resolve_settings(CATALOG, "full", page_size=page_size)
-    assert scene_keys(settings)["card"].endswith(f"|{page_size}")
+    assert scene_keys(settings)["card"].endswith(f"|{page_size}|overlap")
     dec = decode_run(make_runner().run("card", settings, True))
     meta = dec["meta"]
     assert meta["page_size"] == page_size
@@ -99,7 +103,7 @@ def test_grid_holds_one_run_per_key_with_its_page_record():
     grid = build_grid(config, make_runner())
     assert set(grid) == {"pool"}
     assert set(grid["pool"]) == {scene_keys(s)["pool"] for s in grid_settings(config)}
-    pool = decode_run(grid["pool"]["busy|0.85|16"])
+    pool = decode_run(grid["pool"]["busy|0.85|16|overlap"])
     assert pool["meta"]["num_pages"] == teaching_tokens(0.85) // 16
     assert pool["pages"] is not None and pool["pages"]["lifetimes"]
 
@@ -121,7 +125,7 @@ def test_the_grid_reuses_the_runs_a_chapter_text_asked_for():
     config = _config("paging")
     first = runner.run("pool", resolve_settings(CATALOG, "paging"))
     grid = build_grid(config, runner, workers=1)
-    assert len(calls) == len(grid["pool"]) == 30 and grid["pool"]["busy|0.85|16"] is first
+    assert len(calls) == len(grid["pool"]) == 30 and grid["pool"]["busy|0.85|16|overlap"] is first
     shared = make_runner()
     shared.run("pool", resolve_settings(CATALOG, "paging"))
     assert pickle.loads(pickle.dumps(shared)).memo == {} and shared.memo
@@ -142,7 +146,7 @@ def test_static_html_carries_an_index_and_each_run_packed():
     entries = unpack(index.group(1))["grid"]["pool"]
     assert entries["bad"] == {"error": "too small", "fix": "more"}
     runs = dict(re.findall(r'data-pkv-run="([^"]+)"[^>]*>([^<]*)</script>', html))
-    assert {entries[k]["id"] for k in ("other", "busy|0.85|16")} == set(runs)
+    assert {entries[k]["id"] for k in ("other", "busy|0.85|16|overlap")} == set(runs)
     assert unpack(runs["pool:other"]) == {"n": 2}
     assert html.count("data-pkv-inline") == 1  # the run the chapter opens on
     assert pack({"a": 1}) == pack({"a": 1})  # no timestamp: the same data, the same page
@@ -347,3 +351,26 @@ def test_prefetch_runs_every_slider_position_once():
     widget.settings = {**widget.settings, "mem_fraction_static": 0.6, "page_size": 64}
     assert widget.scene["pool"]["meta"]["page_size"] == 64  # served from the prefetched runs
     assert len({key for part, key in widget._cache if part == "pool"}) == len(pool_keys)
+
+
+def test_every_run_names_its_scheduler_loop():
+    """The loop is passed to the simulator explicitly (never left to its default), is in the
+    run's key, and only SGLang's two loops are accepted."""
+    from pagedkv_widgets.scenes import default_simulate
+
+    seen = []
+
+    def recording(*args, **kwargs):
+        seen.append(kwargs["disable_overlap_schedule"])
+        return default_simulate()(*args, **kwargs)
+
+    runner = make_runner(recording)
+    for loop in ("overlap", "normal"):
+        settings = resolve_settings(CATALOG, "paging", loop=loop)
+        runner.run("pool", settings)
+        assert scene_keys(settings)["pool"].endswith(f"|{loop}")
+    assert seen == [False, True]
+    assert _config("full")["axes"]["loop"] == [
+        ["overlap", "overlap (SGLang's default)"], ["normal", "normal (--disable-overlap-schedule)"]]
+    with pytest.raises(ConfigError, match="loop='fast'"):
+        resolve_settings(CATALOG, "full", loop="fast")

@@ -434,7 +434,8 @@ def test_a_setting_that_cannot_run_says_why_and_leaves_no_stale_view(page):
     blank = "c => c.height <= 40 * (window.devicePixelRatio || 1)"  # nothing of the old run
     assert page.locator(f"{VIZ} [data-view=pool] canvas").evaluate(blank)
     assert _text(page, "card-step") == ""
-    assert "Llama-3-8B on RTX 4090 24GB · mem_fraction_static 0.50 · cannot run" in _text(page, "run-name")
+    assert ("Llama-3-8B on RTX 4090 24GB · mem_fraction_static 0.50 · overlap loop · cannot run"
+            in _text(page, "run-name"))
     assert page.locator(f"{VIZ} [data-role=play]").is_disabled()
     viz.locator("input[data-role=mem_fraction_static]").fill("3")  # 0.80: runs
     _settled(page)
@@ -535,3 +536,65 @@ def test_opens_before_the_first_retraction_with_labelled_announced_controls(page
     assert int(scrub.input_value()) == first and "retract × 1" in _text(page, "pool-caption")
     fraction = page.locator(f"{VIZ} input[data-role=mem_fraction_static]")
     assert fraction.get_attribute("aria-valuetext") == "0.80"
+
+
+AHEAD_JS = """(root) => {
+  const drawn = (v) => root.querySelector(`[data-view=${v}] canvas`).pkvDrawn;
+  const pool = drawn("pool"), pt = drawn("pagetable");
+  return {step: pool.step, ahead: [...pool.ahead].map(([page, [a, b]]) => [page, a, b]),
+          rows: pt.rows.map((r) => [r.rid, r.ahead, r.unseen]),
+          label: root.querySelector("[data-view=pool] canvas").getAttribute("aria-label")};
+}"""
+
+
+def _expected_ahead(run: dict, s: int) -> list[list[int]]:
+    """``[page, first, end)`` token offsets of every slot allocated ahead after step ``s``."""
+    from pagedkv_widgets.page_encoding import ahead_at, rows_at
+
+    p, rows, out = run["meta"]["page_size"], rows_at(run["pages"], s), []
+    for rid, n in ahead_at(run["pages"], s).items():
+        tokens, pages = rows[rid]
+        start = tokens - n
+        out += [[pages[k], max(0, start - k * p), min(p, tokens - k * p)]
+                for k in range(start // p, len(pages))]
+    return sorted(out)
+
+
+def test_the_loop_control_and_the_slots_allocated_ahead(page, run):
+    """The page opens on SGLang's default overlap loop: after a decode step every running
+    request's last slot is allocated ahead, marked in both views where the run says, in the
+    legend and in the canvases' text; the normal loop (--disable-overlap-schedule) is a run
+    of its own with nothing ahead."""
+    from pagedkv_widgets.facts import chapter_run
+    from pagedkv_widgets.page_encoding import ahead_at
+
+    loop = page.locator(f"{VIZ} select[data-role=loop]")
+    assert loop.input_value() == "overlap"
+    assert "--disable-overlap-schedule" in loop.locator("option[value=normal]").inner_text()
+    assert "overlap loop" in _text(page, "run-name")
+    drawn = page.locator(VIZ).evaluate(AHEAD_JS)
+    s = drawn["step"]
+    want = ahead_at(run["pages"], s)
+    assert run["kind"][s] == "decode" and want and set(want.values()) == {1}
+    assert sorted(drawn["ahead"]) == _expected_ahead(run, s)
+    assert {rid: n for rid, n, _ in drawn["rows"] if n} == want
+    assert f"{len(want)} of them hold slots allocated ahead" in drawn["label"]
+    assert f"overlap loop: {len(want)} slots of {len(want)} requests allocated ahead" in _text(
+        page, "pool-caption")
+    assert "allocated ahead" in page.locator(f"{VIZ} .pkv-legend-row").last.inner_text()
+    _jump(page, "finish")  # the finish is seen a step after the GPU sampled the last token
+    step = _views(page)["step"]
+    seen = [rid for t, rid in run["events"]["finish"] if t == step]
+    page.locator(f"{VIZ} [data-role=back]").click()
+    drawn = page.locator(VIZ).evaluate(AHEAD_JS)
+    assert drawn["step"] == step - 1 and seen
+    assert sorted(rid for rid, _, unseen in drawn["rows"] if unseen) == sorted(seen)
+    loop.select_option("normal")
+    _settled(page)
+    normal = chapter_run("full", loop="normal")
+    assert "normal loop" in _text(page, "run-name")
+    _one_run_one_step(_views(page), normal)
+    drawn = page.locator(VIZ).evaluate(AHEAD_JS)
+    assert drawn["ahead"] == [] and not any(n or u for _, n, u in drawn["rows"])
+    assert "normal loop: every slot is written by the end of its step" in _text(page, "pool-caption")
+    assert not page.errors

@@ -99,7 +99,7 @@ def test_a_run_without_retractions_opens_where_the_pool_is_fullest():
 
 
 def test_the_static_grid_holds_every_setting_that_cannot_run_and_fixes_name_held_ones(full):
-    """Chapter 7's page precomputes three planes of its controls; a setting that cannot run
+    """Chapter 7's page precomputes four planes of its controls; a setting that cannot run
     costs no simulation, so the page holds every one of them (Llama-3-8B on half an RTX
     4090 is off the planes), and their fixes name only settings the page holds."""
     from pagedkv_widgets.chapters import every_setting, grid_settings
@@ -118,7 +118,10 @@ def test_the_static_grid_holds_every_setting_that_cannot_run_and_fixes_name_held
     grid = build_grid(config, counting, workers=1)["card"]
     held = set(grid_settings(config))
     bad = [s for s in every_setting(config) if problem(runner, "card", s, config)]
-    assert len(bad) == 18 and not set(bad) & held
+    # Llama-3-8B on the RTX 4090 below 0.70: 2 fractions x 3 workloads x 3 page sizes, in
+    # each loop (the loop does not change the pool)
+    assert len(bad) == 18 * 2 and not set(bad) & held
+    assert {s.loop for s in bad} == {"overlap", "normal"}
     assert len(calls) <= len(held)  # nothing simulated for the settings that cannot run
     s = replace(base, model="llama-3-8b", mem_fraction_static=0.5)
     entry = grid[scene_keys(s)["card"]]

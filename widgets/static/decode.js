@@ -130,6 +130,24 @@ function ownerChanges(enc, lives, n) {
   return { offset, page: Int32Array.from(order, (i) => pages[i]), owner: Int32Array.from(order, (i) => owners[i]) };
 }
 
+// What the overlap loop leaves half done after a step (widgets/page_encoding.py): per step,
+// the recorded exceptions to the rule "after a decode step every row's last slot is allocated
+// ahead" ({rid: slots ahead}), and the requests finished but not yet seen.
+function decodeInFlight(enc) {
+  const ahead = new Map(), unseen = new Map(), flat = enc.ahead || [], done = enc.unseen || [];
+  for (let i = 0, s = 0; i < flat.length; i += 3) {
+    s += flat[i];
+    if (!ahead.has(s)) ahead.set(s, new Map());
+    ahead.get(s).set(flat[i + 1], flat[i + 2]);
+  }
+  for (let i = 0, s = 0; i < done.length; i += 2) {
+    s += done[i];
+    if (!unseen.has(s)) unseen.set(s, new Set());
+    unseen.get(s).add(done[i + 1]);
+  }
+  return { overlap: enc.loop === "overlap", ahead, unseen };
+}
+
 function decodePages(enc, run) {
   const lives = decodeLifetimes(enc, run);
   const changes = ownerChanges(enc, lives, run.n);
@@ -142,7 +160,8 @@ function decodePages(enc, run) {
     if (s % every === 0) snapshots.push(owners.slice());  // the owners before step s
     for (let i = changes.offset[s]; i < changes.offset[s + 1]; i++) owners[changes.page[i]] = changes.owner[i];
   }
-  return { lives, changes, every, snapshots, numPages, pageSize: run.meta.page_size, cursor: null };
+  return { lives, changes, every, snapshots, numPages, pageSize: run.meta.page_size, cursor: null,
+    ...decodeInFlight(enc) };
 }
 
 // Every page's owner after step s (Int32Array [num_pages + 1]); the array is reused by the
@@ -162,15 +181,29 @@ function ownersAt(run, s) {
 }
 
 // The rows of every request holding KV after step s, in the order they were admitted:
-// [{rid, tokens, pages: Int32Array (row entries 0 .. ceil(tokens / page_size) - 1)}].
+// [{rid, tokens, pages: Int32Array (row entries 0 .. ceil(tokens / page_size) - 1), ahead
+// (its last `ahead` slots are allocated but not yet written), unseen (finished, not yet seen)}].
 function rowsAt(run, s) {
   const pg = run.pages, rows = [];
+  const rule = pg.overlap && run.kind[s] === "d" ? 1 : 0, except = pg.ahead.get(s), done = pg.unseen.get(s);
   for (const life of pg.lives) {
     if (life.start > s || s >= life.end) continue;
     const tokens = tokensAt(life, run.decoded, s);
-    rows.push({ rid: life.rid, tokens, pages: pagesAt(life, s).subarray(0, Math.ceil(tokens / pg.pageSize)) });
+    rows.push({ rid: life.rid, tokens, pages: pagesAt(life, s).subarray(0, Math.ceil(tokens / pg.pageSize)),
+      ahead: except?.get(life.rid) ?? rule, unseen: Boolean(done?.has(life.rid)) });
   }
   return rows;
+}
+
+// Where a row's slots allocated ahead lie: [[row entry k, first, end) token offsets in that page], ...].
+function aheadSpans(row, p) {
+  const out = [];
+  if (!row.ahead) return out;
+  const from = row.tokens - row.ahead;
+  for (let k = Math.floor(from / p); k < row.pages.length; k++) {
+    out.push([k, Math.max(0, from - k * p), Math.min(p, row.tokens - k * p)]);
+  }
+  return out;
 }
 
 // The static grid's runs: JSON, gzip, base64 (widgets/static_page.py pack).

@@ -50,7 +50,7 @@ function svg(width, height, body, label) {
 // An HTML legend: [[label, css background, dashed?], ...].
 function legendHtml(items) {
   return `<div class="pkv-legend-row">${items.map(([label, background, dashed]) =>
-    `<span class="pkv-key"><i class="${dashed ? "pkv-dash" : ""}" style="background:${background};color:${background}"></i>${esc(label)}</span>`).join("")}</div>`;
+    `<span class="pkv-key">${background ? `<i class="${dashed ? "pkv-dash" : ""}" style="background:${background};color:${background}"></i>` : ""}${esc(label)}</span>`).join("")}</div>`;
 }
 
 // The HBM bar's bytes at step s (twin of widgets/hbm.py hbm_segments): what the pool holds

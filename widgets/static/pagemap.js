@@ -19,7 +19,20 @@ const PADDING_PAGE = "#555";
 function themeColours(el) {
   const css = getComputedStyle(el), read = (name) => css.getPropertyValue(name).trim() || "#fff";
   return { bg: read("--pkv-bg"), text: read("--pkv-text"), ink: read("--pkv-ink"), halo: read("--pkv-halo"),
-    free: read("--pkv-free"), freeLine: read("--pkv-free-line"), line: read("--pkv-line") };
+    free: read("--pkv-free"), freeLine: read("--pkv-free-line"), line: read("--pkv-line"), ahead: read("--pkv-ahead") };
+}
+
+// Slots allocated ahead (the overlap loop's batch in flight has not written them yet) are a
+// solid bar in the theme's --pkv-ahead (near black on light, near white on dark) over the
+// part of the cell they take, at least AHEAD_MIN_PX wide so one slot of a large page shows.
+const AHEAD_MIN_PX = 2;
+function aheadRect(x, w, from, to, p) {
+  const x0 = x + (w * from) / p, x1 = Math.max(x + (w * to) / p, x0 + Math.min(w, AHEAD_MIN_PX));
+  return [Math.min(x0, x + w - Math.min(w, AHEAD_MIN_PX)), x1];
+}
+
+function aheadText(n) {
+  return n ? `; ${n} ${n === 1 ? "slot" : "slots"} of it allocated ahead (not written yet: the batch in flight writes ${n === 1 ? "it" : "them"})` : "";
 }
 
 // The unused part of a partly written page: hatched, in the free pages' colours.
@@ -85,7 +98,8 @@ function paintPixels(ctx, v, g, colours) {
   px.fill(colourWord(colours.bg));
   const free = colourWord(colours.free), padding = colourWord(PADDING_PAGE);
   const special = new Map([[FREE, free], [SHARED, colourWord(OWNER_COLOURS[SHARED])], [CACHED, colourWord(OWNER_COLOURS[CACHED])]]);
-  const { r0, r1, c0, c1, cols, total, cw, ch, owners, partial, p } = g;
+  const { r0, r1, c0, c1, cols, total, cw, ch, owners, partial, ahead, p } = g;
+  const aheadWord = colourWord(colours.ahead);
   // Column edges in device pixels, once per frame.
   const xs = new Int32Array(c1 - c0 + 1);
   for (let c = c0; c <= c1; c++) xs[c - c0] = Math.min(stride, Math.max(0, Math.round((c * cw - v.x) * k)));
@@ -97,9 +111,12 @@ function paintPixels(ctx, v, g, colours) {
       const o = owners[page], x0 = xs[c - c0], x1 = xs[c - c0 + 1];
       const word = page === 0 ? padding : o >= 0 ? (requestWords[o] ??= colourWord(ownerFill(o))) : special.get(o);
       const tail = partial.get(page), cut = tail ? Math.round(x0 + (x1 - x0) * tail[1] / p) : x1;
+      const span = ahead.get(page);
+      const [a0, a1] = span ? aheadRect(x0, x1 - x0, span[0], span[1], p).map(Math.round) : [0, 0];
       for (let row = y0, at = y0 * stride; row < y1; row++, at += stride) {
         px.fill(word, at + x0, at + cut);
         if (cut < x1) px.fill(free, at + cut, at + x1);
+        if (a1 > a0) px.fill(aheadWord, at + a0, at + a1);
       }
     }
   }
@@ -214,10 +231,13 @@ function pageTableSpec(run, s, width, zoom, colours) {
   const ch = Math.max(12, Math.min(20, Math.floor(240 / pg.most))) + (zoom > 1 ? 6 * Math.log2(zoom) : 0);
   const { text, ink, halo } = colours;
   const drawnRows = rows.map((r) => ({ rid: r.rid, tokens: r.tokens, pages: Array.from(r.pages),
-    owners: Array.from(r.pages, (page) => owners[page]) }));
+    owners: Array.from(r.pages, (page) => owners[page]), ahead: r.ahead, unseen: r.unseen, spans: aheadSpans(r, p) }));
+  const aheadRows = drawnRows.filter((r) => r.ahead).length, unseen = drawnRows.filter((r) => r.unseen).map((r) => r.rid);
   return {
     cols, rows: rows.length, cw, ch, gutter, height: pg.most * ch, colours,
-    label: `page table at step ${s}: ${rows.length} requests hold pages`,
+    label: `page table at step ${s}: ${rows.length} requests hold pages` +
+      (aheadRows ? `, ${aheadRows} with slots allocated ahead` : "") +
+      (unseen.length ? `, finished but not yet seen: ${unseen.map((r) => `request ${r}`).join(", ")}` : ""),
     paint(ctx, v) {
       ctx.canvas.pkvDrawn = { step: s, rows: drawnRows };
       const tail = tailPattern(ctx, colours), labels = fitsLabels(ctx, cw, pg.numPages);
@@ -243,6 +263,12 @@ function pageTableSpec(run, s, width, zoom, colours) {
           const x = gutter + last * cw - v.x;
           ctx.fillRect(x + (cw - gap) * (used / p), y, (cw - gap) * (1 - used / p), ch - 2);
         }
+        ctx.fillStyle = colours.ahead;
+        for (const [k, from, to] of row.spans) {
+          if (k < c0 || k >= c1) continue;
+          const [x0, x1] = aheadRect(gutter + k * cw - v.x, cw - gap, from, to, p);
+          ctx.fillRect(x0, y, x1 - x0, ch - 2);
+        }
         if (labels) {
           ctx.textAlign = "center";
           ctx.lineWidth = 3;
@@ -256,7 +282,7 @@ function pageTableSpec(run, s, width, zoom, colours) {
       ctx.fillStyle = text;
       ctx.font = "11px system-ui, sans-serif";
       ctx.textAlign = "right";
-      for (let r = r0; r < r1; r++) ctx.fillText(`req ${drawnRows[r].rid}`, gutter - 8, r * ch - v.y + ch / 2 + 4);
+      for (let r = r0; r < r1; r++) ctx.fillText(`${drawnRows[r].unseen ? "✓ " : ""}req ${drawnRows[r].rid}`, gutter - 8, r * ch - v.y + ch / 2 + 4);
       if (!rows.length) {
         ctx.textAlign = "left";
         ctx.fillText("no request holds pages at this step", gutter, 14);
@@ -265,9 +291,11 @@ function pageTableSpec(run, s, width, zoom, colours) {
     inspect(col, r) {
       const row = drawnRows[r];
       if (!row) return "";
-      if (col >= row.pages.length) return `request ${row.rid}: ${row.pages.length} pages, ${num(row.tokens)} tokens; no page ${col} yet`;
-      const used = Math.min(p, row.tokens - col * p);
-      return `request ${row.rid}, logical page ${col} → physical page ${row.pages[col]}: ${used} of ${p} tokens; ${ownerText(row.owners[col])}`;
+      const done = row.unseen ? "; finished on the GPU, not yet seen: the scheduler sees it, and frees its KV, at the next step" : "";
+      if (col >= row.pages.length) return `request ${row.rid}: ${row.pages.length} pages, ${num(row.tokens)} tokens; no page ${col} yet${done}`;
+      const used = Math.min(p, row.tokens - col * p), span = row.spans.find(([k]) => k === col);
+      return `request ${row.rid}, logical page ${col} → physical page ${row.pages[col]}: ${used} of ${p} tokens; ${ownerText(row.owners[col])}` +
+        aheadText(span ? span[2] - span[1] : 0) + done;
     },
   };
 }
@@ -276,10 +304,11 @@ function pageTableSpec(run, s, width, zoom, colours) {
 // last page of a request that is only partly written shows how much of it is used.
 function poolMapSpec(run, s, width, zoom, colours) {
   const pg = run.pages, p = pg.pageSize, total = pg.numPages + 1;
-  const owners = ownersAt(run, s).slice(), partial = new Map();
+  const owners = ownersAt(run, s).slice(), partial = new Map(), ahead = new Map();
   for (const row of rowsAt(run, s)) {
     const last = row.pages.length - 1, used = row.tokens - last * p;
     if (last >= 0 && used < p) partial.set(row.pages[last], [row.rid, used]);
+    for (const [k, from, to] of aheadSpans(row, p)) ahead.set(row.pages[k], [from, to]);
   }
   // Cells sized so the map is about 300 px tall, but at least 6 px while the map then stays
   // within about three heights of its scrolling box (a phone's 5,000-page pool: 6 px cells,
@@ -301,13 +330,14 @@ function poolMapSpec(run, s, width, zoom, colours) {
   const counts = { own, [SHARED]: shared, [CACHED]: cached, [FREE]: freePages };
   return {
     cols, rows, cw, ch, gutter: 0, height: rows * ch, counts, colours,
-    label: `pool map at step ${s}: ${counts.own} pages held by requests, ${counts[SHARED]} shared, ${counts[CACHED]} cached, ${counts[FREE]} free`,
+    label: `pool map at step ${s}: ${counts.own} pages held by requests, ${counts[SHARED]} shared, ${counts[CACHED]} cached, ${counts[FREE]} free` +
+      (ahead.size ? `; ${ahead.size} of them hold slots allocated ahead` : ""),
     paint(ctx, v) {
-      ctx.canvas.pkvDrawn = { step: s, owners, partial, counts };
+      ctx.canvas.pkvDrawn = { step: s, owners, partial, counts, ahead };
       const r0 = Math.floor(v.y / ch), r1 = Math.min(rows, Math.ceil((v.y + v.H) / ch));
       const c0 = Math.floor(v.x / cw), c1 = Math.min(cols, Math.ceil((v.x + v.W) / cw));
-      const gap = cw >= 4 ? 1 : 0, byColour = new Map(), tails = [];
-      if (!gap) return paintPixels(ctx, v, { r0, r1, c0, c1, cols, total, cw, ch, owners, partial, p }, colours);
+      const gap = cw >= 4 ? 1 : 0, byColour = new Map(), tails = [], spans = [];
+      if (!gap) return paintPixels(ctx, v, { r0, r1, c0, c1, cols, total, cw, ch, owners, partial, ahead, p }, colours);
       for (let r = r0; r < r1; r++) {
         for (let c = c0; c < c1; c++) {
           const page = r * cols + c;
@@ -316,6 +346,7 @@ function poolMapSpec(run, s, width, zoom, colours) {
           if (!byColour.has(colour)) byColour.set(colour, []);
           byColour.get(colour).push(c * cw - v.x, r * ch - v.y);
           if (partial.has(page)) tails.push([c * cw - v.x, r * ch - v.y, partial.get(page)[1] / p]);
+          if (ahead.has(page)) spans.push([c * cw - v.x, r * ch - v.y, ...ahead.get(page)]);
         }
       }
       for (const [colour, xy] of byColour) {  // one path per colour: thousands of cells, few fills
@@ -326,6 +357,11 @@ function poolMapSpec(run, s, width, zoom, colours) {
       }
       ctx.fillStyle = tailPattern(ctx, colours);  // the unused part of a partly written last page
       for (const [x, y, f] of tails) ctx.fillRect(x + (cw - gap) * f, y, (cw - gap) * (1 - f), ch - gap);
+      ctx.fillStyle = colours.ahead;
+      for (const [x, y, from, to] of spans) {
+        const [x0, x1] = aheadRect(x, cw - gap, from, to, p);
+        ctx.fillRect(x0, y, x1 - x0, ch - gap);
+      }
       if (gap) {  // free pages: a dashed outline, so they read as empty slots
         ctx.strokeStyle = grid;
         ctx.lineWidth = 1;
@@ -349,9 +385,9 @@ function poolMapSpec(run, s, width, zoom, colours) {
       const page = row * cols + col;
       if (page >= total) return "";
       if (page === 0) return "page 0: never handed out (padded and dummy tokens write there)";
-      const o = owners[page], tail = partial.get(page);
-      const used = o >= 0 ? `, ${tail ? tail[1] : p} of ${p} tokens written` : "";
-      return `page ${page}: ${ownerText(o)}${used}`;
+      const o = owners[page], tail = partial.get(page), span = ahead.get(page);
+      const used = o >= 0 ? `, ${tail ? tail[1] : p} of ${p} tokens` : "";
+      return `page ${page}: ${ownerText(o)}${used}${aheadText(span ? span[1] - span[0] : 0)}`;
     },
   };
 }
@@ -360,5 +396,7 @@ function pageLegend() {
   return legendHtml([["a request's own page (a colour per request)", "linear-gradient(90deg,hsl(0 70% 52%) 0 33%,hsl(137 70% 52%) 33% 66%,hsl(275 70% 52%) 66%)"],
     [OWNER_NAMES[SHARED], OWNER_COLOURS[SHARED]], [OWNER_NAMES[CACHED], OWNER_COLOURS[CACHED]],
     ["free (a dashed outline)", "var(--pkv-free)"], ["partly written last page (the unused part hatched)", "linear-gradient(90deg,#0072B2 0 60%,transparent 60%)," + HATCH_CSS],
-    ["page 0 (padding)", PADDING_PAGE]]);
+    ["page 0 (padding)", PADDING_PAGE],
+    ["allocated ahead: slots the batch in flight has not written yet (overlap loop; a bar of at least 2 px)", "var(--pkv-ahead)"],
+    ["✓ req N (page table): finished on the GPU, not yet seen; its KV is freed at the next step", null]]);
 }

@@ -30,7 +30,7 @@ function controlsHtml(config) {
     `<label class="pkv-control">${CONTROL_LABELS[c]} ${axes[c].length && Array.isArray(axes[c][0]) ? select(c) : range(c)}</label>`).join("");
 }
 
-const CONTROL_LABELS = { mem_fraction_static: "mem_fraction_static", page_size: "page size", model: "model", gpu: "GPU", workload: "workload" };
+const CONTROL_LABELS = { mem_fraction_static: "mem_fraction_static", page_size: "page size", model: "model", gpu: "GPU", workload: "workload", loop: "scheduler loop" };
 
 // On the config's planes (each a set of controls that move together while the others stay at
 // the opening setting): the setting that keeps control `keep` at s's value and moves the
@@ -138,7 +138,15 @@ export function createViewer(el, config, source) {
     const c = pool.counts, held = rowsAt(run, s);
     q("[data-role=pool-caption]").textContent = `step ${num(s)}: ${held.length} requests hold pages · of ${num(pg.numPages)} pages (${pg.pageSize} tokens each): ` +
       `${num(c.own)} requests' own, ${num(c[SHARED])} shared (locked in the radix cache), ${num(c[CACHED])} cached (evictable), ${num(c[FREE])} free` +
-      (run.reserved[s] ? ` (admission holds ${num(run.reserved[s])} tokens of room as reserved for running requests)` : "") + happenedAt(s);
+      (run.reserved[s] ? ` (admission holds ${num(run.reserved[s])} tokens of room as reserved for running requests)` : "") + inFlightText(held, pg.overlap) + happenedAt(s);
+  }
+
+  // The overlap loop's half-done work after the step, in words (the normal loop has none).
+  function inFlightText(held, overlap) {
+    if (!overlap) return " · normal loop: every slot is written by the end of its step";
+    const slots = held.reduce((n, r) => n + r.ahead, 0), unseen = held.filter((r) => r.unseen).map((r) => r.rid);
+    return ` · overlap loop: ${num(slots)} ${slots === 1 ? "slot" : "slots"} of ${held.filter((r) => r.ahead).length} requests allocated ahead (the batch in flight writes them)` +
+      (unseen.length ? `; finished but not yet seen: ${unseen.map((r) => `request ${r}`).join(", ")} (freed at the next step)` : "");
   }
 
   function drawStep() {
@@ -191,7 +199,7 @@ export function createViewer(el, config, source) {
     const m = run?.meta, f = Number(settings.mem_fraction_static).toFixed(2);
     const name = q("[data-role=run-name]"), size = q("[data-role=pool-size]");
     if (name) {
-      name.textContent = `${labelOf("model", settings.model)} on ${labelOf("gpu", settings.gpu)} · mem_fraction_static ${f} · ` +
+      name.textContent = `${labelOf("model", settings.model)} on ${labelOf("gpu", settings.gpu)} · mem_fraction_static ${f} · ${settings.loop === "normal" ? "normal" : "overlap"} loop · ` +
         (m ? `${num(m.max_total_num_tokens)}-token pool in ${num(m.num_pages)} pages of ${m.page_size} · SGLang ${m.sglang_version}'s scheduler` : "cannot run");
     }
     if (size) {
@@ -368,8 +376,8 @@ export function createViewer(el, config, source) {
 // ---------- entry points ----------
 
 const sceneKeys = (s) => ({
-  card: [s.model, s.gpu, s.workload, Number(s.mem_fraction_static).toFixed(2), s.page_size].join("|"),
-  pool: [s.workload, Number(s.mem_fraction_static).toFixed(2), s.page_size].join("|"),
+  card: [s.model, s.gpu, s.workload, Number(s.mem_fraction_static).toFixed(2), s.page_size, s.loop].join("|"),
+  pool: [s.workload, Number(s.mem_fraction_static).toFixed(2), s.page_size, s.loop].join("|"),
 });
 
 // The static page's runs: inline, or in a file of their own (data-src) fetched once.
