@@ -215,19 +215,43 @@ class SWARadixCache(SWARadixTree):
         deleted whole), then at least ``swa_num_tokens`` SWA slots counting those already
         freed (the SWA LRU list from its least recent end: a leaf is deleted whole, an
         inner node tombstoned), or as much as can be. Returns (full, SWA) slots freed.
-        Source: ``UnifiedRadixCache._evict_components``, ``FullComponent`` /
+        Source: ``UnifiedRadixCache.evict`` / ``_evict_components``, ``FullComponent`` /
         ``SWAComponent._evict_device_next_node``.
         """
         check_positive_int("num_tokens", num_tokens, minimum=0)
         check_positive_int("swa_num_tokens", swa_num_tokens, minimum=0)
+        return self._evict(num_tokens, swa_num_tokens, None, None)
+
+    def evict_for_alloc(self, num_tokens: int = 0, swa_num_tokens: int = 0) -> tuple[int, int]:
+        """Evict until each pool has ``num_tokens`` / ``swa_num_tokens`` more free slots than
+        now (the shortfalls an allocation found): the full walk stops at its pool's target
+        (or when nothing evictable is left), the SWA walk at its target or once it freed
+        ``swa_num_tokens``; a full-leaf deletion's SWA slots count toward the SWA side.
+        Returns (full, SWA) slots freed. Source: ``UnifiedRadixCache.evict_for_alloc``."""
+        check_positive_int("num_tokens", num_tokens, minimum=0)
+        check_positive_int("swa_num_tokens", swa_num_tokens, minimum=0)
+        a = self.allocator
+        return self._evict(num_tokens, swa_num_tokens,
+                           a.full_available_size() + num_tokens if num_tokens else None,
+                           a.swa_available_size() + swa_num_tokens if swa_num_tokens else None)
+
+    def _evict(self, num_tokens: int, swa_num_tokens: int, full_target: int | None,
+               swa_target: int | None) -> tuple[int, int]:
+        a = self.allocator
         full_freed = swa_freed = 0
-        while full_freed < num_tokens:
+
+        def reached(target: int | None, available: int) -> bool:
+            return target is not None and available >= target
+
+        # the full walk: with a target it may go on past num_tokens until the target is met
+        quota = num_tokens if full_target is None else max(num_tokens, self.full_evictable)
+        while full_freed < quota and not reached(full_target, a.full_available_size()):
             leaves = [n for n in self.nodes() if self._is_leaf(n)]
             if not leaves:
                 break
             f, s = self._delete_leaf(min(leaves, key=lambda n: n.time))
             full_freed, swa_freed = full_freed + f, swa_freed + s
-        if swa_freed >= swa_num_tokens:
+        if swa_freed >= swa_num_tokens or reached(swa_target, a.swa_available_size()):
             return full_freed, swa_freed
         cursor = self._prev_unlocked(len(self._lru))
         while swa_freed < swa_num_tokens and cursor is not None:
@@ -242,4 +266,6 @@ class SWARadixCache(SWARadixTree):
                 self._lru_remove(x)
                 x.swa = None
                 self.allocator.free_swa_segment(x.full, 0)
+            if reached(swa_target, a.swa_available_size()):
+                break
         return full_freed, swa_freed

@@ -68,6 +68,24 @@ def test_sglang_worked_example_revival_locked_and_not() -> None:
     assert alloc.full_available_size() == 160 and alloc.swa_available_size() == 80
 
 
+def test_sglang_worked_example_decode_check_evicts_each_pools_shortfall() -> None:
+    """SGLang 0.5.23 (page 4, window 6, pools of 10 full and 5 SWA pages): 16 cached tokens
+    leave 24 full and 4 SWA slots free; a decode needing 8 is short of SWA only, and one
+    inner node (8 SWA slots, pages 1 and 2) is tombstoned; one needing 120 empties the tree
+    and still fails."""
+    alloc, tree = make(4, 6, 10, 5)
+    put(alloc, tree, T[:16])
+    assert (alloc.full_available_size(), alloc.swa_available_size()) == (24, 4)
+    assert alloc.check_decode_capacity(tree, 8)
+    assert (alloc.full_available_size(), alloc.swa_available_size()) == (24, 12)
+    assert alloc.swa_attn_allocator.free_pages.tolist() == [1, 2, 5]
+    assert (tree.full_evictable_size(), tree.swa_evictable_size()) == (16, 8)
+    assert not alloc.check_decode_capacity(tree, 120)
+    assert (alloc.full_available_size(), alloc.swa_available_size()) == (40, 20)
+    assert not list(tree.nodes())
+    assert alloc.check_decode_capacity(None, 20) and not alloc.check_decode_capacity(None, 21)
+
+
 op = st.tuples(st.sampled_from(["insert", "match", "lock", "unlock", "evict"]),
                st.integers(0, 5), st.integers(0, 30), st.integers(0, 40))
 

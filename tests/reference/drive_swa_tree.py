@@ -15,6 +15,9 @@ and :class:`PagedkvSWATree`):
 - ``("match", tokens)``: the matched length and full slots (may split a node).
 - ``("lock", i, tokens)`` / ``("unlock", i)``: lock the node a match ends on, and release it.
 - ``("evict", full, swa)``: the tree's ``evict`` of ``full`` full and ``swa`` SWA slots.
+- ``("room", n)``: the decode-memory check before a step that needs ``n`` slots in both pools
+  (the allocator's ``check_decode_capacity``: ``evict_to_free_tokens``, which asks the tree's
+  ``evict_for_alloc`` for each pool's shortfall, then ``available_size() >= n``).
 
 Every record holds the step's answer, the four ledgers (full and SWA, evictable and
 protected), both pools' free-slot counts and both free lists.
@@ -65,6 +68,9 @@ class PagedkvSWATree:
     def evict(self, full: int, swa: int) -> tuple[int, int]:
         return self.tree.evict(full, swa)
 
+    def room(self, n: int) -> bool:
+        return self.alloc.check_decode_capacity(self.tree, n)
+
     def state(self) -> dict:
         self.tree.check_invariants()
         self.alloc.check_invariants()
@@ -102,6 +108,8 @@ def run(case: dict, tree: Any) -> list[dict]:
             tree.unlock(locks.pop(step[1]))
         elif kind == "evict":
             out = list(tree.evict(step[1], step[2]))
+        elif kind == "room":
+            out = tree.room(step[1])
         records.append({"step": step, "out": out, **tree.state()})
     return records
 
@@ -141,8 +149,10 @@ def random_case(seed: int) -> dict:
             held.append(i)
         elif roll < 0.75 and held:
             steps.append(("unlock", held.pop(int(rng.integers(len(held))))))
-        else:
+        elif roll < 0.87:
             steps.append(("evict", int(rng.integers(0, 4 * p + 2)) if rng.random() < 0.5 else 0,
                           int(rng.integers(0, 6 * p + 2))))
+        else:
+            steps.append(("room", int(rng.integers(1, swa_pages * p + 1))))
     return {"page_size": p, "pool_tokens": pages * p, "swa_tokens": swa_pages * p,
             "window": window, "steps": steps}

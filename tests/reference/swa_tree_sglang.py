@@ -56,6 +56,9 @@ class SglangSWATree:
         r = self.tree.evict(sg.EvictParams(num_tokens=full, swa_num_tokens=swa))
         return int(r.num_tokens_evicted), int(r.swa_num_tokens_evicted)
 
+    def room(self, n: int) -> bool:
+        return bool(self.alloc.check_decode_capacity(num_tokens=n, tree_cache=self.tree))
+
     sglang = True
 
     def budget(self) -> Any:

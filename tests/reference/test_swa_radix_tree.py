@@ -10,6 +10,8 @@ Compared after every step: insert prefix lengths, matched lengths and slots (whe
 gates a match), evicted full and SWA counts, the four ledgers (full and SWA, evictable and
 protected), both pools' free-slot counts and both whole free lists (which slots each step freed,
 in which order: duplicates on insert, revived tombstones, deleted leaves, tombstoned nodes).
+The steps include the decode-memory check (the allocator's ``check_decode_capacity``, which
+evicts each pool's shortfall through the tree's ``evict_for_alloc``).
 """
 
 from __future__ import annotations
@@ -55,9 +57,9 @@ def test_random_cases_python_tree_core() -> None:
 T = list(range(100, 124))
 
 
-def _directed(p: int, window: int, steps: list) -> None:
-    case = {"page_size": p, "pool_tokens": 40 * p, "swa_tokens": 20 * p, "window": window,
-            "steps": steps}
+def _directed(p: int, window: int, steps: list, pages: tuple[int, int] = (40, 20)) -> None:
+    case = {"page_size": p, "pool_tokens": pages[0] * p, "swa_tokens": pages[1] * p,
+            "window": window, "steps": steps}
     ours = D.run(case, swa_tree_sglang.SglangSWATree(*_args(case)))
     theirs = D.run(case, D.PagedkvSWATree(*_args(case)))
     compare.same("SWA radix tree (directed)", ours, theirs, compare.first_difference(ours, theirs))
@@ -87,3 +89,12 @@ def test_inserting_over_a_tombstone_revives_it_locked_or_not(p: int) -> None:
 def test_a_key_released_past_its_end_is_cached_for_its_full_slots_only(p: int) -> None:
     _directed(p, 2 * p, [("insert", T[:3 * p], 3), ("match", T[:3 * p]), ("evict", 0, 50),
                          ("evict", p, 0)])
+
+
+@pytest.mark.parametrize("p", D.PAGE_SIZES)
+def test_the_decode_check_evicts_each_pools_shortfall(p: int) -> None:
+    """Short of SWA only: one inner node is tombstoned, the full pool is untouched; short of
+    more than both pools hold: the full walk deletes leaf after leaf (their SWA slots count
+    toward the SWA side) until nothing is cached, and the check fails."""
+    _directed(p, p + 2, [("insert", T[:4 * p], 0), ("room", 2 * p), ("room", 30 * p)],
+              pages=(10, 5))

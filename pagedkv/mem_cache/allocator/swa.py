@@ -104,6 +104,22 @@ class SWATokenToKVPoolAllocator:
         takes a slot in each)."""
         return min(self.full_available_size(), self.swa_available_size())
 
+    def evict_to_free_tokens(self, tree_cache: object | None, num_tokens: int) -> None:
+        """Before allocating ``num_tokens`` in both pools: ask the prefix cache (anything with
+        ``evict_for_alloc(num_tokens, swa_num_tokens)``; None for no cache) for each pool's
+        shortfall. Source: ``SWATokenToKVPoolAllocator.evict_to_free_tokens``."""
+        check_positive_int("num_tokens", num_tokens, minimum=0)
+        full = max(0, num_tokens - self.full_available_size())
+        swa = max(0, num_tokens - self.swa_available_size())
+        if tree_cache is not None and (full or swa):
+            tree_cache.evict_for_alloc(full, swa)
+
+    def check_decode_capacity(self, tree_cache: object | None, num_tokens: int) -> bool:
+        """Whether the next decode step's ``num_tokens`` fit after evicting for them.
+        Source: ``BaseTokenToKVPoolAllocator.check_decode_capacity``."""
+        self.evict_to_free_tokens(tree_cache, num_tokens)
+        return self.available_size() >= num_tokens
+
     @property
     def full_to_swa_index_mapping(self) -> torch.Tensor:
         return torch.from_numpy(self._map)
