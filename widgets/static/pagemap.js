@@ -304,8 +304,9 @@ function pageTableSpec(run, s, width, zoom, colours) {
 // last page of a request that is only partly written shows how much of it is used.
 function poolMapSpec(run, s, width, zoom, colours) {
   const pg = run.pages, p = pg.pageSize, total = pg.numPages + 1;
-  const owners = ownersAt(run, s).slice(), partial = new Map(), ahead = new Map();
+  const owners = ownersAt(run, s).slice(), partial = new Map(), ahead = new Map(), unseen = new Set();
   for (const row of rowsAt(run, s)) {
+    if (row.unseen) unseen.add(row.rid);
     const last = row.pages.length - 1, used = row.tokens - last * p;
     if (last >= 0 && used < p) partial.set(row.pages[last], [row.rid, used]);
     for (const [k, from, to] of aheadSpans(row, p)) ahead.set(row.pages[k], [from, to]);
@@ -387,7 +388,8 @@ function poolMapSpec(run, s, width, zoom, colours) {
       if (page === 0) return "page 0: never handed out (padded and dummy tokens write there)";
       const o = owners[page], tail = partial.get(page), span = ahead.get(page);
       const used = o >= 0 ? `, ${tail ? tail[1] : p} of ${p} tokens` : "";
-      return `page ${page}: ${ownerText(o)}${used}${aheadText(span ? span[1] - span[0] : 0)}`;
+      const done = unseen.has(o) ? `; request ${o} has finished on the GPU, not yet seen (its KV is freed at the next step)` : "";
+      return `page ${page}: ${ownerText(o)}${used}${aheadText(span ? span[1] - span[0] : 0)}${done}`;
     },
   };
 }
