@@ -1,6 +1,7 @@
-"""How SGLang 0.5.23 splits a KV budget between the pools of a hybrid model.
+"""How SGLang splits a KV budget between the pools of a hybrid model.
 
-Two families, each as SGLang 0.5.23 sizes it:
+Two families, each as SGLang 0.5.23 sizes it (0.5.9's differences, each a field of
+:class:`~pagedkv.releases.Release`, follow the list):
 
 - **Sliding-window hybrids** (gpt-oss): a full pool for the full-attention layers and a
   sliding-window (SWA) pool for the window layers. ``HybridSWAPoolConfigurator`` gives the SWA
@@ -17,6 +18,14 @@ Two families, each as SGLang 0.5.23 sizes it:
   ``max_running_requests`` is capped at ``slots // slots_per_request``
   (``resolve_max_num_reqs``, ``_calculate_mamba_ratio``: 3 with the radix cache, 1 without).
 
+SGLang 0.5.9 sizes both in ``ModelRunnerKVCacheMixin`` (``model_runner_kv_cache_mixin.py``):
+a sliding-window hybrid is profiled as if every layer were full, the token count capped and
+paged, then redistributed so that the SWA pool holds ``ratio`` as many tokens
+(``set_num_tokens_hybrid_swa``: :func:`redistribute_swa_tokens`; no request-capped variant, no
+window check: ``Release.swa_sized_by_configurator``); the state share keeps no padding slot
+(``handle_max_mamba_cache``: ``Release.mamba_share_keeps_padding_slot``), and the cap on requests
+is silent (``Release.mamba_cap_warns``).
+
 Budgets are bytes per GPU; the arithmetic mirrors SGLang's, in GiB floats where SGLang's is,
 so that every rounding falls the same way. Errors are SGLang's own start-up errors, raised as
 :class:`~pagedkv.errors.NotEnoughMemoryError` with SGLang's words.
@@ -26,10 +35,8 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
 from pagedkv.errors import (
-    ConfigError,
     NotEnoughMemoryError,
     bad_value,
     check_fraction,
@@ -37,12 +44,6 @@ from pagedkv.errors import (
 )
 from pagedkv.units import GiB
 
-if TYPE_CHECKING:
-    from pagedkv.configs.model_config import ModelSpec
-
-#: The releases whose hybrid sizing pagedkv follows (checked against their own configurators
-#: by the reference tests); other releases are refused for hybrid models.
-CHECKED_RELEASES = frozenset({"0.5.23"})
 #: ``--swa-full-tokens-ratio``'s fallback (``arg_groups/fields/schedule.py``).
 DEFAULT_SWA_FULL_TOKENS_RATIO = 0.8
 #: ``SGLANG_SWA_EVICTION_INTERVAL``'s default (``environ.py``): decode steps between evictions.
@@ -161,6 +162,30 @@ def size_swa_pools(available_bytes: int, *, full_cell: int, swa_cell: int, page_
     return SWAPools(name, full, swa, cell, tuple(lines))
 
 
+def redistribute_swa_tokens(tokens: int, *, full_per_token: int, full_layers: int,
+                            swa_per_token: int, swa_layers: int, page_size: int,
+                            ratio: float) -> SWAPools:
+    """SGLang 0.5.9 ``set_num_tokens_hybrid_swa``: ``tokens`` (profiled at every layer's
+    bytes, capped and paged) become a full and an SWA pool of the same bytes, the SWA pool
+    holding ``ratio`` as many tokens::
+
+        full = int(tokens * (F * n_full + S * n_swa) / (F * n_full + ratio * S * n_swa))
+        swa = int(full * ratio)            both then rounded down to whole pages (swa from
+                                           the full count before its rounding)
+
+    ``F``, ``S``: one layer's bytes per token (full, window); the float products keep
+    SGLang's order. Nothing is refused here (0.5.9 checks only that ``full`` > 0, after).
+    """
+    total = tokens * (full_per_token * full_layers + swa_per_token * swa_layers)
+    denominator = full_per_token * full_layers + ratio * swa_per_token * swa_layers
+    full = int(total / denominator)
+    swa = _align(int(full * ratio), page_size)  # from the full count before its rounding
+    full = _align(full, page_size)
+    line = f"Use sliding window memory pool. full_layer_tokens={full}, swa_layer_tokens={swa}"
+    return SWAPools("", full, swa, full_per_token * full_layers + swa_per_token * swa_layers,
+                    (line,))
+
+
 @dataclass(frozen=True)
 class MambaShare:
     """The state slots SGLang allocates and the budget left for KV.
@@ -175,7 +200,7 @@ class MambaShare:
 
 def mamba_share(rest_gib: float, *, state_bytes: int, full_memory_ratio: float,
                 max_mamba_cache_size: int | None, max_running_requests: int | None,
-                disable_radix_cache: bool) -> MambaShare:
+                disable_radix_cache: bool, keep_padding_slot: bool = True) -> MambaShare:
     """SGLang 0.5.23 ``KVCacheConfigurator._handle_max_mamba_cache`` (one rank, no
     speculative decoding, no pipeline parallelism).
 
@@ -183,9 +208,12 @@ def mamba_share(rest_gib: float, *, state_bytes: int, full_memory_ratio: float,
     ``--max-running-requests`` given, one slot per request; else
     ``int((budget - state) // state)`` slots where ``budget = rest * r / (1 + r)``.
     The slots and their padding slot, ``(slots + 1) * state_bytes``, leave the KV budget.
+    ``keep_padding_slot=False`` (``Release.mamba_share_keeps_padding_slot``, 0.5.9
+    ``handle_max_mamba_cache``): ``int(budget // state)`` slots, ``slots * state_bytes`` leave
+    the budget, and no slot at all is not an error here.
 
     Raises:
-        NotEnoughMemoryError: SGLang's error when no slot fits.
+        NotEnoughMemoryError: SGLang's error when no slot fits (0.5.23).
     """
     if max_mamba_cache_size is not None:
         slots = max_mamba_cache_size
@@ -193,7 +221,9 @@ def mamba_share(rest_gib: float, *, state_bytes: int, full_memory_ratio: float,
         slots = max(1, max_running_requests)
     else:
         budget = rest_gib * full_memory_ratio / (1 + full_memory_ratio) * (1 << 30)
-        slots = int((budget - state_bytes) // state_bytes)
+        slots = int(((budget - state_bytes) if keep_padding_slot else budget) // state_bytes)
+    if not keep_padding_slot:
+        return MambaShare(slots, rest_gib - slots * state_bytes / (1 << 30))
     if slots <= 0:
         raise NotEnoughMemoryError(
             f"Not enough GPU memory for hybrid (mamba/linear-attention) state cache. "
@@ -209,9 +239,12 @@ def mamba_slots_per_request(disable_radix_cache: bool) -> int:
     return 1 if disable_radix_cache else MAMBA_SLOTS_PER_REQUEST_WITH_RADIX
 
 
-def cap_by_mamba(max_num_reqs: int, slots: int, disable_radix_cache: bool
-                 ) -> tuple[int, tuple[str, ...]]:
+def cap_by_mamba(max_num_reqs: int, slots: int, disable_radix_cache: bool,
+                 warns: bool = True) -> tuple[int, tuple[str, ...]]:
     """``resolve_max_num_reqs``'s mamba cap: ``min(reqs, slots // ratio)`` and its warning.
+
+    ``warns=False`` (``Release.mamba_cap_warns``; 0.5.9 ``init_memory_pool`` caps the request
+    rows silently, and ``TpModelWorker.__init__`` asserts that some request fits).
 
     Raises:
         NotEnoughMemoryError: SGLang's error when no request fits.
@@ -219,6 +252,13 @@ def cap_by_mamba(max_num_reqs: int, slots: int, disable_radix_cache: bool
     ratio = mamba_slots_per_request(disable_radix_cache)
     cap = slots // ratio
     lines: tuple[str, ...] = ()
+    if not warns:
+        if min(max_num_reqs, cap) <= 0:
+            raise NotEnoughMemoryError(
+                f"max_running_request is zero: max_mamba_cache_size={slots} state slots, "
+                f"{ratio} per request. Try: increase --mem-fraction-static, "
+                "--mamba-full-memory-ratio or --max-mamba-cache-size")
+        return min(max_num_reqs, cap), ()
     if cap < max_num_reqs:
         lines = (f"max_running_requests is capped to {cap} by the mamba state cache "
                  f"(max_mamba_cache_size={slots}, {ratio} state slots per request). To raise "
@@ -234,21 +274,14 @@ def cap_by_mamba(max_num_reqs: int, slots: int, disable_radix_cache: bool
     return reqs, lines
 
 
-def check_hybrid_flags(model: ModelSpec, release: str, swa_ratio: float | None,
-                  mamba_ratio: float | None, max_mamba_cache_size: int | None,
-                  max_running_requests: int | None) -> dict[str, float]:
+def check_hybrid_flags(swa_ratio: float | None, mamba_ratio: float | None,
+                       max_mamba_cache_size: int | None,
+                       max_running_requests: int | None) -> dict[str, float]:
     """The hybrid flags, checked, with SGLang's defaults filled in.
 
     Raises:
-        ConfigError: a flag out of range, or a hybrid model under a release whose hybrid
-            sizing pagedkv does not follow.
+        ConfigError: a flag out of range.
     """
-    if model.is_hybrid and release not in CHECKED_RELEASES:
-        raise ConfigError(
-            f"sglang_version={release!r} with {model.name!r}, a "
-            f"{'sliding-window' if model.family == 'swa' else 'linear-attention'} hybrid: "
-            "pagedkv sizes hybrid pools as SGLang " + ", ".join(sorted(CHECKED_RELEASES))
-            + " does; valid: sglang_version=" + " or ".join(sorted(CHECKED_RELEASES)))
     swa = DEFAULT_SWA_FULL_TOKENS_RATIO if swa_ratio is None else swa_ratio
     if swa_ratio is not None:
         check_fraction("swa_full_tokens_ratio", swa_ratio)

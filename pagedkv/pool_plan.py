@@ -66,6 +66,7 @@ class KVPoolPlan:
     is_mla: bool
     sglang_version: str = DEFAULT_SGLANG_VERSION
     kv_dtype_in_allocation_log: bool | None = None  # None: the named release's
+    swa_pool_lines_labelled: bool | None = None  # None: the named release's
     architecture: str = ""
     chunked_prefill_size: int | None = None
     warnings: tuple[str, ...] = ()
@@ -205,7 +206,8 @@ class KVPoolPlan:
 # padding page more than the pool's tokens (``size + page_size`` rows), and "GB" is GiB
 # (bytes / 2^30). Sources (0.5.23): ``mem_cache/memory_pool.py`` ``_finalize_allocation_log``
 # (one pool, and each of the two pools of a sliding-window hybrid, named "Full" and "SWA"),
-# ``mem_cache/swa_memory_pool.py`` ``SWAKVPool.__init__`` (their sum),
+# ``mem_cache/swa_memory_pool.py`` ``SWAKVPool.__init__`` (their sum; 0.5.9 builds the window
+# pool first and its pools print no "Full "/"SWA " label: ``Release.swa_pool_lines_labelled``),
 # ``mem_cache/memory_pool.py`` ``MambaPool.__init__`` (the state slots, plus one padding slot;
 # the line ends with a space).
 
@@ -225,9 +227,15 @@ def allocation_lines(plan: KVPoolPlan, dtype: str | None) -> list[str]:
         rows = plan.swa_max_total_num_tokens + plan.page_size
         half = rows * plan.swa_cell_size // 2  # K and V of every window layer
         total = plan.k_size_bytes + plan.v_size_bytes + 2 * half
+        full = _kv_line("Full ", dtype, plan.max_total_num_tokens, plan.k_size_bytes, v)
+        window = _kv_line("SWA ", dtype, plan.swa_max_total_num_tokens, half, half)
+        labelled = plan.swa_pool_lines_labelled
+        if labelled is None:
+            labelled = as_release(plan.sglang_version).swa_pool_lines_labelled
+        if not labelled:  # 0.5.9
+            full, window = window[4:], full[5:]  # unlabelled, the window pool's line first
         return [
-            _kv_line("Full ", dtype, plan.max_total_num_tokens, plan.k_size_bytes, v),
-            _kv_line("SWA ", dtype, plan.swa_max_total_num_tokens, half, half),
+            full, window,
             f"SWAKVPool mem usage: {total / GiB:.2f} GB, swa size: "
             f"{plan.swa_max_total_num_tokens}, full size: {plan.max_total_num_tokens}",
         ]

@@ -220,6 +220,39 @@ class Release:
         "The profiled token count is rounded down to whole pages before --max-total-tokens "
         "caps it (and the warning names the paged count).",
         ("capped, then paged", "paged, capped, paged again"))
+    swa_sized_by_configurator: bool = _behaviour(
+        "sliding-window hybrid: full and SWA pools",
+        "model_executor/pool_configurator.py: HybridSWAPoolConfigurator",
+        "The budget is split at full + ratio x SWA bytes per token "
+        "(HybridSWAPoolConfigurator; SWARequestCapPoolConfigurator when --max-running-requests "
+        "bounds the window's needs), refusing an SWA pool that cannot hold one window. 0.5.9 "
+        "(ModelRunnerKVCacheMixin.set_num_tokens_hybrid_swa) profiles every layer at full "
+        "length, caps and pages that count, then redistributes its bytes so that the SWA "
+        "pool holds ratio x the full pool's tokens, with no request cap and no window check.",
+        ("every layer profiled at full length, then redistributed (set_num_tokens_hybrid_swa)",
+         "the budget split by a pool configurator"))
+    swa_pool_lines_labelled: bool = _behaviour(
+        "sliding-window hybrid: allocation lines", "mem_cache/memory_pool.py: _finalize_allocation_log",
+        "The full and SWA pools' allocation lines say which pool they are ('Full KV Cache is "
+        "allocated', 'SWA KV Cache is allocated'), the full pool's first; 0.5.9 builds the "
+        "SWA pool first and both lines read 'KV Cache is allocated'.",
+        ("unlabelled, the SWA pool's line first", "'Full ...' then 'SWA ...'"))
+    mamba_share_keeps_padding_slot: bool = _behaviour(
+        "linear-attention hybrid: state slots",
+        "mem_cache/kv_cache_configurator.py: KVCacheConfigurator._handle_max_mamba_cache",
+        "The state slots are int((share - slot) // slot), so that the share also holds the "
+        "pool's padding slot, and slots + 1 leave the KV budget; no slot is an error. 0.5.9 "
+        "(ModelRunnerKVCacheMixin.handle_max_mamba_cache): int(share // slot), slots leave "
+        "the budget, and no slot is not checked there.",
+        ("int(share // slot) slots, the padding slot left out of the sum",
+         "int((share - slot) // slot) slots, slots + 1 taken from the KV budget"))
+    mamba_cap_warns: bool = _behaviour(
+        "linear-attention hybrid: the cap on requests",
+        "mem_cache/kv_cache_configurator.py: KVCacheConfigurator.resolve_max_num_reqs",
+        "A cap on running requests by the state slots (slots // 3 with the radix cache, // 1 "
+        "without) is logged as a warning, and no request at all has its own error; 0.5.9 caps "
+        "the request rows silently, and TpModelWorker asserts 'max_running_request is zero'.",
+        ("silent (an assertion when no request fits)", "a warning saying what to raise"))
     kv_dtype_in_allocation_log: bool = _behaviour(
         "start-up log dtype", "mem_cache/memory_pool.py: _finalize_allocation_log",
         "The 'KV Cache is allocated' line names the KV dtype; the 'Load weight end' line no "
@@ -277,7 +310,9 @@ RELEASES: dict[str, Release] = {r.name: r for r in (
         chunked_prefill_size_20_35_gib=4096, cuda_graph_max_bs_20_35_gib=(48, 160),
         prefill_cuda_graph_reserve=True, req_to_token_rows_are_cap=True,
         req_rows_from_final_pool=True, context_len_skips_layered_rope=True,
-        null_head_dim_sized=True, cap_running_at_half_pool=True, page_pool_before_cap=True,
+        null_head_dim_sized=True, swa_sized_by_configurator=True, swa_pool_lines_labelled=True,
+        mamba_share_keeps_padding_slot=True, mamba_cap_warns=True,
+        cap_running_at_half_pool=True, page_pool_before_cap=True,
         kv_dtype_in_allocation_log=True,
         weights_leave_no_memory_error=True,
         attention_backends=(*_BACKENDS, "cutedsl_mla", "hpc_ops"),
@@ -300,7 +335,9 @@ RELEASES: dict[str, Release] = {r.name: r for r in (
         chunked_prefill_size_20_35_gib=2048, cuda_graph_max_bs_20_35_gib=(24, 80),
         prefill_cuda_graph_reserve=False, req_to_token_rows_are_cap=False,
         req_rows_from_final_pool=False, context_len_skips_layered_rope=False,
-        null_head_dim_sized=False, cap_running_at_half_pool=False, page_pool_before_cap=False,
+        null_head_dim_sized=False, swa_sized_by_configurator=False,
+        swa_pool_lines_labelled=False, mamba_share_keeps_padding_slot=False,
+        mamba_cap_warns=False, cap_running_at_half_pool=False, page_pool_before_cap=False,
         kv_dtype_in_allocation_log=False,
         weights_leave_no_memory_error=False,
         attention_backends=(*_BACKENDS, "cutlass_mla"),

@@ -35,6 +35,8 @@ from pagedkv.hybrid_pools import (
     cap_by_mamba,
     check_hybrid_flags,
     mamba_share,
+    mamba_slots_per_request,
+    redistribute_swa_tokens,
     size_swa_pools,
     swa_request_cap,
 )
@@ -157,7 +159,8 @@ def plan_pool(
         weights_bytes: override the weight size per GPU (needed for quantized models).
         sglang_version: a release name (default 0.5.23) or a :class:`Release`: whose
             default ``f``, ``max_running_requests``, start-up error and log lines to follow.
-            Hybrid models are sized as 0.5.23 does (:data:`CHECKED_RELEASES`).
+            Hybrid models too: 0.5.9 redistributes a sliding-window hybrid's pool
+            after profiling it (:func:`pagedkv.hybrid_pools.redistribute_swa_tokens`).
         chunked_prefill_size: SGLang's ``--chunked-prefill-size`` (default: the GPU
             preset's; <= 0 or None: prefill not chunked). With ``max_running_requests`` and
             ``disable_radix_cache`` it makes SGLang size a sliding-window pool from the
@@ -174,8 +177,8 @@ def plan_pool(
             budget go to the feature cache and the default ``f`` shrinks with the encoder.
 
     Raises:
-        ConfigError: any parameter outside its range (named in the message), or a hybrid
-            model with a release other than 0.5.23.
+        ConfigError: any parameter outside its range (named in the message), or a
+            Mistral/Mixtral config without ``head_dim`` under 0.5.9 (its start-up fails).
         NotEnoughMemoryError: the weights leave no room for a pool (SGLang's error; for a
             hybrid also its SWA-pool and state-slot errors).
     """
@@ -229,9 +232,8 @@ def plan_pool(
 
     chunk = None if gpu is None else gpu_memory_defaults(gpu.memory_mib, tp, sglang_version)[0]
     chunked_prefill_size = chunk if chunked_prefill_size is None else chunked_prefill_size
-    hybrid = check_hybrid_flags(model, release.name, swa_full_tokens_ratio,
-                                mamba_full_memory_ratio, max_mamba_cache_size,
-                                max_running_requests)
+    hybrid = check_hybrid_flags(swa_full_tokens_ratio, mamba_full_memory_ratio,
+                                max_mamba_cache_size, max_running_requests)
     cell = model.cell_size(kv_cache_dtype, tp)
     lines: list[str] = []
     extra: dict[str, object] = {}
@@ -249,7 +251,8 @@ def plan_pool(
                                 full_memory_ratio=hybrid["mamba_ratio"],
                                 max_mamba_cache_size=max_mamba_cache_size,
                                 max_running_requests=max_running_requests,
-                                disable_radix_cache=disable_radix_cache)
+                                disable_radix_cache=disable_radix_cache,
+                                keep_padding_slot=release.mamba_share_keeps_padding_slot)
             rest_gib = share.rest_gib
             extra.update(mamba_slots=share.slots, conv_state_bytes=conv, ssm_state_bytes=ssm)
         weights_fill_budget = rest_gib <= 0
@@ -259,12 +262,13 @@ def plan_pool(
         tokens = profile_max_num_token(pre_free_bytes, post_free_bytes, cell, mem_fraction_static)
         weights_fill_budget = post_free_bytes - pre_free_bytes * (1.0 - mem_fraction_static) <= 0
     exact = model.is_hybrid or vision
-    if (weights_fill_budget and exact) or (tokens < page_size and model.family != "swa"):
+    by_configurator = model.family == "swa" and release.swa_sized_by_configurator
+    if (weights_fill_budget and exact) or (tokens < page_size and not by_configurator):
         raise _not_enough_memory(pre_free_bytes, post_free_bytes, mem_fraction_static,
                                  weights_fill_budget and release.weights_leave_no_memory_error)
     warnings: tuple[str, ...] = ()
     profiled = tokens  # before caps and pages: what 0.5.9 sizes the request rows from
-    if model.family == "swa":
+    if by_configurator:
         chunked = chunked_prefill_size is not None and chunked_prefill_size > 0
         cap = (swa_request_cap(page_size=page_size, window=model.sliding_window,
                                max_running_requests=max_running_requests,
@@ -296,6 +300,18 @@ def plan_pool(
         lines += warnings
         if tokens <= 0:
             raise _not_enough_memory(pre_free_bytes, post_free_bytes, mem_fraction_static, False)
+        if model.family == "swa":  # 0.5.9: the paged pool redistributed (no configurator)
+            full_cell = model.full_cell_size(kv_cache_dtype, tp)
+            swa_cell = model.swa_cell_size(kv_cache_dtype, tp)
+            swa = redistribute_swa_tokens(
+                tokens, full_per_token=full_cell // model.num_full_attention_layers,
+                full_layers=model.num_full_attention_layers,
+                swa_per_token=swa_cell // model.num_swa_layers, swa_layers=model.num_swa_layers,
+                page_size=page_size, ratio=hybrid["swa_ratio"])
+            tokens, cell = swa.full_tokens, full_cell
+            lines += swa.lines
+            extra.update(swa_max_total_num_tokens=swa.swa_tokens, swa_cell_size=swa_cell,
+                         sliding_window=model.sliding_window)
     if max_running_requests is None:
         slots = req_to_token_pool_size(
             tokens if release.req_rows_from_final_pool else profiled,
@@ -312,10 +328,14 @@ def plan_pool(
         slots = max_running_requests
     capped: tuple[str, ...] = ()
     if model.family == "linear":
-        max_running_requests, capped = cap_by_mamba(max_running_requests, extra["mamba_slots"],
-                                                    disable_radix_cache)
-        slots = max_running_requests
-    if asked is not None and max_running_requests < asked and not capped:
+        state_slots = int(extra["mamba_slots"])  # type: ignore[call-overload]
+        max_running_requests, capped = cap_by_mamba(max_running_requests, state_slots,
+                                                    disable_radix_cache,
+                                                    warns=release.mamba_cap_warns)
+        slots = (max_running_requests if release.req_to_token_rows_are_cap else
+                 min(slots, state_slots // mamba_slots_per_request(disable_radix_cache)))
+    if (release.cap_running_at_half_pool and asked is not None
+            and max_running_requests < asked and not capped):
         lines.append(f"max_running_requests was reduced from the requested {asked} to "
                      f"{max_running_requests} (per dp worker) due to the available KV cache "
                      "capacity.")
@@ -336,7 +356,8 @@ def plan_pool(
         max_total_num_tokens=tokens, req_to_token_pool_size=slots,
         max_running_requests=max_running_requests, k_size_bytes=k_size, v_size_bytes=v_size,
         is_mla=model.is_mla, sglang_version=release.name,
-        kv_dtype_in_allocation_log=release.kv_dtype_in_allocation_log, architecture=model.architecture,
+        kv_dtype_in_allocation_log=release.kv_dtype_in_allocation_log,
+        swa_pool_lines_labelled=release.swa_pool_lines_labelled, architecture=model.architecture,
         chunked_prefill_size=chunk, warnings=warnings, sizing_lines=tuple(lines),
         attention_chunk_window=window_from_attention_chunk(
             text_config(model.config), model.architecture, model.family == "swa"),

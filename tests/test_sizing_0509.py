@@ -6,9 +6,9 @@ import pytest
 
 from pagedkv.configs.model_config import ModelSpec
 from pagedkv.configs.model_presets import load_model
-from pagedkv.errors import ConfigError
+from pagedkv.errors import ConfigError, NotEnoughMemoryError
 from pagedkv.sizing import plan_pool
-from pagedkv.units import MiB
+from pagedkv.units import GiB, MiB
 
 
 def plan(model: str, pre: int, post: int, f: float, tp: int, page: int, kv: str, version: str,
@@ -60,3 +60,48 @@ def test_0509_cannot_size_a_mistral_config_without_head_dim(model):
     assert not mended.head_dim_left_none
     assert plan_pool(mended, pre_free_bytes=81000 * MiB, post_free_bytes=30000 * MiB,
                      mem_fraction_static=0.85, tp=2, sglang_version="0.5.9").cell_size > 0
+
+
+def h100_reading(model: str, version: str, tp: int, **flags):
+    return plan_pool(model, pre_free_bytes=79 * GiB, post_free_bytes=40 * GiB,
+                     mem_fraction_static=0.85, tp=tp, sglang_version=version, **flags)
+
+
+def test_0509_redistributes_a_capped_sliding_window_pool():
+    # set_num_tokens_hybrid_swa: the 100,000 tokens --max-total-tokens leaves of the count
+    # profiled at every layer's bytes become 111,111 full + 88,888 window tokens; 0.5.23's
+    # configurator caps the full pool itself (100,000 + 80,000).
+    old = h100_reading("gpt-oss-20b", "0.5.9", 1, max_total_tokens=100_000)
+    assert (old.max_total_num_tokens, old.swa_max_total_num_tokens, old.req_to_token_pool_size,
+            old.max_running_requests) == (111_111, 88_888, 2402, 2402)
+    assert old.pool_log_lines() == [
+        "Use sliding window memory pool. full_layer_tokens=111111, swa_layer_tokens=88888",
+        "KV Cache is allocated. #tokens: 88888, K size: 1.02 GB, V size: 1.02 GB",
+        "KV Cache is allocated. #tokens: 111111, K size: 1.27 GB, V size: 1.27 GB",
+        "SWAKVPool mem usage: 4.58 GB, swa size: 88888, full size: 111111"]
+    new = h100_reading("gpt-oss-20b", "0.5.23", 1, max_total_tokens=100_000)
+    assert (new.max_total_num_tokens, new.swa_max_total_num_tokens) == (100_000, 80_000)
+
+
+def test_0509_state_slots_leave_out_the_padding_slot():
+    # handle_max_mamba_cache: int(share // slot) = 741 slots (0.5.23: 740), 741 // 3 = 247
+    # requests and request rows, no warning; the KV pool gets 1,294,932 tokens.
+    old = h100_reading("qwen3-next-80b-a3b", "0.5.9", 4)
+    assert (old.mamba_slots, old.max_total_num_tokens, old.req_to_token_pool_size,
+            old.max_running_requests) == (741, 1_294_932, 247, 247)
+    assert old.pool_log_lines() == [
+        "Mamba Cache is allocated. max_mamba_cache_size: 741, conv_state size: 0.31GB, "
+        "ssm_state size: 13.04GB ",
+        "KV Cache is allocated. #tokens: 1294932, K size: 7.41 GB, V size: 7.41 GB"]
+    assert h100_reading("qwen3-next-80b-a3b", "0.5.23", 4).mamba_slots == 740
+
+
+@pytest.mark.parametrize("disable_radix_cache", [False, True])
+def test_0509_no_state_slot_fails_the_workers_assertion(disable_radix_cache):
+    # 100 MiB of budget holds no 74 MiB state slot: 0.5.9 builds 0 slots and 0 request rows,
+    # and TpModelWorker.__init__ asserts "max_running_request is zero".
+    with pytest.raises(NotEnoughMemoryError, match=r"^max_running_request is zero: "
+                                                   r"max_mamba_cache_size=0 state slots"):
+        plan_pool("qwen3-next-80b-a3b", pre_free_bytes=10000 * MiB, post_free_bytes=1100 * MiB,
+                  mem_fraction_static=0.9, sglang_version="0.5.9",
+                  disable_radix_cache=disable_radix_cache)

@@ -14,6 +14,7 @@ from pagedkv.lessons.attention_backends import default_attention_backend, resolv
 from pagedkv.releases import Release
 from pagedkv.server_args import default_mem_fraction_static, gpu_memory_defaults
 from pagedkv.sizing import KVPoolPlan, plan_pool
+from pagedkv.units import GiB
 
 # ----- server arguments and start-up ---------------------------------------------------------
 _RTX_4090_MIB = 24_564
@@ -67,6 +68,44 @@ def layered_rope_context(r: Release) -> str:
     """``Release.context_len_skips_layered_rope`` on Gemma-3-27B on an H100."""
     plan = plan_pool("gemma-3-27b", gpu="h100-sxm-80gb", sglang_version=r)
     return f"context_len {plan.context_len:,}"
+
+
+def _hybrid_plan(model: str, r: Release, tp: int, **options: Any) -> KVPoolPlan:
+    """``model`` on an H100 read as 79 GiB free before the weights and 40 GiB after, at
+    mem_fraction_static 0.85."""
+    return plan_pool(model, pre_free_bytes=79 * GiB, post_free_bytes=40 * GiB,
+                     mem_fraction_static=0.85, tp=tp, sglang_version=r, **options)
+
+
+def swa_split(r: Release) -> str:
+    """``Release.swa_sized_by_configurator`` on gpt-oss-20b (79 GiB free, 40 GiB after),
+    --max-total-tokens 100000: 0.5.9 caps the count profiled at every layer's bytes, then
+    redistributes it."""
+    plan = _hybrid_plan("gpt-oss-20b", r, 1, max_total_tokens=100_000)
+    return f"{plan.max_total_num_tokens:,} full + {plan.swa_max_total_num_tokens:,} window tokens"
+
+
+def swa_lines(r: Release) -> str:
+    """``Release.swa_pool_lines_labelled`` on gpt-oss-20b: the two allocation lines' labels,
+    in order."""
+    plan = _hybrid_plan("gpt-oss-20b", r, 1)
+    window = f"#tokens: {plan.swa_max_total_num_tokens},"
+    return " then ".join(
+        f"'{line.split('. ')[0]}' ({'window' if window in line else 'full'} pool)"
+        for line in plan.pool_log_lines() if "Cache is allocated" in line)
+
+
+def state_slots(r: Release) -> str:
+    """``Release.mamba_share_keeps_padding_slot`` on Qwen3-Next-80B-A3B at tp 4."""
+    return f"{_hybrid_plan('qwen3-next-80b-a3b', r, 4).mamba_slots:,} state slots"
+
+
+def mamba_cap_line(r: Release) -> str:
+    """``Release.mamba_cap_warns`` on Qwen3-Next-80B-A3B at tp 4 (3 slots per request cap
+    the running requests)."""
+    plan = _hybrid_plan("qwen3-next-80b-a3b", r, 4)
+    said = any("capped to" in line for line in plan.pool_log_lines())
+    return "a warning names the cap" if said else "no line about the cap"
 
 
 def running_cap(r: Release) -> str:

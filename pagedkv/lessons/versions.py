@@ -138,6 +138,21 @@ DEMOS: dict[str, Demo] = {
         "the profiled pool is paged before --max-total-tokens caps it",
         "Qwen3-4B on an RTX 4090, pages of 64, --max-total-tokens above the pool",
         startup.paged_before_cap),
+    "swa_sized_by_configurator": Demo(
+        "a sliding-window hybrid's budget is split by a configurator",
+        "gpt-oss-20b with 79 GiB free before the weights and 40 GiB after, "
+        "--max-total-tokens 100000", startup.swa_split),
+    "swa_pool_lines_labelled": Demo(
+        "the full and SWA pools' lines say which is which",
+        "gpt-oss-20b with 79 GiB free before the weights and 40 GiB after", startup.swa_lines),
+    "mamba_share_keeps_padding_slot": Demo(
+        "the state share also holds the padding slot",
+        "Qwen3-Next-80B-A3B at tp 4, 79 GiB free before the weights and 40 GiB after",
+        startup.state_slots),
+    "mamba_cap_warns": Demo(
+        "a cap on running requests by the state slots is said",
+        "Qwen3-Next-80B-A3B at tp 4, 79 GiB free before the weights and 40 GiB after",
+        startup.mamba_cap_line),
     "kv_dtype_in_allocation_log": Demo(
         "the allocation log line names the KV dtype",
         "Qwen3-4B on an RTX 4090 at mem_fraction_static 0.80 (N tokens)", startup.allocation_log),

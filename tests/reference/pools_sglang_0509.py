@@ -199,6 +199,8 @@ def pool_sizes(config: dict[str, Any], *, pre_gib: float, post_gib: float,
         out["max_running_requests"] = min(
             mr.max_total_num_tokens // 2 if sa.max_running_requests is None
             else sa.max_running_requests // mr.dp_size, mr.req_to_token_pool.size)
+        if out["max_running_requests"] == 0:  # TpModelWorker.__init__ asserts next
+            out["error"] = "max_running_request is zero"
     finally:
         for name, fn in saved.items():
             setattr(mixin_mod, name, fn)

@@ -1,4 +1,4 @@
-"""Hybrid pool sizing: SGLang 0.5.23's own configurators against :func:`pagedkv.sizing.plan_pool`.
+"""Hybrid pool sizing: SGLang's own sizing code against :func:`pagedkv.sizing.plan_pool`.
 
 Two families, 200+ random single-rank starts each, as in ``test_pool_sizing.py`` (free memory
 before and after the weights in whole MiB, ``mem_fraction_static``, tp, page size, KV dtype),
@@ -12,12 +12,13 @@ plus each family's own flags:
   ``--max-mamba-cache-size``, ``--max-running-requests``, ``--disable-radix-cache`` and
   ``--max-total-tokens``.
 
-Compared: the configurator SGLang picks, its bytes per token, the context length, the full
-and SWA token counts, the state slots, ``max_running_requests`` and every line logged from
-sizing to the pools (the configurator's, SGLang's warnings, the pools' own allocation lines),
-or the start-up error's first words. 0.5.9 is not compared: its sizing lives in
-``ModelRunner``'s mixin (``model_runner_kv_cache_mixin.py``), which ``pools_sglang`` does not
-drive, and pagedkv sizes hybrids as 0.5.23 only.
+Compared: the configurator SGLang picks (0.5.9 has none), its bytes per token, the context
+length, the full and SWA token counts, the state slots, ``max_running_requests``, the request
+table's rows and every line logged from sizing to the pools (the configurator's, SGLang's
+warnings, the pools' own allocation lines), or the start-up error's first words. SGLang's side
+is the installed release's own code: 0.5.23's configurators (:mod:`pools_sglang`), 0.5.9's
+``ModelRunner.init_memory_pool`` (:mod:`pools_sglang_0509`, where ``--chunked-prefill-size``
+does not enter the sizing).
 """
 
 from __future__ import annotations
@@ -29,16 +30,15 @@ from typing import Any
 import sgl_boot
 
 sgl_boot.require()
-if sgl_boot.VERSION == "0.5.9":
-    import pytest
-
-    pytest.skip("hybrid pool sizing is compared for 0.5.23 (pagedkv sizes hybrids as 0.5.23)",
-                allow_module_level=True)
 
 import compare  # noqa: E402
 import numpy as np  # noqa: E402
-import pools_sglang  # noqa: E402
 import pytest  # noqa: E402
+
+if sgl_boot.VERSION == "0.5.9":
+    import pools_sglang_0509 as pools_sglang
+else:
+    import pools_sglang
 
 from pagedkv.configs.model_presets import MODEL_PRESETS, load_model  # noqa: E402
 from pagedkv.errors import NotEnoughMemoryError  # noqa: E402
@@ -55,6 +55,7 @@ for _name in MODEL_PRESETS:
 KV_DTYPES = ("bf16", "fp8_e4m3", "fp8_e5m2")
 CARDS_MIB = sorted({g.memory_mib for g in GPU_PRESETS.values()})
 CASES_PER_FAMILY = 200
+OLD = sgl_boot.VERSION == "0.5.9"
 
 
 def sglang_config(name: str) -> dict[str, Any]:
@@ -62,7 +63,7 @@ def sglang_config(name: str) -> dict[str, Any]:
     on a machine without CUDA/ROCm, and does not enter the KV sizing, so it is dropped."""
     config = json.loads((PRESETS / f"{name}.json").read_text())
     config.pop("quantization_config", None)
-    return config
+    return pools_sglang.readable_config(config) if OLD else config
 
 
 def make_case(family: str, seed: int) -> dict[str, Any]:
@@ -113,11 +114,12 @@ def sglang_side(case: dict[str, Any]) -> list[Any]:
         config, pre_gib=case["pre_mib"] / 1024, post_gib=case["post_mib"] / 1024,
         mem_fraction_static=case["f"], tp=case["tp"], page_size=case["page_size"],
         kv_cache_dtype=kv, sliding_window_size=spec.sliding_window, **flags)
-    head = [out["configurator"], out["cell_size"], out["context_len"]]
+    head = [out.get("configurator"), out["cell_size"], out["context_len"]]
     if "error" in out:
         return [*head, out["error"]]
     return [*head, out["max_total_num_tokens"], out["swa_max_total_num_tokens"],
-            out["max_mamba_cache_size"], out["max_running_requests"], out["log_lines"]]
+            out["max_mamba_cache_size"], out["max_running_requests"], out["req_to_token_size"],
+            out["log_lines"]]
 
 
 def pagedkv_side(case: dict[str, Any]) -> list[Any]:
@@ -125,9 +127,9 @@ def pagedkv_side(case: dict[str, Any]) -> list[Any]:
     kv, tp = case["kv"], case["tp"]
     ratio = case.get("swa_full_tokens_ratio") or 0.8
     cell: float = (spec.full_cell_size(kv, tp) + ratio * spec.swa_cell_size(kv, tp)
-                   if spec.family == "swa" else spec.cell_size(kv, tp))
-    configurator = "DefaultPoolConfigurator"
-    if spec.family == "swa":
+                   if spec.family == "swa" and not OLD else spec.cell_size(kv, tp))
+    configurator: str | None = None if OLD else "DefaultPoolConfigurator"
+    if spec.family == "swa" and not OLD:
         capped = (case["max_running_requests"] is not None and case["disable_radix_cache"]
                   and case["chunked_prefill_size"] > 0)
         configurator = "SWARequestCapPoolConfigurator" if capped else "HybridSWAPoolConfigurator"
@@ -137,6 +139,7 @@ def pagedkv_side(case: dict[str, Any]) -> list[Any]:
             spec, pre_free_bytes=case["pre_mib"] * MiB, post_free_bytes=case["post_mib"] * MiB,
             mem_fraction_static=case["f"], tp=tp, page_size=case["page_size"],
             kv_cache_dtype=kv, max_total_tokens=case["max_total_tokens"],
+            sglang_version=sgl_boot.VERSION,
             max_running_requests=case["max_running_requests"],
             disable_radix_cache=case["disable_radix_cache"],
             **{k: case[k] for k in ("swa_full_tokens_ratio", "chunked_prefill_size",
@@ -144,9 +147,10 @@ def pagedkv_side(case: dict[str, Any]) -> list[Any]:
                if k in case})
     except NotEnoughMemoryError as exc:
         return [*head, str(exc).split(":")[0].split(".")[0]]
-    assert plan.configurator == configurator
+    assert OLD or plan.configurator == configurator
     return [*head, plan.max_total_num_tokens, plan.swa_max_total_num_tokens,
-            plan.mamba_slots or None, plan.max_running_requests, plan.pool_log_lines()]
+            plan.mamba_slots or None, plan.max_running_requests, plan.req_to_token_pool_size,
+            plan.pool_log_lines()]
 
 
 @pytest.mark.parametrize("family", list(FAMILIES))
@@ -155,3 +159,17 @@ def test_hybrid_pool_sizes_equal_sglang_own(family: str) -> None:
         pytest.skip(f"no preset of the {family} family")
     compare.compare_seeds(f"pool sizing ({family})", range(CASES_PER_FAMILY),
                           lambda seed: make_case(family, seed), sglang_side, pagedkv_side)
+
+
+@pytest.mark.skipif(not OLD, reason="0.5.23 refuses before building the pools (its own error)")
+@pytest.mark.parametrize("disable_radix_cache", [False, True])
+def test_no_state_slot_is_0509s_worker_assertion(disable_radix_cache: bool) -> None:
+    # 100 MiB of budget: the state share (0.9 / 1.9 of it) holds no 74 MiB slot, so 0.5.9
+    # builds a pool of 0 slots and 0 request rows, and TpModelWorker asserts.
+    case = {"model": "qwen3-next-80b-a3b", "pre_mib": 10000, "post_mib": 1100, "f": 0.9,
+            "tp": 1, "page_size": 1, "kv": "bf16", "max_running_requests": None,
+            "max_total_tokens": None, "disable_radix_cache": disable_radix_cache,
+            "mamba_full_memory_ratio": None, "max_mamba_cache_size": None}
+    ours = sglang_side(case)
+    assert ours[-1] == "max_running_request is zero"
+    compare.same("pool sizing (linear)", ours, pagedkv_side(case))
