@@ -188,6 +188,10 @@ def test_live_widget_resimulates_when_a_slider_moves():
     full.settings = {**full.settings, "page_size": 64, "gpu": "h100-sxm-80gb"}  # any combination
     meta = full.scene["card"]["meta"]
     assert meta["page_size"] == 64 and meta["num_pages"] == meta["max_total_num_tokens"] // 64
+    assert full.settings["loop"] == "overlap" and full.scene["card"]["pages"]["loop"] == "overlap"
+    full.settings = {**full.settings, "loop": "normal"}  # the loop too, with any other control
+    assert full.scene["card"]["pages"]["loop"] == "normal" and full.scene["card"]["pages"]["ahead"] == []
+    assert full.scene["card"]["meta"]["page_size"] == 64
 
 
 def test_every_chapter_has_views_and_controls():
