@@ -25,10 +25,9 @@ The nodes, splits, SWA LRU list, locks, ledgers and checks are
 :class:`~pagedkv.mem_cache.swa_radix_tree.SWARadixTree`.
 
 Where we simplify (none of it reached by the scheduler without hierarchical caching):
-no host tier (``host_value``, backups, load-back), no sessions, no ``prev_prefix_len``
-(an insert of a request's own earlier prefix), no ``swa_branching_seqlen``, no early SWA
-lock release (``release_swa``), LRU only; inserts never meet an evicted full node (without
-a host tier such nodes are deleted at once).
+no host tier (``host_value``, backups, load-back), no sessions, no ``swa_branching_seqlen``,
+no early SWA lock release (``release_swa``), LRU only; inserts never meet an evicted full
+node (without a host tier such nodes are deleted at once).
 """
 
 from __future__ import annotations
@@ -93,9 +92,11 @@ class SWARadixCache(SWARadixTree):
         return len(slots), slots, best
 
     # ----- insert -------------------------------------------------------------------------
-    def insert(self, key: IntsLike, value: IntsLike, evicted_seqlen: int = 0) -> int:
+    def insert(self, key: IntsLike, value: IntsLike, evicted_seqlen: int = 0,
+               prev_prefix_len: int = 0) -> int:
         """Insert ``key`` (cut to whole pages) with its full slots ``value``; return how many
-        leading tokens were cached already.
+        leading tokens were cached already (:meth:`insert_node` also gives the node the key
+        ends on).
 
         ``evicted_seqlen`` (page-aligned): the inserting request's tokens before it have had
         their SWA slots released (the window moved on). Slots the tree already holds are
@@ -105,10 +106,20 @@ class SWARadixCache(SWARadixTree):
         its old full slots (or, when its full slots are locked, keeps them and takes only the
         incoming SWA slots). A new leaf is a tombstone below ``evicted_seqlen`` and its live
         part is capped at ``ceil(window / p) * p`` tokens (the older part split off above).
+        ``prev_prefix_len``: the request inserted its first tokens before and its row already
+        points at the tree's slots there (a running request's next checkpoint): nothing below
+        it is freed or revived.
         Source: ``UnifiedTreeCore.begin_insert`` and its walk/overlap/commit/tail steps,
         ``SWAComponent.update_component_on_insert_overlap``, ``commit_insert_component_data``.
         """
+        return self.insert_node(key, value, evicted_seqlen, prev_prefix_len)[0]
+
+    def insert_node(self, key: IntsLike, value: IntsLike, evicted_seqlen: int = 0,
+                    prev_prefix_len: int = 0) -> tuple[int, SWANode]:
+        """:meth:`insert`, returning ``(prefix_len, the node the key ends on)`` (SGLang's
+        ``InsertResult.prefix_len`` and ``last_device_node``; the root for an empty key)."""
         p = self.page_size
+        check_positive_int("prev_prefix_len", prev_prefix_len, minimum=0)
         if evicted_seqlen % p or evicted_seqlen < 0:
             raise bad_value("evicted_seqlen", evicted_seqlen, f"a multiple of page_size={p}, >= 0")
         key = self.page_aligned(key)
@@ -126,21 +137,22 @@ class SWARadixCache(SWARadixTree):
                 child = self._split(child, n)
             if child.full is None:
                 raise AllocatorError("insert met an evicted node (no host tier is modelled)")
-            self._overlap(child, total, value[total:total + n], evicted_seqlen)
+            self._overlap(child, total, value[total:total + n], evicted_seqlen, prev_prefix_len)
             node, total = child, total + n
         target = node
         if total < len(key):
             target = self._new_leaf(node, key[total:], value[total:], total, evicted_seqlen)
         if target is not self.root:
             self._refresh_window(target)
-        return total
+        return total, target
 
-    def _overlap(self, node: SWANode, start: int, incoming: np.ndarray, evicted: int) -> None:
+    def _overlap(self, node: SWANode, start: int, incoming: np.ndarray, evicted: int,
+                 prev: int) -> None:
         """The walk met ``node`` (tokens ``start .. start + len``): free the duplicates, or
         revive the node's SWA from the incoming slots."""
         alloc, end = self.allocator, start + len(node.key)
         consumed = len(node.key)
-        if node.swa is None and max(start, evicted) < end:
+        if prev < end and node.swa is None and max(start, evicted) < end:
             live = max(start, evicted)
             if live > start:  # the part below the window stays a tombstone
                 self._split(node, live - start)
@@ -156,7 +168,9 @@ class SWARadixCache(SWARadixTree):
                 alloc.free_full_segment(old, 0)
                 swa = alloc.translate_loc_from_full_to_swa(node.full).numpy()
             self._set_swa(node, swa)
-        self._free_dups(incoming[:consumed], start, evicted)
+        dup = max(0, prev - start)  # the request's own inserted part is the tree's already
+        if dup < consumed:
+            self._free_dups(incoming[dup:consumed], start + dup, evicted)
 
     def _free_dups(self, dup: np.ndarray, start: int, evicted: int) -> None:
         """The caller's copies of cached tokens: full side only below ``evicted``."""

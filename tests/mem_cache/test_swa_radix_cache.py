@@ -86,6 +86,26 @@ def test_sglang_worked_example_decode_check_evicts_each_pools_shortfall() -> Non
     assert alloc.check_decode_capacity(None, 20) and not alloc.check_decode_capacity(None, 21)
 
 
+@pytest.mark.parametrize("released, swa_evictable, matched", [(0, 16, 16), (1, 12, 8)])
+def test_sglang_worked_example_next_checkpoint(released, swa_evictable, matched) -> None:
+    """SGLang 0.5.23 (page 4, window 6): a request checkpoints 8 tokens, computes 8 more and
+    checkpoints again with ``prev_prefix_len=8``: nothing of its first 8 is freed. With its
+    first new page window-released, that page is a tombstone and a match of all 16 stops at
+    8 (only 4 live tokens follow the tombstone)."""
+    alloc, tree = make(4, 6)
+    first = alloc.alloc_extend([0], [8], [-1], 8)
+    assert tree.insert_node(T[:8], first)[0] == 0
+    row = tree.path_full(tree.insert_node(T[:8], first, prev_prefix_len=8)[1])
+    assert row.tolist() == first.tolist()
+    new = alloc.alloc_extend([8], [16], [int(row[-1])], 8)
+    alloc.free_swa_segment(new[:4 * released], 8)
+    evicted = 12 if released else 0
+    assert tree.insert(T[:16], list(row) + new.tolist(), evicted, prev_prefix_len=8) == 8
+    assert (tree.full_evictable_size(), tree.swa_evictable_size()) == (16, swa_evictable)
+    assert (alloc.full_available_size(), alloc.swa_available_size()) == (144, 80 - swa_evictable)
+    assert tree.match_prefix(T[:16])[0] == matched
+
+
 op = st.tuples(st.sampled_from(["insert", "match", "lock", "unlock", "evict"]),
                st.integers(0, 5), st.integers(0, 30), st.integers(0, 40))
 

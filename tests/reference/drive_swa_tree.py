@@ -15,6 +15,8 @@ and :class:`PagedkvSWATree`):
 - ``("match", tokens)``: the matched length and full slots (may split a node).
 - ``("lock", i, tokens)`` / ``("unlock", i)``: lock the node a match ends on, and release it.
 - ``("evict", full, swa)``: the tree's ``evict`` of ``full`` full and ``swa`` SWA slots.
+- ``("checkpoint", tokens, more, released)``: a running request's checkpoint and the next
+  one, whose insert passes ``prev_prefix_len`` (see :func:`checkpoint`).
 - ``("room", n)``: the decode-memory check before a step that needs ``n`` slots in both pools
   (the allocator's ``check_decode_capacity``: ``evict_to_free_tokens``, which asks the tree's
   ``evict_for_alloc`` for each pool's shortfall, then ``available_size() >= n``).
@@ -42,9 +44,14 @@ class PagedkvSWATree:
         self.alloc = SWATokenToKVPoolAllocator(full_tokens, swa_tokens, page_size)
         self.tree = SWARadixCache(self.alloc, window)
 
-    def take(self, n: int) -> list[int] | None:
-        out = self.alloc.alloc_extend([0], [n], [-1], n)
+    def take(self, n: int, pre: int = 0, last: int = -1) -> list[int] | None:
+        out = self.alloc.alloc_extend([pre], [pre + n], [last], n)
         return None if out is None else out.tolist()
+
+    def insert_path(self, tokens: list[int], slots: list[int], evicted: int,
+                    prev: int) -> tuple[int, list[int]]:
+        had, node = self.tree.insert_node(tokens, slots, evicted, prev)
+        return had, self.tree.path_full(node).tolist()
 
     def release_swa(self, slots: list[int]) -> None:
         self.alloc.free_swa_segment(slots, 0)
@@ -82,6 +89,32 @@ class PagedkvSWATree:
                 "free_swa": a.swa_attn_allocator.free_pages.tolist()}
 
 
+def checkpoint(tree: Any, p: int, tokens: list[int], more: list[int],
+               released: int) -> tuple[int, int] | None:
+    """A running request's two checkpoints: its whole pages of ``tokens`` inserted, its row
+    repointed at the tree's slots; then ``more`` tokens (whole pages) computed on new slots,
+    the first ``released`` pages of them window-released, and the longer key inserted with
+    ``prev_prefix_len`` (the part inserted before) and that ``evicted_seqlen``. Returns both
+    inserts' cached lengths, or None when a pool is short."""
+    whole = len(tokens) // p * p
+    slots = tree.take(-(-len(tokens) // p) * p)
+    if slots is None or not whole:
+        if slots is not None:
+            tree.free(slots)
+        return None
+    first, row = tree.insert_path(tokens[:whole], slots[:whole], 0, 0)
+    if whole < len(slots):
+        tree.free(slots[whole:])
+    new = tree.take(len(more), whole, row[-1])
+    if new is None:
+        return (first, -1)
+    evicted = whole + released * p if released else 0
+    if released:
+        tree.release_swa(new[:released * p])
+    second, _ = tree.insert_path(tokens[:whole] + more, row + new, evicted, whole)
+    return first, second
+
+
 def run(case: dict, tree: Any) -> list[dict]:
     """Execute ``case`` on ``tree`` (a fresh :class:`SglangSWATree` or :class:`PagedkvSWATree`)."""
     p = case["page_size"]
@@ -110,6 +143,8 @@ def run(case: dict, tree: Any) -> list[dict]:
             out = list(tree.evict(step[1], step[2]))
         elif kind == "room":
             out = tree.room(step[1])
+        elif kind == "checkpoint":
+            out = checkpoint(tree, p, *step[1:])
         records.append({"step": step, "out": out, **tree.state()})
     return records
 
@@ -152,7 +187,13 @@ def random_case(seed: int) -> dict:
         elif roll < 0.87:
             steps.append(("evict", int(rng.integers(0, 4 * p + 2)) if rng.random() < 0.5 else 0,
                           int(rng.integers(0, 6 * p + 2))))
-        else:
+        elif roll < 0.93:
             steps.append(("room", int(rng.integers(1, swa_pages * p + 1))))
+        else:
+            key = sequence()
+            more_pages = int(rng.integers(1, 4))
+            more = rng.integers(1, 5, more_pages * p).tolist()
+            released = int(rng.integers(0, more_pages + 1)) if rng.random() < 0.5 else 0
+            steps.append(("checkpoint", key, more, released))
     return {"page_size": p, "pool_tokens": pages * p, "swa_tokens": swa_pages * p,
             "window": window, "steps": steps}

@@ -21,13 +21,21 @@ class SglangSWATree:
         self.tree = sg.swa_tree_cache(sg.req_to_token_pool(4, 64), self.alloc, page_size,
                                       window, core)
 
-    def take(self, n: int) -> list[int] | None:
+    def take(self, n: int, pre: int = 0, last: int = -1) -> list[int] | None:
         if self.p == 1:
             out = self.alloc.alloc(n)
         else:
-            z, s = torch.tensor([0]), torch.tensor([n])
-            out = self.alloc.alloc_extend(z, z.clone(), s, s.clone(), torch.tensor([-1]), n)
+            z, s = torch.tensor([pre]), torch.tensor([pre + n])
+            out = self.alloc.alloc_extend(z, z.clone(), s, s.clone(), torch.tensor([last]), n)
         return None if out is None else out.tolist()
+
+    def insert_path(self, tokens: list[int], slots: list[int], evicted: int,
+                    prev: int) -> tuple[int, list[int]]:
+        params = sg.InsertParams(key=sg.key(tokens), value=torch.tensor(slots, dtype=torch.int64),
+                                 prev_prefix_len=prev)
+        params.set_evicted_seqlen(sg.ComponentType.SWA, evicted)
+        result = self.tree.insert(params)
+        return result.prefix_len, self.tree.path_device_indices(result.last_device_node).tolist()
 
     def release_swa(self, slots: list[int]) -> None:
         self.alloc.free_swa_segment(torch.tensor(slots, dtype=torch.int64), start_pos=0)

@@ -98,3 +98,14 @@ def test_the_decode_check_evicts_each_pools_shortfall(p: int) -> None:
     toward the SWA side) until nothing is cached, and the check fails."""
     _directed(p, p + 2, [("insert", T[:4 * p], 0), ("room", 2 * p), ("room", 30 * p)],
               pages=(10, 5))
+
+
+@pytest.mark.parametrize("p", D.PAGE_SIZES)
+@pytest.mark.parametrize("released", [0, 1])
+def test_a_running_requests_next_checkpoint_frees_nothing_it_inserted_before(p: int,
+                                                                            released: int) -> None:
+    """Two checkpoints of one request (the second with ``prev_prefix_len``), the second's first
+    new page window-released or not, then a match of the whole key."""
+    more = [1, 2, 3, 4] * (2 * p)
+    _directed(p, p + 2, [("checkpoint", T[:2 * p], more[:2 * p], released),
+                         ("match", T[:2 * p] + more[:2 * p])])
