@@ -154,3 +154,33 @@ def test_pool_sizes_equal_sglang_own(family: str) -> None:
         pytest.skip(f"no preset of the {family} family")
     compare.compare_seeds(f"pool sizing ({family})", range(CASES_PER_FAMILY),
                           lambda seed: make_case(family, seed), sglang_side, pagedkv_side)
+
+
+#: The starts whose answers tests/test_sizing_0509.py holds as literals: (case, SGLang 0.5.9's
+#: context length, max_total_num_tokens, max_running_requests, request rows), or "TypeError".
+LITERALS_0509 = [
+    ({"model": "qwen3-30b-a3b", "pre_mib": 18257, "post_mib": 11057, "f": 0.822, "tp": 2,
+      "page_size": 16, "kv": "fp8_e4m3", "max_running_requests": None,
+      "max_total_tokens": 271_796}, (40960, 271_792, 4096, 4096)),
+    ({"model": "qwen3-235b-a22b", "pre_mib": 86227, "post_mib": 32613, "f": 0.778, "tp": 16,
+      "page_size": 128, "kv": "bf16", "max_running_requests": None, "max_total_tokens": None},
+     (40960, 293_376, 3668, 3668)),
+    ({"model": "gemma-3-27b", "pre_mib": 81000, "post_mib": 30000, "f": 0.85, "tp": 1,
+      "page_size": 1, "kv": "bf16", "max_running_requests": None, "max_total_tokens": None},
+     (1_048_576,)),
+    ({"model": "mixtral-8x7b", "pre_mib": 81000, "post_mib": 30000, "f": 0.85, "tp": 2,
+      "page_size": 1, "kv": "bf16", "max_running_requests": None, "max_total_tokens": None},
+     "TypeError"),
+]
+
+
+@pytest.mark.skipif(sgl_boot.VERSION != "0.5.9", reason="SGLang 0.5.9's answers")
+@pytest.mark.parametrize(("case", "answer"), LITERALS_0509)
+def test_0509_literals_are_sglangs_answers(case: dict[str, Any], answer: Any) -> None:
+    ours = sglang_side(case)
+    if answer == "TypeError":
+        assert ours[-1] == "TypeError"
+    else:
+        got = (ours[2], *ours[3:6]) if len(answer) > 1 else (ours[2],)
+        assert got == answer
+    compare.same("pool sizing (directed)", ours, pagedkv_side(case))

@@ -173,3 +173,25 @@ def test_no_state_slot_is_0509s_worker_assertion(disable_radix_cache: bool) -> N
     ours = sglang_side(case)
     assert ours[-1] == "max_running_request is zero"
     compare.same("pool sizing (linear)", ours, pagedkv_side(case))
+
+
+#: The starts whose answers tests/test_sizing_0509.py holds as literals (79 GiB free before
+#: the weights, 40 GiB after, f 0.85): (case, SGLang 0.5.9's full tokens, SWA tokens, state
+#: slots, max_running_requests, request rows).
+LITERALS_0509 = [
+    ({"model": "gpt-oss-20b", "tp": 1, "max_total_tokens": 100_000, "swa_full_tokens_ratio": None,
+      "chunked_prefill_size": -1}, (111_111, 88_888, None, 2402, 2402)),
+    ({"model": "qwen3-next-80b-a3b", "tp": 4, "max_total_tokens": None,
+      "mamba_full_memory_ratio": None, "max_mamba_cache_size": None},
+     (1_294_932, None, 741, 247, 247)),
+]
+
+
+@pytest.mark.skipif(not OLD, reason="SGLang 0.5.9's answers")
+@pytest.mark.parametrize(("start", "answer"), LITERALS_0509)
+def test_0509_literals_are_sglangs_answers(start: dict[str, Any], answer: tuple) -> None:
+    case = {"pre_mib": 79 * 1024, "post_mib": 40 * 1024, "f": 0.85, "page_size": 1,
+            "kv": "bf16", "max_running_requests": None, "disable_radix_cache": False, **start}
+    ours = sglang_side(case)
+    assert tuple(ours[3:8]) == answer
+    compare.same("pool sizing (directed)", ours, pagedkv_side(case))
