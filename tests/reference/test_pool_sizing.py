@@ -35,6 +35,7 @@ if sgl_boot.VERSION == "0.5.9":
 else:
     import pools_sglang
 
+from pagedkv.configs.model_config import ModelSpec  # noqa: E402
 from pagedkv.configs.model_presets import MODEL_PRESETS, load_model  # noqa: E402
 from pagedkv.errors import ConfigError, NotEnoughMemoryError  # noqa: E402
 from pagedkv.gpus import GPU_PRESETS  # noqa: E402
@@ -70,7 +71,18 @@ def config_path(name: str) -> Path:
     return SWA_DISABLED.get(name) or PRESETS / f"{name}.json"
 
 
-def spec_of(name: str):
+def config_of(case: dict[str, Any]) -> dict[str, Any]:
+    """The case's config.json; with ``head_dim`` written in where the case says so (a
+    Mistral/Mixtral config mended as 0.5.9 needs it: ``Release.null_head_dim_sized``)."""
+    config = json.loads(config_path(case["model"]).read_text())
+    if case.get("head_dim_added"):
+        config["head_dim"] = config["hidden_size"] // config["num_attention_heads"]
+    return config
+
+
+def spec_of(name: str, case: dict[str, Any] | None = None):
+    if case and case.get("head_dim_added"):
+        return ModelSpec.from_config(config_of(case), name=name)
     return load_model(config_path(name), disable_hybrid_swa_memory=name in SWA_DISABLED)
 CARDS_MIB = sorted({g.memory_mib for g in GPU_PRESETS.values()})
 CASES_PER_FAMILY = 200
@@ -95,6 +107,8 @@ def make_case(family: str, seed: int) -> dict[str, Any]:
         case["max_running_requests"] = int(rng.integers(1, 5000))
     if rng.random() < 0.25:
         case["max_total_tokens"] = int(rng.integers(1000, 2_000_000))
+    if sgl_boot.VERSION == "0.5.9" and spec.head_dim_left_none:
+        case["head_dim_added"] = bool(rng.random() < 0.5)  # else 0.5.9's TypeError
     return case
 
 
@@ -102,7 +116,7 @@ def sglang_side(case: dict[str, Any]) -> list[Any]:
     flags = {k: case[k] for k in ("max_running_requests", "max_total_tokens") if case[k]}
     if case["model"] in SWA_DISABLED:
         flags["disable_hybrid_swa_memory"] = True
-    config = json.loads(config_path(case["model"]).read_text())
+    config = config_of(case)
     if case["model"] in SWA_DISABLED:
         # SGLang registers the mxfp4 weight format only on CUDA/ROCm machines, so ModelConfig
         # refuses it here; the weights' format does not enter the KV pool's sizing.
@@ -125,7 +139,7 @@ CONFIGURATOR = None if sgl_boot.VERSION == "0.5.9" else "DefaultPoolConfigurator
 
 
 def pagedkv_side(case: dict[str, Any]) -> list[Any]:
-    spec = spec_of(case["model"])
+    spec = spec_of(case["model"], case)
     cell = spec.cell_size(case["kv"], case["tp"])
     context = spec.sglang_context_len(as_release(sgl_boot.VERSION))
     try:
