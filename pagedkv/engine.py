@@ -117,7 +117,8 @@ class Engine:
         sglang_version: the release whose scheduler is followed (``"0.5.23"`` or ``"0.5.9"``).
         context_len: the model's context length (default a ModelRunner's).
         record_pages: record page events for the visualizer.
-        scheduler_options: any :class:`SchedulerConfig` field; on a GPU
+        scheduler_options: any :class:`SchedulerConfig` field (``disable_overlap_schedule=True``:
+            SGLang's ``--disable-overlap-schedule``, the normal loop); on a GPU
             ``chunked_prefill_size``, ``cuda_graph_max_bs`` and ``max_running_requests``
             default to SGLang's for the card and the pool.
 
@@ -197,6 +198,7 @@ class Engine:
         return TraceMeta(self.max_total_num_tokens, self.page_size, model=runner.name, gpu=device,
                          policy=self.config.policy.value, sglang_version=self.config.sglang_version,
                          radix_cache=self.radix_cache,
+                         disable_overlap_schedule=self.config.disable_overlap_schedule,
                          mem_fraction_static=plan.mem_fraction_static if plan else 0.0,
                          cell_size=int(cell), gpu_memory_bytes=runner.device_memory_bytes,
                          weights_bytes=plan.weights_bytes if plan else weights)

@@ -60,6 +60,10 @@ def add_generate_parser(subparsers: argparse._SubParsersAction) -> None:
                    f"the CPU: {CPU_POOL_TOKENS})")
     p.add_argument("--disable-radix-cache", action="store_true",
                    help="turn SGLang's prefix cache off")
+    p.add_argument("--disable-overlap-schedule", action="store_true",
+                   help="SGLang's flag: disable the overlap scheduler, which overlaps the CPU scheduler "
+                   "with the GPU model worker; the normal loop runs instead, each pass's result "
+                   "processed before the next is scheduled (default: the overlap loop)")
     p.add_argument("--chunked-prefill-size", type=int, metavar="TOKENS",
                    help="prompt tokens per prefill pass before a prompt is chunked; -1 turns "
                    "chunking off (default SGLang's: by GPU memory, 8192 on the CPU)")
@@ -119,7 +123,7 @@ def scheduler_options(args: argparse.Namespace) -> dict[str, Any]:
         ConfigError: a size below 1 (``--chunked-prefill-size`` -1 excepted: off, as in
             SGLang), a conservativeness that is not a finite number > 0.
     """
-    options: dict[str, Any] = {}
+    options: dict[str, Any] = {"disable_overlap_schedule": args.disable_overlap_schedule}
     if args.chunked_prefill_size is not None:
         if args.chunked_prefill_size == -1:
             options["chunked_prefill_size"] = None

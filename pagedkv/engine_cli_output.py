@@ -88,7 +88,7 @@ def print_result(res: EngineResult, as_json: bool, with_log: bool) -> None:
         print("\n".join(res.log))
     meta = res.trace.meta
     print(f"{meta.model} on {meta.gpu}: pool {meta.max_total_num_tokens:,} tokens (page_size "
-          f"{meta.page_size}), SGLang {meta.sglang_version} scheduler, radix cache "
+          f"{meta.page_size}), SGLang {meta.sglang_version} scheduler ({meta.loop}), radix cache "
           f"{'on' if meta.radix_cache else 'off'}; {len(rows)} requests, "
           f"{res.metrics.output_tokens} tokens in {res.metrics.duration_s:.2f} s of forward passes")
     for row in rows:

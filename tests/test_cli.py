@@ -126,3 +126,36 @@ def test_size_follows_the_chosen_release(capsys):
     assert out["mem_fraction_static"] == 0.835 and out["max_total_num_tokens"] == 422_282
     assert main(["size", "--model", "llama-3-8b", "--gpu", "h100-sxm-80gb", "--json"]) == 0
     assert json.loads(capsys.readouterr().out)["mem_fraction_static"] == 0.830
+
+
+def test_simulate_runs_the_overlap_loop_unless_disabled(capsys):
+    """SGLang's default loop unless ``--disable-overlap-schedule``; the summary and the JSON
+    ``meta`` say which ran, and the runs differ (the overlap loop sees a finish a step late)."""
+    argv = ["simulate", "--quiet", "--model", "qwen3-4b", "--gpu", "rtx-4090", "--num-requests",
+            "20", "--rate", "2", "--seed", "1"]
+    runs, text = {}, {}
+    for disable, flag in ((False, []), (True, ["--disable-overlap-schedule"])):
+        assert main([*argv, *flag, "--json"]) == 0
+        runs[disable] = json.loads(capsys.readouterr().out)
+        assert main([*argv, *flag]) == 0
+        text[disable] = capsys.readouterr().out.splitlines()[0]
+        assert runs[disable]["meta"]["disable_overlap_schedule"] is disable
+        assert runs[disable]["summary"]["completed"] == 20
+    assert "SGLang 0.5.23 scheduler (overlap loop), radix cache on" in text[False]
+    assert "(normal loop, --disable-overlap-schedule)" in text[True]
+    assert runs[False]["metrics"]["num_steps"] != runs[True]["metrics"]["num_steps"]
+
+
+def test_overlap_schedule_sweeps_on_and_off(capsys):
+    argv = ["simulate", "--quiet", "--model", "qwen3-4b", "--gpu", "rtx-4090", "--num-requests",
+            "20", "--rate", "2", "--seed", "1", "--json"]
+    assert main([*argv, "--workers", "1", "--sweep", "disable_overlap_schedule=off,on"]) == 0
+    sweep = json.loads(capsys.readouterr().out)["sweep"]
+    assert [r["meta"]["disable_overlap_schedule"] for r in sweep] == [False, True]
+    for row in sweep:
+        flag = ["--disable-overlap-schedule"] if row["meta"]["disable_overlap_schedule"] else []
+        assert main([*argv, *flag]) == 0
+        assert json.loads(capsys.readouterr().out)["summary"] == row["summary"]
+    assert main([*argv, "--sweep", "disable_overlap_schedule=maybe"]) == 2
+    assert ("--sweep disable_overlap_schedule='maybe' is invalid; valid: on, off"
+            in capsys.readouterr().err)

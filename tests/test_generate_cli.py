@@ -140,3 +140,21 @@ def test_json_times_and_text_beside_ids(capsys: pytest.CaptureFixture[str]) -> N
         assert row["tpot_s"] == pytest.approx((row["e2e_s"] - row["ttft_s"]) / 3)
     assert second["ttft_s"] > first["e2e_s"]  # one running request at a time: it waited
     assert out["clamps"] == []
+
+
+def test_disable_overlap_schedule_runs_the_normal_loop(capsys: pytest.CaptureFixture[str]) -> None:
+    """Two prompts, 3 tokens each (ignore EOS), one prefill pass for both. The normal loop
+    takes 3 steps (prefill, 2 decodes); the overlap loop 4: the second decode's result, which
+    ends both, is processed in a step that launches nothing. The same tokens either way."""
+    argv = ["generate", "--device", "cpu", "--prompt-ids", "1,2,3,4,5", "--prompt-ids", "1,2,3,9",
+            "--max-new-tokens", "3", "--ignore-eos", "--json"]
+    runs = {}
+    for disable, flag in ((False, []), (True, ["--disable-overlap-schedule"])):
+        assert main([*argv, *flag]) == 0
+        runs[disable] = json.loads(capsys.readouterr().out)
+        assert runs[disable]["meta"]["disable_overlap_schedule"] is disable
+    assert runs[True]["metrics"]["num_steps"] == 3 and runs[False]["metrics"]["num_steps"] == 4
+    assert ([r["output_ids"] for r in runs[True]["outputs"]]
+            == [r["output_ids"] for r in runs[False]["outputs"]])
+    assert main([*argv[:-1], "--disable-overlap-schedule"]) == 0
+    assert "scheduler (normal loop, --disable-overlap-schedule)" in capsys.readouterr().out

@@ -40,15 +40,17 @@ TINY_SPECS = (RequestSpec(23, 100, 100), RequestSpec(28, 100, 100), RequestSpec(
 def tiny_retraction_scheduler(radix_cache: bool = True,
                               sglang_version: str = DEFAULT_SGLANG_VERSION,
                               fast_forward: bool = True,
-                              disable_overlap_schedule: bool | None = None) -> Scheduler:
+                              disable_overlap_schedule: bool = True) -> Scheduler:
     """Chapter 5's visible example, not yet run: 5 requests arriving at once on a 256-token
     pool in 16 pages of 16, ``max_new_tokens`` = output length, the ratio decaying in 60 steps
     instead of 600 (``SGLANG_NEW_TOKEN_RATIO_DECAY_STEPS=60``). Page tables are recorded.
     SGLang's default server (the radix cache on) unless asked otherwise; ``fast_forward=False``
-    takes every decode step alone (the same run, step by step);
-    ``disable_overlap_schedule``: which loop (None: :class:`SchedulerConfig`'s default)."""
-    loop = {} if disable_overlap_schedule is None else {
-        "disable_overlap_schedule": disable_overlap_schedule}
+    takes every decode step alone (the same run, step by step).
+    ``disable_overlap_schedule``: SGLang's normal loop by default, so that each step's
+    result (a token, a finish, a freed page) shows in the step that made it, as the worked
+    steps of chapter 5 read it; False runs SGLang's default overlap loop
+    (:mod:`pagedkv.lessons.overlap` runs both)."""
+    loop = {"disable_overlap_schedule": disable_overlap_schedule}
     return Scheduler(TINY_SPECS, max_total_num_tokens=256, page_size=16, record_page_tables=True,
                      radix_cache=radix_cache, fast_forward=fast_forward,
                      config=SchedulerConfig(new_token_ratio_decay_steps=60,

@@ -143,12 +143,16 @@ def serve(reqs: Sequence[PrefixRequest], size: int, page_size: int = 1, max_runn
         radix: the radix cache on (SGLang's default) or off (``--disable-radix-cache``).
         max_new_tokens: every client's cap (default: each request's true output length).
         check: check every invariant after every step (slower).
-        config: any other :class:`SchedulerConfig` field (``sglang_version``, ...).
+        config: any other :class:`SchedulerConfig` field (``sglang_version``, ...);
+            ``disable_overlap_schedule`` is True unless given: the chapter reads what a pass
+            leaves in the step that ran it (its duplicates freed, its requests cached), which
+            SGLang's normal loop shows; the overlap loop processes a pass a step later.
 
     Raises:
         ConfigError: a size or request out of range.
     """
     specs = as_specs(list(reqs), max_new_tokens)
+    config.setdefault("disable_overlap_schedule", True)
     cfg = SchedulerConfig(max_running_requests=check_positive_int("max_running", max_running),
                           **config)
     sched = Scheduler(specs, max_total_num_tokens=size, page_size=page_size, config=cfg,

@@ -24,6 +24,13 @@ from pagedkv.releases import Release
 from pagedkv.workloads.synthetic import RequestSpec
 
 
+def _normal_loop(r: Release, **options: object) -> SchedulerConfig:
+    """The cases run SGLang's normal loop (``--disable-overlap-schedule``): each step's result
+    is processed in the step, so a rule shows in the step where it acts. The in-flight rule
+    (``skip_finishing_decode_in_flight``) runs the overlap loop, where it lives."""
+    return SchedulerConfig(release=r, disable_overlap_schedule=True, **options)
+
+
 # ----- admission ------------------------------------------------------------------------------
 def admission_charge(r: Release) -> str:
     """``Release.extra_page_per_request`` on a 3,000-token prompt, max_new_tokens 2,000, pages of
@@ -64,7 +71,7 @@ def chunk_end(r: Release) -> str:
 def prefill_log(r: Release) -> str:
     """The prefill log line of a 23-token prompt in pages of 16, under ``r``."""
     s = Scheduler([RequestSpec(23, 2, 2)], max_total_num_tokens=256, page_size=16,
-                  config=SchedulerConfig(release=r))
+                  config=_normal_loop(r))
     s.run()
     return s.trace.log[0]
 
@@ -84,7 +91,7 @@ def max_new_tokens_cap(r: Release) -> str:
     """``Release.cap_max_new_tokens_by_pool`` on a 200-token prompt asking for 100 on a 256-token
     pool, pages of 16."""
     s = Scheduler([RequestSpec(200, 100, 100)], max_total_num_tokens=256, page_size=16,
-                  config=SchedulerConfig(release=r))
+                  config=_normal_loop(r))
     return f"max_new_tokens becomes {s.reqs[0].max_new_tokens}"
 
 
@@ -92,7 +99,7 @@ def allocatable(r: Release) -> str:
     """``Release.allocatable_counts_free_rows`` on max_running_requests 4, one row held outside the
     batch."""
     s = Scheduler([RequestSpec(4, 1, 1)], max_total_num_tokens=64,
-                  config=SchedulerConfig(release=r, max_running_requests=4))
+                  config=_normal_loop(r, max_running_requests=4))
     s.req_to_token_pool.alloc(1)  # a row held outside the running batch
     return f"admits up to {s.num_allocatable_reqs(0)}"
 
@@ -101,7 +108,7 @@ def filter_finished(r: Release) -> str:
     """``Release.filter_finished_every_step`` on two requests; one has just finished in a decode
     step."""
     s = Scheduler([RequestSpec(4, 2, 2), RequestSpec(4, 5, 5)], max_total_num_tokens=64,
-                  config=SchedulerConfig(release=r))
+                  config=_normal_loop(r))
     s.step()  # both prefilled, one token each
     s.step()  # a decode step: request 0 has its last token
     s.prepare_step()
@@ -112,7 +119,7 @@ def batch_full(r: Release) -> str:
     """``Release.batch_full_only_when_busy`` on a 40-token prompt, 24 of 64 slots free, nothing
     running."""
     s = Scheduler([RequestSpec(40, 10, 10)], max_total_num_tokens=64,
-                  config=SchedulerConfig(release=r))
+                  config=_normal_loop(r))
     s.allocator.alloc(40)  # the memory is held elsewhere: the request cannot be admitted
     s.enqueue_arrivals()
     s.get_new_batch_prefill()
@@ -124,7 +131,7 @@ def spent_budget(r: Release) -> str:
     sharing its first 40 tokens."""
     ids = tuple(range(100))
     s = Scheduler([RequestSpec(100, 1, 1, 0.0, ids), RequestSpec(40, 1, 1, 0.0, ids[:40])],
-                  max_total_num_tokens=512, config=SchedulerConfig(release=r, chunked_prefill_size=32))
+                  max_total_num_tokens=512, config=_normal_loop(r, chunked_prefill_size=32))
     s.step()  # the first 32 tokens of request 0
     s.step()  # its next 32: the chunk budget is spent
     return f"request 1 matched {s.reqs[1].prefix_len} cached tokens"
@@ -137,7 +144,7 @@ def touch_waiting(r: Release) -> str:
     specs = [RequestSpec(51, 1, 1, 0.0, tuple(range(1000, 1051))),  # needs one leaf evicted
              RequestSpec(30, 1, 1, 0.0, tuple(range(2000, 2030))),  # does not fit: the pass stops
              RequestSpec(6, 1, 1, 0.0, (*old, 99))]  # waits behind it, sharing `old`
-    s = Scheduler(specs, max_total_num_tokens=60, config=SchedulerConfig(release=r))
+    s = Scheduler(specs, max_total_num_tokens=60, config=_normal_loop(r))
     for key in (old, new):  # cached before the run, `old` first (least recently used)
         s.tree_cache.insert(np.array(key), s.allocator.alloc(5).numpy().astype(np.int64))
     s.step()
@@ -147,7 +154,7 @@ def touch_waiting(r: Release) -> str:
 
 def last_request(r: Release) -> str:
     """``Release.abort_last_request`` on one request, no free page."""
-    batch = running_batch([8], [1], [50], free=0, page_size=4, config=SchedulerConfig(release=r))
+    batch = running_batch([8], [1], [50], free=0, page_size=4, config=_normal_loop(r))
     try:
         _, _, aborted = batch.retract_decode(abort_last_request=r.abort_last_request)
     except OutOfMemoryError:
@@ -158,7 +165,7 @@ def last_request(r: Release) -> str:
 def ratio_reset(r: Release) -> str:
     """``Release.reset_ratio_only_when_idle`` on new_token_ratio 0.30, nothing running, one request
     waiting."""
-    s = Scheduler([RequestSpec(4, 1, 1)], max_total_num_tokens=64, config=SchedulerConfig(release=r))
+    s = Scheduler([RequestSpec(4, 1, 1)], max_total_num_tokens=64, config=_normal_loop(r))
     s.enqueue_arrivals()
     s.new_token_ratio = 0.3
     s.on_idle()
@@ -169,7 +176,7 @@ def prefill_frees(r: Release) -> str:
     """``Release.group_prefill_frees`` on two 8-token prompts that finish at their first token,
     pages of 4, radix cache off."""
     s = Scheduler([RequestSpec(8, 1, 1), RequestSpec(8, 1, 1)], max_total_num_tokens=64,
-                  page_size=4, radix_cache=False, config=SchedulerConfig(release=r))
+                  page_size=4, radix_cache=False, config=_normal_loop(r))
     s.step()
     return "free list starts " + ", ".join(str(x) for x in s.allocator.free_pages.tolist()[:4])
 
@@ -232,7 +239,7 @@ def eviction_amount(r: Release) -> str:
     specs = [RequestSpec(5, 1, 1, float(i), ids[i]) for i in range(3)]
     specs += [RequestSpec(46, 1, 1, 3.0, tuple(range(1000, 1046))),
               RequestSpec(6, 1, 1, 4.0, (*ids[2], 99))]
-    s = Scheduler(specs, max_total_num_tokens=60, page_size=1, config=SchedulerConfig(release=r))
+    s = Scheduler(specs, max_total_num_tokens=60, page_size=1, config=_normal_loop(r))
     s.run()
     hit = s.trace.events_of("admit")[4].extra["cached"]
     return f"evicts {s.tree_cache.evicted_tokens} tokens; the last request finds {hit} cached"

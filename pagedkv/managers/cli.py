@@ -52,6 +52,10 @@ def add_simulate_parser(subparsers: argparse._SubParsersAction) -> None:
                    help=f"admission policy: {', '.join(x.value for x in Policy)} (default sglang)")
     p.add_argument("--disable-radix-cache", action="store_true",
                    help="turn SGLang's prefix cache off (it is on by default)")
+    p.add_argument("--disable-overlap-schedule", action="store_true",
+                   help="SGLang's flag: disable the overlap scheduler, which overlaps the CPU scheduler "
+                   "with the GPU model worker; the normal loop runs instead, each pass's result "
+                   "processed before the next is scheduled (default: the overlap loop)")
     p.add_argument("--disable-hybrid-swa-memory", action="store_true",
                    help="SGLang's flag: a sliding-window hybrid (gpt-oss, Llama 4) gets one full-length "
                    "pool for every layer, which pagedkv sizes; without it such models are refused")
@@ -92,7 +96,8 @@ def add_simulate_parser(subparsers: argparse._SubParsersAction) -> None:
                    help="run every value of a setting on the same requests and print one table; "
                    "NAME: mem_fraction_static, page_size, radix_cache (on/off), policy, "
                    "sglang_version, max_total_tokens, schedule_conservativeness, "
-                   "chunked_prefill_size; repeat for every combination")
+                   "chunked_prefill_size, disable_overlap_schedule (on/off); repeat for every "
+                   "combination")
     o.add_argument("--workers", type=int, metavar="N",
                    help="with --sweep: run N settings at once, each in its own process (default: "
                    "one per CPU core; 1: one after another in this process); the same report")

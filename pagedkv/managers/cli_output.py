@@ -38,7 +38,8 @@ def setting_text(meta: TraceMeta) -> str:
     cache = "on" if meta.radix_cache else "off"
     return (f"{meta.model} on {meta.gpu}: pool {meta.max_total_num_tokens:,} tokens (page_size "
             f"{meta.page_size}, mem_fraction_static {meta.mem_fraction_static}), SGLang "
-            f"{meta.sglang_version} scheduler, radix cache {cache}, policy {meta.policy}")
+            f"{meta.sglang_version} scheduler ({meta.loop}), radix cache {cache}, policy "
+            f"{meta.policy}")
 
 
 def print_summary(run: RunOutcome, workload: Workload, out: TextIO | None = None) -> None:

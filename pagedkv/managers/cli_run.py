@@ -30,6 +30,7 @@ def setup_options(args: argparse.Namespace, override: dict[str, object] | None =
         "sglang_version": args.sglang_version,
         "schedule_conservativeness": args.schedule_conservativeness,
         "disable_hybrid_swa_memory": args.disable_hybrid_swa_memory,
+        "disable_overlap_schedule": args.disable_overlap_schedule,
     }
     opts.update(override or {})
     check_sglang_version(opts["sglang_version"])  # a sweep's value too

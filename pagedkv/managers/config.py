@@ -16,11 +16,18 @@ SGLANG_RETRACT_DECODE_STEPS            ``retract_decode_steps``    20
 ``--max-prefill-tokens``               ``max_prefill_tokens``      16384
 ``--chunked-prefill-size``             ``chunked_prefill_size``    by GPU memory
 ``--max-running-requests``             ``max_running_requests``    from the pool
-``--disable-overlap-schedule``         ``disable_overlap_schedule``  True (for now)
+``--disable-overlap-schedule``         ``disable_overlap_schedule``  False
 SGLANG_DISABLE_CONSECUTIVE_PREFILL_OVERLAP  ``disable_consecutive_prefill_overlap``  False
 =====================================  ==========================  =======
 
 :meth:`SchedulerConfig.from_env` reads the five environment variables as SGLang does.
+
+Both releases run the overlap loop unless ``--disable-overlap-schedule`` is given: the
+field's default is False in 0.5.23 (``arg_groups/fields/schedule.py``) and in 0.5.9
+(``server_args.py``), so it is not a :class:`~pagedkv.releases.Release` field (those are the
+behaviours that differ); ``tests/reference/test_server_args.py`` reads it from each release's
+own ``ServerArgs``. SGLang turns the overlap loop off by itself for set-ups pagedkv does not
+model (speculative decoding in most set-ups, pipeline parallelism, mamba's no-buffer cache, ...).
 
 ``release`` (or ``sglang_version``, its name) picks the release whose behaviour the scheduler
 follows: a :class:`~pagedkv.releases.Release`, 0.5.23 (the newest, the default) or 0.5.9 (the
@@ -100,7 +107,7 @@ class SchedulerConfig:
         disable_overlap_schedule: run the non-overlapped loop (``event_loop_normal``)
             instead of SGLang's default overlap loop (``event_loop_overlap``: one batch in
             flight, its result processed after the next batch is scheduled; see
-            :mod:`pagedkv.managers.scheduler_overlap`).
+            :mod:`pagedkv.managers.scheduler_overlap`). False by default, as in SGLang.
         disable_consecutive_prefill_overlap: in the overlap loop, process a prefill's
             result before launching a prefill that follows it (SGLang's
             ``is_disable_overlap_for_batch``; off by default, as in SGLang).
@@ -122,7 +129,7 @@ class SchedulerConfig:
     max_running_requests: int | None = None
     decode_log_interval: int = 40
     cuda_graph_max_bs: int = 256
-    disable_overlap_schedule: bool = True
+    disable_overlap_schedule: bool = False
     disable_consecutive_prefill_overlap: bool = False
     release: Release = DEFAULT_RELEASE
     sglang_version: InitVar[str | None] = None

@@ -95,15 +95,11 @@ class SchedulerDecodeMixin(SchedulerState):
         self.num_decode_steps += 1
         self.process_batch_result_decode()
 
-    def process_batch_result_decode(self, log_first: bool = False) -> None:
-        """Release every request whose latest token ends it, then log (``log_first``: log,
-        then release)."""
+    def process_batch_result_decode(self) -> None:
+        """Release every request whose latest token ends it, then log."""
         batch = self.running
-        log = self.num_decode_steps % self.config.decode_log_interval == 0
-        if log and log_first:
-            self.log_decode(len(batch))
         self.batch_result_processor.process_batch_result_decode(batch)
-        if log and not log_first:
+        if self.num_decode_steps % self.config.decode_log_interval == 0:
             self.log_decode(len(batch))
 
     def log_decode(self, bs: int) -> None:
@@ -116,8 +112,10 @@ class SchedulerDecodeMixin(SchedulerState):
         update have been done by :meth:`update_running_batch`. Page events: the first step
         is recorded as a single step (it may follow a retraction), the middle ones are quiet
         (:meth:`~pagedkv.managers.page_recorder.PageRecorder.record_quiet_decodes`).
-        ``overlap``: the overlap loop's window (its last step logs before its releases, as
-        a launch precedes the previous result's processing)."""
+        ``overlap``: the overlap loop's window (its last step logs at its launch, then the
+        step before it is processed: its releases are timed at that step's end, as
+        :meth:`~pagedkv.managers.scheduler_overlap.SchedulerOverlapMixin.process_in_flight`
+        times a single step's)."""
         b, ff = self.running, self.fast_forward
         assert ff is not None
         window = ff.plan(k, b, self.trace.records_steps)
@@ -134,4 +132,11 @@ class SchedulerDecodeMixin(SchedulerState):
                 b.decode_many(k - 2)
                 pages.record_quiet_decodes(self, self.num_steps - (k - 2), k - 2)
             b.decode_many(1)
-        self.process_batch_result_decode(log_first=overlap)
+        if not overlap:
+            self.process_batch_result_decode()
+            return
+        if self.num_decode_steps % self.config.decode_log_interval == 0:
+            self.log_decode(len(b))
+        now, self.clock = self.clock, ff.last_launch_s
+        self.batch_result_processor.process_batch_result_decode(b)
+        self.clock = now

@@ -53,12 +53,15 @@ from pagedkv.model_executor.forward_batch_info import ForwardBatch
 @dataclass
 class InFlight:
     """A launched batch whose result has not been processed (SGLang's ``result_queue``
-    entry): the pass, its sampled tokens (None: the simulator samples none) and, for a
-    decode step, its number (for the decode log)."""
+    entry): the pass, its sampled tokens (None: the simulator samples none), for a decode
+    step its number (for the decode log), and ``end_s``, the clock (seconds) at which the
+    pass ends: its tokens exist from then, though the loop processes them after launching
+    the next pass."""
 
     batch: ForwardBatch
     tokens: np.ndarray | None
     decode_step: int = 0
+    end_s: float = 0.0
 
     def token(self, i: int) -> int | None:
         """Request ``i``'s sampled token, or None."""
@@ -100,7 +103,8 @@ class SchedulerOverlapMixin(SchedulerState):
             result = self.executor.forward(batch)
             self.clock += result.seconds
             self._idle_blocked = 0
-            self.in_flight = InFlight(batch, result.next_token_ids, self.num_decode_steps)
+            self.in_flight = InFlight(batch, result.next_token_ids, self.num_decode_steps,
+                                      self.clock)
             if kind == "prefill":
                 self.log_prefill(adder, running_bs, int(batch.extend_lens.sum()), result.seconds)
             elif self.num_decode_steps % self.config.decode_log_interval == 0:
@@ -164,11 +168,17 @@ class SchedulerOverlapMixin(SchedulerState):
 
     # ----- the previous batch's result ------------------------------------------------------
     def process_in_flight(self, f: InFlight) -> None:
-        """``process_batch_result``: commit the pass's tokens; release who finished."""
+        """``process_batch_result``: commit the pass's tokens; release who finished.
+
+        First tokens and finishes are timed at ``f.end_s``, when the pass ended: SGLang
+        processes the result as soon as the GPU has finished it (``copy_done``), while the
+        next pass runs, not at the end of that next pass."""
+        now, self.clock = self.clock, f.end_s
         if f.batch.mode == "extend":
             self._process_prefill_result(f)
         else:
             self._process_decode_result(f)
+        self.clock = now
 
     def _commit(self, req: Req, token: int | None, index: dict[int, int]) -> bool:
         """``req`` gets its sampled token (in the running batch's arrays if it is there);
@@ -273,4 +283,4 @@ class SchedulerOverlapMixin(SchedulerState):
             ForwardBatch("decode", list(b.reqs), b.req_pool_idx.copy(), b.kv_len - 1,
                          np.ones(len(b), dtype=np.int64), b.last_loc.copy(),
                          np.ones(len(b), dtype=bool), int(b.kv_len.sum()) - len(b)),
-            None, self.num_decode_steps)
+            None, self.num_decode_steps, self.clock)

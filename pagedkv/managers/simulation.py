@@ -113,8 +113,10 @@ def prepare(
             hybrid that SGLang then sizes as one full-length pool (gpt-oss) is accepted (see
             :func:`pagedkv.configs.model_presets.load_model`); without it such a model is refused by name.
         scheduler_options: any :class:`SchedulerConfig` field, e.g.
-            ``schedule_conservativeness=0.5``; ``chunked_prefill_size`` defaults by GPU
-            memory and ``max_running_requests`` to the pool's, as in SGLang.
+            ``schedule_conservativeness=0.5`` or ``disable_overlap_schedule=True`` (SGLang's
+            ``--disable-overlap-schedule``: the normal loop instead of the default overlap
+            loop); ``chunked_prefill_size`` defaults by GPU memory and
+            ``max_running_requests`` to the pool's, as in SGLang.
 
     Raises:
         ConfigError: unknown preset, parameter out of range, or a sliding-window or
@@ -150,7 +152,8 @@ def prepare(
         gpu=card.name, policy=config.policy.value, sglang_version=sglang_version,
         radix_cache=radix_cache, mem_fraction_static=plan.mem_fraction_static,
         cell_size=plan.cell_size, gpu_memory_bytes=card.memory_bytes,
-        weights_bytes=plan.weights_bytes, arrival_rate=arrival_rate)
+        weights_bytes=plan.weights_bytes, arrival_rate=arrival_rate,
+        disable_overlap_schedule=config.disable_overlap_schedule)
     step_time = RooflineStepTime(plan.weights_bytes, spec.num_params, plan.cell_size,
                                  card.hbm_bandwidth, card.bf16_flops)
     return SimSetup(plan, config, meta, step_time, radix_cache, spec.context_len)

@@ -49,6 +49,7 @@ AXES: dict[str, Callable[[str, str], object]] = {
     "max_total_tokens": _int,
     "schedule_conservativeness": _real,
     "chunked_prefill_size": _int,
+    "disable_overlap_schedule": _flag,
 }
 """Axis name -> parser of one value (ranges are checked again where the value is used:
 ``mem_fraction_static`` in (0, 1], a known ``policy`` and ``sglang_version``)."""

@@ -126,7 +126,9 @@ class StepTotals:
 
 @dataclass(frozen=True)
 class TraceMeta:
-    """The run's setting. Bytes are bytes; ``arrival_rate`` is requests/s (None: all at t=0)."""
+    """The run's setting. Bytes are bytes; ``arrival_rate`` is requests/s (None: all at t=0);
+    ``disable_overlap_schedule``: the loop that ran was SGLang's normal one (``event_loop_normal``,
+    ``--disable-overlap-schedule``), not its default overlap loop (``event_loop_overlap``)."""
 
     max_total_num_tokens: int
     page_size: int = 1
@@ -140,6 +142,13 @@ class TraceMeta:
     gpu_memory_bytes: int = 0
     weights_bytes: int = 0
     arrival_rate: float | None = None
+    disable_overlap_schedule: bool = False
+
+    @property
+    def loop(self) -> str:
+        """The SGLang event loop the run followed, in words."""
+        return ("normal loop, --disable-overlap-schedule" if self.disable_overlap_schedule
+                else "overlap loop")
 
     @property
     def num_pages(self) -> int:

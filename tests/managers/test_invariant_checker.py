@@ -67,14 +67,24 @@ def test_every_request_is_counted_once() -> None:
         checker().check_invariants(tokens_reserved=-1.0)
 
 
-def test_the_schedulers_checker_holds_through_a_run() -> None:
+@pytest.mark.parametrize("disable_overlap_schedule", [True, False])
+def test_the_schedulers_checker_holds_through_a_run(disable_overlap_schedule: bool) -> None:
+    """The holders are the running batch's live requests and the chunked one, then (overlap
+    loop only) a prefill's requests, which hold rows before they join the batch: exactly the
+    requests holding a row."""
     specs = [RequestSpec(30, 20, 20, 0.0) for _ in range(6)]
     s = Scheduler(specs, max_total_num_tokens=128, page_size=4,
-                  config=SchedulerConfig(chunked_prefill_size=16))
+                  config=SchedulerConfig(chunked_prefill_size=16,
+                                         disable_overlap_schedule=disable_overlap_schedule))
     assert s.invariant_checker.get_running_batch() is s.running
+    outside = 0
     while s.step():
         s.check_invariants()
-        assert s.invariant_checker.holders() == (
-            [r for r in s.running.reqs if not r.finished]
-            + ([s.chunked_req] if s.chunked_req is not None else []))
+        holders = s.invariant_checker.holders()
+        live = ([r for r in s.running.reqs if not r.finished]
+                + ([s.chunked_req] if s.chunked_req is not None else []))
+        assert holders[:len(live)] == live
+        assert sorted(r.rid for r in holders) == sorted(r.rid for r in s.reqs if r.req_pool_idx >= 0)
+        outside += len(holders) - len(live)
+    assert (outside > 0) == (not disable_overlap_schedule)
     s.check_memory()

@@ -113,7 +113,7 @@ def test_retraction_frees_the_victims_own_pages() -> None:
     page. A run records the same trace with and without the page record."""
     specs = uniform(24, (8, 20), (30, 90), 90, rate=25.0, seed=0)
     kw = dict(model="llama-3-8b", gpu="h100-sxm-80gb", page_size=4, max_total_tokens=400,
-              new_token_ratio_decay_steps=60)
+              new_token_ratio_decay_steps=60, disable_overlap_schedule=True)
     plain = simulate(specs, **kw).trace.to_dict()
     result = simulate(specs, record_pages=True, **kw)
     trace = result.trace.to_dict()

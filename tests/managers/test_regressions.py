@@ -20,8 +20,10 @@ def test_token_ids_keep_the_known_outputs_when_a_request_writes_past_them():
     assert np.array_equal(r.token_ids(4)[:2], r.token_ids(2))
 
 
+@pytest.mark.parametrize("disable_overlap_schedule", [True, False])
 @pytest.mark.parametrize("version", ["0.5.23", "0.5.9"])
-def test_chunked_reprefill_past_the_known_outputs_keeps_the_tree_consistent(version):
+def test_chunked_reprefill_past_the_known_outputs_keeps_the_tree_consistent(
+        version, disable_overlap_schedule):
     """Retracted after 14 of its 15 outputs (only 1 given), request 9 was prefilled again in
     2-token chunks; its second token's id changed between chunks, so the tree inserted the
     same slots under two keys ("a KV slot is held by two tree nodes")."""
@@ -32,7 +34,8 @@ def test_chunked_reprefill_past_the_known_outputs_keeps_the_tree_consistent(vers
     specs += [RequestSpec(1, 1, 15, 0.0, input_ids=z, output_ids=z, ignore_eos=True)]
     specs += [RequestSpec(1, 1, 1, 0.0, input_ids=z, output_ids=z) for _ in range(2)]
     cfg = SchedulerConfig(schedule_conservativeness=0.1, new_token_ratio_decay_steps=5,
-                          max_prefill_tokens=16, chunked_prefill_size=2, sglang_version=version)
+                          max_prefill_tokens=16, chunked_prefill_size=2, sglang_version=version,
+                          disable_overlap_schedule=disable_overlap_schedule)
     s = Scheduler(specs, max_total_num_tokens=30, page_size=2, config=cfg, radix_cache=True)
     while s.step():
         s.check_invariants()
@@ -52,7 +55,8 @@ def test_a_retracted_ignore_eos_request_can_be_refused_for_good_in_0509():
     specs = [RequestSpec(4, 34, 45, 0.0, input_ids=[0] * 4, output_ids=[0] * 34, ignore_eos=True),
              *one]
     cfg = SchedulerConfig(schedule_conservativeness=0.1, new_token_ratio_decay_steps=5,
-                          max_prefill_tokens=16, sglang_version="0.5.9")
+                          max_prefill_tokens=16, sglang_version="0.5.9",
+                          disable_overlap_schedule=True)
     s = Scheduler(specs, max_total_num_tokens=48, page_size=4, config=cfg, radix_cache=False)
     with pytest.raises(PagedKVError, match=r"stuck: request 0 \(prompt_len=4, max_new_tokens=42\)"
                        r" is refused by an idle server with 48 slots free"):

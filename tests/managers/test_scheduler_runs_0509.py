@@ -1,5 +1,6 @@
 """Whole runs on tiny pools, every admission and retraction worked out by hand: SGLang 0.5.9
-with ``--disable-radix-cache`` (the server chapters 4 and 5 were first written against)."""
+with ``--disable-radix-cache`` (the server chapters 4 and 5 were first written against) and
+``--disable-overlap-schedule`` (the normal loop: each step's result processed in the step)."""
 
 from __future__ import annotations
 
@@ -16,7 +17,8 @@ DECAY_03 = (0.21 - 0.21 * 0.14) / 600  # schedule_conservativeness 0.3: init 0.2
 
 def run(specs: list[RequestSpec], pool: int, page: int = 1, **cfg: object) -> Scheduler:
     s = Scheduler(specs, max_total_num_tokens=pool, page_size=page, radix_cache=False,
-                  config=SchedulerConfig(sglang_version="0.5.9", **cfg))
+                  config=SchedulerConfig(sglang_version="0.5.9", disable_overlap_schedule=True,
+                                         **cfg))
     while s.step():
         s.check_invariants()
     return s
@@ -123,7 +125,7 @@ def test_chunked_prefill_run() -> None:
 
 def test_page_tables_recorded() -> None:
     s = Scheduler([RequestSpec(5, 3, 3)], max_total_num_tokens=32, page_size=4,
-                  record_page_tables=True)
+                  record_page_tables=True, config=SchedulerConfig(disable_overlap_schedule=True))
     s.run()
     tables = s.trace.page_tables
     assert tables[0] == [[0, 5, [1, 2]]]          # pages 1 and 2 (page 0 is padding)

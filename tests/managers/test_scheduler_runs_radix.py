@@ -33,7 +33,7 @@ SPECS = [Spec(15, 4, 4, 0.0, (*S, 1, 2, 3, 4, 5), (11, 12, 13, 14)),
 
 def run(version: str, page: int = 1) -> tuple[Scheduler, dict[int, list[int]]]:
     s = Scheduler(SPECS, max_total_num_tokens=64, page_size=page, fast_forward=False,
-                  config=SchedulerConfig(sglang_version=version))
+                  config=SchedulerConfig(sglang_version=version, disable_overlap_schedule=True))
     free_lists = {}
     while s.step():
         s.check_invariants()

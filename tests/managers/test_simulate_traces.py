@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from pagedkv.cli import main
-from pagedkv.managers import FixedStepTime, Scheduler
+from pagedkv.managers import FixedStepTime, Scheduler, SchedulerConfig
 from pagedkv.managers.request_metrics import COLUMNS, RequestTable
 from pagedkv.workloads.synthetic import RequestSpec
 
@@ -26,12 +26,17 @@ def simulate(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, 
     return code, out.out, out.err
 
 
-def test_metrics_follow_bench_serving_definitions() -> None:
+@pytest.mark.parametrize("disable_overlap_schedule", [True, False])
+def test_metrics_follow_bench_serving_definitions(disable_overlap_schedule: bool) -> None:
     """10 ms steps. Step 1 prefills A (first token at 0.01 s); B, sent at 0.005 s, waits
     until step 2 (queue 0.005 s), whose prefill gives its only token at 0.02 s; steps 3-5
-    decode A's tokens 2-4 at 0.03, 0.04, 0.05 s: gaps 0.02, 0.01, 0.01, TPOT their mean."""
+    decode A's tokens 2-4 at 0.03, 0.04, 0.05 s: gaps 0.02, 0.01, 0.01, TPOT their mean.
+    The same times in the overlap loop: a result is timed when its pass ends (B's token at
+    0.02 s, though processed after A's first decode is launched; A's last at 0.05 s, though
+    processed in the step after)."""
     specs = [RequestSpec(10, 4, 4, 0.0), RequestSpec(6, 1, 1, 0.005)]
-    s = Scheduler(specs, max_total_num_tokens=64, step_time=FixedStepTime(0.01))
+    s = Scheduler(specs, max_total_num_tokens=64, step_time=FixedStepTime(0.01),
+                  config=SchedulerConfig(disable_overlap_schedule=disable_overlap_schedule))
     s.run()
     table = RequestTable(2)
     for r in s.reqs:

@@ -6,6 +6,7 @@ from __future__ import annotations
 import pytest
 
 from pagedkv.managers.config import SchedulerConfig
+from pagedkv.managers.page_recorder import joining_requests
 from pagedkv.managers.req import Req
 from pagedkv.managers.schedule_batch import ScheduleBatch
 from pagedkv.managers.scheduler import Scheduler
@@ -61,10 +62,15 @@ def test_a_summary_trace_is_not_asked_for_the_reservation() -> None:
     assert summary.totals().num_idle_steps == 1
 
 
-def test_page_tables_of_a_chunked_prefill() -> None:
-    # page 4, chunks of 8: a 12-token prompt is prefilled as 8 + 4
+@pytest.mark.parametrize("disable_overlap_schedule", [True, False])
+def test_page_tables_of_a_chunked_prefill(disable_overlap_schedule: bool) -> None:
+    # page 4, chunks of 8: a 12-token prompt is prefilled as 8 + 4. In the overlap loop the
+    # request joins the running batch only at the third step, but holds its KV from the
+    # second: its row and its tokens are counted then, as in the normal loop
     s = Scheduler([RequestSpec(12, 2, 2)], max_total_num_tokens=64, page_size=4,
-                  config=SchedulerConfig(chunked_prefill_size=8), record_page_tables=True)
+                  config=SchedulerConfig(chunked_prefill_size=8,
+                                         disable_overlap_schedule=disable_overlap_schedule),
+                  record_page_tables=True)
     s.step()
     assert s.chunked_req is not None
     s.step()
@@ -72,6 +78,8 @@ def test_page_tables_of_a_chunked_prefill() -> None:
     assert [(rid, kv, len(pages)) for rid, kv, pages in first] == [(0, 8, 2)]
     assert [(rid, kv, len(pages)) for rid, kv, pages in second] == [(0, 12, 3)]
     assert second[0][2][:2] == first[0][2] and 0 not in second[0][2]  # page 0 pads
-    assert second == s.step_recorder.page_tables(s.running, s.chunked_req)
+    assert second == s.step_recorder.page_tables(s.running, s.chunked_req, joining_requests(s))
+    assert len(s.running) == (1 if disable_overlap_schedule else 0)
+    assert s.trace.steps["tokens_used"] == [8, 12]
     with pytest.raises(TypeError):
         s.step_recorder.record_row(0, 0.0, "idle")  # every number is explicit

@@ -85,3 +85,29 @@ def test_defaults_per_card(model_dir: str, tp: int, prefill_graph: bool) -> None
         ours = pagedkv_defaults(memory_mib, tp, prefill_graph)
         compare.same("server defaults", theirs, ours,
                      f"{memory_mib} MiB, tp {tp}, prefill graphs {backend}")
+
+
+@pytest.mark.parametrize("disable", [False, True])
+def test_the_overlap_loop_is_the_default(model_dir: str, disable: bool) -> None:
+    """Both releases run ``event_loop_overlap`` unless ``--disable-overlap-schedule`` is
+    given (a dense model on one 80 GB card): :class:`SchedulerConfig`'s default is theirs."""
+    from pagedkv.managers.config import SchedulerConfig
+
+    flags = {"disable_overlap_schedule": True} if disable else {}
+    if VERSION == "0.5.9":
+        import sglang.srt.server_args as SA
+
+        SA.get_device_memory_capacity = lambda *a, **k: 81559
+        theirs = SA.ServerArgs(model_path=model_dir, device="cuda", **flags).disable_overlap_schedule
+    else:
+        import sglang.srt.arg_groups.memory_hook as MH
+        from sglang.srt.arg_groups.overrides import resolved_view
+        from sglang.srt.server_args import ServerArgs
+
+        MH.get_device_memory_capacity = lambda *a, **k: 81559
+        sa = ServerArgs(model_path=model_dir, device="cuda", **flags)
+        sa.resolve_once()
+        theirs = resolved_view(sa).disable_overlap_schedule
+    assert theirs is disable
+    assert SchedulerConfig(**flags).disable_overlap_schedule is disable
+    assert SchedulerConfig(sglang_version=VERSION).disable_overlap_schedule is False

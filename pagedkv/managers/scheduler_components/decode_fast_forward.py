@@ -71,6 +71,9 @@ class DecodeFastForward:
         ratio_tracker: ``new_token_ratio`` (it decays every step).
         metrics_reporter, step_recorder: the log lines and rows of the window's steps.
         windows_taken: windows taken so far.
+        last_launch_s: the clock (seconds) at which the last window's last step was
+            launched, the end of the step before it (the overlap loop processes that
+            step's result then).
     """
 
     executor: StepTimePredictor
@@ -84,6 +87,7 @@ class DecodeFastForward:
     metrics_reporter: SchedulerMetricsReporter
     step_recorder: SchedulerStepRecorder
     windows_taken: int = 0
+    last_launch_s: float = 0.0
 
     def window_length(self, running: ScheduleBatch, chunked_req: Req | None, clock: float,
                       limit: int | None = MAX_WINDOW) -> int:
@@ -152,6 +156,7 @@ class DecodeFastForward:
             if j:
                 self.ratio_tracker.decay_step()
                 self.waiting.recv_requests(clock)  # only while batch_is_full: they wait
+            self.last_launch_s = clock
             clock += self.executor.decode_seconds(size, kv_sum + j * size)
             decoded += size
             num_decode_steps += 1
