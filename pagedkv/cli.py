@@ -20,7 +20,7 @@ from pagedkv.engine_cli import add_generate_parser
 from pagedkv.errors import PagedKVError, bad_value, check_real
 from pagedkv.gpus import GPU_PRESETS, get_gpu
 from pagedkv.managers.cli import add_simulate_parser
-from pagedkv.releases import DEFAULT_SGLANG_VERSION, SGLANG_VERSIONS
+from pagedkv.releases import DEFAULT_SGLANG_VERSION, SGLANG_VERSIONS, as_release
 from pagedkv.sizing import KVPoolPlan, plan_pool
 from pagedkv.units import KV_DTYPE_BYTES, gib
 
@@ -137,8 +137,11 @@ def plan_from_args(args: argparse.Namespace) -> KVPoolPlan:
 
 
 def pool_summary(model: ModelSpec, args: argparse.Namespace) -> str:
-    """One line saying which pools SGLang 0.5.23 builds for ``model`` and where the weight
-    size came from (the figures themselves are in the log lines)."""
+    """One line saying which pools SGLang builds for ``model`` (in ``--sglang-version``) and
+    where the weight size came from (the figures themselves are in the log lines)."""
+    sizer = ("SGLang's DefaultPoolConfigurator"
+             if as_release(args.sglang_version).sized_by_pool_configurator
+             else "SGLang's ModelRunner.init_memory_pool")
     attention = ("multi-head latent attention: one latent per token and layer" if model.is_mla
                  else f"{model.attention_kind}: K and V heads per layer")
     moe = f", {model.num_experts} experts per MoE layer" if model.is_moe else ""
@@ -158,13 +161,13 @@ def pool_summary(model: ModelSpec, args: argparse.Namespace) -> str:
     elif model.family == "linear":
         pools = (f"a KV pool for {full} full-attention layers and one state slot per request "
                  f"for {model.num_linear_layers} linear-attention layers ({attention}{moe}; "
-                 "SGLang's DefaultPoolConfigurator and MambaPool)")
+                 f"{sizer} and MambaPool)")
     else:
         swa = ", window layers full-length under --disable-hybrid-swa-memory" if (
             args.disable_hybrid_swa_memory
             and model.architecture in ONE_POOL_WHEN_SWA_DISABLED) else ""
         pools = (f"one KV pool for all {model.num_hidden_layers} layers ({attention}{moe}{swa}; "
-                 "SGLang's DefaultPoolConfigurator)")
+                 f"{sizer})")
     return f"pools: {pools}; weights from {weights}"
 
 

@@ -70,7 +70,7 @@ class KVPoolPlan:
     architecture: str = ""
     chunked_prefill_size: int | None = None
     warnings: tuple[str, ...] = ()
-    configurator: str = "DefaultPoolConfigurator"
+    configurator: str = "DefaultPoolConfigurator"  # "" where the release has none (0.5.9)
     sizing_lines: tuple[str, ...] = ()  # the configurator's lines and warnings, in order
     swa_max_total_num_tokens: int | None = None
     swa_cell_size: int = 0

@@ -220,6 +220,12 @@ class Release:
         "The profiled token count is rounded down to whole pages before --max-total-tokens "
         "caps it (and the warning names the paged count).",
         ("capped, then paged", "paged, capped, paged again"))
+    sized_by_pool_configurator: bool = _behaviour(
+        "where the pools are sized", "model_executor/pool_configurator.py: create_memory_pool_configurator",
+        "KVCacheConfigurator picks a pool configurator class (DefaultPoolConfigurator, or a "
+        "hybrid's own) that sizes the pools; 0.5.9 has no such class: ModelRunner sizes them "
+        "in ModelRunnerKVCacheMixin.init_memory_pool.",
+        ("ModelRunner.init_memory_pool (no configurator)", "a pool configurator class"))
     swa_sized_by_configurator: bool = _behaviour(
         "sliding-window hybrid: full and SWA pools",
         "model_executor/pool_configurator.py: HybridSWAPoolConfigurator",
@@ -310,7 +316,8 @@ RELEASES: dict[str, Release] = {r.name: r for r in (
         chunked_prefill_size_20_35_gib=4096, cuda_graph_max_bs_20_35_gib=(48, 160),
         prefill_cuda_graph_reserve=True, req_to_token_rows_are_cap=True,
         req_rows_from_final_pool=True, context_len_skips_layered_rope=True,
-        null_head_dim_sized=True, swa_sized_by_configurator=True, swa_pool_lines_labelled=True,
+        null_head_dim_sized=True, sized_by_pool_configurator=True, swa_sized_by_configurator=True,
+        swa_pool_lines_labelled=True,
         mamba_share_keeps_padding_slot=True, mamba_cap_warns=True,
         cap_running_at_half_pool=True, page_pool_before_cap=True,
         kv_dtype_in_allocation_log=True,
@@ -335,7 +342,8 @@ RELEASES: dict[str, Release] = {r.name: r for r in (
         chunked_prefill_size_20_35_gib=2048, cuda_graph_max_bs_20_35_gib=(24, 80),
         prefill_cuda_graph_reserve=False, req_to_token_rows_are_cap=False,
         req_rows_from_final_pool=False, context_len_skips_layered_rope=False,
-        null_head_dim_sized=False, swa_sized_by_configurator=False,
+        null_head_dim_sized=False, sized_by_pool_configurator=False,
+        swa_sized_by_configurator=False,
         swa_pool_lines_labelled=False, mamba_share_keeps_padding_slot=False,
         mamba_cap_warns=False, cap_running_at_half_pool=False, page_pool_before_cap=False,
         kv_dtype_in_allocation_log=False,

@@ -349,6 +349,8 @@ def plan_pool(
         heads = model.kv_heads_per_rank(tp)
         k_size = rows * heads * model.head_dim * layers * elem
         v_size = rows * heads * model.v_head_dim * layers * elem
+    if not release.sized_by_pool_configurator:  # 0.5.9: ModelRunner sizes, no class
+        extra["configurator"] = ""
     return KVPoolPlan(
         model=model.name, mem_fraction_static=mem_fraction_static, tp=tp, page_size=page_size,
         kv_cache_dtype=kv_cache_dtype, context_len=context_len, pre_free_bytes=pre_free_bytes,

@@ -105,3 +105,11 @@ def test_0509_no_state_slot_fails_the_workers_assertion(disable_radix_cache):
         plan_pool("qwen3-next-80b-a3b", pre_free_bytes=10000 * MiB, post_free_bytes=1100 * MiB,
                   mem_fraction_static=0.9, sglang_version="0.5.9",
                   disable_radix_cache=disable_radix_cache)
+
+
+def test_0509_has_no_pool_configurator():
+    # 0.5.9 sizes in ModelRunnerKVCacheMixin.init_memory_pool: no configurator class to name.
+    assert h100_reading("qwen3-4b", "0.5.9", 1).configurator == ""
+    assert h100_reading("qwen3-4b", "0.5.9", 1).as_dict()["configurator"] == ""
+    assert h100_reading("qwen3-4b", "0.5.23", 1).configurator == "DefaultPoolConfigurator"
+    assert h100_reading("gpt-oss-20b", "0.5.9", 1).configurator == ""

@@ -77,6 +77,12 @@ def _hybrid_plan(model: str, r: Release, tp: int, **options: Any) -> KVPoolPlan:
                      mem_fraction_static=0.85, tp=tp, sglang_version=r, **options)
 
 
+def sizer(r: Release) -> str:
+    """``Release.sized_by_pool_configurator`` on Qwen3-4B on an RTX 4090: the class that
+    sizes its pool."""
+    return pool_plan(r, mem_fraction_static=0.8).configurator or "no configurator class"
+
+
 def swa_split(r: Release) -> str:
     """``Release.swa_sized_by_configurator`` on gpt-oss-20b (79 GiB free, 40 GiB after),
     --max-total-tokens 100000: 0.5.9 caps the count profiled at every layer's bytes, then

@@ -138,6 +138,9 @@ DEMOS: dict[str, Demo] = {
         "the profiled pool is paged before --max-total-tokens caps it",
         "Qwen3-4B on an RTX 4090, pages of 64, --max-total-tokens above the pool",
         startup.paged_before_cap),
+    "sized_by_pool_configurator": Demo(
+        "a pool configurator class sizes the pools",
+        "Qwen3-4B on an RTX 4090 at mem_fraction_static 0.80", startup.sizer),
     "swa_sized_by_configurator": Demo(
         "a sliding-window hybrid's budget is split by a configurator",
         "gpt-oss-20b with 79 GiB free before the weights and 40 GiB after, "

@@ -158,7 +158,7 @@ def pagedkv_side(case: dict[str, Any]) -> list[Any]:
     # SGLang's lines from profiling to the pools: its warnings (a cap above the profiled pool,
     # a --max-running-requests above half the pool) and the allocation line.
     lines = plan.pool_log_lines()
-    return [CONFIGURATOR, plan.cell_size, plan.context_len, plan.max_total_num_tokens,
+    return [plan.configurator or None, plan.cell_size, plan.context_len, plan.max_total_num_tokens,
             plan.max_running_requests, plan.req_to_token_pool_size, lines]
 
 

@@ -147,7 +147,7 @@ def pagedkv_side(case: dict[str, Any]) -> list[Any]:
                if k in case})
     except NotEnoughMemoryError as exc:
         return [*head, str(exc).split(":")[0].split(".")[0]]
-    assert OLD or plan.configurator == configurator
+    assert plan.configurator == (configurator or "")  # 0.5.9: none
     return [*head, plan.max_total_num_tokens, plan.swa_max_total_num_tokens,
             plan.mamba_slots or None, plan.max_running_requests, plan.req_to_token_pool_size,
             plan.pool_log_lines()]
