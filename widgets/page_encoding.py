@@ -19,11 +19,8 @@ consecutive entries of some row. So the encoding keeps:
   (lifetime, k, count)..., pages, page ids...)...]``; a slice names ``count`` consecutive
   entries of a lifetime's row (as of that step).
 
-- ``loop``: ``"overlap"`` or ``"normal"``; ``ahead``: ``[step (delta), rid, tokens, ...]``
-  where the record says a request's last ``tokens`` slots are allocated ahead other than the
-  rule does (after a decode step of the overlap loop, every row's last slot; else none:
-  :class:`~pagedkv.managers.page_recorder.PageRecorder`); ``unseen``: ``[step (delta), rid,
-  ...]``, the requests finished but not yet seen after a step.
+- ``loop``, ``ahead``, ``unseen``: what the overlap loop leaves half done after each step
+  (:mod:`pagedkv_widgets.in_flight_encoding`).
 
 Replay rule, at each step: first every row page that appeared at this step, after the
 lifetime's first step, becomes its request's own; then each group sets its pages' owner.
@@ -41,6 +38,8 @@ from itertools import pairwise
 from typing import Any
 
 import numpy as np
+
+from pagedkv_widgets.in_flight_encoding import decode_in_flight, encode_in_flight
 
 
 @dataclass
@@ -166,26 +165,8 @@ def encode_pages(record: dict[str, Any], kinds: Sequence[str], page_size: int) -
         "fix": [v for li, life in enumerate(lives) for s, k, page in life.fixes
                 for v in (li, s, k, page)],
         "grp": groups,
-        "loop": "overlap" if record.get("overlap") else "normal",
-        "ahead": _flat_by_step(record.get("ahead", {"step": []}), ("rid", "tokens")),
-        "unseen": _flat_by_step(record.get("unseen", {"step": []}), ("rid",)),
+        **encode_in_flight(record),
     }
-
-
-def _flat_by_step(columns: dict[str, list[int]], names: tuple[str, ...]) -> list[int]:
-    """``[step (delta from the previous entry's), *values, ...]`` of step-ordered columns."""
-    steps = columns["step"]
-    return [v for i, s in enumerate(steps)
-            for v in (s - (steps[i - 1] if i else 0), *(columns[n][i] for n in names))]
-
-
-def _unflat(flat: Sequence[int], width: int) -> list[tuple[int, ...]]:
-    """Inverse of :func:`_flat_by_step`: ``[(step, *values)]``."""
-    out, step = [], 0
-    for i in range(0, len(flat), width + 1):
-        step += flat[i]
-        out.append((step, *flat[i + 1:i + width + 1]))
-    return out
 
 
 def _last(step: np.ndarray, key: np.ndarray, *values: np.ndarray) -> list[np.ndarray]:
@@ -334,8 +315,7 @@ def decode_pages(enc: dict[str, Any], kinds: Sequence[str], page_size: int,
                 out["page"].append(page)
                 out["owner"].append(owner)
     return {"lifetimes": lives, "changes": out, "page_size": page_size,
-            "num_pages": num_pages, "decoded": decoded, "loop": enc.get("loop", "normal"),
-            "ahead": _unflat(enc.get("ahead", []), 2), "unseen": _unflat(enc.get("unseen", []), 1)}
+            "num_pages": num_pages, "decoded": decoded, **decode_in_flight(enc)}
 
 
 def owners_at(pages: dict[str, Any], step: int) -> np.ndarray:
@@ -358,22 +338,3 @@ def rows_at(pages: dict[str, Any], step: int) -> dict[int, tuple[int, list[int]]
             out[life.rid] = (n, life.pages_at(step)[:-(-n // p)])
     return out
 
-
-def ahead_at(pages: dict[str, Any], step: int) -> dict[int, int]:
-    """``{rid: tokens}``: the requests whose last ``tokens`` slots are allocated ahead after
-    ``step`` (the batch in flight has not written their KV), from :func:`decode_pages`
-    output: the rule (an overlap loop's decode step: every row's last slot) and the
-    recorded exceptions (0: none)."""
-    decoded = pages["decoded"]
-    is_decode = bool(decoded[step] - (decoded[step - 1] if step else 0))
-    rule = 1 if pages["loop"] == "overlap" and is_decode else 0
-    out = {rid: rule for rid in rows_at(pages, step)} if rule else {}
-    for s, rid, tokens in pages["ahead"]:
-        if s == step:
-            out[rid] = tokens
-    return {rid: n for rid, n in out.items() if n}
-
-
-def unseen_at(pages: dict[str, Any], step: int) -> list[int]:
-    """Requests finished but not yet seen after ``step`` (their KV is freed a step later)."""
-    return [rid for s, rid in pages["unseen"] if s == step]

@@ -22,24 +22,10 @@ step, what changed since the step before:
 Replaying the three lists from step 0 rebuilds, at any step, every page's owner and every
 running request's row and token count exactly (``tests/managers/test_page_recorder.py``).
 
-Two more lists say what the overlap loop (SGLang's default ``event_loop_overlap``) leaves
-half done at the end of a step, while its batch is in flight:
-
-- **ahead**: slots *allocated ahead*: allocated by the batch in flight, whose KV that batch
-  has not yet written; they are the last ``tokens`` of a request's row. The rule: after a
-  decode step of the overlap loop, every request holding a row has its last slot ahead (the
-  decode step allocated it for the token the previous batch sampled, which the scheduler
-  commits only after launching); after any other step, and in the normal loop, none. The
-  list holds where the record differs from the rule: a prefill in flight (its requests'
-  ``extend_len`` slots), a request not in the decode batch (0 tokens). SGLang 0.5.23 moves
-  ``kv_allocated_len`` and ``kv_committed_len`` together when it allocates a decode slot
-  (``mem_cache/allocation.py``; they differ only with speculative decoding), so neither
-  field marks these slots: the in-flight batch's ``out_cache_loc`` does.
-- **unseen**: requests that have *finished but are not yet seen*: the batch in flight after
-  that step sampled their last token (EOS or ``max_new_tokens``); the scheduler sees it when
-  it processes that batch's result, a step later, and frees their KV then (in the normal
-  loop the same step frees it, so none). Recorded when the finish is seen, for the step
-  before.
+In the overlap loop (SGLang's default) the in-flight batch's requests are holders too (its
+prefill's requests hold KV a step before they join the running batch), and the record keeps
+what that loop leaves half done after each step: the slots allocated ahead and the requests
+finished but not yet seen (:mod:`pagedkv.managers.in_flight_recorder`).
 
 Cost: most steps only append a page to a few rows; those are recorded from the batch's
 arrays. A step that admits, finishes, retracts, evicts or changes the tree is recorded by
@@ -52,6 +38,7 @@ from typing import Any, Protocol
 
 import numpy as np
 
+from pagedkv.managers.in_flight_recorder import InFlightRecorder, InFlightView, joining_requests
 from pagedkv.managers.req import Req
 from pagedkv.managers.schedule_batch import ScheduleBatch
 from pagedkv.managers.trace import Trace
@@ -61,22 +48,6 @@ from pagedkv.mem_cache.memory_pool import ReqToTokenPool
 from pagedkv.mem_cache.radix_cache import RadixCache
 
 FREE, CACHED, SHARED = -1, -2, -3
-
-
-class InFlightBatch(Protocol):
-    """What the recorder reads of an in-flight pass
-    (:class:`~pagedkv.model_executor.forward_batch_info.ForwardBatch`)."""
-
-    mode: str
-    reqs: list[Req]
-    extend_lens: np.ndarray
-
-
-class InFlightView(Protocol):
-    """What the recorder reads of the overlap loop's batch in flight
-    (:class:`~pagedkv.managers.scheduler_overlap.InFlight`)."""
-
-    batch: InFlightBatch
 
 
 class SchedulerView(Protocol):
@@ -107,12 +78,8 @@ class PageRecorder:
         step, page, owner: ``list[int]`` of equal length, one entry per owner change.
         rows: ``{"step", "rid", "index", "page"}``, ``list[int]`` each: row entries set.
         lengths: ``{"step", "rid", "tokens"}``, ``list[int]`` each: token counts recorded.
-        ahead: ``{"step", "rid", "tokens"}``, ``list[int]`` each: slots allocated ahead
-            (the last ``tokens`` of ``rid``'s row after ``step``) where the rule does not
-            say so (see the module docstring).
-        unseen: ``{"step", "rid"}``, ``list[int]`` each: ``rid`` had finished after
-            ``step`` but was not yet seen.
-        overlap: whether the run is the overlap loop's (None before the first step).
+        in_flight: the overlap loop's slots allocated ahead and requests finished but not
+            yet seen (:class:`~pagedkv.managers.in_flight_recorder.InFlightRecorder`).
     """
 
     def __init__(self, num_pages: int) -> None:
@@ -125,10 +92,7 @@ class PageRecorder:
         self._row: dict[int, list[int]] = {}  # rid -> its row as recorded (page ids)
         self._len: dict[int, int] = {}  # rid -> its token count as recorded
         self._mark: tuple[int, ...] = ()  # what a quiet step leaves unchanged (see _marks)
-        self.ahead: dict[str, list[int]] = {"step": [], "rid": [], "tokens": []}
-        self.unseen: dict[str, list[int]] = {"step": [], "rid": []}
-        self.overlap: bool | None = None
-        self._flight: list[Req] = []  # the in-flight requests holding a row at the last step
+        self.in_flight = InFlightRecorder()
 
     def observe(self, step: int, owners: np.ndarray) -> None:
         """Record the pages whose owner (int64 ``[num_pages + 1]``) changed since last time."""
@@ -160,31 +124,7 @@ class PageRecorder:
             self._compare_rows(step, p, table, rids, idx, kv, grow)
             self.observe(step, page_owners(sched))
         self._mark = mark
-        self._record_in_flight(sched, kind, rids)
-
-    def _record_in_flight(self, sched: SchedulerView, kind: str, rids: list[int]) -> None:
-        """Step ``sched.num_steps``'s slots allocated ahead where they differ from the rule,
-        and the requests whose finish it saw, as unseen the step before."""
-        step = sched.num_steps
-        self.overlap = sched.overlap
-        for r in self._flight:  # only processing a batch's result finishes a request
-            if r.finished:
-                self.unseen["step"].append(step - 1)
-                self.unseen["rid"].append(r.rid)
-        f, holding = sched.in_flight, set(rids)
-        actual: dict[int, int] = {}
-        self._flight = []
-        if f is not None:
-            for r, n in zip(f.batch.reqs, f.batch.extend_lens.tolist(), strict=True):
-                if r.rid in holding and not r.finished:
-                    actual[r.rid] = n
-                    self._flight.append(r)
-        rule = 1 if sched.overlap and kind == "decode" else 0
-        for rid in rids:
-            n = actual.get(rid, 0)
-            if n != rule:
-                for name, v in zip(("step", "rid", "tokens"), (step, rid, n), strict=True):
-                    self.ahead[name].append(v)
+        self.in_flight.record(sched, kind, rids)
 
     def record_quiet_decodes(self, sched: SchedulerView, step: int, steps: int) -> None:
         """Record decode steps ``step .. step + steps - 1`` of a fast-forward window, run
@@ -289,9 +229,7 @@ class PageRecorder:
         return {"step": list(self.step), "page": list(self.page), "owner": list(self.owner),
                 "rows": {k: list(v) for k, v in self.rows.items()},
                 "lengths": {k: list(v) for k, v in self.lengths.items()},
-                "ahead": {k: list(v) for k, v in self.ahead.items()},
-                "unseen": {k: list(v) for k, v in self.unseen.items()},
-                "overlap": bool(self.overlap)}
+                **self.in_flight.to_dict()}
 
 
 def _holders(sched: SchedulerView) -> tuple[list[int], list[int], list[int]]:
@@ -309,20 +247,6 @@ def _holders(sched: SchedulerView) -> tuple[list[int], list[int], list[int]]:
         idx.append(r.req_pool_idx)
         kv.append(r.kv_committed_len)
     return rids, idx, kv
-
-
-def joining_requests(sched: SchedulerView) -> list[Req]:
-    """The overlap loop's in-flight prefill's requests that hold KV but are neither in the
-    running batch nor the chunked request: they join the running batch at the next step
-    (``get_next_batch_to_run``), before their first token is known."""
-    f = sched.in_flight
-    if f is None or f.batch.mode != "extend":  # a decode batch is the running batch's
-        return []
-    inside = {id(r) for r in sched.running.reqs}
-    if sched.chunked_req is not None:
-        inside.add(id(sched.chunked_req))
-    return [r for r in f.batch.reqs
-            if id(r) not in inside and not r.finished and r.kv_committed_len > 0]
 
 
 def _marks(sched: SchedulerView) -> tuple[int, ...]:

@@ -37,7 +37,8 @@ from typing import cast
 
 from pagedkv.errors import PagedKVError, bad_value, check_positive_int
 from pagedkv.managers.config import Policy, SchedulerConfig
-from pagedkv.managers.page_recorder import PageRecorder, joining_requests
+from pagedkv.managers.in_flight_recorder import joining_requests
+from pagedkv.managers.page_recorder import PageRecorder
 from pagedkv.managers.req import Req, RequestLike
 from pagedkv.managers.schedule_batch import ScheduleBatch
 from pagedkv.managers.schedule_policy import footprint, running_reservation

@@ -549,7 +549,8 @@ AHEAD_JS = """(root) => {
 
 def _expected_ahead(run: dict, s: int) -> list[list[int]]:
     """``[page, first, end)`` token offsets of every slot allocated ahead after step ``s``."""
-    from pagedkv_widgets.page_encoding import ahead_at, rows_at
+    from pagedkv_widgets.in_flight_encoding import ahead_at
+    from pagedkv_widgets.page_encoding import rows_at
 
     p, rows, out = run["meta"]["page_size"], rows_at(run["pages"], s), []
     for rid, n in ahead_at(run["pages"], s).items():
@@ -566,7 +567,7 @@ def test_the_loop_control_and_the_slots_allocated_ahead(page, run):
     legend and in the canvases' text; the normal loop (--disable-overlap-schedule) is a run
     of its own with nothing ahead."""
     from pagedkv_widgets.facts import chapter_run
-    from pagedkv_widgets.page_encoding import ahead_at
+    from pagedkv_widgets.in_flight_encoding import ahead_at
 
     loop = page.locator(f"{VIZ} select[data-role=loop]")
     assert loop.input_value() == "overlap"

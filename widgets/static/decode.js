@@ -130,7 +130,7 @@ function ownerChanges(enc, lives, n) {
   return { offset, page: Int32Array.from(order, (i) => pages[i]), owner: Int32Array.from(order, (i) => owners[i]) };
 }
 
-// What the overlap loop leaves half done after a step (widgets/page_encoding.py): per step,
+// What the overlap loop leaves half done after a step (widgets/in_flight_encoding.py): per step,
 // the recorded exceptions to the rule "after a decode step every row's last slot is allocated
 // ahead" ({rid: slots ahead}), and the requests finished but not yet seen.
 function decodeInFlight(enc) {
