@@ -226,6 +226,13 @@ class Release:
         "hybrid's own) that sizes the pools; 0.5.9 has no such class: ModelRunner sizes them "
         "in ModelRunnerKVCacheMixin.init_memory_pool.",
         ("ModelRunner.init_memory_pool (no configurator)", "a pool configurator class"))
+    multimodal_kv_reservation: bool = _behaviour(
+        "KV budget of a multimodal model",
+        "mem_cache/kv_cache_configurator.py: KVCacheConfigurator._profile_available_bytes",
+        "A multimodal model (Gemma 3 with --enable-multimodal) gives SGLANG_VLM_CACHE_SIZE_MB "
+        "(100 MiB) of the KV budget to its feature-transport pools and embedding cache, and "
+        "says so; 0.5.9's profile_max_num_token takes nothing out.",
+        ("the whole budget to KV", "100 MiB kept for image features, with a log line"))
     swa_sized_by_configurator: bool = _behaviour(
         "sliding-window hybrid: full and SWA pools",
         "model_executor/pool_configurator.py: HybridSWAPoolConfigurator",
@@ -316,7 +323,8 @@ RELEASES: dict[str, Release] = {r.name: r for r in (
         chunked_prefill_size_20_35_gib=4096, cuda_graph_max_bs_20_35_gib=(48, 160),
         prefill_cuda_graph_reserve=True, req_to_token_rows_are_cap=True,
         req_rows_from_final_pool=True, context_len_skips_layered_rope=True,
-        null_head_dim_sized=True, sized_by_pool_configurator=True, swa_sized_by_configurator=True,
+        null_head_dim_sized=True, multimodal_kv_reservation=True, sized_by_pool_configurator=True,
+        swa_sized_by_configurator=True,
         swa_pool_lines_labelled=True,
         mamba_share_keeps_padding_slot=True, mamba_cap_warns=True,
         cap_running_at_half_pool=True, page_pool_before_cap=True,
@@ -342,7 +350,8 @@ RELEASES: dict[str, Release] = {r.name: r for r in (
         chunked_prefill_size_20_35_gib=2048, cuda_graph_max_bs_20_35_gib=(24, 80),
         prefill_cuda_graph_reserve=False, req_to_token_rows_are_cap=False,
         req_rows_from_final_pool=False, context_len_skips_layered_rope=False,
-        null_head_dim_sized=False, sized_by_pool_configurator=False,
+        null_head_dim_sized=False, multimodal_kv_reservation=False,
+        sized_by_pool_configurator=False,
         swa_sized_by_configurator=False,
         swa_pool_lines_labelled=False, mamba_share_keeps_padding_slot=False,
         mamba_cap_warns=False, cap_running_at_half_pool=False, page_pool_before_cap=False,

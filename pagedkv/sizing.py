@@ -174,7 +174,8 @@ def plan_pool(
         max_mamba_cache_size: ``--max-mamba-cache-size``: state slots, instead of the share.
         enable_multimodal: ``--enable-multimodal``: a multimodal model (Gemma 3, which SGLang
             0.5.23 serves text-only by default) keeps its vision path: 100 MiB of the KV
-            budget go to the feature cache and the default ``f`` shrinks with the encoder.
+            budget go to the feature cache (0.5.23; ``Release.multimodal_kv_reservation``)
+            and the default ``f`` shrinks with the encoder.
 
     Raises:
         ConfigError: any parameter outside its range (named in the message), or a
@@ -240,7 +241,7 @@ def plan_pool(
     vision = model.is_multimodal and enable_multimodal
     if model.is_hybrid or vision:  # SGLang's GiB arithmetic, exactly
         rest_gib = post_free_bytes / GiB - pre_free_bytes / GiB * (1.0 - mem_fraction_static)
-        if vision:  # kv_cache_configurator.py: mm_runtime_reservation_gb
+        if vision and release.multimodal_kv_reservation:  # mm_runtime_reservation_gb
             rest_gib -= VLM_CACHE_SIZE_MB / 1024
             lines.append(f"Reserving {VLM_CACHE_SIZE_MB / 1024:.2f} GB of the KV budget for "
                          "post-sizing multimodal allocations (feature-transport pools + "

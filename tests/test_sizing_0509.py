@@ -113,3 +113,14 @@ def test_0509_has_no_pool_configurator():
     assert h100_reading("qwen3-4b", "0.5.9", 1).as_dict()["configurator"] == ""
     assert h100_reading("qwen3-4b", "0.5.23", 1).configurator == "DefaultPoolConfigurator"
     assert h100_reading("gpt-oss-20b", "0.5.9", 1).configurator == ""
+
+
+def test_0509_keeps_no_kv_budget_for_image_features():
+    # Gemma-3-27B with --enable-multimodal: 0.5.9's profile_max_num_token takes nothing out
+    # (59,510 tokens, as text-only); 0.5.23 keeps 100 MiB for image features and says so.
+    old = h100_reading("gemma-3-27b", "0.5.9", 1, enable_multimodal=True)
+    assert old.max_total_num_tokens == 59_510
+    assert old.pool_log_lines() == [
+        "KV Cache is allocated. #tokens: 59510, K size: 14.08 GB, V size: 14.08 GB"]
+    new = h100_reading("gemma-3-27b", "0.5.23", 1, enable_multimodal=True)
+    assert new.max_total_num_tokens == 59_304 and new.pool_log_lines()[0].startswith("Reserving")

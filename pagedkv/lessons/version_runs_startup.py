@@ -83,6 +83,13 @@ def sizer(r: Release) -> str:
     return pool_plan(r, mem_fraction_static=0.8).configurator or "no configurator class"
 
 
+def multimodal_reserve(r: Release) -> str:
+    """``Release.multimodal_kv_reservation`` on Gemma-3-27B with --enable-multimodal (79 GiB
+    free before the weights, 40 GiB after)."""
+    plan = _hybrid_plan("gemma-3-27b", r, 1, enable_multimodal=True)
+    return f"{plan.max_total_num_tokens:,} tokens"
+
+
 def swa_split(r: Release) -> str:
     """``Release.swa_sized_by_configurator`` on gpt-oss-20b (79 GiB free, 40 GiB after),
     --max-total-tokens 100000: 0.5.9 caps the count profiled at every layer's bytes, then

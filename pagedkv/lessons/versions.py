@@ -141,6 +141,10 @@ DEMOS: dict[str, Demo] = {
     "sized_by_pool_configurator": Demo(
         "a pool configurator class sizes the pools",
         "Qwen3-4B on an RTX 4090 at mem_fraction_static 0.80", startup.sizer),
+    "multimodal_kv_reservation": Demo(
+        "a multimodal model keeps 100 MiB of the KV budget for image features",
+        "Gemma-3-27B with --enable-multimodal, 79 GiB free before the weights and 40 GiB after",
+        startup.multimodal_reserve),
     "swa_sized_by_configurator": Demo(
         "a sliding-window hybrid's budget is split by a configurator",
         "gpt-oss-20b with 79 GiB free before the weights and 40 GiB after, "

@@ -69,18 +69,21 @@ class _Lines(logging.Handler):
 _MODEL_CONFIGS: dict[str, ModelConfig] = {}
 
 
-def model_config(config: dict[str, Any], disable_hybrid_swa_memory: bool = False) -> ModelConfig:
-    """0.5.9's ``ModelConfig`` for ``config``, parsed once per distinct config and flag.
+def model_config(config: dict[str, Any], disable_hybrid_swa_memory: bool = False,
+                 enable_multimodal: bool | None = None) -> ModelConfig:
+    """0.5.9's ``ModelConfig`` for ``config``, parsed once per distinct config and flags
+    (``--disable-hybrid-swa-memory``, ``--enable-multimodal``).
 
     ``init_memory_pool`` never writes to it on these paths (``initialize`` would have narrowed
     its layer-id lists to the pipeline stage: every layer, with one stage), so it is shared."""
     text = json.dumps(config, sort_keys=True)
-    key = f"{disable_hybrid_swa_memory}:{text}"
+    key = f"{disable_hybrid_swa_memory}:{enable_multimodal}:{text}"
     if key not in _MODEL_CONFIGS:
         folder = Path(tempfile.mkdtemp(prefix="pagedkv-pools-0509-"))
         (folder / "config.json").write_text(text)
         _MODEL_CONFIGS[key] = ModelConfig(str(folder), trust_remote_code=False,
-                                          disable_hybrid_swa_memory=disable_hybrid_swa_memory)
+                                          disable_hybrid_swa_memory=disable_hybrid_swa_memory,
+                                          enable_multimodal=enable_multimodal)
     return _MODEL_CONFIGS[key]
 
 
@@ -125,7 +128,8 @@ def runner(config: dict[str, Any], *, mem_fraction_static: float, tp: int, page_
            kv_cache_dtype: str, sliding_window_size: int | None = None,
            **flags: Any) -> ModelRunner:
     """A ``ModelRunner`` as ``initialize`` leaves it just before ``init_memory_pool``."""
-    mc = model_config(config, bool(flags.get("disable_hybrid_swa_memory")))
+    mc = model_config(config, bool(flags.get("disable_hybrid_swa_memory")),
+                      flags.pop("enable_multimodal", None))
     sa = server_args(mem_fraction_static=mem_fraction_static, tp_size=tp, page_size=page_size,
                      kv_cache_dtype=kv_cache_dtype, device="cpu", **flags)
     mr = object.__new__(ModelRunner)

@@ -114,6 +114,8 @@ def make_case(family: str, seed: int) -> dict[str, Any]:
 
 def sglang_side(case: dict[str, Any]) -> list[Any]:
     flags = {k: case[k] for k in ("max_running_requests", "max_total_tokens") if case[k]}
+    if case.get("enable_multimodal"):
+        flags["enable_multimodal"] = True
     if case["model"] in SWA_DISABLED:
         flags["disable_hybrid_swa_memory"] = True
     config = config_of(case)
@@ -149,6 +151,7 @@ def pagedkv_side(case: dict[str, Any]) -> list[Any]:
                          page_size=case["page_size"], kv_cache_dtype=case["kv"],
                          max_total_tokens=case["max_total_tokens"],
                          max_running_requests=case["max_running_requests"],
+                         enable_multimodal=bool(case.get("enable_multimodal")),
                          sglang_version=sgl_boot.VERSION)
     except NotEnoughMemoryError:
         return [CONFIGURATOR, cell, context, "error"]
@@ -182,6 +185,9 @@ LITERALS_0509 = [
     ({"model": "gemma-3-27b", "pre_mib": 81000, "post_mib": 30000, "f": 0.85, "tp": 1,
       "page_size": 1, "kv": "bf16", "max_running_requests": None, "max_total_tokens": None},
      (1_048_576,)),
+    ({"model": "gemma-3-27b", "pre_mib": 79 * 1024, "post_mib": 40 * 1024, "f": 0.85, "tp": 1,
+      "page_size": 1, "kv": "bf16", "max_running_requests": None, "max_total_tokens": None,
+      "enable_multimodal": True}, (1_048_576, 59_510, 2048, 2048)),
     ({"model": "mixtral-8x7b", "pre_mib": 81000, "post_mib": 30000, "f": 0.85, "tp": 2,
       "page_size": 1, "kv": "bf16", "max_running_requests": None, "max_total_tokens": None},
      "TypeError"),
