@@ -107,6 +107,8 @@ def make_case(family: str, seed: int) -> dict[str, Any]:
         case["max_running_requests"] = int(rng.integers(1, 5000))
     if rng.random() < 0.25:
         case["max_total_tokens"] = int(rng.integers(1000, 2_000_000))
+    if spec.is_multimodal:  # served text-only unless --enable-multimodal
+        case["enable_multimodal"] = bool(rng.random() < 0.5)
     if sgl_boot.VERSION == "0.5.9" and spec.head_dim_left_none:
         case["head_dim_added"] = bool(rng.random() < 0.5)  # else 0.5.9's TypeError
     return case
