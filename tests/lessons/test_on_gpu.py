@@ -82,3 +82,15 @@ def test_a_gpu_without_the_hub_falls_back_at_once(monkeypatch: pytest.MonkeyPatc
     setup = detect_setup("org/not-downloaded")
     assert setup.kind == "random-full" and setup.device_name == "Tesla T4"
     assert "the hub was not reachable" in setup.describe()
+
+
+def test_prefix_cache_report_finds_the_shared_prompt() -> None:
+    """Chapter 8's section: the requests that arrive after the first find its prompt in the
+    tree (the overlap loop would cache it only after launching their pass: none found)."""
+    from pagedkv.lessons.on_gpu_serving import prefix_cache
+
+    report = prefix_cache(detect_setup(device="cpu"))
+    col = {name: k for k, name in enumerate(report.header)}
+    found = {row[col["radix cache"]]: int(row[col["tokens from the cache"]].replace(",", ""))
+             for row in report.rows}
+    assert found["off"] == 0 and found["on"] == 5 * 96  # the 5 that follow the first
