@@ -4,6 +4,7 @@ held as literals for each way 0.5.9 was found to differ from 0.5.23."""
 
 import pytest
 
+from pagedkv.cli import main
 from pagedkv.configs.model_config import ModelSpec
 from pagedkv.configs.model_presets import load_model
 from pagedkv.errors import ConfigError, NotEnoughMemoryError
@@ -124,3 +125,15 @@ def test_0509_keeps_no_kv_budget_for_image_features():
         "KV Cache is allocated. #tokens: 59510, K size: 14.08 GB, V size: 14.08 GB"]
     new = h100_reading("gemma-3-27b", "0.5.23", 1, enable_multimodal=True)
     assert new.max_total_num_tokens == 59_304 and new.pool_log_lines()[0].startswith("Reserving")
+
+
+def test_size_cli_sizes_hybrids_under_0509_and_names_mixtrals_failure(capsys):
+    assert main(["size", "--model", "qwen3-next-80b-a3b", "--gpu", "h100-sxm-80gb", "--tp", "4",
+                 "--sglang-version", "0.5.9"]) == 0
+    out = capsys.readouterr().out
+    assert "Mamba Cache is allocated. max_mamba_cache_size: " in out
+    assert "ModelRunner.init_memory_pool" in out and "DefaultPoolConfigurator" not in out
+    assert main(["size", "--model", "mixtral-8x7b", "--gpu", "h100-sxm-80gb", "--tp", "2",
+                 "--sglang-version", "0.5.9"]) == 2
+    err = capsys.readouterr().err
+    assert "TypeError" in err and 'add "head_dim": 128 to config.json' in err
