@@ -62,9 +62,9 @@ def specs(case: LoopCase) -> list[RequestSpec]:
     return out
 
 
-def build(case: LoopCase) -> tuple[Scheduler, TableExecutor]:
-    """pagedkv's scheduler for ``case`` (SGLang 0.5.23's behaviour; the overlap loop when
-    ``case.overlap``, else the normal loop)."""
+def build(case: LoopCase, release: str = "0.5.23") -> tuple[Scheduler, TableExecutor]:
+    """pagedkv's scheduler for ``case`` (SGLang ``release``'s behaviour; the overlap loop
+    when ``case.overlap``, else the normal loop)."""
     config = SchedulerConfig(
         schedule_conservativeness=case.schedule_conservativeness,
         max_prefill_tokens=case.max_prefill_tokens,
@@ -72,7 +72,7 @@ def build(case: LoopCase) -> tuple[Scheduler, TableExecutor]:
         max_running_requests=case.max_running_requests,
         disable_overlap_schedule=not case.overlap,
         disable_consecutive_prefill_overlap=case.disable_consecutive_prefill_overlap,
-        release="0.5.23")
+        release=release)
     executor = TableExecutor()
     sched = Scheduler(specs(case), max_total_num_tokens=case.pool_tokens,
                       page_size=case.page_size, config=config, radix_cache=case.radix,
@@ -80,9 +80,9 @@ def build(case: LoopCase) -> tuple[Scheduler, TableExecutor]:
     return sched, executor
 
 
-def run(case: LoopCase) -> list[dict[str, Any]]:
-    """One record per step of pagedkv's scheduler on ``case``."""
-    sched, executor = build(case)
+def run(case: LoopCase, release: str = "0.5.23") -> list[dict[str, Any]]:
+    """One record per step of pagedkv's scheduler on ``case`` (following ``release``)."""
+    sched, executor = build(case, release)
     trace = sched.trace
     records: list[dict[str, Any]] = []
     seen_events = seen_log = skips = 0

@@ -21,8 +21,7 @@ in which it happens (:data:`SKIP_SEEDS`) are compared too, as is SGLang's
 ``SGLANG_DISABLE_CONSECUTIVE_PREFILL_OVERLAP`` (a prefill's result processed before the
 next prefill is launched).
 
-0.5.9: not compared yet; its ``Scheduler`` boots the same way (README.md, "What is not
-compared", says with which stand-ins).
+0.5.9's loop: :mod:`test_event_loop_0509`.
 """
 
 from __future__ import annotations
