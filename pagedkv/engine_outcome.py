@@ -6,9 +6,9 @@ pool leave after its prompt, without a word to the client (``Scheduler.init_req_
 in ``python/sglang/srt/managers/scheduler.py``: 0.5.9 ``min(max_new_tokens, max_req_len -
 len(origin_input_ids) - 1)``; 0.5.23 also ``token_to_kv_pool_allocator.max_new_tokens_for_memory``,
 the pool's room). pagedkv's scheduler clamps the same way
-(:meth:`~pagedkv.managers.scheduler.Scheduler._admit_checks`); the engine compares what each
-request asked with what it was granted and reports every difference (:class:`Clamp`), so an
-output cut to a few tokens is never a surprise.
+(:func:`~pagedkv.managers.scheduler_components.request_validator.validate_requests`); the
+engine compares what each request asked with what it was granted and reports every
+difference (:class:`Clamp`), so an output cut to a few tokens is never a surprise.
 
 Timings. The trace's clock counts forward passes only; :class:`WallClock` reads the host
 clock after every scheduler step, so TTFT and TPOT include the scheduler's own work, as a

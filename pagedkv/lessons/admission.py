@@ -85,7 +85,7 @@ def running_state(reqs: Sequence[Req], pool_tokens: int, config: SchedulerConfig
         out = allocator.alloc_extend([0], [n], [-1], n, strict=True).numpy()
         table[r.req_pool_idx, :n] = out
         r.kv_committed_len = n
-    batch.merge(list(reqs))
+    batch.merge_batch(list(reqs))
     return batch
 
 

@@ -2,9 +2,9 @@
 
 :func:`overlap_comparison` runs :func:`~pagedkv.lessons.examples.tiny_retraction_scheduler`'s
 five requests with the normal loop (``--disable-overlap-schedule``) and with the overlap loop
-(SGLang's default, :mod:`pagedkv.managers.scheduler_overlap`) and reports what differs: when
-each request is seen finished, the retractions, the decode steps skipped instead of a
-retraction, and how many slots are held at each step.
+(SGLang's default, :meth:`pagedkv.managers.scheduler.Scheduler.event_loop_overlap`) and
+reports what differs: when each request is seen finished, the retractions, the decode steps
+skipped instead of a retraction, and how many slots are held at each step.
 """
 
 from __future__ import annotations

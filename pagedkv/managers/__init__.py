@@ -4,8 +4,9 @@ Modules, bottom-up: ``config`` (constants, policies, the SGLang release followed
 (one request), ``schedule_batch`` (the running batch, ``retract_decode``),
 ``schedule_policy`` (``PrefillAdder``), ``trace``, ``scheduler_components`` (the
 scheduler's parts: ratio tracker, waiting queue, batch result processor, metrics reporter,
-step recorder, invariant checker, decode fast-forward), ``scheduler_prefill`` and
-``scheduler_decode`` (the two halves of a step), ``scheduler`` (the loop), ``trace_summary``
+step recorder, invariant checker, decode fast-forward, overlap result queue, pool stats,
+request tracker and validator), ``scheduler_init`` (what the scheduler builds when it
+starts), ``scheduler`` (the loops, admission and the decode check), ``trace_summary``
 (totals instead of rows, for long runs), ``metrics`` and ``request_metrics`` (per request),
 ``simulation`` (``simulate``: pool sizing plus a run), ``trace_run`` (a long run with progress
 and Ctrl-C) and the ``pagedkv simulate`` command (``cli``, ``cli_workload``, ``cli_run``,

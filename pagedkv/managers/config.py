@@ -107,7 +107,8 @@ class SchedulerConfig:
         disable_overlap_schedule: run the non-overlapped loop (``event_loop_normal``)
             instead of SGLang's default overlap loop (``event_loop_overlap``: one batch in
             flight, its result processed after the next batch is scheduled; see
-            :mod:`pagedkv.managers.scheduler_overlap`). False by default, as in SGLang.
+            :meth:`pagedkv.managers.scheduler.Scheduler.event_loop_overlap`). False by default,
+            as in SGLang.
         disable_consecutive_prefill_overlap: in the overlap loop, process a prefill's
             result before launching a prefill that follows it (SGLang's
             ``is_disable_overlap_for_batch``; off by default, as in SGLang).

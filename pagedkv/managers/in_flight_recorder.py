@@ -1,8 +1,9 @@
 """What the overlap loop leaves half done after each step, for the visualizer's page record.
 
-In SGLang's default loop (``event_loop_overlap``, :mod:`pagedkv.managers.scheduler_overlap`)
-one batch is in flight at the end of every step: the GPU runs it while the CPU schedules the
-next. :class:`InFlightRecorder` keeps, for :class:`~pagedkv.managers.page_recorder.PageRecorder`:
+In SGLang's default loop (``event_loop_overlap``,
+:meth:`pagedkv.managers.scheduler.Scheduler.event_loop_overlap`) one batch is in flight at the
+end of every step: the GPU runs it while the CPU schedules the next. :class:`InFlightRecorder`
+keeps, for :class:`~pagedkv.managers.page_recorder.PageRecorder`:
 
 - **ahead**: slots *allocated ahead*: allocated by the batch in flight, whose KV that batch
   has not yet written; they are the last ``tokens`` of a request's row. The rule: after a
@@ -45,7 +46,7 @@ class InFlightBatch(Protocol):
 
 class InFlightView(Protocol):
     """What is read of the overlap loop's batch in flight
-    (:class:`~pagedkv.managers.scheduler_overlap.InFlight`)."""
+    (:class:`~pagedkv.managers.scheduler_components.batch_result_processor.InFlight`)."""
 
     batch: InFlightBatch
 

@@ -25,7 +25,9 @@ from typing import Any, Protocol
 import numpy as np
 
 from pagedkv.errors import bad_value, check_positive_int
+from pagedkv.mem_cache.base_prefix_cache import BasePrefixCache
 
+_NO_KEY = np.empty(0, dtype=np.int64)
 _POSITION_BITS = 24  # made-up token ids: (rid + 1) << 24 | position, never a real id's range
 
 
@@ -185,3 +187,30 @@ class Req:
         if not self.ignore_eos and self.output_len is not None and self.generated >= self.output_len:
             return "stop"
         return ""
+
+    # ----- admission --------------------------------------------------------------------
+    def init_next_round_input(self, tree_cache: BasePrefixCache) -> None:
+        """Match the prompt + output so far (all but the last token: one token must be
+        computed to get the next one's logits) against ``tree_cache``.
+        Source: ``Req.init_next_round_input``."""
+        # a disabled cache (ChunkCache) never matches: its key need not be built
+        key = _NO_KEY if tree_cache.disable else self.token_ids(max(self.fill_len - 1, 0))
+        match = tree_cache.match_prefix(key)
+        self.prefix_len = self.cache_protected_len = len(match.device_indices)
+        self.last_node = match.last_device_node
+        self._prefix_slots = match.device_indices
+
+    def admit(self, clock: float) -> str:
+        """Admitted by a prefill pass at ``clock`` (seconds): its wait, cache hit and
+        recomputed tokens are counted (pagedkv's metrics); returns the trace event's kind,
+        ``"admit"`` or ``"reprefill"`` (after a retraction)."""
+        self.is_retracted = False
+        self.queue_s += clock - self.enqueued_s
+        self.cached_tokens += self.prefix_len
+        if self.first_admit_s is None:
+            self.first_admit_s = clock
+        if self.admitted_before:  # its freed KV, less what the tree still had, is computed again
+            self.recomputed_tokens += self.fill_len - 1 - self.prefix_len
+        kind = "reprefill" if self.admitted_before else "admit"
+        self.admitted_before = True
+        return kind

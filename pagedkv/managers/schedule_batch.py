@@ -1,21 +1,22 @@
-"""The running batch: decode memory check, ``retract_decode`` and the decode step's slots.
+"""A batch of requests: a prefill pass's slots, the decode memory check, ``retract_decode``.
 
 Follows SGLang's ``python/sglang/srt/managers/schedule_batch.py`` (``ScheduleBatch``:
+``init_new``, ``prepare_for_extend``, ``merge_batch``, ``filter_batch``,
 ``new_tokens_required_next_decode``, ``check_decode_mem``, ``retract_decode``,
-``release_req``, ``prepare_for_decode``, ``filter_batch``), 0.5.23 and 0.5.9 alike except
-where :meth:`ScheduleBatch.retract_decode` says. The batch is kept as numpy arrays, one
-entry per request, so a decode step costs a handful of vector operations whatever the batch
-size; the :class:`~pagedkv.managers.req.Req` objects are brought up to date (:meth:`sync`)
-whenever something reads them.
+``release_req``, ``prepare_for_decode``; 0.5.9's ``get_model_worker_batch``), 0.5.23 and 0.5.9 alike
+except where :meth:`ScheduleBatch.retract_decode` says. The scheduler keeps one running
+batch and builds one per prefill pass (:meth:`ScheduleBatch.init_new`). The running batch
+is kept as numpy arrays, one entry per request, so a decode step costs a handful of vector
+operations whatever the batch size; the :class:`~pagedkv.managers.req.Req` objects are
+brought up to date (:meth:`sync`) whenever something reads them.
 
 A request that has finished stays in the batch until :meth:`filter_finished` drops it
 (``finished`` marks it; its KV is already released). SGLang 0.5.9 drops finished requests
 only when the next decode step is prepared, so in the meantime they still count in
 admission's reservation; 0.5.23 drops them at the start of every step.
 
-In the overlap loop (:mod:`pagedkv.managers.scheduler_overlap`) ``kv_len`` runs one
-token ahead of ``generated`` for requests whose last pass is in flight: their next slot is
-allocated before their token is committed.
+In the overlap loop ``kv_len`` runs one token ahead of ``generated`` for requests whose last
+pass is in flight: their next slot is allocated before their token is committed.
 
 Where we simplify: one decode token per step (no speculative decoding), greedy bookkeeping
 only (no stop strings: a simulated request stops at its ``output_len``, a real one at EOS or
@@ -35,6 +36,7 @@ from pagedkv.mem_cache.allocator import BaseTokenToKVPoolAllocator, decode_need
 from pagedkv.mem_cache.base_prefix_cache import BasePrefixCache
 from pagedkv.mem_cache.common import release_kv_cache
 from pagedkv.mem_cache.memory_pool import ReqToTokenPool
+from pagedkv.model_executor.forward_batch_info import ForwardBatch
 from pagedkv.releases import DEFAULT_RELEASE
 
 _FIELDS = ("prompt_len", "max_new_tokens", "stop_at", "generated", "kv_len", "req_pool_idx",
@@ -87,9 +89,63 @@ class ScheduleBatch:
     def __len__(self) -> int:
         return len(self.reqs)
 
+    # ----- a prefill pass -----------------------------------------------------------------
+    @classmethod
+    def init_new(cls, reqs: Sequence[Req], req_to_token_pool: ReqToTokenPool,
+                 allocator: BaseTokenToKVPoolAllocator,
+                 tree_cache: BasePrefixCache) -> ScheduleBatch:
+        """A prefill pass's batch over the admitted ``reqs`` (SGLang ``init_new``), read by
+        :meth:`prepare_for_extend` only: its columns stay empty (its requests join the
+        running batch's through :meth:`merge_batch`)."""
+        batch = cls(req_to_token_pool, allocator, tree_cache)
+        batch.reqs = list(reqs)
+        return batch
+
+    def prepare_for_extend(self, chunked_req: Req | None) -> ForwardBatch:
+        """Rows, prefix slots and the slots of the tokens computed now; returns the pass
+        (what 0.5.9's ``get_model_worker_batch`` hands the worker; 0.5.23 hands it the batch).
+
+        A request without a row gets one (``alloc_req_slots``) holding its matched prefix's
+        slots; the tree evicts ``extend_tokens`` (plus a page per request for pages > 1) and
+        the extend slots are allocated. ``chunked_req`` (cut short) does not sample.
+
+        Raises:
+            OutOfMemoryError: the allocator is short (admission should have prevented it).
+        Source: ``ScheduleBatch.prepare_for_extend``, ``alloc_for_extend`` (0.5.23
+        ``mem_cache/allocation.py``, 0.5.9 ``mem_cache/common.py``).
+        """
+        admitted, table, p, n = self.reqs, self.table, self.page_size, len(self.reqs)
+        for req in admitted:
+            if req.req_pool_idx < 0:  # a continuing chunk keeps its row
+                req.req_pool_idx = self.req_to_token_pool.alloc(1)[0]
+                table[req.req_pool_idx, :req.prefix_len] = req._prefix_slots
+                req._prefix_slots = None  # used once (a million kept would be a million tensors)
+        prefix_l, ext_l = [r.prefix_len for r in admitted], [r.extend_len for r in admitted]
+        rows_l = [r.req_pool_idx for r in admitted]
+        prefix, ext, rows = (np.array(v, dtype=np.int64) for v in (prefix_l, ext_l, rows_l))
+        total = sum(ext_l)
+        # the slot of each request's last cached token (-1: none), for its partial page
+        last = np.array([table[row, pre - 1] if pre else -1
+                         for row, pre in zip(rows_l, prefix_l, strict=True)], dtype=np.int64)
+        self.tree_cache.evict_from_tree_cache(total if p == 1 else total + n * p)
+        out = self.allocator.alloc_extend(prefix, prefix + ext, last, total)
+        if out is None:
+            raise OutOfMemoryError(f"prefill of {total} tokens does not fit "
+                                   f"{self.allocator.available_size()} free slots")
+        slots = out.numpy()
+        start = 0
+        for req, row, pre, e in zip(admitted, rows_l, prefix_l, ext_l, strict=True):
+            table[row, pre:pre + e] = slots[start:start + e]
+            start += e
+            req.kv_committed_len = pre + e
+        sample = np.array([r is not chunked_req for r in admitted], dtype=bool)
+        return ForwardBatch("extend", list(admitted), rows, prefix, ext, slots, sample,
+                            sum(prefix_l), self.req_to_token_pool)
+
     # ----- membership -------------------------------------------------------------------
-    def merge(self, reqs: Sequence[Req]) -> None:
-        """Append prefilled requests at the end (SGLang ``merge_batch``)."""
+    def merge_batch(self, reqs: Sequence[Req]) -> None:
+        """Append prefilled requests at the end (SGLang ``merge_batch``, given the pass's
+        batch once ``filter_batch`` has dropped its finished and chunked requests)."""
         if not reqs:
             return
         self.reqs.extend(reqs)
@@ -130,10 +186,6 @@ class ScheduleBatch:
         n = int(self.finished.sum())
         self.filter_batch(np.flatnonzero(~self.finished))
         return n
-
-    def live(self) -> np.ndarray:
-        """Bool ``[len(reqs)]``: requests that still hold KV (not finished)."""
-        return ~self.finished
 
     # ----- memory -----------------------------------------------------------------------
     def new_tokens_required_next_decode(self, idx: Sequence[int] | np.ndarray | None = None) -> int:
@@ -232,24 +284,15 @@ class ScheduleBatch:
         self.table[self.req_pool_idx, self.kv_len] = self.last_loc
         self.kv_len += 1
 
-    def decode_many(self, steps: int) -> None:
-        """``steps`` decode steps' slots at once, and ``steps`` sampled tokens each.
-
-        The slots are those ``steps`` calls of :meth:`prepare_for_decode` give
-        (``alloc_decode_steps``: new pages in step order, then batch order), so the page
-        tables and the free list end up exactly as after single steps. The caller checks
-        that no request stops before the last step and that the pages fit without eviction.
-        """
-        out = self.allocator.alloc_decode_steps(self.kv_len, self.last_loc, steps)
-        if out is None:
-            raise OutOfMemoryError(f"{steps} decode steps do not fit "
-                                   f"{self.allocator.available_size()} free slots")
-        rows = np.repeat(self.req_pool_idx, steps)
-        positions = (self.kv_len[:, None] + np.arange(steps)).ravel()
-        self.table[rows, positions] = out.ravel()
-        self.last_loc = out[:, -1].copy()
-        self.kv_len += steps
-        self.generated += steps
+    def get_model_worker_batch(self, input_ids: np.ndarray | None = None) -> ForwardBatch:
+        """The decode pass just prepared; ``input_ids``: int64 ``[bs]`` tokens not yet
+        committed (the overlap loop's future map), None: each request's newest output.
+        Source: 0.5.9 ``get_model_worker_batch`` (0.5.23: ``ForwardBatch.init_new``)."""
+        bs = len(self.reqs)
+        return ForwardBatch("decode", list(self.reqs), self.req_pool_idx.copy(), self.kv_len - 1,
+                            np.ones(bs, dtype=np.int64), self.last_loc.copy(),
+                            np.ones(bs, dtype=bool), int(self.kv_len.sum()) - bs,
+                            self.req_to_token_pool, input_ids)
 
     def stopping(self) -> np.ndarray:
         """Bool ``[len(reqs)]``: live requests whose latest token ends them (``stop_at``)."""

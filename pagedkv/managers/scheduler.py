@@ -1,79 +1,60 @@
-"""The scheduler: one loop of prefill passes, decode steps and idle steps, as in SGLang.
+"""The scheduler: SGLang's loop of prefill passes, decode steps and idle steps.
 
-Follows SGLang's ``python/sglang/srt/managers/scheduler.py`` (``event_loop_normal``,
-``get_next_batch_to_run``, ``get_new_batch_prefill``, ``update_running_batch``, and the idle
-path ``self_check_during_idle`` in 0.5.9 / ``on_idle`` in 0.5.23), in the release chosen by
-``config.release`` (0.5.23 by default). One step:
-
-1. Requests whose arrival time has passed join the waiting queue (FCFS). A later turn of a
-   conversation (``follows``) arrives when the turn before it finishes.
-2. The chunked request's computed chunk is cached in the tree (``stash_chunked_request``);
-   the last prefill pass's requests join the running batch; 0.5.23 drops finished ones.
-3. A prefill pass if anyone is admitted (:mod:`pagedkv.managers.scheduler_prefill`);
-   otherwise a decode step (:mod:`pagedkv.managers.scheduler_decode`); otherwise idle:
-   0.5.9 resets ``new_token_ratio`` and checks memory whenever there is nothing to run,
-   0.5.23 only when nothing is waiting or running. The clock jumps to the next arrival.
-
-The prefix cache is a constructor argument: :class:`~pagedkv.mem_cache.radix_cache.RadixCache`
-(SGLang's default) or, with ``radix_cache=False`` (``--disable-radix-cache``),
-:class:`~pagedkv.mem_cache.chunk_cache.ChunkCache`. The executor is the other: the fast
-:class:`~pagedkv.model_executor.sim_executor.SimExecutor` (default) or a real model.
-
-Two loops, as in SGLang: the normal loop above (``event_loop_normal``, SGLang's
-``--disable-overlap-schedule``), and the overlap loop (``event_loop_overlap``, SGLang's
-default; ``SchedulerConfig(disable_overlap_schedule=False)``;
-:mod:`pagedkv.managers.scheduler_overlap`), where batch ``N + 1`` is scheduled while batch
-``N`` is in flight, so memory decisions see the previous step's tokens one step late.
-Both are checked step by step against SGLang 0.5.23's own loops (``tests/reference``).
-
-Where we simplify: FCFS only; no priorities, LoRA, speculative decoding or disaggregation.
-A request whose prompt can never be served is refused up front with an error (SGLang aborts it at arrival).
+Follows SGLang 0.5.23's ``python/sglang/srt/managers/scheduler.py`` (0.5.9 where a
+:class:`~pagedkv.releases.Release` field says): ``event_loop_normal`` /
+``event_loop_overlap``, ``get_next_batch_to_run``, ``get_new_batch_prefill``,
+``update_running_batch``, ``run_batch``, ``process_batch_result``, ``on_idle``. The batch
+work is :class:`~pagedkv.managers.schedule_batch.ScheduleBatch`'s; every other job is a
+component (:mod:`pagedkv.managers.scheduler_components`, built by
+:mod:`pagedkv.managers.scheduler_init`). A step is one iteration of a loop: arrivals join the
+queue; ``get_next_batch_to_run`` picks a prefill pass, else a decode step that fits
+(retracting if none does), else nothing (``on_idle``); ``run_batch`` runs it and
+``process_batch_result`` commits its tokens and releases who finished, at once in the normal
+loop (``disable_overlap_schedule``), a step later in the overlap loop (SGLang's default:
+batch ``N + 1`` is scheduled while batch ``N`` runs, so decisions see tokens a step late).
+CONTRIBUTING.md walks one step method by method. Both loops are checked step by step against
+SGLang 0.5.23's own (``tests/reference``). Where we simplify: FCFS only; no priorities, LoRA,
+speculative decoding or disaggregation.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import cast
+from typing import NamedTuple
 
-from pagedkv.errors import PagedKVError, bad_value, check_positive_int
-from pagedkv.managers.config import Policy, SchedulerConfig
+import numpy as np
+
+from pagedkv.errors import PagedKVError
+from pagedkv.managers.config import SchedulerConfig
 from pagedkv.managers.in_flight_recorder import joining_requests
-from pagedkv.managers.page_recorder import PageRecorder
 from pagedkv.managers.req import Req, RequestLike
 from pagedkv.managers.schedule_batch import ScheduleBatch
-from pagedkv.managers.schedule_policy import footprint, running_reservation
+from pagedkv.managers.schedule_policy import AddReqResult, PrefillAdder
 from pagedkv.managers.scheduler_components import (
-    DecodeFastForward,
-    NewTokenRatioTracker,
-    SchedulerBatchResultProcessor,
-    SchedulerInvariantChecker,
-    SchedulerMetricsReporter,
-    SchedulerStepRecorder,
-    WaitingQueue,
+    MAX_WINDOW,
+    InFlight,
+    LoopCounters,
+    default_max_running_requests,
+    validate_requests,
+    validate_sizes,
 )
-from pagedkv.managers.scheduler_decode import SchedulerDecodeMixin
-from pagedkv.managers.scheduler_overlap import InFlight, SchedulerOverlapMixin
-from pagedkv.managers.scheduler_prefill import SchedulerPrefillMixin
-from pagedkv.managers.trace import Event, Trace, TraceMeta
+from pagedkv.managers.scheduler_init import build_kv_cache, init_components, init_trace
+from pagedkv.managers.trace import Trace, TraceMeta
 from pagedkv.managers.trace_summary import SummaryTrace
-from pagedkv.mem_cache.allocator import ceil_to_page, make_allocator
-from pagedkv.mem_cache.chunk_cache import ChunkCache
-from pagedkv.mem_cache.memory_pool import ReqToTokenPool
-from pagedkv.mem_cache.radix_cache import RadixCache
-from pagedkv.model_executor.forward_batch_info import Executor, StepTimePredictor
+from pagedkv.model_executor.forward_batch_info import Executor, ForwardBatch, ForwardResult
 from pagedkv.model_executor.sim_executor import SimExecutor, StepTime
-from pagedkv.sizing import max_req_input_len
 
 
-def default_max_running_requests(max_total_num_tokens: int, context_len: int | None) -> int:
-    """``min(clamp(tokens / context_len * 512, 2048, 4096), tokens // 2)`` (SGLang, both
-    releases; 4096 rows without a context length)."""
-    rows = 4096 if context_len is None else min(max(int(max_total_num_tokens / context_len * 512),
-                                                    2048), 4096)
-    return max(1, min(rows, max_total_num_tokens // 2))
+class PrefillPass(NamedTuple):
+    """A prefill pass chosen and prepared (SGLang's new batch after ``prepare_for_extend``),
+    its adder (the log line's numbers) and the running batch's size when it was chosen."""
+
+    batch: ForwardBatch
+    adder: PrefillAdder
+    running_bs: int
 
 
-class Scheduler(SchedulerPrefillMixin, SchedulerDecodeMixin, SchedulerOverlapMixin):
+class Scheduler:
     """SGLang's scheduler over a fixed list of requests.
 
     Args:
@@ -82,28 +63,19 @@ class Scheduler(SchedulerPrefillMixin, SchedulerDecodeMixin, SchedulerOverlapMix
             ``ignore_eos``); request ``i`` gets ``rid = i``.
         max_total_num_tokens: KV slots in the pool, a multiple of ``page_size``.
         page_size: tokens per page.
-        config: constants, policy and release (default: SGLang 0.5.23's).
-        radix_cache: the prefix cache on (SGLang's default) or off.
-        context_len: the model's context length (bounds prompts and ``max_new_tokens`` as
-            SGLang does); None: only the pool bounds them.
+        config: constants, policy, loop and release (default: SGLang 0.5.23's).
+        radix_cache: the prefix cache on (SGLang's default) or off (``ChunkCache``).
+        context_len: the model's context length (bounds prompts and ``max_new_tokens``,
+            :func:`validate_requests`); None: only the pool bounds them.
         executor: what runs the passes (default: :class:`SimExecutor` over ``step_time``).
         step_time: the simulated executor's step-time model (default: 10 ms per step).
-        meta: the trace's ``meta`` block (default: built from the pool size).
-        record_page_tables: keep every step's page tables in the trace (small pools only).
-        record_pages: record every page's owner changes (``trace.page_events``: what the
-            visualizer replays at card scale).
-        fast_forward: take decode steps between events together (simulator only; the
-            results, the trace and the memory are the same either way: see
-            :mod:`pagedkv.managers.scheduler_decode`); False forces the step-by-step path,
-            the reference the fast path is tested against.
-        trace: where the run is recorded (default: a new :class:`Trace` over ``meta``); a
-            :class:`~pagedkv.managers.trace_summary.SummaryTrace` keeps totals only, for runs
-            too long to keep every step (the scheduler's steps are the same either way).
+        meta, record_page_tables, record_pages, trace: the record (:func:`init_trace`).
+        fast_forward: take quiet decode steps together (``DecodeFastForward``: an executor
+            that predicts its step times, no page tables; exact); False: one by one.
 
     Raises:
-        ConfigError: a size out of range; a prompt longer than SGLang serves
-            (``max_req_input_len``); a ``follows`` that does not name an earlier request;
-            page tables asked of a trace that keeps none.
+        ConfigError: a size out of range; a request SGLang would never serve; page tables
+            or page events asked of a trace that keeps none.
     """
 
     def __init__(self, requests: Sequence[RequestLike], *, max_total_num_tokens: int,
@@ -113,218 +85,382 @@ class Scheduler(SchedulerPrefillMixin, SchedulerDecodeMixin, SchedulerOverlapMix
                  meta: TraceMeta | None = None, record_page_tables: bool = False,
                  record_pages: bool = False, fast_forward: bool = True,
                  trace: Trace | SummaryTrace | None = None) -> None:
-        self.page_size = p = check_positive_int("page_size", page_size)
         self.config = cfg = config or SchedulerConfig()
-        self.max_total_num_tokens = check_positive_int("max_total_num_tokens",
-                                                       max_total_num_tokens, minimum=p)
-        if max_total_num_tokens % p:
-            raise bad_value("max_total_num_tokens", max_total_num_tokens,
-                            f"a multiple of page_size={p}")
-        if cfg.chunked_prefill_size is not None and cfg.chunked_prefill_size < p:
-            raise bad_value("chunked_prefill_size", cfg.chunked_prefill_size,
-                            f"None or an integer >= page_size={p}")
-        self.context_len = None if context_len is None else check_positive_int("context_len", context_len)
+        p, total, self.context_len = validate_sizes(page_size, max_total_num_tokens, cfg, context_len)
+        self.page_size, self.max_total_num_tokens = p, total
         self.reqs = [Req.from_spec(i, spec) for i, spec in enumerate(requests)]
         self.max_running_requests = (cfg.max_running_requests
-                                     or default_max_running_requests(max_total_num_tokens, context_len))
-        self._admit_checks(radix_cache)
-        self.allocator = make_allocator(max_total_num_tokens, p)
-        longest = max((r.prompt_len + r.max_new_tokens for r in self.reqs), default=1)
-        # 0.5.23 sizes the rows to max_running_requests (plus its padding row 0); 0.5.9's
-        # pool has at least as many rows, and one more here keeps a carried chunk's row
-        # apart from the running batch's (0.5.9 does not count rows in num_allocatable_reqs)
-        release = cfg.release
-        rows = self.max_running_requests + (not release.allocatable_counts_free_rows)
-        self.req_to_token_pool = ReqToTokenPool.for_release(rows, longest + p, release)
-        cache = RadixCache if radix_cache else ChunkCache
-        self.tree_cache = cache.for_release(self.req_to_token_pool, self.allocator, release)
+                                     or default_max_running_requests(total, context_len))
+        validate_requests(self.reqs, config=cfg, page_size=p, max_total_num_tokens=total,
+                          context_len=self.context_len, radix_cache=radix_cache)
+        pools = build_kv_cache(self.reqs, cfg, p, total, self.max_running_requests,
+                                           radix_cache)
+        self.allocator, self.req_to_token_pool, self.tree_cache = pools
         self.executor = executor or SimExecutor(step_time)
         # an executor that predicts its step times is a model of the GPU: it samples no tokens
         self.real_tokens = not self.executor.predicts_step_times
-        # the overlap loop (SGLang's default) or, with disable_overlap_schedule, the normal one
         self.overlap = not cfg.disable_overlap_schedule
-        self.in_flight: InFlight | None = None
         self.record_page_tables = record_page_tables  # no fast-forward windows then
-        if trace is not None and record_page_tables and trace.page_tables is None:
-            raise bad_value("trace", type(trace).__name__, "a Trace with page tables when "
-                            "record_page_tables=True")
-        if trace is not None and record_pages and getattr(trace, "page_events", None) is None:
-            raise bad_value("trace", type(trace).__name__, "a Trace with page events when "
-                            "record_pages=True")
-        if trace is None:
-            trace = Trace(meta or TraceMeta(max_total_num_tokens, p, policy=cfg.policy.value,
-                                            sglang_version=cfg.sglang_version,
-                                            radix_cache=radix_cache),
-                          record_page_tables,
-                          PageRecorder(max_total_num_tokens // p) if record_pages else None)
-        self.trace = trace
-        self.waiting = WaitingQueue.from_reqs(self.reqs)
+        self.trace = init_trace(trace, meta, config=cfg, page_size=p, max_total_num_tokens=total,
+                                radix_cache=radix_cache, record_page_tables=record_page_tables,
+                                record_pages=record_pages)
         self.running = ScheduleBatch(self.req_to_token_pool, self.allocator, self.tree_cache)
         self.chunked_req: Req | None = None
-        self.ratio_tracker = NewTokenRatioTracker.from_config(cfg)
-        self.clock = 0.0
-        self.num_steps = self.num_decode_steps = self.num_finished = self.decoded = 0
+        self.clock = 0.0  # seconds
+        self.num_steps = self.num_decode_steps = self.decoded = 0  # decoded: tokens sampled
         self.num_decode_skips = 0  # overlap loop: decode steps skipped instead of retracting
-        self._refresh_calls = 0
-        self._idle_blocked = 0
-        self.metrics_reporter = SchedulerMetricsReporter(
-            config=cfg, max_total_num_tokens=max_total_num_tokens, trace=trace,
-            waiting=self.waiting, get_tokens_in_use=self.tokens_in_use)
-        pools = {"token_to_kv_pool_allocator": self.allocator,
-                 "req_to_token_pool": self.req_to_token_pool, "tree_cache": self.tree_cache,
-                 "waiting": self.waiting, "ratio_tracker": self.ratio_tracker}
-        self.step_recorder = SchedulerStepRecorder(
-            trace=trace, page_size=p, max_total_num_tokens=max_total_num_tokens, **pools)
-        self.invariant_checker = SchedulerInvariantChecker(
-            page_size=p, max_total_num_tokens=max_total_num_tokens,
-            max_running_requests=self.max_running_requests, **pools,
+        self._idle_blocked = 0  # consecutive idle steps with a queue (stuck after 3)
+        (self.waiting, self.ratio_tracker, self.result_queue, self.request_tracker,
+         self.pool_stats, self.metrics_reporter, self.step_recorder, self.invariant_checker,
+         self.batch_result_processor, self.fast_forward) = init_components(
+            self.reqs, pools, self.trace, self.executor, config=cfg, page_size=p,
+            max_total_num_tokens=total, max_running_requests=self.max_running_requests,
+            fast_forward=fast_forward and not record_page_tables,
             get_running_batch=lambda: self.running, get_chunked_req=lambda: self.chunked_req,
-            get_num_finished=lambda: self.num_finished,
-            get_in_flight_reqs=lambda: [] if self.in_flight is None else self.in_flight.batch.reqs)
-        self.batch_result_processor = SchedulerBatchResultProcessor(
-            token_to_kv_pool_allocator=self.allocator, req_to_token_pool=self.req_to_token_pool,
-            tree_cache=self.tree_cache, group_prefill_frees=release.group_prefill_frees,
-            samples_tokens=self.real_tokens,
-            eos_token_ids=frozenset(self.executor.eos_token_ids), on_finish=self.on_finish)
-        # many decode steps at once: only an executor that predicts its step times
-        predictor = cast(StepTimePredictor, self.executor)
-        self.fast_forward = (DecodeFastForward(
-            executor=predictor, config=cfg, page_size=p, max_total_num_tokens=max_total_num_tokens,
-            token_to_kv_pool_allocator=self.allocator, tree_cache=self.tree_cache,
-            waiting=self.waiting, ratio_tracker=self.ratio_tracker,
-            metrics_reporter=self.metrics_reporter, step_recorder=self.step_recorder)
-            if fast_forward and predictor.predicts_step_times and not record_page_tables
-            else None)
+            on_finish=lambda req: self.request_tracker.finish(req, self.num_steps, self.clock))
 
-    def _admit_checks(self, radix_cache: bool) -> None:
-        """Refuse what SGLang could never serve; clamp ``max_new_tokens`` as it does at arrival.
+    # ----- state --------------------------------------------------------------------------
+    @property
+    def new_token_ratio(self) -> float:
+        """SGLang's ``new_token_ratio`` (the tracker's current value; settable)."""
+        return self.ratio_tracker.current
 
-        ``max_req_len = min(context_len - 1, max_total_num_tokens - 1)``, prompts must be
-        shorter than ``max_req_input_len = max_req_len - 5``; ``max_new_tokens`` becomes
-        ``min(max_new_tokens, max_req_len - prompt_len - 1)`` (0.5.23: and at most
-        ``max_total_num_tokens - ceil_to_page(prompt_len) - page_size - 1``). With the radix
-        cache off, an ignore-EOS request must pass SGLang's worst-case test on an empty pool
-        (``pool - ceil_to_page(prompt) - overhead - max_new_tokens > 1``), or SGLang would
-        keep it waiting forever.
-        Source: ``TpModelWorker`` (``max_req_input_len``), ``Scheduler.handle_generate_request``,
-        ``PrefillAdder.add_one_req_ignore_eos``.
-        """
-        cfg, p, total = self.config, self.page_size, self.max_total_num_tokens
-        limit = max_req_input_len(total, self.context_len or total)
-        max_req_len = limit + 5
-        overhead = p if cfg.release.extra_page_per_request else 0
-        for r in self.reqs:
-            if r.prompt_len >= limit:
-                raise bad_value(f"request {r.rid} prompt_len", r.prompt_len,
-                                f"< max_req_input_len={limit} (min(context_len - 1, "
-                                f"max_total_num_tokens - 1) - 5; a larger pool, e.g. a higher "
-                                f"mem_fraction_static, takes longer prompts)")
-            if r.follows is not None and not 0 <= r.follows < r.rid:
-                raise bad_value(f"request {r.rid} follows", r.follows, f"an earlier rid in [0, {r.rid})")
-            prompt_pages = int(ceil_to_page(r.prompt_len, p))
-            cap = max_req_len - r.prompt_len - 1
-            if cfg.release.cap_max_new_tokens_by_pool:
-                cap = min(cap, total - prompt_pages - p - 1)
-            r.max_new_tokens = max(1, min(r.max_new_tokens, cap))
-            slack = total - prompt_pages - overhead - r.max_new_tokens
-            if r.ignore_eos and not radix_cache and slack <= 1:
-                raise bad_value(f"request {r.rid} (ignore_eos) prompt_len + max_new_tokens",
-                                r.prompt_len + r.max_new_tokens,
-                                f"< {total - overhead - 1} so that admission ever takes it "
-                                "with the radix cache off")
-            # admission refuses a need >= rem_total_tokens, so the footprint must stay below
-            if cfg.policy is Policy.RESERVE_ALL and footprint(r.prompt_len, r.max_new_tokens, p) >= total:
-                raise bad_value(f"request {r.rid} prompt_len + max_new_tokens",
-                                r.prompt_len + r.max_new_tokens,
-                                f"a footprint below max_total_num_tokens={total} under reserve_all")
-
-    # ----- queries ------------------------------------------------------------------------
-    def tokens_in_use(self) -> int:
-        """SGLang's ``#token``: ``max_total - available - evictable`` (locked tree tokens and
-        requests' own tokens; evictable cached tokens count as free)."""
-        return (self.max_total_num_tokens - self.allocator.available_size()
-                - self.tree_cache.evictable_size())
-
-    def token_usage(self) -> float:
-        """SGLang's ``token usage``: :meth:`tokens_in_use` over the pool."""
-        return self.tokens_in_use() / self.max_total_num_tokens
+    @new_token_ratio.setter
+    def new_token_ratio(self, value: float) -> None:
+        self.ratio_tracker.current = value
 
     @property
-    def tokens_used(self) -> int:
-        """KV tokens the live requests hold (running and a request being chunked), shared
-        prefixes counted once per request."""
-        b = self.running
-        chunked = self.chunked_req.kv_committed_len if self.chunked_req is not None else 0
-        return int(b.kv_len[~b.finished].sum()) + chunked
+    def num_finished(self) -> int:
+        """Requests finished so far."""
+        return self.request_tracker.num_finished
 
     @property
-    def tokens_reserved(self) -> float:
-        """What admission holds back for running requests (``running_reservation``)."""
-        b = self.running
-        cols = (b.prompt_len, b.max_new_tokens, b.generated, b.kv_len, b.ignore_eos)
-        if b.finished.any():  # 0.5.9 keeps finished requests in the batch until the next step
-            live = ~b.finished
-            cols = tuple(c[live] for c in cols)
-        return running_reservation(self.config, self.page_size, self.new_token_ratio, *cols)
-
-    def check_memory(self) -> None:
-        """SGLang's idle memory check (:meth:`SchedulerInvariantChecker.check_memory`)."""
-        self.invariant_checker.check_memory()
-
-    def check_invariants(self) -> None:
-        """Every slot and request accounted for
-        (:meth:`SchedulerInvariantChecker.check_invariants`)."""
-        self.invariant_checker.check_invariants(self.tokens_reserved)
+    def in_flight(self) -> InFlight | None:
+        """The overlap loop's batch launched and not yet processed (None: none)."""
+        return self.result_queue.in_flight
 
     def done(self) -> bool:
         """Whether every request has finished."""
         return self.num_finished == len(self.reqs)
 
-    def next_arrival_s(self) -> float | None:
-        """When the next request arrives (None: none is due)."""
-        return self.waiting.next_arrival_s()
+    def check_memory(self) -> None:
+        """SGLang's idle memory check (``SchedulerInvariantChecker.check_memory``)."""
+        self.invariant_checker.check_memory()
+
+    def check_invariants(self) -> None:
+        """Every slot and request accounted for (``SchedulerInvariantChecker``)."""
+        self.invariant_checker.check_invariants(self.pool_stats.tokens_reserved(self.running))
 
     # ----- the loop -----------------------------------------------------------------------
-    def run(self) -> Trace:
+    def run(self) -> Trace | SummaryTrace:
         """Step until every request has finished; return the trace."""
         while self.step():
             pass
         return self.trace
 
     def step(self) -> bool:
-        """Run one step (prefill, decode or idle) and record it; False once all are done.
-        A step is one iteration of SGLang's ``event_loop_overlap`` (the default;
-        :meth:`step_overlap`) or of ``event_loop_normal`` (``disable_overlap_schedule``)."""
+        """One iteration of ``event_loop_overlap`` (the default) or ``event_loop_normal``
+        (``disable_overlap_schedule``), recorded; False once every request has finished."""
         if self.done():
             return False
-        if self.overlap:
-            return self.step_overlap()
-        self.enqueue_arrivals()
-        self.prepare_step()
-        adder = self.get_new_batch_prefill()
-        if adder is not None:
-            kind = "prefill"
-            self.run_prefill(adder)
-            self._idle_blocked = 0
-        elif len(self.running) and self.update_running_batch():
-            kind = "decode"
-            self.run_decode()
-            self._idle_blocked = 0
-        else:
-            kind = "idle"
-            self.on_idle()
-        self.record(kind)
+        self.record(self.event_loop_overlap() if self.overlap else self.event_loop_normal())
         self.num_steps += 1
         return True
 
     def record(self, kind: str) -> None:
-        """The step's row and page tables, then its page events, in the trace."""
-        self.step_recorder.record(self.num_steps, self.clock, kind, self.running,
-                                  self.chunked_req, lambda: self.tokens_reserved,
+        """The step's row (and page tables), then its page events, in the trace."""
+        self.step_recorder.record(self.num_steps, self.clock, kind, self.running, self.chunked_req,
+                                  lambda: self.pool_stats.tokens_reserved(self.running),
                                   joining_requests(self))
         if self.trace.page_events is not None:
             self.trace.page_events.record(self, kind)
 
+    def enqueue_arrivals(self) -> None:
+        """Requests whose arrival time has passed join the waiting queue
+        (``recv_requests``)."""
+        self.waiting.recv_requests(self.clock)
+
+    def event_loop_normal(self) -> str:
+        """One iteration of SGLang's ``event_loop_normal``: choose a batch, run it, process
+        its result; or idle. Returns the step's kind."""
+        self.enqueue_arrivals()
+        batch = self.get_next_batch_to_run()
+        if batch is None:
+            self.on_idle()
+            return "idle"
+        if isinstance(batch, ScheduleBatch):
+            if not self.run_decode_window():
+                self.run_decode_step()
+            return "decode"
+        result = self.run_batch(batch.batch)
+        self.process_batch_result(batch, result)
+        return "prefill"
+
+    def event_loop_overlap(self) -> str:
+        """One iteration of SGLang's ``event_loop_overlap``: choose and launch a batch, then
+        process the previous batch's result (before the launch for two prefills in a row with
+        ``disable_consecutive_prefill_overlap``: ``is_disable_overlap_for_batch``); idle
+        only when there is neither. Returns the step's kind."""
+        self.enqueue_arrivals()
+        batch = self.get_next_batch_to_run()
+        if isinstance(batch, ScheduleBatch) and self.run_decode_window():
+            return "decode"
+        launch = (batch.batch if isinstance(batch, PrefillPass) else
+                  None if batch is None else self.prepare_decode())
+        previous = self.result_queue.pop()
+        if (previous is not None and launch is not None and launch.mode == "extend"
+                and previous.batch.mode == "extend"
+                and self.config.disable_consecutive_prefill_overlap):
+            self.process_batch_result(previous)
+            previous = None
+        if launch is not None:
+            result = self.run_batch(launch)
+            self.result_queue.in_flight = InFlight(launch, result.next_token_ids,
+                                                   self.num_decode_steps, self.clock)
+            if isinstance(batch, PrefillPass):
+                self.log_prefill(batch, result.seconds)
+            elif self.num_decode_steps % self.config.decode_log_interval == 0:
+                self.log_decode(len(launch.reqs))
+        if previous is not None:
+            self.process_batch_result(previous)
+            if launch is None:
+                self.jump_to_next_arrival()
+        elif launch is None:
+            self.on_idle()
+        return "idle" if launch is None else "prefill" if launch.mode == "extend" else "decode"
+
+    def get_next_batch_to_run(self) -> PrefillPass | ScheduleBatch | None:
+        """:meth:`prepare_step`; the overlap loop merges the prefill in flight. Then a
+        prefill pass, else the running batch if its decode step goes ahead (prepared by
+        :meth:`run_decode_step` / :meth:`prepare_decode`; SGLang prepares it in
+        ``update_running_batch``, here a simulator first looks for a window), else None."""
+        self.prepare_step()
+        merged = self.result_queue.prefill_to_merge(self.chunked_req)
+        if merged is not None:
+            self.merge_prefill(merged, len(self.result_queue.in_flight_reqs()))
+        new = self.get_new_batch_prefill()
+        if new is not None:
+            return new
+        return self.running if len(self.running) and self.update_running_batch() else None
+
+    def prepare_step(self) -> None:
+        """``get_next_batch_to_run`` before the merge and admission: ``stash_chunked_request``
+        and (0.5.23) finished requests dropped (a shrink clears ``batch_is_full``)."""
+        if self.chunked_req is not None:
+            self.tree_cache.cache_unfinished_req(self.chunked_req)
+        if self.config.release.filter_finished_every_step and self.running.filter_finished():
+            self.running.batch_is_full = False
+
+    def merge_prefill(self, reqs: list[Req], passed: int) -> None:
+        """A pass's ``reqs`` that go on join the running batch (``merge_batch``). A pass that
+        lost some of its ``passed`` requests (finished, or the chunked one), or an empty
+        running batch (SGLang makes the pass the new one), clears ``batch_is_full``."""
+        if len(reqs) < passed or not len(self.running):
+            self.running.batch_is_full = False
+        self.running.merge_batch(reqs)
+
+    # ----- choosing the batch -------------------------------------------------------------
+    def num_allocatable_reqs(self, running_bs: int, held_rows: int = 0) -> int:
+        """``max_running_requests - running_bs`` (0.5.23: also at most the free rows plus
+        ``held_rows``, rows held by requests counted against the result: a continuing chunk
+        in the admitted list). Source: ``Scheduler.get_num_allocatable_reqs``."""
+        n = self.max_running_requests - running_bs
+        if self.config.release.allocatable_counts_free_rows:
+            n = min(n, self.req_to_token_pool.available_size() + held_rows)
+        return n
+
+    def get_new_batch_prefill(self) -> PrefillPass | None:
+        """SGLang's ``get_new_batch_prefill``: the chunked request first (always admitted),
+        then the queue in FCFS order, each matched against the tree, until one does not
+        fit; the admitted leave the queue and the pass is prepared. None: nobody admitted.
+        Sets ``batch_is_full`` when the pass stops for memory (0.5.23: only if something is
+        admitted or running) or for request rows."""
+        busy_rule, release = self.config.release.batch_full_only_when_busy, self.config.release
+        running = self.running
+        if busy_rule and not len(running):
+            running.batch_is_full = False
+        if (running.batch_is_full or not self.waiting) and self.chunked_req is None:
+            return None
+        running_bs = len(running)
+        if self.num_allocatable_reqs(running_bs) <= 0 and (self.chunked_req is None) == busy_rule:
+            running.batch_is_full = True
+            return None
+        if release.touch_waiting_prefixes:
+            self.waiting.touch_waiting_prefixes(self.tree_cache)
+        adder = PrefillAdder(self.config, self.tree_cache, self.allocator, running,
+                             self.new_token_ratio)
+        if self.chunked_req is not None:
+            self.chunked_req = adder.add_chunked_req(self.chunked_req)
+        for req in self.waiting:
+            if release.stop_pass_at_spent_budget and adder.budget_state() is AddReqResult.OTHER:
+                break
+            # a carried chunk holds its row whether or not this pass finishes it (SGLang
+            # counts ``req.kv.holds_kv`` over the admitted list, not ``chunked_req``)
+            held = sum(r.req_pool_idx >= 0 for r in adder.can_run_list)
+            if len(adder.can_run_list) >= self.num_allocatable_reqs(running_bs, held):
+                running.batch_is_full = True
+            if running.batch_is_full:
+                break
+            req.init_next_round_input(self.tree_cache)
+            result = adder.add_one_req(req)
+            if result is not AddReqResult.CONTINUE:
+                if result is AddReqResult.NO_TOKEN:
+                    running.batch_is_full = (not busy_rule or bool(adder.can_run_list)
+                                             or bool(len(running)))
+                break
+        if not adder.can_run_list:
+            return None
+        if adder.new_chunked_req is not None:
+            self.chunked_req = adder.new_chunked_req
+        self.request_tracker.admit(adder.can_run_list, adder.new_chunked_req, self.num_steps,
+                                   self.clock)
+        batch = ScheduleBatch.init_new(adder.can_run_list, self.req_to_token_pool,
+                                       self.allocator, self.tree_cache)
+        return PrefillPass(batch.prepare_for_extend(self.chunked_req), adder, running_bs)
+
+    def update_running_batch(self) -> bool:
+        """Drop finished requests, check memory (retract, or decay the ratio). False when no
+        request is left to decode, and in the overlap loop (0.5.23) when the step is
+        skipped: it does not fit while requests finishing in flight, left out of it, are
+        about to free their KV. Source: ``Scheduler.update_running_batch``."""
+        batch, cfg = self.running, self.config
+        initial = len(batch)
+        batch.filter_finished()
+        finishing = self.result_queue.reqs_finishing_inflight(batch)
+        if finishing:  # they leave the batch holding their KV; their result frees it
+            batch.sync(finishing)
+            batch.filter_batch(np.setdiff1d(np.arange(len(batch)), finishing))
+        if not len(batch):
+            batch.batch_is_full = False
+            return False
+        fits = batch.check_decode_mem()
+        if not fits and finishing:  # skip this decode step rather than retract
+            batch.batch_is_full = False
+            self.num_decode_skips += 1
+            return False
+        if fits:
+            self.ratio_tracker.decay_step()
+        else:
+            old_available, old_ratio = self.allocator.available_size(), self.new_token_ratio
+            batch.sync()
+            retracted, ratio, aborted = batch.retract_decode(
+                cfg.retract_decode_steps, abort_last_request=cfg.release.abort_last_request)
+            gained = self.allocator.available_size() - old_available
+            self.ratio_tracker.set_after_retract(ratio)
+            self.trace.add_log(self.num_steps, "KV cache pool is full. Retract requests. "
+                               f"#retracted_reqs: {len(retracted)}, #new_tokens_gained: {gained}, "
+                               f"#new_token_ratio: {old_ratio:.4f} -> {ratio:.4f}")
+            for req in retracted:
+                self.request_tracker.retract(req, self.num_steps, self.clock)
+            for req in aborted:
+                req.finished, req.finish_reason = True, "abort"
+                self.request_tracker.finish(req, self.num_steps, self.clock)
+        if len(batch) < initial:
+            batch.batch_is_full = False
+        return len(batch) > 0
+
+    # ----- running it ---------------------------------------------------------------------
+    def run_batch(self, batch: ForwardBatch) -> ForwardResult:
+        """The executor runs the pass; the clock moves by its time."""
+        result = self.executor.forward(batch)
+        self.clock += result.seconds
+        self._idle_blocked = 0
+        return result
+
+    def prepare_decode(self) -> ForwardBatch:
+        """``prepare_for_decode`` (every request's next slot) and the decode pass; in the
+        overlap loop its input tokens are the in-flight pass's (the future map)."""
+        bs = len(self.running)
+        self.running.prepare_for_decode()
+        self.decoded += bs
+        self.num_decode_steps += 1
+        ids = self.result_queue.future_input_ids(self.running) if self.overlap else None
+        return self.running.get_model_worker_batch(ids)
+
+    def run_decode_step(self) -> None:
+        """The normal loop's decode step: prepared, run (a simulator's time is predicted,
+        no pass built), its tokens committed and its result processed."""
+        batch, ff = self.running, self.fast_forward
+        bs, kv_tokens = len(batch), int(batch.kv_len.sum())
+        if ff is not None:
+            batch.prepare_for_decode()
+            self.decoded, self.num_decode_steps = self.decoded + bs, self.num_decode_steps + 1
+            self.clock += ff.executor.decode_seconds(bs, kv_tokens)
+            self._idle_blocked = 0
+        else:
+            result = self.run_batch(self.prepare_decode())
+            if result.next_token_ids is not None:
+                for req, token in zip(batch.reqs, result.next_token_ids.tolist(), strict=True):
+                    req.output_ids.append(int(token))
+        batch.generated += 1
+        self.process_batch_result_decode()
+
+    def run_decode_window(self) -> bool:
+        """Take the next ``k >= 2`` quiet decode steps at once if the fast-forward finds them
+        (:class:`DecodeFastForward`: the same slots, counts, rows and log lines as ``k``
+        single steps; the caller records the last). The overlap loop's window logs its last
+        step at launch, releases at the end of the step before it (as a single step's result
+        is timed) and leaves its last step in flight. False: no window."""
+        ff, b = self.fast_forward, self.running
+        limit = self.result_queue.window_limit(b) if self.overlap else MAX_WINDOW
+        k = 1 if ff is None else ff.window_length(b, self.chunked_req, self.clock, limit)
+        if ff is None or k < 2:
+            return False
+        view = self if self.trace.page_events is not None else None
+        self.clock, self.num_steps, self.num_decode_steps, self.decoded = ff.take(
+            k, b, LoopCounters(self.clock, self.num_steps, self.num_decode_steps, self.decoded),
+            view)
+        self._idle_blocked = 0
+        if not self.overlap:
+            self.process_batch_result_decode()
+            return True
+        if self.num_decode_steps % self.config.decode_log_interval == 0:
+            self.log_decode(len(b))  # at the last step's launch
+        now, self.clock = self.clock, ff.last_launch_s  # the step before it ends then
+        self.batch_result_processor.process_batch_result_decode(b)
+        self.clock = now
+        self.result_queue.in_flight = InFlight(b.get_model_worker_batch(), None,
+                                               self.num_decode_steps, self.clock)
+        return True
+
+    # ----- results ------------------------------------------------------------------------
+    def process_batch_result(self, batch: PrefillPass | InFlight,
+                             result: ForwardResult | None = None) -> None:
+        """Commit a pass's tokens and release who finished: a prefill pass just run (the
+        normal loop: its survivors join the running batch, its line is logged) or the batch
+        in flight (the overlap loop). Source: ``Scheduler.process_batch_result``."""
+        processor = self.batch_result_processor
+        if isinstance(batch, InFlight):  # timed at the pass's end: SGLang processes it then
+            now, self.clock = self.clock, batch.end_s  # (``copy_done``), while the next runs
+            self.decoded += processor.process_batch_result(batch, self.clock, self.running)
+            self.clock = now
+            return
+        assert result is not None
+        done = processor.process_batch_result_prefill(batch.batch, result.next_token_ids, self.clock)
+        self.decoded += int(batch.batch.sample.sum())
+        self.merge_prefill(done, len(batch.batch.reqs))
+        self.log_prefill(batch, result.seconds)
+
+    def process_batch_result_decode(self) -> None:
+        """The normal loop's decode result: release every request whose latest token ends
+        it, then log."""
+        self.batch_result_processor.process_batch_result_decode(self.running)
+        if self.num_decode_steps % self.config.decode_log_interval == 0:
+            self.log_decode(len(self.running))
+
+    def log_prefill(self, batch: PrefillPass, seconds: float) -> None:
+        """SGLang's prefill line for ``batch`` (after its result in the normal loop, its
+        launch in the overlap loop)."""
+        c = self.chunked_req
+        self.metrics_reporter.report_prefill_stats(
+            self.num_steps, batch.adder, batch.running_bs, int(batch.batch.extend_lens.sum()),
+            seconds, 0 if c is None else c.fill_len - c.kv_committed_len)
+
+    def log_decode(self, bs: int) -> None:
+        """SGLang's decode line for a batch of ``bs``."""
+        self.metrics_reporter.report_decode_stats(self.num_steps, self.clock, self.decoded, bs)
+
+    # ----- the idle path ------------------------------------------------------------------
     def on_idle(self) -> None:
         """Nothing to run: check memory and reset ``new_token_ratio`` (0.5.9: always; 0.5.23:
         only when nothing waits or runs); jump the clock to the next arrival.
@@ -353,38 +489,3 @@ class Scheduler(SchedulerPrefillMixin, SchedulerDecodeMixin, SchedulerOverlapMix
         arrival = self.waiting.next_arrival_s()
         if not self.waiting and arrival is not None:
             self.clock = max(self.clock, arrival)
-
-    def enqueue_arrivals(self) -> None:
-        """Move requests whose arrival time has passed into the waiting queue."""
-        self.waiting.recv_requests(self.clock)
-
-    def prepare_step(self) -> None:
-        """``get_next_batch_to_run`` before admission: cache the chunked request's last
-        chunk in the tree (``stash_chunked_request``); 0.5.23 also drops finished requests
-        from the running batch (a shrink clears ``batch_is_full``)."""
-        if self.chunked_req is not None:
-            self.tree_cache.cache_unfinished_req(self.chunked_req)
-        if self.config.release.filter_finished_every_step and self.running.filter_finished():
-            self.running.batch_is_full = False
-
-    # ----- what happens to a request ------------------------------------------------------
-    def on_finish(self, req: Req) -> None:
-        """Bookkeeping once ``req`` has released its KV: time, event, its followers arrive."""
-        req.finish_s = self.clock
-        self.num_finished += 1
-        self.trace.record_event(Event(self.num_steps,
-                                      "abort" if req.finish_reason == "abort" else "finish",
-                                      req.rid, {"output_len": req.generated}))
-        self.waiting.send_followers(req, self.clock)
-
-    def on_retract(self, req: Req) -> None:
-        """``req`` was retracted: it waits at the back of the queue, its output kept (in
-        the overlap loop, the result of a pass it was in is dropped: ``is_retracted``)."""
-        freed = req.fill_len - 1
-        req.num_retractions += 1
-        req.is_retracted = True
-        req.enqueued_s = self.clock
-        self.waiting.append(req)
-        self.trace.record_event(Event(self.num_steps, "retract", req.rid,
-                                      {"output_len": req.generated, "freed": freed,
-                                       "kept": req.kept_at_retract}))

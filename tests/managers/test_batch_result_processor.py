@@ -1,5 +1,6 @@
 """SchedulerBatchResultProcessor alone: a prefill result and a decode result applied to
-requests on real pools, finishes handed to ``on_finish`` once each, and the EOS rule."""
+requests on real pools, finishes handed to ``on_finish`` once each, the EOS rule, and the
+overlap loop's result of the batch in flight (into the running batch's columns)."""
 
 from __future__ import annotations
 
@@ -7,7 +8,7 @@ import numpy as np
 
 from pagedkv.managers.req import Req
 from pagedkv.managers.schedule_batch import ScheduleBatch
-from pagedkv.managers.scheduler_components import SchedulerBatchResultProcessor
+from pagedkv.managers.scheduler_components import InFlight, SchedulerBatchResultProcessor
 from pagedkv.mem_cache.allocator import make_allocator
 from pagedkv.mem_cache.chunk_cache import ChunkCache
 from pagedkv.mem_cache.memory_pool import ReqToTokenPool
@@ -73,7 +74,7 @@ def test_decode_result_releases_the_stopped_in_one_group() -> None:
     done = proc.process_batch_result_prefill(batch, None, clock=0.0)
     running = ScheduleBatch(proc.req_to_token_pool, proc.token_to_kv_pool_allocator,
                             proc.tree_cache)
-    running.merge(done)
+    running.merge_batch(done)
     running.prepare_for_decode()
     running.generated += 1  # both sampled their second token: request 1 reaches output_len 2
     proc.process_batch_result_decode(running)
@@ -98,3 +99,38 @@ def test_a_real_models_eos_ends_a_request_unless_it_ignores_eos() -> None:
     sim.append_token(s, None)
     sim.append_token(s, None)
     assert (s.finished, s.finish_reason) == (True, "length")
+
+
+def test_the_overlap_loops_decode_result_commits_into_the_running_batch() -> None:
+    proc, finished = setup(samples_tokens=True, eos=frozenset({7}))
+    specs = [RequestSpec(5, None, 9), RequestSpec(4, None, 9), RequestSpec(6, None, 9),
+             RequestSpec(3, None, 9)]
+    batch = prefilled(proc, specs)
+    for r in batch.reqs:
+        r.output_ids = []
+    done = proc.process_batch_result_prefill(batch, np.array([1, 2, 3, 4]), clock=0.0)
+    running = ScheduleBatch(proc.req_to_token_pool, proc.token_to_kv_pool_allocator,
+                            proc.tree_cache)
+    running.merge_batch(done)
+    running.prepare_for_decode()
+    flight = InFlight(running.get_model_worker_batch(), np.array([5, 7, 6, 6]), 1)
+    a, b, c, d = running.reqs
+    c.is_retracted = True  # retracted while its pass was in flight: its token is dropped
+    d.finished = True  # seen finished a step late: nothing more for it
+    assert proc.process_batch_result(flight, 0.5, running) == 0  # a decode counts at launch
+    assert (a.output_ids, b.output_ids, c.output_ids, d.output_ids) == ([1, 5], [2, 7], [3], [4])
+    assert running.generated.tolist() == [2, 2, 1, 1] and finished == [b]
+    assert running.finished.tolist() == [False, True, False, False]
+
+
+def test_the_overlap_loops_prefill_result_skips_the_retracted_and_counts_the_sampled() -> None:
+    proc, finished = setup()
+    batch = prefilled(proc, [RequestSpec(5, 3, 3), RequestSpec(4, 1, 4), RequestSpec(6, 2, 2)])
+    a, b, c = batch.reqs
+    running = ScheduleBatch(proc.req_to_token_pool, proc.token_to_kv_pool_allocator,
+                            proc.tree_cache)
+    running.merge_batch([a, b])  # merged before the first token is known
+    c.is_retracted = True
+    assert proc.process_batch_result(InFlight(batch, None), 0.25, running) == 2
+    assert running.generated.tolist() == [1, 1] and running.finished.tolist() == [False, True]
+    assert finished == [b] and c.generated == 0 and a.first_token_s == 0.25

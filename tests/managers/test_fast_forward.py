@@ -157,7 +157,7 @@ def test_simulate_switch_gives_the_same_run(page: int) -> None:
 @pytest.mark.parametrize(("seed", "page", "poisson", "version", "radix"), OVERLAP_CASES)
 def test_overlap_fast_path_matches_single_steps(seed: int, page: int, poisson: bool,
                                                 version: str, radix: bool) -> None:
-    """The overlap loop's windows (:meth:`SchedulerOverlapMixin.fast_forward_overlap`) give
+    """The overlap loop's windows (:meth:`Scheduler.run_decode_window` in the overlap loop) give
     the run its single steps give: every row, event, log line and slot."""
     specs, pool = workload(seed, page, poisson)
     chunk = (None, 2 * page, 4 * page, 64)[seed % 4]

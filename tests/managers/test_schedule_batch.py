@@ -1,5 +1,6 @@
 """The running batch on real memory, by hand: the decode memory check and ``retract_decode``
-(victim order, survivors' order, the new ratio, the KV given back, the tree's part)."""
+(victim order, survivors' order, the new ratio, the KV given back, the tree's part), a
+prefill pass's slots (``prepare_for_extend``) and the decode pass handed to the executor."""
 
 from __future__ import annotations
 
@@ -9,8 +10,12 @@ import pytest
 from pagedkv.errors import OutOfMemoryError
 from pagedkv.lessons.examples import running_batch
 from pagedkv.managers import Req, SchedulerConfig
-from pagedkv.managers.schedule_batch import retract_ratio
+from pagedkv.managers.schedule_batch import ScheduleBatch, retract_ratio
+from pagedkv.mem_cache.allocator import make_allocator
+from pagedkv.mem_cache.chunk_cache import ChunkCache
 from pagedkv.mem_cache.common import release_kv_cache
+from pagedkv.mem_cache.memory_pool import ReqToTokenPool
+from pagedkv.workloads.synthetic import RequestSpec
 
 
 def rids(reqs: list[Req]) -> list[int]:
@@ -96,3 +101,38 @@ def test_retract_ratio_formula() -> None:
     assert retract_ratio([5, 3, 8], [50, 50, 70], 20) == pytest.approx(76 / 171)
     assert retract_ratio([100], [100], 20) == 1.0  # capped at 1
     assert retract_ratio([], [], 20) == 0.0
+
+
+def test_prepare_for_extend_gives_rows_prefix_slots_and_extend_slots() -> None:
+    alloc = make_allocator(64, 4)
+    pool = ReqToTokenPool.for_release(4, 32, "0.5.23")
+    cache = ChunkCache.for_release(pool, alloc, "0.5.23")
+    a, b = (Req.from_spec(i, RequestSpec(n, 2, 2)) for i, n in enumerate((6, 9)))
+    a.prefix_len, a.extend_len, a._prefix_slots = 0, 6, np.empty(0, dtype=np.int64)
+    b.prefix_len, b.extend_len, b._prefix_slots = 0, 4, np.empty(0, dtype=np.int64)  # a chunk
+    fb = ScheduleBatch.init_new([a, b], pool, alloc, cache).prepare_for_extend(chunked_req=b)
+    table = pool.req_to_token.numpy()
+    assert fb.mode == "extend" and fb.sample.tolist() == [True, False]
+    assert (a.req_pool_idx, b.req_pool_idx) == tuple(fb.req_pool_indices.tolist())
+    assert (a.kv_committed_len, b.kv_committed_len) == (6, 4) and a._prefix_slots is None
+    assert fb.extend_lens.tolist() == [6, 4] and len(fb.out_cache_loc) == 10
+    assert table[a.req_pool_idx, :6].tolist() == fb.out_cache_loc[:6].tolist()
+    assert table[b.req_pool_idx, :4].tolist() == fb.out_cache_loc[6:].tolist()
+    assert alloc.available_size() == 64 - 8 - 4  # pages of 4: 2 for a, 1 for b
+    b.prefix_len, b.extend_len = 4, 5  # its next chunk keeps its row and its page
+    row = b.req_pool_idx
+    fb2 = ScheduleBatch.init_new([b], pool, alloc, cache).prepare_for_extend(chunked_req=None)
+    assert b.req_pool_idx == row and fb2.prefix_lens.tolist() == [4] and fb2.kv_tokens == 4
+    assert table[row, 4:9].tolist() == fb2.out_cache_loc.tolist() and b.kv_committed_len == 9
+
+
+def test_get_model_worker_batch_is_the_decode_just_prepared() -> None:
+    b = running_batch([10, 20], [3, 5], [50, 50], free=10)
+    kv = b.kv_len.tolist()
+    b.prepare_for_decode()
+    fb = b.get_model_worker_batch(np.array([7, 8]))
+    assert fb.mode == "decode" and fb.prefix_lens.tolist() == kv and fb.kv_tokens == sum(kv)
+    assert fb.extend_lens.tolist() == [1, 1] and fb.out_cache_loc.tolist() == b.last_loc.tolist()
+    assert fb.input_ids is not None and fb.input_ids.tolist() == [7, 8]
+    b.last_loc[0] = -5  # the pass keeps its own copy
+    assert fb.out_cache_loc[0] != -5 and fb.reqs is not b.reqs

@@ -71,3 +71,43 @@ def test_tokens_and_pending_stay_consistent(specs: list[tuple[int, float]],
         q.check_invariants()
     arrived = [r.arrival_s for r in q]
     assert arrived == sorted(arrived)
+
+
+class _Tree:
+    """A tree that records the keys touched (``touch_prefix``)."""
+
+    disable = False
+
+    def __init__(self) -> None:
+        self.touched: list[list[int]] = []
+
+    def touch_prefix(self, key: object) -> None:
+        self.touched.append([int(x) for x in key])  # type: ignore[attr-defined]
+
+
+def test_waiting_prefixes_are_touched_every_32nd_pass_head_last() -> None:
+    rs = [Req.from_spec(i, RequestSpec(2, 2, 4, 0.0, input_ids=(10 * i, 10 * i + 1)))
+          for i in range(3)]
+    q = WaitingQueue.from_reqs(rs)
+    q.recv_requests(0.0)
+    tree = _Tree()
+    q.touch_waiting_prefixes(tree)  # type: ignore[arg-type]
+    assert tree.touched == [[20, 21], [10, 11], [0, 1]] and q.refresh_calls == 1
+    for _ in range(31):
+        q.touch_waiting_prefixes(tree)  # type: ignore[arg-type]
+    assert len(tree.touched) == 3 and q.refresh_calls == 32
+    q.touch_waiting_prefixes(tree)  # type: ignore[arg-type]
+    assert len(tree.touched) == 6
+    tree.disable = True  # the radix cache off: nothing to touch, the count stays
+    q.touch_waiting_prefixes(tree)  # type: ignore[arg-type]
+    assert q.refresh_calls == 33
+
+
+def test_pop_admitted_takes_the_front_in_order() -> None:
+    q = WaitingQueue.from_reqs(reqs((5, 0.0, None), (6, 0.0, None), (7, 0.0, None)))
+    q.recv_requests(0.0)
+    front = [q[0], q[1]]
+    q.pop_admitted(front)
+    assert [r.rid for r in q] == [2] and q.tokens == 7
+    with pytest.raises(AssertionError, match="FCFS"):
+        q.pop_admitted([q.reqs[0]])

@@ -38,7 +38,7 @@ class PagedkvAdder:
         build_state(case, self.side)
         self.names = {id(r): rid for rid, r in self.side.reqs.items()}
         batch = PkBatch(self.side.pool, self.side.alloc, self.side.tree)
-        batch.merge([self.side.reqs[r] for r in case["running"]])
+        batch.merge_batch([self.side.reqs[r] for r in case["running"]])
         config = SchedulerConfig(sglang_version=case["version"], chunked_prefill_size=case["chunk"],
                                  max_prefill_tokens=case["max_prefill_tokens"])
         self.adder = PkAdder(config, self.side.tree, self.side.alloc, batch, case["ratio"])

@@ -36,7 +36,7 @@ class PagedkvRetract:
         build_state(case, self.side)
         self.names = {id(r): rid for rid, r in self.side.reqs.items()}
         self.batch = PkBatch(self.side.pool, self.side.alloc, self.side.tree)
-        self.batch.merge([self.side.reqs[r] for r in case["running"]])
+        self.batch.merge_batch([self.side.reqs[r] for r in case["running"]])
 
     def need(self) -> int:
         return self.batch.new_tokens_required_next_decode()

@@ -1,6 +1,6 @@
 """Requests' lives on pagedkv: the same steps as :mod:`life_sglang`, made with pagedkv's
-pieces the way pagedkv's scheduler makes them (``managers/scheduler_prefill.py``,
-``scheduler_decode.py``): the prefix match of all but the last token and the admission lock,
+pieces the way pagedkv's scheduler makes them (``managers/scheduler.py``,
+``schedule_batch.py``): the prefix match of all but the last token and the admission lock,
 the stash (``cache_unfinished_req``), ``evict_from_tree_cache`` before ``alloc_extend``, the
 row writes, ``cache_unfinished_req`` / ``release_kv_cache`` after each pass; decode steps and
 retractions go through pagedkv's own ``ScheduleBatch.prepare_for_decode`` and
@@ -100,7 +100,7 @@ class PagedkvLife:
         """The decode step's slots through pagedkv's own ``ScheduleBatch.prepare_for_decode``
         (evict if short, ``alloc_decode``, the row writes) over the running requests."""
         batch = ScheduleBatch(self.pool, self.alloc, self.tree)
-        batch.merge([self.reqs[r] for r in rids])
+        batch.merge_batch([self.reqs[r] for r in rids])
         try:
             batch.prepare_for_decode()
         except OutOfMemoryError:
@@ -140,7 +140,7 @@ class PagedkvLife:
 
     def retract(self, rid: str, remaining: int) -> None:
         batch = ScheduleBatch(self.pool, self.alloc, self.tree)
-        batch.merge([self.reqs[rid]])
+        batch.merge_batch([self.reqs[rid]])
         batch.release_req(0, remaining, RETRACT_DECODE_STEPS)
 
     # ----- reading ------------------------------------------------------------------------

@@ -3,13 +3,18 @@
 Follows SGLang 0.5.23's ``managers/scheduler_components/batch_result_processor.py``
 (``SchedulerBatchResultProcessor.process_batch_result_prefill``,
 ``process_batch_result_decode``) and 0.5.9's ``scheduler_output_processor_mixin.py`` (the
-same two methods). After a prefill pass each request whose prompt is complete samples a token
-and is cached in the tree (``cache_unfinished_req``), or, if that token ends it, released
-(``release_kv_cache`` with insert); a chunk cut short does nothing here (it is cached at the
-start of the next step). After a decode step every request whose latest token ends it is
-released, all in one free group. What a finish means for the scheduler (its time, its event,
-the turns that follow it) is the scheduler's ``on_finish``, handed in as SGLang hands its
-processor ``abort_request``.
+same two methods), which serve both of SGLang's loops. After a prefill pass each request whose
+prompt is complete samples a token and is cached in the tree (``cache_unfinished_req``, up to
+the pass's extend end), or, if that token ends it, released (``release_kv_cache`` with
+insert); a chunk cut short does nothing here (it is cached at the start of the next step).
+After a decode step every request whose latest token ends it is released, all in one free
+group. The normal loop processes a pass right after it runs; the overlap loop a step later
+(:class:`InFlight`, :meth:`SchedulerBatchResultProcessor.process_batch_result`), when its
+requests are already in the running batch (their columns get the token) and some may have
+finished or been retracted meanwhile (their result is dropped). What a finish means for the
+scheduler (its time, its event, the turns that follow it) is ``on_finish``
+(``SchedulerRequestTracker.finish`` at the scheduler's step and clock), handed in as SGLang
+hands its processor ``abort_request``.
 """
 
 from __future__ import annotations
@@ -27,6 +32,24 @@ from pagedkv.mem_cache.common import release_kv_cache
 from pagedkv.mem_cache.memory_pool import ReqToTokenPool
 from pagedkv.mem_cache.radix_cache import RadixCache
 from pagedkv.model_executor.forward_batch_info import ForwardBatch
+
+
+@dataclass
+class InFlight:
+    """A launched batch whose result has not been processed (SGLang's ``result_queue``
+    entry): the pass, its sampled tokens (None: the simulator samples none), for a decode
+    step its number (for the decode log), and ``end_s``, the clock (seconds) at which the
+    pass ends: its tokens exist from then, though the loop processes them after launching
+    the next pass."""
+
+    batch: ForwardBatch
+    tokens: np.ndarray | None
+    decode_step: int = 0
+    end_s: float = 0.0
+
+    def token(self, i: int) -> int | None:
+        """Request ``i``'s sampled token, or None."""
+        return None if self.tokens is None else int(self.tokens[i])
 
 
 @dataclass(slots=True, kw_only=True, frozen=True)
@@ -55,37 +78,55 @@ class SchedulerBatchResultProcessor:
         return (not req.ignore_eos and bool(req.output_ids)
                 and req.output_ids[-1] in self.eos_token_ids)
 
-    def append_token(self, req: Req, token: int | None) -> None:
+    def append_token(self, req: Req, token: int | None, running: ScheduleBatch | None = None,
+                     i: int | None = None) -> bool:
         """``req`` sampled one more token (``token`` from a real model, else None); mark it
-        finished if that ends it (``Req.check_finished``)."""
-        req.generated += 1
+        finished if that ends it (``Req.check_finished``) and return whether it did.
+        ``running``, ``i``: the running batch and ``req``'s index in it, if it is there (the
+        overlap loop): its columns count the token."""
+        if i is not None and running is not None:
+            running.generated[i] += 1
+            running.sync([i])
+        else:
+            req.generated += 1
         if token is not None:
             req.output_ids.append(token)
         reason = req.should_stop() or ("stop" if token is not None and self.hit_eos(req) else "")
         if reason:
             req.finished, req.finish_reason = True, reason
+            if i is not None and running is not None:
+                running.finished[i] = True
+        return bool(reason)
 
     def process_batch_result_prefill(self, batch: ForwardBatch, tokens: np.ndarray | None,
-                                     clock: float) -> list[Req]:
-        """The pass ``batch`` ended at ``clock`` (seconds) and sampled ``tokens`` (int64
+                                     clock: float, running: ScheduleBatch | None = None
+                                     ) -> list[Req]:
+        """The pass ``batch`` ended by ``clock`` (seconds) and sampled ``tokens`` (int64
         ``[bs]``, or None from the simulator). Returns the requests that sampled and go on
-        running, in batch order (the caller merges them into the running batch)."""
+        running, in batch order (the normal loop merges them into the running batch).
+        ``running``: the running batch the pass's requests already joined (the overlap
+        loop); a request finished or retracted since the launch is skipped."""
         group = self.group_prefill_frees
         if group:
             self.token_to_kv_pool_allocator.free_group_begin()
+        index = {} if running is None else {id(r): i for i, r in enumerate(running.reqs)}
+        table = self.req_to_token_pool.req_to_token.numpy()
+        ends = (batch.prefix_lens + batch.extend_lens).tolist()
         done: list[Req] = []
         for i, req in enumerate(batch.reqs):
-            if not batch.sample[i]:
+            if not batch.sample[i] or req.finished or req.is_retracted:
                 continue
-            self.append_token(req, None if tokens is None else int(tokens[i]))
             if req.first_token_s is None:
                 req.first_token_s = clock
-            if req.finished:
+            j = index.get(id(req))
+            if self.append_token(req, None if tokens is None else int(tokens[i]), running, j):
                 release_kv_cache(req, self.tree_cache, self.req_to_token_pool, is_insert=True)
                 self.on_finish(req)
-            else:
-                self.tree_cache.cache_unfinished_req(req)
-                done.append(req)
+                continue
+            self.tree_cache.cache_unfinished_req(req, up_to=ends[i])  # checkpoint_kv_cache
+            done.append(req)
+            if j is not None and running is not None:  # the tree may repoint the row to its pages
+                running.last_loc[j] = table[req.req_pool_idx, running.kv_len[j] - 1]
         if group:
             self.token_to_kv_pool_allocator.free_group_end()
         return done
@@ -108,3 +149,30 @@ class SchedulerBatchResultProcessor:
             self.on_finish(req)
         self.token_to_kv_pool_allocator.free_group_end()
         batch.finished |= stop
+
+    def process_batch_result_decode_in_flight(self, f: InFlight, running: ScheduleBatch) -> None:
+        """The overlap loop's decode result: each request still live commits its token
+        (in ``running``'s columns if it is there); those it ends release their KV (one free
+        group). A request already finished (seen a step late) or retracted is skipped: its
+        slot of this step was freed with the rest of its KV."""
+        index = {id(r): i for i, r in enumerate(running.reqs)}
+        self.token_to_kv_pool_allocator.free_group_begin()
+        for i, req in enumerate(f.batch.reqs):
+            if req.finished or req.is_retracted:
+                continue
+            if self.append_token(req, f.token(i), running, index.get(id(req))):
+                release_kv_cache(req, self.tree_cache, self.req_to_token_pool, is_insert=True)
+                self.on_finish(req)
+        self.token_to_kv_pool_allocator.free_group_end()
+
+    def process_batch_result(self, f: InFlight, clock: float, running: ScheduleBatch) -> int:
+        """The overlap loop's ``process_batch_result`` for the batch in flight, at ``clock``
+        (seconds). Returns the tokens a prefill's result sampled (a decode's were counted at
+        launch: 0)."""
+        if f.batch.mode != "extend":
+            self.process_batch_result_decode_in_flight(f, running)
+            return 0
+        sampled = sum(bool(s) and not r.finished and not r.is_retracted
+                      for r, s in zip(f.batch.reqs, f.batch.sample.tolist(), strict=True))
+        self.process_batch_result_prefill(f.batch, f.tokens, clock, running)
+        return sampled

@@ -6,7 +6,7 @@ one allocation and their trace rows worked out arithmetically. A window is taken
 prefill attempt, finish, eviction or retraction can happen inside it
 (:meth:`DecodeFastForward.window_length`). It is exact, not approximate: every count, time
 and ratio in the trace is what ``k`` single steps give, and the slots are handed out in the
-single steps' order (``ScheduleBatch.decode_many``), so page tables and the free list are the
+single steps' order (:func:`decode_many`), so page tables and the free list are the
 same too. What it skips is only the per-step Python work. The scheduler builds one only for
 an executor that predicts its step times (``Executor.predicts_step_times``) and only when
 per-step page tables are not recorded (they would need a snapshot per step);
@@ -20,7 +20,9 @@ from typing import NamedTuple
 
 import numpy as np
 
+from pagedkv.errors import OutOfMemoryError
 from pagedkv.managers.config import SchedulerConfig
+from pagedkv.managers.page_recorder import SchedulerView
 from pagedkv.managers.req import Req
 from pagedkv.managers.schedule_batch import ScheduleBatch
 from pagedkv.managers.schedule_policy import window_reservations
@@ -34,6 +36,29 @@ from pagedkv.mem_cache.radix_cache import RadixCache
 from pagedkv.model_executor.forward_batch_info import StepTimePredictor
 
 MAX_WINDOW = 4096  # decode steps per window at most
+
+
+def decode_many(batch: ScheduleBatch, steps: int) -> None:
+    """``steps`` decode steps' slots for ``batch`` at once, and ``steps`` sampled tokens each.
+
+    The slots are those ``steps`` calls of :meth:`ScheduleBatch.prepare_for_decode` give
+    (``alloc_decode_steps``: new pages in step order, then batch order), so the page tables
+    and the free list end up exactly as after single steps. The caller checks that no request
+    stops before the last step and that the pages fit without eviction.
+
+    Raises:
+        OutOfMemoryError: the pages do not fit.
+    """
+    out = batch.allocator.alloc_decode_steps(batch.kv_len, batch.last_loc, steps)
+    if out is None:
+        raise OutOfMemoryError(f"{steps} decode steps do not fit "
+                               f"{batch.allocator.available_size()} free slots")
+    rows = np.repeat(batch.req_pool_idx, steps)
+    positions = (batch.kv_len[:, None] + np.arange(steps)).ravel()
+    batch.table[rows, positions] = out.ravel()
+    batch.last_loc = out[:, -1].copy()
+    batch.kv_len += steps
+    batch.generated += steps
 
 
 class LoopCounters(NamedTuple):
@@ -172,3 +197,25 @@ class DecodeFastForward:
             num_steps += 1
         self.windows_taken += 1
         return LoopCounters(clock, num_steps, num_decode_steps, decoded)
+
+    def take(self, k: int, running: ScheduleBatch, counters: LoopCounters,
+             view: SchedulerView | None) -> LoopCounters:
+        """Take the window of ``k`` steps from ``running`` (:meth:`plan`, :meth:`run`, the
+        slots by :func:`decode_many`); returns the counters after its last step, which the
+        caller records and whose result it processes. ``view``: the scheduler, when its
+        trace records page events: the first step is recorded alone (it may follow a
+        retraction), the middle ones as quiet (``PageRecorder.record_quiet_decodes``)."""
+        window = self.plan(k, running, self.step_recorder.trace.records_steps)
+        pages = None if view is None else view.trace.page_events
+        if view is not None and pages is not None:
+            decode_many(running, 1)
+            pages.record(view, "decode")
+        counters = self.run(window, counters)
+        if view is None or pages is None:
+            decode_many(running, k)
+            return counters
+        if k > 2:
+            decode_many(running, k - 2)
+            pages.record_quiet_decodes(view, counters.num_steps - (k - 2), k - 2)
+        decode_many(running, 1)
+        return counters

@@ -21,6 +21,11 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 
 from pagedkv.managers.req import Req
+from pagedkv.mem_cache.chunk_cache import ChunkCache
+from pagedkv.mem_cache.radix_cache import RadixCache
+
+WAITING_PREFIX_REFRESH_INTERVAL = 32  # 0.5.23: refresh waiting prefixes every 32 passes
+WAITING_PREFIX_REFRESH_REQS = 128  # ... of the first 128 waiting requests
 
 
 @dataclass(slots=True, kw_only=True)
@@ -33,6 +38,7 @@ class WaitingQueue:
         tokens: ``sum(r.fill_len for r in queue)``.
         arrivals: ``(arrival_s, rid)`` of requests not yet received, a heap.
         followers: rid -> the requests sent when it finishes (``follows``), in rid order.
+        refresh_calls: prefill passes that could touch the waiting prefixes (0.5.23).
     """
 
     reqs: Sequence[Req]
@@ -40,6 +46,7 @@ class WaitingQueue:
     tokens: int = 0
     arrivals: list[tuple[float, int]] = field(default_factory=list)
     followers: dict[int, list[Req]] = field(default_factory=dict)
+    refresh_calls: int = 0
 
     @classmethod
     def from_reqs(cls, reqs: Sequence[Req]) -> WaitingQueue:
@@ -105,6 +112,31 @@ class WaitingQueue:
         req = self.queue.popleft()
         self.tokens -= req.fill_len
         return req
+
+    def pop_admitted(self, admitted: Sequence[Req]) -> None:
+        """The requests a prefill pass admitted leave the queue; they are its front, in
+        order (FCFS). Source: ``get_new_batch_prefill`` (``waiting_queue`` minus
+        ``can_run_list``).
+
+        Raises:
+            AssertionError: they are not the queue's front.
+        """
+        for req in admitted:
+            if self.popleft() is not req:
+                raise AssertionError("admitted requests must be a prefix of the queue (FCFS)")
+
+    def touch_waiting_prefixes(self, tree_cache: RadixCache | ChunkCache) -> None:
+        """0.5.23, FCFS with the tree on: every 32nd pass, mark the prefixes of the first 128
+        waiting requests as just used (head last), so that eviction spares them.
+        Source: ``SchedulePolicy._touch_waiting_prefixes``."""
+        if tree_cache.disable or not self.queue:
+            return
+        refresh = self.refresh_calls % WAITING_PREFIX_REFRESH_INTERVAL == 0
+        self.refresh_calls += 1
+        if refresh:
+            head = [self.queue[i] for i in range(min(WAITING_PREFIX_REFRESH_REQS, len(self.queue)))]
+            for req in reversed(head):
+                tree_cache.touch_prefix(req.token_ids(req.fill_len))
 
     def check_invariants(self) -> None:
         """Each request waits at most once and ``tokens`` is the queue's sum.

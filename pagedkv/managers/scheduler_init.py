@@ -1,0 +1,152 @@
+"""What the scheduler builds when it starts: the pools and the tree, the trace, its components.
+
+Follows SGLang 0.5.23's ``Scheduler.__init__`` (``python/sglang/srt/managers/scheduler.py``),
+which builds the pools and the tree with ``mem_cache/kv_cache_builder.py``'s
+``build_kv_cache`` and each part with an ``init_*`` method (``init_running_status``,
+``init_metrics_reporter``, ``init_overlap``, ...; the parts in
+``managers/scheduler_components/``); here they are functions, each given what it uses, so that
+``scheduler.py`` holds the loop. :class:`~pagedkv.managers.scheduler.Scheduler` calls them in
+this order: requests checked (:func:`~pagedkv.managers.scheduler_components.validate_requests`),
+pools and tree, trace, components.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import NamedTuple, cast
+
+from pagedkv.errors import bad_value
+from pagedkv.managers.config import SchedulerConfig
+from pagedkv.managers.page_recorder import PageRecorder
+from pagedkv.managers.req import Req
+from pagedkv.managers.schedule_batch import ScheduleBatch
+from pagedkv.managers.scheduler_components import (
+    DecodeFastForward,
+    NewTokenRatioTracker,
+    OverlapResultQueue,
+    SchedulerBatchResultProcessor,
+    SchedulerInvariantChecker,
+    SchedulerMetricsReporter,
+    SchedulerPoolStatsObserver,
+    SchedulerRequestTracker,
+    SchedulerStepRecorder,
+    WaitingQueue,
+)
+from pagedkv.managers.trace import Trace, TraceMeta
+from pagedkv.managers.trace_summary import SummaryTrace
+from pagedkv.mem_cache.allocator import BaseTokenToKVPoolAllocator, make_allocator
+from pagedkv.mem_cache.chunk_cache import ChunkCache
+from pagedkv.mem_cache.memory_pool import ReqToTokenPool
+from pagedkv.mem_cache.radix_cache import RadixCache
+from pagedkv.model_executor.forward_batch_info import Executor, StepTimePredictor
+
+
+class KVCache(NamedTuple):
+    """The token pool's allocator, the request rows and the prefix cache."""
+
+    allocator: BaseTokenToKVPoolAllocator
+    req_to_token_pool: ReqToTokenPool
+    tree_cache: RadixCache | ChunkCache
+
+
+def build_kv_cache(reqs: Sequence[Req], config: SchedulerConfig, page_size: int,
+                   max_total_num_tokens: int, max_running_requests: int,
+                   radix_cache: bool) -> KVCache:
+    """``max_total_num_tokens`` slots in pages of ``page_size``; one ``req_to_token`` row per
+    running request, each as long as the longest request (prompt + ``max_new_tokens``) plus
+    a page; :class:`RadixCache` or, with ``radix_cache`` False, :class:`ChunkCache`.
+    Source: 0.5.23 ``mem_cache/kv_cache_builder.py``, ``build_kv_cache``."""
+    allocator = make_allocator(max_total_num_tokens, page_size)
+    longest = max((r.prompt_len + r.max_new_tokens for r in reqs), default=1)
+    # 0.5.23 sizes the rows to max_running_requests (plus its padding row 0); 0.5.9's
+    # pool has at least as many rows, and one more here keeps a carried chunk's row
+    # apart from the running batch's (0.5.9 does not count rows in num_allocatable_reqs)
+    release = config.release
+    rows = max_running_requests + (not release.allocatable_counts_free_rows)
+    req_to_token_pool = ReqToTokenPool.for_release(rows, longest + page_size, release)
+    cache = RadixCache if radix_cache else ChunkCache
+    return KVCache(allocator, req_to_token_pool,
+                              cache.for_release(req_to_token_pool, allocator, release))
+
+
+def init_trace(trace: Trace | SummaryTrace | None, meta: TraceMeta | None, *,
+               config: SchedulerConfig, page_size: int, max_total_num_tokens: int,
+               radix_cache: bool, record_page_tables: bool,
+               record_pages: bool) -> Trace | SummaryTrace:
+    """``trace`` checked, or a new :class:`Trace` over ``meta`` (default: built from the
+    pool) keeping page tables and page events if asked.
+
+    Raises:
+        ConfigError: page tables or page events asked of a trace that keeps none.
+    """
+    if trace is not None and record_page_tables and trace.page_tables is None:
+        raise bad_value("trace", type(trace).__name__, "a Trace with page tables when "
+                        "record_page_tables=True")
+    if trace is not None and record_pages and getattr(trace, "page_events", None) is None:
+        raise bad_value("trace", type(trace).__name__, "a Trace with page events when "
+                        "record_pages=True")
+    if trace is not None:
+        return trace
+    total, p = max_total_num_tokens, page_size
+    return Trace(meta or TraceMeta(total, p, policy=config.policy.value,
+                                   sglang_version=config.sglang_version, radix_cache=radix_cache),
+                 record_page_tables, PageRecorder(total // p) if record_pages else None)
+
+
+class SchedulerComponents(NamedTuple):
+    """The scheduler's components (:mod:`pagedkv.managers.scheduler_components`)."""
+
+    waiting: WaitingQueue
+    ratio_tracker: NewTokenRatioTracker
+    result_queue: OverlapResultQueue
+    request_tracker: SchedulerRequestTracker
+    pool_stats: SchedulerPoolStatsObserver
+    metrics_reporter: SchedulerMetricsReporter
+    step_recorder: SchedulerStepRecorder
+    invariant_checker: SchedulerInvariantChecker
+    batch_result_processor: SchedulerBatchResultProcessor
+    fast_forward: DecodeFastForward | None
+
+
+def init_components(reqs: Sequence[Req], pools: KVCache, trace: Trace | SummaryTrace,
+                    executor: Executor, *, config: SchedulerConfig, page_size: int,
+                    max_total_num_tokens: int, max_running_requests: int, fast_forward: bool,
+                    get_running_batch: Callable[[], ScheduleBatch],
+                    get_chunked_req: Callable[[], Req | None],
+                    on_finish: Callable[[Req], None]) -> SchedulerComponents:
+    """Every component, each given what it uses. The decode fast-forward only for an
+    executor that predicts its step times and ``fast_forward`` (the caller turns it off
+    when page tables are recorded: they need every step)."""
+    cfg, p, total = config, page_size, max_total_num_tokens
+    mem = {"token_to_kv_pool_allocator": pools.allocator, "tree_cache": pools.tree_cache}
+    waiting = WaitingQueue.from_reqs(reqs)
+    ratio = NewTokenRatioTracker.from_config(cfg)
+    samples_tokens = not executor.predicts_step_times
+    result_queue = OverlapResultQueue(
+        skip_finishing_decode_in_flight=cfg.release.skip_finishing_decode_in_flight,
+        samples_tokens=samples_tokens)
+    request_tracker = SchedulerRequestTracker(trace=trace, waiting=waiting)
+    pool_stats = SchedulerPoolStatsObserver(config=cfg, page_size=p, max_total_num_tokens=total,
+                                            **mem, ratio_tracker=ratio)
+    metrics = SchedulerMetricsReporter(config=cfg, max_total_num_tokens=total, trace=trace,
+                                       waiting=waiting, get_tokens_in_use=pool_stats.tokens_in_use)
+    shared = {**mem, "req_to_token_pool": pools.req_to_token_pool, "waiting": waiting,
+              "ratio_tracker": ratio}
+    recorder = SchedulerStepRecorder(trace=trace, page_size=p, max_total_num_tokens=total, **shared)
+    checker = SchedulerInvariantChecker(
+        page_size=p, max_total_num_tokens=total, max_running_requests=max_running_requests,
+        **shared, get_running_batch=get_running_batch, get_chunked_req=get_chunked_req,
+        get_num_finished=lambda: request_tracker.num_finished,
+        get_in_flight_reqs=result_queue.in_flight_reqs)
+    processor = SchedulerBatchResultProcessor(
+        **mem, req_to_token_pool=pools.req_to_token_pool,
+        group_prefill_frees=cfg.release.group_prefill_frees, samples_tokens=samples_tokens,
+        eos_token_ids=frozenset(executor.eos_token_ids), on_finish=on_finish)
+    ff = None
+    if fast_forward and executor.predicts_step_times:
+        ff = DecodeFastForward(executor=cast(StepTimePredictor, executor), config=cfg, page_size=p,
+                               max_total_num_tokens=total, **mem, waiting=waiting,
+                               ratio_tracker=ratio, metrics_reporter=metrics,
+                               step_recorder=recorder)
+    return SchedulerComponents(waiting, ratio, result_queue, request_tracker, pool_stats, metrics,
+                               recorder, checker, processor, ff)
