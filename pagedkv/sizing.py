@@ -1,8 +1,9 @@
 """SGLang's KV-pool arithmetic: how many tokens fit, how many requests may run.
 
 The pool is what is left of the GPU after the weights and a reserve for activations and
-CUDA graphs. SGLang measures free memory twice, before (``pre``) and after (``post``) loading
-the weights, and keeps ``mem_fraction_static`` (``f``) of ``pre`` for weights plus KV::
+CUDA graphs (profiled in :mod:`pagedkv.kv_cache_configurator`, with the request rows).
+SGLang measures free memory twice, before (``pre``) and after (``post``) loading the weights,
+and keeps ``mem_fraction_static`` (``f``) of ``pre`` for weights plus KV::
 
     rest = post - pre * (1 - f)   ==   f * pre - (pre - post)
     max_total_num_tokens = floor(rest / cell_size)       then capped, then page-rounded
@@ -17,8 +18,6 @@ All memory is bytes.
 
 from __future__ import annotations
 
-import math
-
 from pagedkv.configs.model_config import ModelSpec
 from pagedkv.configs.model_family import text_config
 from pagedkv.configs.model_hybrid import window_from_attention_chunk
@@ -32,13 +31,17 @@ from pagedkv.errors import (
 )
 from pagedkv.gpus import GPUSpec, get_gpu
 from pagedkv.hybrid_pools import (
-    cap_by_mamba,
     check_hybrid_flags,
-    mamba_share,
-    mamba_slots_per_request,
     redistribute_swa_tokens,
     size_swa_pools,
     swa_request_cap,
+)
+from pagedkv.kv_cache_configurator import (
+    not_enough_memory,
+    profile_max_num_token,
+    profile_tokens,
+    req_to_token_pool_size,
+    resolve_max_num_reqs,
 )
 from pagedkv.pool_plan import KVPoolPlan, batch_cap, max_req_input_len
 from pagedkv.releases import DEFAULT_SGLANG_VERSION, Release, as_release
@@ -49,65 +52,6 @@ from pagedkv.server_args import (
     static_reserve_mib,
 )
 from pagedkv.units import GiB, MiB, fmt_gib, kv_dtype_bytes
-
-#: ``SGLANG_VLM_CACHE_SIZE_MB``'s default: MiB a multimodal model's feature cache takes out of
-#: the KV budget (with the default CPU feature transport; GPU transports add 1 GiB).
-VLM_CACHE_SIZE_MB = 100
-
-
-def profile_max_num_token(
-    pre_free_bytes: int, post_free_bytes: int, cell_size: int, mem_fraction_static: float
-) -> int:
-    """Tokens the pool can hold before caps and page rounding (SGLang ``profile_max_num_token``).
-
-    ``floor((post - pre * (1 - f)) / cell_size)``, all in bytes. May be <= 0: the caller
-    decides whether that is an error.
-    """
-    rest = post_free_bytes - pre_free_bytes * (1.0 - mem_fraction_static)
-    return int(rest // cell_size)
-
-
-def req_to_token_pool_size(max_total_num_tokens: int, context_len: int) -> int:
-    """SGLang's default request rows: ``min(max(int(tokens / context_len * 512), 2048), 4096)``.
-
-    That is 0.5.9's ``size`` of ``ReqToTokenPool`` (the request rows it hands out; 0.5.9's
-    ``max_running_requests`` is then ``min(size, tokens // 2)``); 0.5.23 hands out
-    ``min(this, tokens // 2)`` rows, its ``max_running_requests``, and allocates one more
-    row, row 0, as padding (``pagedkv.lessons.glossary.REQUEST_ROWS_RULE``).
-    Source: 0.5.23 ``mem_cache/kv_cache_configurator.py``
-    ``KVCacheConfigurator.resolve_max_num_reqs`` and ``mem_cache/memory_pool.py``
-    ``ReqToTokenPool``; 0.5.9 ``model_executor/model_runner_kv_cache_mixin.py``
-    ``init_memory_pool`` and ``model_runner.py``. (Releases of early 2025 added one row to
-    ``size``: their logs say ``max_running_requests=2049``.)
-    """
-    check_positive_int("max_total_num_tokens", max_total_num_tokens)
-    check_positive_int("context_len", context_len)
-    return min(max(int(max_total_num_tokens / context_len * 512), 2048), 4096)
-
-
-def _not_enough_memory(pre: int, post: int, f: float, weights_leave_no_memory: bool
-                       ) -> NotEnoughMemoryError:
-    """SGLang's start-up error when ``f * pre`` leaves no page for the pool after the weights.
-
-    ``weights_leave_no_memory``: the weights take the whole static budget and the release
-    says so (``Release.weights_leave_no_memory_error``, 0.5.23): the error of
-    ``KVCacheConfigurator._profile_available_bytes`` ("Loaded weights leave no GPU memory").
-    Otherwise (0.5.9, and 0.5.23 when some bytes are left but less than a page of tokens) the
-    "Not enough memory" of ``init_memory_pool`` (0.5.23 ``MemoryPoolConfig.__post_init__``).
-    pagedkv adds what the weights take, in GiB (2^30 bytes).
-    """
-    need = (pre - post) / pre  # the smallest f whose budget holds the weights
-    why = (f"mem_fraction_static={f} keeps {fmt_gib(f * pre)} for weights + KV, but the "
-           f"weights alone take {fmt_gib(pre - post)}")
-    if weights_leave_no_memory:
-        return NotEnoughMemoryError(
-            f"Loaded weights leave no GPU memory for the KV cache under "
-            f"--mem-fraction-static={f}. Raise --mem-fraction-static above "
-            f"{math.ceil(need * 1000) / 1000:.3f} (minimum viable = 1 - available/pre = "
-            f"{need:.4f}): {why}")
-    return NotEnoughMemoryError(
-        f"Not enough memory. Please try to increase --mem-fraction-static: {why} "
-        f"(need f > {need:.3f})")
 
 
 def plan_pool(
@@ -236,36 +180,16 @@ def plan_pool(
     hybrid = check_hybrid_flags(swa_full_tokens_ratio, mamba_full_memory_ratio,
                                 max_mamba_cache_size, max_running_requests)
     cell = model.cell_size(kv_cache_dtype, tp)
-    lines: list[str] = []
-    extra: dict[str, object] = {}
     vision = model.is_multimodal and enable_multimodal
-    if model.is_hybrid or vision:  # SGLang's GiB arithmetic, exactly
-        rest_gib = post_free_bytes / GiB - pre_free_bytes / GiB * (1.0 - mem_fraction_static)
-        if vision and release.multimodal_kv_reservation:  # mm_runtime_reservation_gb
-            rest_gib -= VLM_CACHE_SIZE_MB / 1024
-            lines.append(f"Reserving {VLM_CACHE_SIZE_MB / 1024:.2f} GB of the KV budget for "
-                         "post-sizing multimodal allocations (feature-transport pools + "
-                         "embedding cache).")
-        if model.family == "linear":
-            conv, ssm = model.state_bytes(tp)
-            share = mamba_share(rest_gib, state_bytes=conv + ssm,
-                                full_memory_ratio=hybrid["mamba_ratio"],
-                                max_mamba_cache_size=max_mamba_cache_size,
-                                max_running_requests=max_running_requests,
-                                disable_radix_cache=disable_radix_cache,
-                                keep_padding_slot=release.mamba_share_keeps_padding_slot)
-            rest_gib = share.rest_gib
-            extra.update(mamba_slots=share.slots, conv_state_bytes=conv, ssm_state_bytes=ssm)
-        weights_fill_budget = rest_gib <= 0
-        available = int(rest_gib * (1 << 30))
-        tokens = available // cell if cell else 0
-    else:
-        tokens = profile_max_num_token(pre_free_bytes, post_free_bytes, cell, mem_fraction_static)
-        weights_fill_budget = post_free_bytes - pre_free_bytes * (1.0 - mem_fraction_static) <= 0
+    tokens, available, weights_fill_budget, lines, extra = profile_tokens(
+        model, pre_free_bytes, post_free_bytes, mem_fraction_static, cell, release,
+        vision=vision, tp=tp, mamba_ratio=hybrid["mamba_ratio"],
+        max_mamba_cache_size=max_mamba_cache_size, max_running_requests=max_running_requests,
+        disable_radix_cache=disable_radix_cache)
     exact = model.is_hybrid or vision
     by_configurator = model.family == "swa" and release.swa_sized_by_configurator
     if (weights_fill_budget and exact) or (tokens < page_size and not by_configurator):
-        raise _not_enough_memory(pre_free_bytes, post_free_bytes, mem_fraction_static,
+        raise not_enough_memory(pre_free_bytes, post_free_bytes, mem_fraction_static,
                                  weights_fill_budget and release.weights_leave_no_memory_error)
     warnings: tuple[str, ...] = ()
     profiled = tokens  # before caps and pages: what 0.5.9 sizes the request rows from
@@ -277,6 +201,7 @@ def plan_pool(
                if max_running_requests is not None and disable_radix_cache and chunked else None)
         if max_running_requests is not None:
             check_positive_int("max_running_requests", max_running_requests)
+        assert available is not None  # a sliding-window model is profiled in GiB, as a hybrid
         swa = size_swa_pools(available, full_cell=model.full_cell_size(kv_cache_dtype, tp),
                              swa_cell=model.swa_cell_size(kv_cache_dtype, tp),
                              page_size=page_size, ratio=hybrid["swa_ratio"],
@@ -300,7 +225,7 @@ def plan_pool(
         tokens = tokens // page_size * page_size
         lines += warnings
         if tokens <= 0:
-            raise _not_enough_memory(pre_free_bytes, post_free_bytes, mem_fraction_static, False)
+            raise not_enough_memory(pre_free_bytes, post_free_bytes, mem_fraction_static, False)
         if model.family == "swa":  # 0.5.9: the paged pool redistributed (no configurator)
             full_cell = model.full_cell_size(kv_cache_dtype, tp)
             swa_cell = model.swa_cell_size(kv_cache_dtype, tp)
@@ -313,34 +238,11 @@ def plan_pool(
             lines += swa.lines
             extra.update(swa_max_total_num_tokens=swa.swa_tokens, swa_cell_size=swa_cell,
                          sliding_window=model.sliding_window)
-    if max_running_requests is None:
-        slots = req_to_token_pool_size(
-            tokens if release.req_rows_from_final_pool else profiled,
-            context_len)
-        max_running_requests = min(tokens // 2, slots)
-        if release.req_to_token_rows_are_cap:  # 0.5.23 sizes the rows to the cap
-            slots = max_running_requests
-        asked = None
-    else:  # --max-running-requests: 0.5.23 still caps it at half the pool
-        check_positive_int("max_running_requests", max_running_requests)
-        asked = max_running_requests
-        if release.cap_running_at_half_pool:
-            max_running_requests = min(max_running_requests, tokens // 2)
-        slots = max_running_requests
-    capped: tuple[str, ...] = ()
-    if model.family == "linear":
-        state_slots = int(extra["mamba_slots"])  # type: ignore[call-overload]
-        max_running_requests, capped = cap_by_mamba(max_running_requests, state_slots,
-                                                    disable_radix_cache,
-                                                    warns=release.mamba_cap_warns)
-        slots = (max_running_requests if release.req_to_token_rows_are_cap else
-                 min(slots, state_slots // mamba_slots_per_request(disable_radix_cache)))
-    if (release.cap_running_at_half_pool and asked is not None
-            and max_running_requests < asked and not capped):
-        lines.append(f"max_running_requests was reduced from the requested {asked} to "
-                     f"{max_running_requests} (per dp worker) due to the available KV cache "
-                     "capacity.")
-    lines += capped
+    max_running_requests, slots, row_lines = resolve_max_num_reqs(
+        model, tokens, profiled, context_len, max_running_requests, release,
+        state_slots=int(extra.get("mamba_slots", 0)),  # type: ignore[call-overload]
+        disable_radix_cache=disable_radix_cache)
+    lines += row_lines
     rows = tokens + page_size  # each per-layer buffer has one padding page
     layers = model.num_full_attention_layers
     if model.is_mla:
