@@ -44,13 +44,7 @@ __all__ = ["SWALock", "SWANode", "SWARadixCache"]
 class SWARadixCache(SWARadixTree):
     """Match, insert and evict on the FULL + SWA tree (:class:`SWARadixTree`).
 
-    Args:
-        allocator: the pools' allocator (its page size is the tree's).
-        sliding_window_size: tokens a window layer reads back (SGLang's
-            ``swa_retain_window``: the model's window, wider for a speculative draft).
-
-    Raises:
-        ConfigError: a window below 1.
+    Built as :class:`SWARadixTree` is: the same arguments, the same errors.
     """
 
     # ----- match --------------------------------------------------------------------------
