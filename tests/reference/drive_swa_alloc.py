@@ -30,6 +30,7 @@ from __future__ import annotations
 from typing import Any
 
 import numpy as np
+from drive_common import plan_extend, random_prefill, swa_pool_state, take_extend
 
 from pagedkv.mem_cache.allocator import SWATokenToKVPoolAllocator
 
@@ -65,11 +66,7 @@ class PagedkvSWAPool:
         return self.a.available_size()
 
     def state(self) -> dict:
-        self.a.check_invariants()
-        return {"available": (self.a.full_available_size(), self.a.swa_available_size()),
-                "free_full": self.a.full_attn_allocator.free_pages.tolist(),
-                "free_swa": self.a.swa_attn_allocator.free_pages.tolist(),
-                "mapping": self.a.full_to_swa_index_mapping.tolist()}
+        return swa_pool_state(self.a)
 
 
 def _decode_need(lens: list[int], p: int) -> int:
@@ -94,22 +91,11 @@ def run(case: dict, pool_class: type) -> list[dict]:
             if out is not None:
                 cached[step[1]] = out
         elif kind == "extend":
-            batch = [(r, n, s) for r, n, s in step[1] if r in rows or s is None or s[0] in cached]
-            pre, seq, last = [], [], []
-            for rid, n, share in batch:
-                row = rows[rid] if rid in rows else (cached[share[0]][:share[1] * p] if share else [])
-                pre.append(len(row))
-                seq.append(len(row) + n)
-                last.append(row[-1] if row else -1)
+            batch, pre, seq, last = plan_extend(step[1], rows, cached, p)
             out = pool.extend(pre, seq, last) if batch else None
             if out is not None:
-                at = 0
-                for (rid, n, share), before in zip(batch, pre, strict=True):
-                    if rid not in rows:
-                        rows[rid] = cached[share[0]][:share[1] * p] if share else []
-                        start[rid] = cursor[rid] = before
-                    rows[rid] = rows[rid] + out[at:at + n]
-                    at += n
+                for rid, before in take_extend(batch, pre, out, rows, cached, p):
+                    start[rid] = cursor[rid] = before
             step = ("extend", batch)
         elif kind == "decode":
             rids = [r for r in step[1] if r in rows]
@@ -172,18 +158,7 @@ def random_case(seed: int) -> dict:
     for n in range(int(rng.integers(4, 15))):
         roll = rng.random()
         if roll < 0.35 or not live:
-            batch = []
-            for rid in rng.permutation(live)[:int(rng.integers(0, 3))].tolist():
-                batch.append((rid, int(rng.integers(1, 2 * p + 3)), None))  # a chunk's next part
-            for k in range(int(rng.integers(1, 3))):
-                share = None
-                if cache_pages and rng.random() < 0.4:
-                    name = str(rng.choice(sorted(cache_pages)))
-                    share = (name, int(rng.integers(1, cache_pages[name] + 1)))
-                rid = f"r{n}.{k}"
-                batch.append((rid, int(rng.integers(1, 3 * p + 5)), share))
-                live.append(rid)
-            steps.append(("extend", batch))
+            steps.append(("extend", random_prefill(rng, live, cache_pages, n, p)))
         elif roll < 0.6:
             steps.append(("decode", rng.permutation(live)[:int(rng.integers(1, 5))].tolist()))
         elif roll < 0.8:

@@ -23,6 +23,7 @@ from __future__ import annotations
 from typing import Any
 
 import numpy as np
+from drive_common import swa_pool_state
 
 from pagedkv.mem_cache import swa_window as W
 from pagedkv.mem_cache.allocator import SWATokenToKVPoolAllocator
@@ -61,11 +62,7 @@ class PagedkvWindow:
                       swa_dead_lo=W.swa_dead_lo(cpl, self.p, floor))
 
     def state(self) -> dict:
-        self.a.check_invariants()
-        return {"available": (self.a.full_available_size(), self.a.swa_available_size()),
-                "free_full": self.a.full_attn_allocator.free_pages.tolist(),
-                "free_swa": self.a.swa_attn_allocator.free_pages.tolist(),
-                "mapping": self.a.full_to_swa_index_mapping.tolist()}
+        return swa_pool_state(self.a)
 
 
 def run(case: dict, side_class: type) -> list[dict]:

@@ -27,6 +27,7 @@ from __future__ import annotations
 from typing import Any
 
 import numpy as np
+from drive_common import prefix_sequence
 
 from pagedkv.mem_cache.allocator import make_allocator
 from pagedkv.mem_cache.memory_pool import ReqToTokenPool
@@ -130,12 +131,7 @@ def random_case(seed: int, old: bool) -> dict:
     seqs: list[list[int]] = []
 
     def sequence() -> list[int]:
-        head: list[int] = []
-        if seqs and rng.random() < 0.7:
-            base = seqs[int(rng.integers(len(seqs)))]
-            head = base[:int(rng.integers(0, len(base) + 1))]
-        tail = rng.integers(1, 5 if rng.random() < 0.5 else 1000, int(rng.integers(1, 5 * p + 4)))
-        return head + tail.tolist()
+        return prefix_sequence(rng, seqs, p)
 
     steps: list[tuple[Any, ...]] = []
     held: list[int] = []
