@@ -10,7 +10,7 @@ from IPython.display import Markdown
 
 from pagedkv.errors import bad_value
 from pagedkv.lessons.cheat_sheet import constant_rows
-from pagedkv.lessons.glossary import NEWEST_TOKEN_RULE, TERMS, terms_of_chapter
+from pagedkv.lessons.glossary import NEWEST_TOKEN_RULE, TERMS, term_chapter, terms_of_chapter
 from pagedkv.managers.config import SchedulerConfig
 from pagedkv.releases import DEFAULT_RELEASE, RELEASES, SGLANG_VERSIONS, differences
 from pagedkv_widgets.tables import markdown_table
@@ -22,7 +22,7 @@ def terms_md(chapter: int) -> Markdown:
     Raises:
         pagedkv.errors.ConfigError: ``chapter`` is not 1-9, or introduces no term.
     """
-    terms = terms_of_chapter(chapter)
+    terms = tuple(t for t in terms_of_chapter(chapter) if t.listed)
     if not terms:
         raise bad_value("chapter", chapter, "a chapter that introduces terms")
     lines = [f"- **{t.name}**: {t.definition}" for t in terms]
@@ -76,7 +76,7 @@ def formulas_md(config: SchedulerConfig | None = None) -> Markdown:
         ("tokens the next decode step needs",
          r"$p \cdot \#\{\text{running requests with } \text{kv_len} \bmod p = 0\}$", 5),
         ("token usage (log lines)", r"$(\text{max_total_num_tokens} - \text{available} - "
-         r"\text{evictable}) / \text{max_total_num_tokens}$", 8),
+         r"\text{evictable}) / \text{max_total_num_tokens}$", term_chapter("token usage")),
         ("running requests of a linear-attention hybrid",
          r"$\min(\text{max_running_requests}, \lfloor \text{state slots} / s \rfloor)$, $s$ state "
          "slots per request (1 with `--disable-radix-cache`; SGLang 0.5.23)", 9),

@@ -31,6 +31,8 @@ class Term:
         definition: one or two sentences, Markdown.
         source: where SGLang has it (file and name), or "" for a plain English word.
         pattern: a case-insensitive regular expression that finds a use in a chapter's text.
+        listed: whether the chapter's own list of words (``terms_md``) shows it; False for a
+            word the chapter's prose defines where it first uses it, listed by the glossary alone.
     """
 
     name: str
@@ -38,6 +40,7 @@ class Term:
     definition: str
     source: str
     pattern: str
+    listed: bool = True
 
 
 NEWEST_TOKEN_RULE = ("The newest sampled token has no KV yet: its K and V are written by the "
@@ -75,6 +78,29 @@ LENGTHS: tuple[Term, ...] = (
 TERMS: tuple[Term, ...] = (
     Term("KV cache", 1, "The keys and values every past token leaves in every layer, kept so "
          "that later tokens can attend to it without recomputing them.", "", r"\bKV cache"),
+    Term("HBM", 1, "High-bandwidth memory: the GPU's own memory, the card's memory size in the "
+         "tables. It holds the weights, the KV cache and everything else the server keeps on "
+         "the card.", "", r"\bHBM\b", listed=False),
+    Term("$B_{\\max}$ (batch cap)", 1, "How many requests fit at once if each one grows to its "
+         "full context $c$: (HBM - weights) / ($c$ x bytes per token), rounded down. A bound the "
+         "book computes, not a setting of SGLang's.", "", r"B_\{\\max\}|B_max", listed=False),
+    Term("MHA, GQA, MQA", 1, "How many key/value heads a layer keeps: multi-head attention (MHA) "
+         "one per query head, grouped-query attention (GQA) one per group of query heads, "
+         "multi-query attention (MQA) a single one. A token's KV shrinks with the KV heads "
+         "(`num_key_value_heads` in the model's `config.json`).",
+         "`ModelConfig.get_num_kv_heads`", r"\bGQA\b|\bMHA\b|\bMQA\b|grouped-query", listed=False),
+    Term("MLA", 1, "Multi-head latent attention (DeepSeek's): each layer keeps one compressed "
+         "latent vector (`kv_lora_rank` numbers) plus a small rotary part (`qk_rope_head_dim`) "
+         "per token, shared by all heads, instead of a K and a V per KV head.",
+         "`MLATokenToKVPool` (`mem_cache/memory_pool.py`)", r"\bMLA\b", listed=False),
+    Term("`max_new_tokens`", 1, "The most tokens a request may generate, a sampling parameter the "
+         "client sets. Until the request stops, the server cannot know how many it will really "
+         "write, so it plans with this cap.", "`SamplingParams.max_new_tokens`",
+         r"max_new_tokens", listed=False),
+    Term("mini-sglang", 1, "A small educational reimplementation of SGLang's ideas (prefix "
+         "reuse, a paged pool, the scheduler) in far fewer lines, a separate project. The book "
+         "cites it for comparison, where its names or choices differ from SGLang's.", "",
+         r"mini-sglang", listed=False),
     Term("KV slot (slot)", 1, "The room for one token's K and V in every layer: the unit of "
          "the KV pool, numbered from 0 (slot 0 is never handed out). \"Slot\" alone always means "
          "a KV slot.", "`out_cache_loc`, `TokenToKVPoolAllocator`", r"\bKV slots?\b"),
@@ -146,6 +172,32 @@ TERMS: tuple[Term, ...] = (
          "`ReqToTokenPool.req_to_token`", r"req_to_token"),
     Term("`PrefillAdder`", 1, "The object that walks the waiting queue once per prefill pass and "
          "decides who is admitted.", "`managers/schedule_policy.py`", r"PrefillAdder"),
+    Term("`max_prefill_tokens`", 4, "A cap on the prompt tokens one admission pass takes "
+         "(`--max-prefill-tokens`; the cheat sheet gives the default). The first request of a "
+         "pass is exempt; chapter 4 says when each release refuses a later one that would cross "
+         "it.", "`PrefillAdder.rem_input_tokens`", r"max_prefill_tokens|max-prefill-tokens",
+         listed=False),
+    Term("`rem_total_tokens`", 4, "`PrefillAdder`'s room for newcomers in one admission pass: "
+         "`available_size` plus evictable KV, minus the running requests' reservations, minus "
+         "the charges of the requests admitted earlier in the pass.",
+         "`PrefillAdder.rem_total_tokens`", r"rem_total_tokens", listed=False),
+    Term("`schedule_conservativeness`", 4, "A server setting that scales the `new_token_ratio` "
+         "admission starts from: above its default, admission reserves more for running requests "
+         "and admits fewer; below it, admits more and retracts more often.",
+         "`--schedule-conservativeness`", r"conservativeness", listed=False),
+    Term("overlap loop, normal loop", 4, "SGLang's two scheduler loops. The overlap loop "
+         "(`event_loop_overlap`, the default) schedules the next batch while the GPU still runs "
+         "the current one, so it decides before it has that step's results; the normal loop "
+         "(`event_loop_normal`, `--disable-overlap-schedule`) waits for each step's results "
+         "first.", "`Scheduler.event_loop_overlap`, `Scheduler.event_loop_normal` "
+         "(`managers/scheduler.py`)",
+         r"overlap loop|normal loop|disable[-_]overlap[-_]schedule", listed=False),
+    Term("ignore-EOS request", 4, "A request sent with `ignore_eos`: it does not stop at an "
+         "end-of-sequence token, so it writes exactly its `max_new_tokens`. Benchmarks use it to "
+         "fix the output lengths.", "`SamplingParams.ignore_eos`", r"ignore[-_ ]EOS",
+         listed=False),
+    Term("FCFS", 4, "First come, first served: the waiting queue is walked in arrival order.",
+         "`--schedule-policy fcfs`", r"\bFCFS\b|first-come-first-served", listed=False),
     Term("`CONTINUE`, `NO_TOKEN`, `OTHER`", 4, "`PrefillAdder`'s answer for one request: "
          "`CONTINUE` (admitted, try the next one), `NO_TOKEN` (memory refuses it: the pass "
          "ends), `OTHER` (another budget, the chunk or `max_prefill_tokens`, ends the pass).",
@@ -166,9 +218,10 @@ TERMS: tuple[Term, ...] = (
          "`ScheduleBatch.check_decode_mem`", r"check_decode_mem"),
     Term("`prepare_for_decode`", 5, "The decode step's allocation: one KV slot per running "
          "request for its newest token, a fresh page where the last one is full. With pages larger than "
-         "one it first asks the radix cache for room for a whole page per request, evicting what "
-         "the free list lacks.", "`ScheduleBatch.prepare_for_decode`, `alloc_for_decode` "
-         "(`mem_cache/allocation.py`, 0.5.23)", r"prepare_for_decode"),
+         "one it first asks the radix cache for room for a whole page per request: SGLang 0.5.23 "
+         "evicts only what the free list lacks, SGLang 0.5.9 evicts the whole amount whenever the "
+         "free list is short.", "`ScheduleBatch.prepare_for_decode`, `alloc_for_decode` "
+         "(`mem_cache/allocation.py`, 0.5.23; `mem_cache/common.py`, 0.5.9)", r"prepare_for_decode"),
     Term("`alloc_for_decode`, `alloc_paged_token_slots_decode`", 5, "One job, two functions: "
          "`alloc_for_decode` is the decode step's allocation that `prepare_for_decode` calls; "
          "with page size 1 it takes one KV slot per request (`alloc_token_slots`), with larger "
@@ -190,6 +243,35 @@ TERMS: tuple[Term, ...] = (
     Term("`release_req`", 5, "What a retraction does to each victim: free its KV outside the "
          "radix cache and its request row, then evict room for the requests that stay.",
          "`ScheduleBatch.release_req`", r"release_req"),
+    Term("ShareGPT", 2, "A public data set of real ChatGPT conversations; its prompt and answer "
+         "lengths are the usual stand-in for real traffic in serving benchmarks.", "",
+         r"ShareGPT", listed=False),
+    Term("attention sinks", 3, "Learned logits, one per head, added to every attention softmax as "
+         "if each query could also attend to a token that is always there (gpt-oss has them). "
+         "Chapter 3 says which attention backend SGLang picks for such models.", "",
+         r"attention sinks?", listed=False),
+    Term("prefill/decode disaggregation", 3, "Running prefill and decode on different GPUs: the "
+         "prefill side computes a prompt's KV and sends it to the decode side, which generates. "
+         "Chapter 3 says how SGLang's allocator differs there.", "`--disaggregation-mode`",
+         r"disaggregat", listed=False),
+    Term("split-KV", 6, "Cutting one request's KV into chunks that separate GPU thread blocks "
+         "attend to in parallel, then merging their partial results exactly with their "
+         "log-sum-exp (\"flash-decoding\"), so a few long requests still keep the whole GPU busy "
+         "during decode.", "stage 1 and stage 2 of the Triton decode kernel "
+         "(`layers/attention/triton_ops/`)", r"split[- ]KV", listed=False),
+    Term("compute capability (`sm_XY`)", 6, "A GPU architecture's version, major and minor, "
+         "written `sm_` followed by both digits; \"SM\" is a streaming multiprocessor, the GPU's "
+         "unit of compute. Triton compiles a kernel for one compute capability; chapter 6 lists "
+         "each card's.", "", r"compute capability|\bsm_\d", listed=False),
+    Term("`lock_ref`", 8, "A radix-tree node's count of running requests that read its KV: a "
+         "node with `lock_ref` above zero is not evictable. A request locks the nodes of its "
+         "matched prefix until it finishes.", "`TreeNode.lock_ref`", r"lock_ref", listed=False),
+    Term("LRU", 8, "Least recently used: the radix cache evicts first the leaves whose last "
+         "access is oldest.", "`--radix-eviction-policy`", r"\bLRU\b", listed=False),
+    Term("hybrid model", 9, "A model whose layers are not all full attention: some attend only "
+         "to a sliding window of recent tokens, or keep a fixed-size linear-attention state "
+         "(Gated DeltaNet, Mamba). SGLang gives those layers their own pool beside the KV pool.",
+         "", r"\bhybrid models?\b", listed=False),
     Term("mixture of experts (MoE)", 9, "Many expert MLPs per layer, a few of them used for each "
          "token; every expert stays in memory, so the weights are the whole checkpoint's. The KV "
          "cache is the attention's, as without experts.", "", r"\bMoE\b|mixture of experts"),
@@ -203,6 +285,18 @@ TERMS: tuple[Term, ...] = (
          "count caps the running requests.", "`MambaPool`, `HybridReqToTokenPool` "
          "(`mem_cache/memory_pool.py`)", r"state slot"),
 )
+
+
+def term_chapter(name: str) -> int:
+    """The chapter that introduces the term called ``name`` (as :attr:`Term.name` writes it).
+
+    Raises:
+        pagedkv.errors.ConfigError: no term has that name.
+    """
+    for t in TERMS:
+        if t.name == name:
+            return t.chapter
+    raise bad_value("name", name, "a term of TERMS")
 
 
 def terms_of_chapter(chapter: int) -> tuple[Term, ...]:

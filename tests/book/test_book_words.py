@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from pagedkv.lessons.glossary import REQUEST_ROWS_RULE, TERMS, terms_of_chapter
+from pagedkv.lessons.glossary import REQUEST_ROWS_RULE, TERMS, term_chapter, terms_of_chapter
 from pagedkv.mem_cache.memory_pool import ReqToTokenPool
 from pagedkv.releases import RELEASES, SGLANG_VERSIONS, differences
 
@@ -269,3 +269,46 @@ def test_chapter_4_types_sglangs_constants_as_pagedkv_holds_them() -> None:
     assert f"after exactly {cfg.new_token_ratio_decay_steps} decode steps" in text
     a, b, c, d, e = map(int, re.search(r"\$(\d+) \+ \\min\((\d+), (\d+)\) \+ (\d+) = (\d+)\$", text).groups())
     assert a + min(b, c) + d == e and d == 1  # the extra page at page size 1
+
+
+GLOSSARY_MUST_HAVE = ("HBM", "$B_{\\max}$ (batch cap)", "MHA, GQA, MQA", "MLA", "hybrid model",
+                      "`max_new_tokens`", "mini-sglang", "`max_prefill_tokens`",
+                      "`rem_total_tokens`", "`schedule_conservativeness`",
+                      "overlap loop, normal loop", "ignore-EOS request", "FCFS", "ShareGPT",
+                      "attention sinks", "prefill/decode disaggregation", "split-KV",
+                      "compute capability (`sm_XY`)", "`lock_ref`", "LRU")
+
+
+def test_the_glossary_defines_every_word_the_book_leans_on() -> None:
+    """The glossary page says it defines every term: these were once missing from it. Each is
+    used in the chapter it names (the first one whose text matches it)."""
+    by_name = {t.name: t for t in TERMS}
+    assert [n for n in GLOSSARY_MUST_HAVE if n not in by_name] == []
+    chapters = sorted(n for n in NAMES if n[:2].isdigit())
+    for name in GLOSSARY_MUST_HAVE:
+        t = by_name[name]
+        if t.chapter == 1:
+            continue  # chapter 1's words may first appear in its generated list
+        first = next(int(c[:2]) for c in chapters
+                     if any(re.search(t.pattern, p, re.IGNORECASE) for p in paragraphs(c)))
+        assert first == t.chapter, (name, first)
+    assert "--disable-overlap-schedule" in by_name["overlap loop, normal loop"].definition
+    assert "streaming multiprocessor" in by_name["compute capability (`sm_XY`)"].definition
+
+
+def test_the_cheat_sheets_token_usage_row_points_at_the_chapter_that_introduces_it() -> None:
+    from pagedkv_widgets.reference import formulas_md
+
+    row = next(line for line in formulas_md().data.splitlines() if line.startswith("| token usage"))
+    assert row.rstrip(" |").endswith(f"| {term_chapter('token usage')}") and term_chapter("token usage") == 1
+
+
+def test_prepare_for_decode_says_what_each_release_evicts() -> None:
+    """SGLang 0.5.23 evicts only the shortfall (evict_to_free_tokens); 0.5.9's
+    evict_from_tree_cache asks the tree for the whole amount: the definition says both."""
+    text = next(t.definition for t in TERMS if t.name == "`prepare_for_decode`")
+    for name, release in RELEASES.items():
+        said = release_sentences(text.replace(", SGLang", ". SGLang"), name)
+        words = ("evicts only what the free list lacks" if release.evict_until_free
+                 else "evicts the whole amount")
+        assert words in said, (name, said)
