@@ -88,7 +88,7 @@ class Release:
     allocatable_counts_free_rows: bool = _behaviour(
         "requests a pass may admit", "managers/scheduler.py: Scheduler.get_num_allocatable_reqs",
         "A pass admits at most the free request rows too (plus the carried chunk's); the "
-        "page table has max_running_requests rows (0.5.9: pagedkv adds one, so that a "
+        "page table hands out max_running_requests rows (0.5.9: pagedkv adds one, so that a "
         "carried chunk's row stays apart from the running batch's).",
         ("max_running - running", "also <= free rows"))
     filter_finished_every_step: bool = _behaviour(
@@ -182,8 +182,8 @@ class Release:
         "request rows handed out (size)",
         "mem_cache/kv_cache_configurator.py: KVCacheConfigurator.resolve_max_num_reqs",
         "The page table hands out max_running_requests request rows (0.5.9: as many as the "
-        "pool and context length allow, unless --max-running-requests is set).",
-        ("from the pool and context length unless --max-running-requests is set",
+        "pool and context length allow, unless `--max-running-requests` is set).",
+        ("from the pool and context length unless `--max-running-requests` is set",
          "max_running_requests"))
     null_head_dim_sized: bool = _behaviour(
         "a config without head_dim (Mistral, Mixtral)",
@@ -206,18 +206,18 @@ class Release:
         "request rows from which pool size",
         "mem_cache/kv_cache_configurator.py: KVCacheConfigurator.resolve_max_num_reqs",
         "The default request rows, min(max(int(tokens / context_len * 512), 2048), 4096), "
-        "count the pool's tokens after --max-total-tokens and page rounding (0.5.9's "
+        "count the pool's tokens after `--max-total-tokens` and page rounding (0.5.9's "
         "ModelRunnerKVCacheMixin.init_memory_pool counts the profiled tokens, before both).",
-        ("from the profiled pool, before --max-total-tokens and page rounding",
-         "from the final pool, after --max-total-tokens and page rounding"))
+        ("from the profiled pool, before `--max-total-tokens` and page rounding",
+         "from the final pool, after `--max-total-tokens` and page rounding"))
     cap_running_at_half_pool: bool = _behaviour(
-        "--max-running-requests",
+        "`--max-running-requests`",
         "mem_cache/kv_cache_configurator.py: KVCacheConfigurator.resolve_max_num_reqs",
-        "A --max-running-requests above half the pool's tokens is lowered to that.",
+        "A `--max-running-requests` above half the pool's tokens is lowered to that.",
         ("taken as given", "at most max_total_num_tokens // 2"))
     page_pool_before_cap: bool = _behaviour(
-        "profiled pool and --max-total-tokens", "mem_cache/kv_cache_configurator.py: KVCacheConfigurator",
-        "The profiled token count is rounded down to whole pages before --max-total-tokens "
+        "profiled pool and `--max-total-tokens`", "mem_cache/kv_cache_configurator.py: KVCacheConfigurator",
+        "The profiled token count is rounded down to whole pages before `--max-total-tokens` "
         "caps it (and the warning names the paged count).",
         ("capped, then paged", "paged, capped, paged again"))
     sized_by_pool_configurator: bool = _behaviour(
@@ -229,7 +229,7 @@ class Release:
     multimodal_kv_reservation: bool = _behaviour(
         "KV budget of a multimodal model",
         "mem_cache/kv_cache_configurator.py: KVCacheConfigurator._profile_available_bytes",
-        "A multimodal model (Gemma 3 with --enable-multimodal) gives SGLANG_VLM_CACHE_SIZE_MB "
+        "A multimodal model (Gemma 3 with `--enable-multimodal`) gives SGLANG_VLM_CACHE_SIZE_MB "
         "(100 MiB) of the KV budget to its feature-transport pools and embedding cache, and "
         "says so; 0.5.9's profile_max_num_token takes nothing out.",
         ("the whole budget to KV", "100 MiB kept for image features, with a log line"))
@@ -237,7 +237,7 @@ class Release:
         "sliding-window hybrid: full and SWA pools",
         "model_executor/pool_configurator.py: HybridSWAPoolConfigurator",
         "The budget is split at full + ratio x SWA bytes per token "
-        "(HybridSWAPoolConfigurator; SWARequestCapPoolConfigurator when --max-running-requests "
+        "(HybridSWAPoolConfigurator; SWARequestCapPoolConfigurator when `--max-running-requests` "
         "bounds the window's needs), refusing an SWA pool that cannot hold one window. 0.5.9 "
         "(ModelRunnerKVCacheMixin.set_num_tokens_hybrid_swa) profiles every layer at full "
         "length, caps and pages that count, then redistributes its bytes so that the SWA "
@@ -279,7 +279,7 @@ class Release:
     # ----- attention backends: srt/arg_groups/overrides.py -------------------------------
     attention_backends: tuple[str, ...] = _behaviour(
         "attention backends offered", "layers/attention/attention_registry.py",
-        "The --attention-backend values the release offers (of those the book covers).")
+        "The `--attention-backend` values the release offers (of those the book covers).")
     forced_page_sizes: tuple[tuple[str, tuple[int, ...], int], ...] = _behaviour(
         "page sizes a backend forces", "arg_groups/overrides.py: _mla_backend_page_constraints",
         "(backend, page sizes it accepts, what any other becomes) for each backend that "

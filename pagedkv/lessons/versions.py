@@ -120,11 +120,11 @@ DEMOS: dict[str, Demo] = {
         "memory is kept aside for prefill CUDA graphs", "an H100 (80 GB), tp 1",
         startup.prefill_graph_reserve),
     "req_to_token_rows_are_cap": Demo(
-        "the page table has max_running_requests rows",
-        "Qwen3-4B on an RTX 4090, --max-total-tokens 1000", startup.rows_are_cap),
+        "the page table hands out max_running_requests rows",
+        "Qwen3-4B on an RTX 4090, `--max-total-tokens` 1000", startup.rows_are_cap),
     "req_rows_from_final_pool": Demo(
         "the request rows count the final pool, not the profiled one",
-        "Qwen3-4B on an H100, --max-total-tokens 100000", startup.rows_from_final_pool),
+        "Qwen3-4B on an H100, `--max-total-tokens` 100000", startup.rows_from_final_pool),
     "null_head_dim_sized": Demo(
         "a Mistral or Mixtral config without head_dim starts",
         "Mixtral-8x7B (no head_dim in its config) on two H100s", startup.null_head_dim),
@@ -132,23 +132,23 @@ DEMOS: dict[str, Demo] = {
         "Gemma 3's context length leaves out its rope factor",
         "Gemma-3-27B on an H100", startup.layered_rope_context),
     "cap_running_at_half_pool": Demo(
-        "--max-running-requests is capped at half the pool",
-        "--max-running-requests 4000 on a 1,000-token pool", startup.running_cap),
+        "`--max-running-requests` is capped at half the pool",
+        "`--max-running-requests` 4000 on a 1,000-token pool", startup.running_cap),
     "page_pool_before_cap": Demo(
-        "the profiled pool is paged before --max-total-tokens caps it",
-        "Qwen3-4B on an RTX 4090, pages of 64, --max-total-tokens above the pool",
+        "the profiled pool is paged before `--max-total-tokens` caps it",
+        "Qwen3-4B on an RTX 4090, pages of 64, `--max-total-tokens` above the pool",
         startup.paged_before_cap),
     "sized_by_pool_configurator": Demo(
         "a pool configurator class sizes the pools",
         "Qwen3-4B on an RTX 4090 at mem_fraction_static 0.80", startup.sizer),
     "multimodal_kv_reservation": Demo(
         "a multimodal model keeps 100 MiB of the KV budget for image features",
-        "Gemma-3-27B with --enable-multimodal, 79 GiB free before the weights and 40 GiB after",
+        "Gemma-3-27B with `--enable-multimodal`, 79 GiB free before the weights and 40 GiB after",
         startup.multimodal_reserve),
     "swa_sized_by_configurator": Demo(
         "a sliding-window hybrid's budget is split by a configurator",
         "gpt-oss-20b with 79 GiB free before the weights and 40 GiB after, "
-        "--max-total-tokens 100000", startup.swa_split),
+        "`--max-total-tokens` 100000", startup.swa_split),
     "swa_pool_lines_labelled": Demo(
         "the full and SWA pools' lines say which is which",
         "gpt-oss-20b with 79 GiB free before the weights and 40 GiB after", startup.swa_lines),
@@ -168,9 +168,9 @@ DEMOS: dict[str, Demo] = {
         "Qwen3-4B on an RTX 4090 at mem_fraction_static 0.20", startup.weights_error),
     "attention_backends": Demo(
         "cutlass_mla is gone (cutedsl_mla and hpc_ops are new)",
-        "--attention-backend cutlass_mla, no --page-size", startup.offered),
+        "`--attention-backend` cutlass_mla, no `--page-size`", startup.offered),
     "forced_page_sizes": Demo(
-        "trtllm_mha accepts pages of 128", "--attention-backend trtllm_mha --page-size 128",
+        "trtllm_mha accepts pages of 128", "`--attention-backend` trtllm_mha `--page-size` 128",
         startup.forced_page),
     "fa4_for_asymmetric_kv": Demo(
         "fa4 by default for K and V of different widths on sm_100",

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 from pagedkv.lessons.versions import version_changes
 from pagedkv.managers.config import VERSION_DIFFERENCES
 from pagedkv_widgets.tables import version_changes_table
@@ -63,9 +65,12 @@ def test_the_newer_rows_give_the_answer_worked_out_by_hand() -> None:
     assert rows["memory is kept aside for prefill CUDA graphs"] == (
         "mem_fraction_static 0.835", "mem_fraction_static 0.830")
     # 1,000 tokens: 0.5.9 keeps the 2,048-row minimum, 0.5.23 sizes the rows to 1000 // 2
-    assert rows["the page table has max_running_requests rows"] == (
-        "2,048 rows for 500 requests", "500 rows for 500 requests")
-    assert rows["--max-running-requests is capped at half the pool"] == (
+    # REQUEST_ROWS_RULE: 0.5.9 hands out all its rows, more than the running cap; 0.5.23 one
+    # row per running request plus row 0, the padding row
+    assert rows["the page table hands out max_running_requests rows"] == (
+        "2,048 request rows handed out, for at most 500 running requests",
+        "500 request rows handed out and the padding row, for at most 500 running requests")
+    assert rows["`--max-running-requests` is capped at half the pool"] == (
         "max_running_requests 4,000", "max_running_requests 500")
     assert rows["the allocation log line names the KV dtype"] == (
         "KV Cache is allocated. #tokens: N", "KV Cache is allocated. dtype: torch.bfloat16, #tokens: N")
@@ -84,3 +89,15 @@ def test_table_and_rule_list() -> None:
     assert table[0] == "| what changed | the same input | SGLang 0.5.9 | SGLang 0.5.23 |"
     assert len(table) == 2 + len(version_changes())
     assert all(len(row) == 4 and row[3] for row in VERSION_DIFFERENCES)
+
+
+def test_flags_in_the_tables_keep_their_double_dash() -> None:
+    # Markdown renders a bare "--max-total-tokens" with an en dash; in backticks it stays literal
+    from pagedkv.releases import differences
+    from pagedkv_widgets.reference import releases_md
+
+    bare_flag = re.compile(r"(?<![`\w-])--[a-z]")
+    texts = [version_changes_table(version_changes()).data, releases_md().data]
+    texts += [cell for row in differences() for cell in row]
+    for text in texts:
+        assert not bare_flag.search(text), text
