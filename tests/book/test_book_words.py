@@ -312,3 +312,22 @@ def test_prepare_for_decode_says_what_each_release_evicts() -> None:
         words = ("evicts only what the free list lacks" if release.evict_until_free
                  else "evicts the whole amount")
         assert words in said, (name, said)
+
+
+def test_the_cheat_sheet_keys_its_short_names_before_the_first_table() -> None:
+    """The cheat sheet comes before chapter 1: every short name its tables use is told in its
+    key above the first table, and the glossary defines the words among them."""
+    from pagedkv_widgets.reference import constants_md, formulas_md, releases_md
+
+    cells = json.loads((BOOK / "cheat-sheet.ipynb").read_text())["cells"]
+    first_table = next(k for k, c in enumerate(cells) if "formulas_md()" in "".join(c["source"]))
+    key = " ".join("".join(c["source"]) for c in cells[:first_table] if c["cell_type"] == "markdown")
+    tables = " ".join(m().data for m in (formulas_md, constants_md, releases_md))
+    for short, told in ((r"\rceil_\text", r"\rceil_\text{page}$ (`ceil_page`) is"),
+                        ("CLIP", "CLIP is"), ("conservativeness", "conservativeness is"),
+                        ("FCFS", "FCFS is"), ("LRU", "LRU is"), ("MLA", "MLA is"),
+                        ("HBM", "HBM is")):
+        if short in tables:
+            assert told in key, short
+    names = " ".join(t.name for t in TERMS)
+    assert all(w in names for w in ("FCFS", "LRU", "MLA", "HBM", "schedule_conservativeness"))
