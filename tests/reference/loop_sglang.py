@@ -37,6 +37,8 @@ sgl_boot.load()
 import sgl_objects as sg  # noqa: E402
 import torch  # noqa: E402
 from drive_loop import EOS, VOCAB, LoopCase, max_req_len, next_token  # noqa: E402
+from sgl_loop_script import ScriptRecorder, note_batches, note_retractions  # noqa: E402
+from sgl_standins import UNKNOWN_READS, AttributeBag, OneRank, Retractions, Sink  # noqa: E402
 from sglang.srt.environ import envs  # noqa: E402
 from sglang.srt.managers import schedule_batch as sg_schedule_batch  # noqa: E402
 from sglang.srt.managers import scheduler as sg_scheduler  # noqa: E402
@@ -47,50 +49,7 @@ from sglang.srt.runtime_context import _derived_widths, get_context, get_paralle
 from sglang.srt.sampling.sampling_params import SamplingParams  # noqa: E402
 
 MAX_ITERATIONS = 5000  # a case that runs longer is stuck: fail rather than spin
-UNKNOWN_READS: set[str] = set()  # model-config fields SGLang read that the bag does not have
 ALLOWED_UNKNOWN = frozenset()
-
-
-class AttributeBag:
-    """Stands for a config object: given fields, and None for any other (recorded)."""
-
-    def __init__(self, **fields: Any) -> None:
-        self.__dict__.update(fields)
-
-    def __getattr__(self, name: str) -> Any:
-        if name.startswith("__"):
-            raise AttributeError(name)
-        UNKNOWN_READS.add(name)
-        return None
-
-
-class OneRank:
-    """A process group of one rank: its size and rank; any collective is an error."""
-
-    world_size, rank, rank_in_group, local_rank = 1, 0, 0, 0
-    first_rank = last_rank = 0
-    is_first_rank = is_last_rank = True
-    ranks = (0,)
-    device_group = None
-
-    @property
-    def cpu_group(self) -> OneRank:
-        return self
-
-    def __getattr__(self, name: str) -> Any:
-        if name.startswith("__"):
-            raise AttributeError(name)
-        raise AttributeError(f"a collective ({name}) was called on a one-rank group")
-
-
-class Sink:
-    """Where SGLang sends its outputs (to the detokenizer): dropped."""
-
-    def send_output(self, *args: Any, **kwargs: Any) -> None:
-        pass
-
-    send_pyobj = send_output
-    send = send_output
 
 
 class TableWorker:
@@ -274,34 +233,9 @@ def tokenized(rid: int, case: LoopCase) -> Any:
         logprob_start_len=-1, top_logprobs_num=0, token_ids_logprob=None, stream=False)
 
 
-class _Retractions(logging.Handler):
-    """SGLang's retraction log line (``#new_tokens_gained``), as it logs it."""
-
-    def __init__(self) -> None:
-        super().__init__(logging.WARNING)
-        self.lines: list[str] = []
-
-    def emit(self, record: logging.LogRecord) -> None:
-        message = record.getMessage()
-        if "Retract requests" in message:
-            self.lines.append(message)
-
-
-class ScriptReceiver:
+class ScriptReceiver(ScriptRecorder):
     """The scheduler's request receiver, fed by the case: records each iteration's outcome
     and delivers arrivals; raises the exit flag once every request has finished."""
-
-    def __init__(self, sched: Any, case: LoopCase, log: _Retractions) -> None:
-        self.sched, self.case, self.log = sched, case, log
-        self.pending = sorted(range(len(case.requests)), key=lambda r: case.requests[r].arrival)
-        self.clock = 0
-        self.reqs: dict[int, Any] = {}
-        self.finished: set[int] = set()
-        self.launched: list[dict[str, Any]] = []  # the batch run_batch got this iteration
-        self.retracted: list[int] = []
-        self.skipped = False  # update_running_batch returned None: the step was skipped
-        self.records: list[dict[str, Any]] = []
-        self.iterations = 0
 
     def recv_requests(self, local_reqs: Any = None) -> list[Any]:
         sched = self.sched
@@ -315,67 +249,25 @@ class ScriptReceiver:
         if len(self.finished) == len(self.case.requests):
             sched.gracefully_exit = True
             return []
-        idle = self.records and self.records[-1]["mode"] == "IDLE"
-        if idle and not sched.waiting_queue and self.pending:
-            self.clock = max(self.clock, self.case.requests[self.pending[0]].arrival)
-        out = []
-        while self.pending and self.case.requests[self.pending[0]].arrival <= self.clock:
-            out.append(tokenized(self.pending.pop(0), self.case))
-        return out
+        return self.arrivals()
 
-    def record(self) -> dict[str, Any]:
-        """What the iteration just ended did, and the memory it left."""
-        sched = self.sched
-        for req in list(sched.waiting_queue) + list(sched.running_batch.reqs):
-            self.reqs.setdefault(int(req.rid), req)
-        if sched.chunked_req is not None:
-            self.reqs.setdefault(int(sched.chunked_req.rid), sched.chunked_req)
-        newly = sorted(r for r, req in self.reqs.items()
-                       if req.finished() and r not in self.finished)
-        self.finished.update(newly)
-        rec: dict[str, Any] = {"mode": "IDLE"}
-        if self.launched:
-            rec = self.launched.pop()
-            self.clock += 1
-        rec["chunked"] = None if sched.chunked_req is None else int(sched.chunked_req.rid)
-        rec["retracted"], self.retracted = self.retracted, []
-        rec["retract_log"], self.log.lines[:] = list(self.log.lines), []
-        rec["finished"] = newly
-        rec["skipped"], self.skipped = self.skipped, False
-        alloc = sched.token_to_kv_pool_allocator
-        rec["available"] = int(alloc.available_size())
-        rec["evictable"] = int(sched.tree_cache.evictable_size())
-        rec["ratio"] = float(sched.new_token_ratio_tracker.current)
-        rec["free"] = alloc.free_pages.tolist()
-        return rec
+    def ratio(self) -> float:
+        return float(self.sched.new_token_ratio_tracker.current)
 
 
 def run(case: LoopCase) -> list[dict[str, Any]]:
     """One record per iteration of SGLang's loop on ``case`` (see :mod:`loop_pagedkv`)."""
     sched = build(case)
-    log = _Retractions()
+    log = Retractions()
     logger = logging.getLogger(sg_scheduler.__name__)
     logger.addHandler(log)
-    receiver = ScriptReceiver(sched, case, log)
+    receiver = ScriptReceiver(sched, case, log, tokenized)
     sched.request_receiver = receiver
     sched.schedule_stream.synchronize = lambda: None  # as run_event_loop does on a CPU
     sched._war_barrier_enabled = False
     sched.metrics_reporter.start_scheduler_time_accounting()
 
-    real_run_batch = sched.run_batch
-
-    def run_batch(batch: Any, *args: Any, **kwargs: Any) -> Any:
-        rec: dict[str, Any] = {"mode": batch.forward_mode.name,
-                               "rids": [int(r.rid) for r in batch.reqs]}
-        if batch.forward_mode.is_extend():
-            rec["extend"] = [int(n) for n in batch.extend_lens]
-            rec["prefix"] = [int(n) for n in batch.prefix_lens]
-        receiver.launched.append(rec)
-        for req in batch.reqs:  # a request that finishes in its prefill is never queued
-            receiver.reqs.setdefault(int(req.rid), req)
-        return real_run_batch(batch, *args, **kwargs)
-
-    sched.run_batch = run_batch
+    note_batches(sched, receiver)
     real_update = sched.update_running_batch
 
     def update_running_batch(batch: Any) -> Any:
@@ -384,20 +276,13 @@ def run(case: LoopCase) -> list[dict[str, Any]]:
         return out
 
     sched.update_running_batch = update_running_batch
-    real_retract = sg_schedule_batch.ScheduleBatch.retract_decode
-
-    def retract_decode(self: Any, *args: Any, **kwargs: Any) -> Any:
-        retracted, ratio, aborted = real_retract(self, *args, **kwargs)
-        receiver.retracted.extend(int(r.rid) for r in retracted)
-        return retracted, ratio, aborted
-
-    sg_schedule_batch.ScheduleBatch.retract_decode = retract_decode
+    restore_retract = note_retractions(sg_schedule_batch.ScheduleBatch, receiver)
     try:
         with envs.SGLANG_DISABLE_CONSECUTIVE_PREFILL_OVERLAP.override(
                 case.disable_consecutive_prefill_overlap):
             (sched.event_loop_overlap if case.overlap else sched.event_loop_normal)()
     finally:
-        sg_schedule_batch.ScheduleBatch.retract_decode = real_retract
+        restore_retract()
         logger.removeHandler(log)
         sched.server_args_override.restore()
         _restore_parallel(sched.parallel_before)

@@ -17,7 +17,6 @@ no watchdog thread. Ingestion is the scheduler's own
 
 from __future__ import annotations
 
-import dataclasses
 import logging
 from typing import Any
 
@@ -28,6 +27,8 @@ sgl_boot.load()
 import sgl_objects as sg  # noqa: E402
 import torch  # noqa: E402
 from drive_loop import EOS, VOCAB, LoopCase, max_req_len, next_token  # noqa: E402
+from sgl_loop_script import ScriptRecorder, note_batches, note_retractions  # noqa: E402
+from sgl_standins import AttributeBag, OneRank, Retractions, Sink, field_defaults  # noqa: E402
 from sglang.srt.environ import envs  # noqa: E402
 from sglang.srt.managers import schedule_batch as sg_schedule_batch  # noqa: E402
 from sglang.srt.managers import scheduler as sg_scheduler  # noqa: E402
@@ -49,56 +50,9 @@ class CaseDone(Exception):
     """Every request of the case has finished: the loop is left."""
 
 
-class AttributeBag:
-    """Stands for a config object: given fields, and None for any other."""
-
-    def __init__(self, **fields: Any) -> None:
-        self.__dict__.update(fields)
-
-    def __getattr__(self, name: str) -> Any:
-        if name.startswith("__"):
-            raise AttributeError(name)
-        return None
-
-
-class OneRank:
-    """A process group of one rank; any collective is an error."""
-
-    world_size, rank, rank_in_group, local_rank = 1, 0, 0, 0
-    first_rank = last_rank = 0
-    is_first_rank = is_last_rank = True
-    ranks = (0,)
-    device_group = None
-
-    @property
-    def cpu_group(self) -> OneRank:
-        return self
-
-    def __getattr__(self, name: str) -> Any:
-        if name.startswith("__"):
-            raise AttributeError(name)
-        raise AttributeError(f"a collective ({name}) was called on a one-rank group")
-
-
-class Sink:
-    """Where SGLang sends its outputs: dropped."""
-
-    def send_output(self, *args: Any, **kwargs: Any) -> None:
-        pass
-
-    send_pyobj = send = send_output
-
-
 def server_args(case: LoopCase) -> ServerArgs:
     """A real ``ServerArgs`` with its field defaults and the case's settings, published."""
-    sa = ServerArgs.__new__(ServerArgs)
-    for f in dataclasses.fields(ServerArgs):
-        if f.default is not dataclasses.MISSING:
-            setattr(sa, f.name, f.default)
-        elif f.default_factory is not dataclasses.MISSING:
-            setattr(sa, f.name, f.default_factory())
-        else:
-            setattr(sa, f.name, None)
+    sa = field_defaults(ServerArgs)  # model_path, its one field without a default, is set below
     settings = dict(
         model_path="case", page_size=case.page_size, disable_radix_cache=not case.radix,
         chunked_prefill_size=case.chunked_prefill_size or -1,
@@ -189,30 +143,9 @@ def tokenized(rid: int, case: LoopCase) -> Any:
         logprob_start_len=-1, top_logprobs_num=0, token_ids_logprob=None, stream=False)
 
 
-class _Retractions(logging.Handler):
-    def __init__(self) -> None:
-        super().__init__(logging.WARNING)
-        self.lines: list[str] = []
-
-    def emit(self, record: logging.LogRecord) -> None:
-        message = record.getMessage()
-        if "Retract requests" in message:
-            self.lines.append(message)
-
-
-class ScriptReceiver:
-    """``recv_requests``: records the previous iteration, delivers arrivals, ends the case."""
-
-    def __init__(self, sched: Any, case: LoopCase, log: _Retractions) -> None:
-        self.sched, self.case, self.log = sched, case, log
-        self.pending = sorted(range(len(case.requests)), key=lambda r: case.requests[r].arrival)
-        self.clock = 0
-        self.reqs: dict[int, Any] = {}
-        self.finished: set[int] = set()
-        self.launched: list[dict[str, Any]] = []
-        self.retracted: list[int] = []
-        self.records: list[dict[str, Any]] = []
-        self.iterations = 0
+class ScriptReceiver(ScriptRecorder):
+    """``recv_requests``: records the previous iteration, delivers arrivals, ends the case
+    (0.5.9 never skips a decode step: ``skipped`` stays False)."""
 
     def __call__(self) -> list[Any]:
         if self.iterations:
@@ -222,71 +155,22 @@ class ScriptReceiver:
             raise RuntimeError(f"SGLang's loop ran {MAX_ITERATIONS} iterations: stuck")
         if len(self.finished) == len(self.case.requests):
             raise CaseDone
-        sched = self.sched
-        idle = self.records and self.records[-1]["mode"] == "IDLE"
-        if idle and not sched.waiting_queue and self.pending:
-            self.clock = max(self.clock, self.case.requests[self.pending[0]].arrival)
-        out = []
-        while self.pending and self.case.requests[self.pending[0]].arrival <= self.clock:
-            out.append(tokenized(self.pending.pop(0), self.case))
-        return out
+        return self.arrivals()
 
-    def record(self) -> dict[str, Any]:
-        sched = self.sched
-        for req in list(sched.waiting_queue) + list(sched.running_batch.reqs):
-            self.reqs.setdefault(int(req.rid), req)
-        if sched.chunked_req is not None:
-            self.reqs.setdefault(int(sched.chunked_req.rid), sched.chunked_req)
-        newly = sorted(r for r, req in self.reqs.items()
-                       if req.finished() and r not in self.finished)
-        self.finished.update(newly)
-        rec: dict[str, Any] = {"mode": "IDLE"}
-        if self.launched:
-            rec = self.launched.pop()
-            self.clock += 1
-        rec["chunked"] = None if sched.chunked_req is None else int(sched.chunked_req.rid)
-        rec["retracted"], self.retracted = self.retracted, []
-        rec["retract_log"], self.log.lines[:] = list(self.log.lines), []
-        rec["finished"] = newly
-        rec["skipped"] = False  # 0.5.9 never skips a decode step
-        alloc = sched.token_to_kv_pool_allocator
-        rec["available"] = int(alloc.available_size())
-        rec["evictable"] = int(sched.tree_cache.evictable_size())
-        rec["ratio"] = float(sched.new_token_ratio)
-        rec["free"] = alloc.free_pages.tolist()
-        return rec
+    def ratio(self) -> float:
+        return float(self.sched.new_token_ratio)
 
 
 def run(case: LoopCase) -> list[dict[str, Any]]:
     """One record per iteration of SGLang 0.5.9's loop on ``case``."""
     sched = build(case)
-    log = _Retractions()
+    log = Retractions()
     logger = logging.getLogger(sg_scheduler.__name__)
     logger.addHandler(log)
-    receiver = ScriptReceiver(sched, case, log)
+    receiver = ScriptReceiver(sched, case, log, tokenized)
     sched.recv_requests = receiver
-    real_run_batch = sched.run_batch
-
-    def run_batch(batch: Any, *args: Any, **kwargs: Any) -> Any:
-        rec: dict[str, Any] = {"mode": batch.forward_mode.name,
-                               "rids": [int(r.rid) for r in batch.reqs]}
-        if batch.forward_mode.is_extend():
-            rec["extend"] = [int(n) for n in batch.extend_lens]
-            rec["prefix"] = [int(n) for n in batch.prefix_lens]
-        receiver.launched.append(rec)
-        for req in batch.reqs:
-            receiver.reqs.setdefault(int(req.rid), req)
-        return real_run_batch(batch, *args, **kwargs)
-
-    sched.run_batch = run_batch
-    real_retract = sg_schedule_batch.ScheduleBatch.retract_decode
-
-    def retract_decode(self: Any, *args: Any, **kwargs: Any) -> Any:
-        retracted, ratio, aborted = real_retract(self, *args, **kwargs)
-        receiver.retracted.extend(int(r.rid) for r in retracted)
-        return retracted, ratio, aborted
-
-    sg_schedule_batch.ScheduleBatch.retract_decode = retract_decode
+    note_batches(sched, receiver)
+    restore_retract = note_retractions(sg_schedule_batch.ScheduleBatch, receiver)
     try:
         with envs.SGLANG_DISABLE_CONSECUTIVE_PREFILL_OVERLAP.override(
                 case.disable_consecutive_prefill_overlap):
@@ -294,6 +178,6 @@ def run(case: LoopCase) -> list[dict[str, Any]]:
     except CaseDone:
         pass
     finally:
-        sg_schedule_batch.ScheduleBatch.retract_decode = real_retract
+        restore_retract()
         logger.removeHandler(log)
     return receiver.records

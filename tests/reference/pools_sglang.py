@@ -26,11 +26,7 @@ world group (no collective runs with one rank). 0.5.23 only: 0.5.9 sizes in
 
 from __future__ import annotations
 
-import json
-import logging
-import tempfile
 import types
-from pathlib import Path
 from typing import Any
 
 import sgl_boot
@@ -38,6 +34,7 @@ import sgl_boot
 sgl_boot.load()
 
 import torch  # noqa: E402
+from sgl_model_config import ModelConfigs, captured_logs  # noqa: E402
 from sglang.srt.configs.model_config import AttentionArch, ModelConfig  # noqa: E402
 from sglang.srt.mem_cache import kv_cache_configurator as kvc_mod  # noqa: E402
 from sglang.srt.mem_cache import kv_cache_dtype as kvd_mod  # noqa: E402
@@ -62,37 +59,13 @@ LOGGERS = ("sglang.srt.mem_cache.memory_pool", "sglang.srt.mem_cache.kv_cache_co
            "")  # "": warnings SGLang logs on root
 
 
-class _Lines(logging.Handler):
-    def __init__(self) -> None:
-        super().__init__(logging.INFO)
-        self.lines: list[str] = []
-
-    def emit(self, record: logging.LogRecord) -> None:
-        self.lines.append(record.getMessage())
-
-
 class _OnePipelineStage:
     world_size = 1
     rank_in_group = 0
 
 
-_MODEL_CONFIGS: dict[str, ModelConfig] = {}
-
-
-def model_config(config: dict[str, Any], disable_hybrid_swa_memory: bool = False,
-                 enable_multimodal: bool | None = None) -> ModelConfig:
-    """SGLang's ``ModelConfig`` for ``config`` (parsed once per distinct config and flags), as
-    ``ModelConfig.from_server_args`` builds it (the server arguments it takes here:
-    ``--disable-hybrid-swa-memory`` and ``--enable-multimodal``)."""
-    text = json.dumps(config, sort_keys=True)
-    key = f"{disable_hybrid_swa_memory}:{enable_multimodal}:{text}"
-    if key not in _MODEL_CONFIGS:
-        folder = Path(tempfile.mkdtemp(prefix="pagedkv-pools-"))
-        (folder / "config.json").write_text(text)
-        _MODEL_CONFIGS[key] = ModelConfig(str(folder), trust_remote_code=False,
-                                          disable_hybrid_swa_memory=disable_hybrid_swa_memory,
-                                          enable_multimodal=enable_multimodal)
-    return _MODEL_CONFIGS[key]
+#: SGLang's ``ModelConfig`` for a config dict (parsed once per distinct config and flags).
+model_config = ModelConfigs("pagedkv-pools-")
 
 
 def pool_sizes(config: dict[str, Any], *, pre_gib: float, post_gib: float,
@@ -136,42 +109,32 @@ def _run(mc: ModelConfig, sa: Any, pre_gib: float, post_gib: float, page_size: i
         forward_stream=None, req_to_token_pool=None, token_to_kv_pool_allocator=None,
         memory_pool_config=None)
     configurator = pc_mod.create_memory_pool_configurator(kvc)
-    handler = _Lines()
-    loggers = [logging.getLogger(name) for name in LOGGERS]
-    saved = [(lg.level, lg.propagate) for lg in loggers]
-    for lg in loggers:
-        lg.addHandler(handler)
-        lg.setLevel(logging.INFO)
-        lg.propagate = False
-    reading, collect = kvc_mod.get_available_gpu_memory, kvc_mod.gc
-    kvc_mod.get_available_gpu_memory = lambda *a, **k: float(post_gib)
-    kvc_mod.gc = types.SimpleNamespace(collect=lambda *a: 0)
-    out: dict[str, Any] = {"configurator": type(configurator).__name__,
-                           "cell_size": configurator._cell_size,
-                           "context_len": mc.context_len}
-    try:
-        # Parallel groups another module stamped (world_size 1) would fail SGLang's own check
-        # in every tp > 1 case; the event-loop reference takes its stamp down after each case,
-        # and any left are hidden here, as in a fresh process.
-        no_groups = {group: types.SimpleNamespace() for _, group in _WIDTH_AND_GROUP}
-        with get_parallel().override(world_group=types.SimpleNamespace(cpu_group=None), **no_groups):
-            try:
-                pool = kvc._resolve_memory_pool_config(pre_gib)
-            except (ValueError, RuntimeError) as exc:
-                out["error"] = str(exc).split(":")[0].split(".")[0]
-                return out
-            out["max_total_num_tokens"] = pool.max_total_num_tokens
-            out["max_running_requests"] = pool.max_running_requests
-            out["swa_max_total_num_tokens"] = pool.swa_max_total_num_tokens
-            out["max_mamba_cache_size"] = (get_schedule().max_mamba_cache_size
-                                           if kvc.mambaish_config is not None else None)
-            out["req_to_token_size"] = _build_on_meta(kvc, pool)
-    finally:
-        kvc_mod.get_available_gpu_memory, kvc_mod.gc = reading, collect
-        for lg, (level, propagate) in zip(loggers, saved, strict=True):
-            lg.removeHandler(handler)
-            lg.setLevel(level)
-            lg.propagate = propagate
+    with captured_logs(LOGGERS) as handler:
+        reading, collect = kvc_mod.get_available_gpu_memory, kvc_mod.gc
+        kvc_mod.get_available_gpu_memory = lambda *a, **k: float(post_gib)
+        kvc_mod.gc = types.SimpleNamespace(collect=lambda *a: 0)
+        out: dict[str, Any] = {"configurator": type(configurator).__name__,
+                               "cell_size": configurator._cell_size,
+                               "context_len": mc.context_len}
+        try:
+            # Parallel groups another module stamped (world_size 1) would fail SGLang's own check
+            # in every tp > 1 case; the event-loop reference takes its stamp down after each case,
+            # and any left are hidden here, as in a fresh process.
+            no_groups = {group: types.SimpleNamespace() for _, group in _WIDTH_AND_GROUP}
+            with get_parallel().override(world_group=types.SimpleNamespace(cpu_group=None), **no_groups):
+                try:
+                    pool = kvc._resolve_memory_pool_config(pre_gib)
+                except (ValueError, RuntimeError) as exc:
+                    out["error"] = str(exc).split(":")[0].split(".")[0]
+                    return out
+                out["max_total_num_tokens"] = pool.max_total_num_tokens
+                out["max_running_requests"] = pool.max_running_requests
+                out["swa_max_total_num_tokens"] = pool.swa_max_total_num_tokens
+                out["max_mamba_cache_size"] = (get_schedule().max_mamba_cache_size
+                                               if kvc.mambaish_config is not None else None)
+                out["req_to_token_size"] = _build_on_meta(kvc, pool)
+        finally:
+            kvc_mod.get_available_gpu_memory, kvc_mod.gc = reading, collect
     out["log_lines"] = handler.lines
     return out
 

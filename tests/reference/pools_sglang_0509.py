@@ -32,12 +32,7 @@ kernels) is given by the caller; without one, ``load_model``'s other branches ar
 
 from __future__ import annotations
 
-import dataclasses
-import json
-import logging
-import tempfile
 import types
-from pathlib import Path
 from typing import Any
 
 import sgl_boot
@@ -45,6 +40,8 @@ import sgl_boot
 sgl_boot.load()
 
 import torch  # noqa: E402
+from sgl_model_config import ModelConfigs, captured_logs  # noqa: E402
+from sgl_standins import field_defaults  # noqa: E402
 from sglang.srt.configs.model_config import AttentionArch, ModelConfig  # noqa: E402
 from sglang.srt.layers import dp_attention as dp_mod  # noqa: E402
 from sglang.srt.model_executor import model_runner_kv_cache_mixin as mixin_mod  # noqa: E402
@@ -57,34 +54,8 @@ LOGGERS = ("sglang.srt.mem_cache.memory_pool", "sglang.srt.model_executor.model_
            "sglang.srt.mem_cache.swa_memory_pool", "")
 
 
-class _Lines(logging.Handler):
-    def __init__(self) -> None:
-        super().__init__(logging.INFO)
-        self.lines: list[str] = []
-
-    def emit(self, record: logging.LogRecord) -> None:
-        self.lines.append(record.getMessage())
-
-
-_MODEL_CONFIGS: dict[str, ModelConfig] = {}
-
-
-def model_config(config: dict[str, Any], disable_hybrid_swa_memory: bool = False,
-                 enable_multimodal: bool | None = None) -> ModelConfig:
-    """0.5.9's ``ModelConfig`` for ``config``, parsed once per distinct config and flags
-    (``--disable-hybrid-swa-memory``, ``--enable-multimodal``).
-
-    ``init_memory_pool`` never writes to it on these paths (``initialize`` would have narrowed
-    its layer-id lists to the pipeline stage: every layer, with one stage), so it is shared."""
-    text = json.dumps(config, sort_keys=True)
-    key = f"{disable_hybrid_swa_memory}:{enable_multimodal}:{text}"
-    if key not in _MODEL_CONFIGS:
-        folder = Path(tempfile.mkdtemp(prefix="pagedkv-pools-0509-"))
-        (folder / "config.json").write_text(text)
-        _MODEL_CONFIGS[key] = ModelConfig(str(folder), trust_remote_code=False,
-                                          disable_hybrid_swa_memory=disable_hybrid_swa_memory,
-                                          enable_multimodal=enable_multimodal)
-    return _MODEL_CONFIGS[key]
+#: SGLang's ``ModelConfig`` for a config dict (parsed once per distinct config and flags).
+model_config = ModelConfigs("pagedkv-pools-0509-")
 
 
 def readable_config(config: dict[str, Any]) -> dict[str, Any]:
@@ -101,12 +72,7 @@ def readable_config(config: dict[str, Any]) -> dict[str, Any]:
 
 def server_args(**flags: Any) -> ServerArgs:
     """A real 0.5.9 ``ServerArgs`` with its field defaults and ``flags`` (no ``__post_init__``)."""
-    sa = object.__new__(ServerArgs)
-    for f in dataclasses.fields(ServerArgs):
-        if f.default is not dataclasses.MISSING:
-            setattr(sa, f.name, f.default)
-        elif f.default_factory is not dataclasses.MISSING:
-            setattr(sa, f.name, f.default_factory())
+    sa = field_defaults(ServerArgs)
     for name, value in flags.items():
         if not hasattr(sa, name):
             raise AttributeError(f"0.5.9's ServerArgs has no {name}")
@@ -158,63 +124,53 @@ def pool_sizes(config: dict[str, Any], *, pre_gib: float, post_gib: float,
     token are then None)."""
     mr = runner(config, mem_fraction_static=mem_fraction_static, tp=tp, page_size=page_size,
                 kv_cache_dtype=kv_cache_dtype, sliding_window_size=sliding_window_size, **flags)
-    handler = _Lines()
-    loggers = [logging.getLogger(name) for name in LOGGERS]
-    saved_loggers = [(lg.level, lg.propagate) for lg in loggers]
-    for lg in loggers:
-        lg.addHandler(handler)
-        lg.setLevel(logging.INFO)
-        lg.propagate = False
-    names = ("get_available_gpu_memory", "get_world_group", "get_attention_tp_size")
-    saved = {name: getattr(mixin_mod, name) for name in names}
-    mixin_mod.get_available_gpu_memory = lambda *a, **k: float(post_gib)
-    mixin_mod.get_world_group = lambda: types.SimpleNamespace(world_size=1, cpu_group=None)
-    mixin_mod.get_attention_tp_size = lambda: tp
-    tp_size, dp_mod.get_attention_tp_size = dp_mod.get_attention_tp_size, lambda: tp  # state shapes
-    had_meta = hasattr(torch, "meta")
-    if not had_meta:  # the pools ask the device module for streams; meta has none
-        torch.meta = torch.cpu
-    out: dict[str, Any] = {"context_len": mr.model_config.context_len, "cell_size": None}
-    try:
-        cell_size = mr.get_cell_size_per_token  # noted as profile_max_num_token asks it
-
-        def noted(num_layers: int) -> int:
-            out["cell_size"] = cell_size(num_layers)
-            return out["cell_size"]
-
-        mr.get_cell_size_per_token = noted
-        mr.device = "meta"
+    with captured_logs(LOGGERS) as handler:
+        names = ("get_available_gpu_memory", "get_world_group", "get_attention_tp_size")
+        saved = {name: getattr(mixin_mod, name) for name in names}
+        mixin_mod.get_available_gpu_memory = lambda *a, **k: float(post_gib)
+        mixin_mod.get_world_group = lambda: types.SimpleNamespace(world_size=1, cpu_group=None)
+        mixin_mod.get_attention_tp_size = lambda: tp
+        tp_size, dp_mod.get_attention_tp_size = dp_mod.get_attention_tp_size, lambda: tp  # state shapes
+        had_meta = hasattr(torch, "meta")
+        if not had_meta:  # the pools ask the device module for streams; meta has none
+            torch.meta = torch.cpu
+        out: dict[str, Any] = {"context_len": mr.model_config.context_len, "cell_size": None}
         try:
-            mr.init_memory_pool(pre_gib)
-        except (ValueError, RuntimeError) as exc:
-            out["error"] = str(exc).split(":")[0].split(".")[0]
-            return out
-        except TypeError:  # a Mistral/Mixtral config without head_dim: v_head_dim is None
-            out["error"] = "TypeError"
-            return out
-        sa = mr.server_args
-        out["max_total_num_tokens"] = mr.max_total_num_tokens
-        out["swa_max_total_num_tokens"] = (mr.swa_max_total_num_tokens if mr.is_hybrid_swa
-                                           else None)
-        out["max_mamba_cache_size"] = (sa.max_mamba_cache_size
-                                       if mr.mambaish_config is not None else None)
-        out["req_to_token_size"] = mr.req_to_token_pool.size
-        # ModelRunner.initialize, right after init_memory_pool (dp_size 1):
-        out["max_running_requests"] = min(
-            mr.max_total_num_tokens // 2 if sa.max_running_requests is None
-            else sa.max_running_requests // mr.dp_size, mr.req_to_token_pool.size)
-        if out["max_running_requests"] == 0:  # TpModelWorker.__init__ asserts next
-            out["error"] = "max_running_request is zero"
-    finally:
-        for name, fn in saved.items():
-            setattr(mixin_mod, name, fn)
-        dp_mod.get_attention_tp_size = tp_size
-        if not had_meta:
-            del torch.meta
-        for lg, (level, propagate) in zip(loggers, saved_loggers, strict=True):
-            lg.removeHandler(handler)
-            lg.setLevel(level)
-            lg.propagate = propagate
+            cell_size = mr.get_cell_size_per_token  # noted as profile_max_num_token asks it
+
+            def noted(num_layers: int) -> int:
+                out["cell_size"] = cell_size(num_layers)
+                return out["cell_size"]
+
+            mr.get_cell_size_per_token = noted
+            mr.device = "meta"
+            try:
+                mr.init_memory_pool(pre_gib)
+            except (ValueError, RuntimeError) as exc:
+                out["error"] = str(exc).split(":")[0].split(".")[0]
+                return out
+            except TypeError:  # a Mistral/Mixtral config without head_dim: v_head_dim is None
+                out["error"] = "TypeError"
+                return out
+            sa = mr.server_args
+            out["max_total_num_tokens"] = mr.max_total_num_tokens
+            out["swa_max_total_num_tokens"] = (mr.swa_max_total_num_tokens if mr.is_hybrid_swa
+                                               else None)
+            out["max_mamba_cache_size"] = (sa.max_mamba_cache_size
+                                           if mr.mambaish_config is not None else None)
+            out["req_to_token_size"] = mr.req_to_token_pool.size
+            # ModelRunner.initialize, right after init_memory_pool (dp_size 1):
+            out["max_running_requests"] = min(
+                mr.max_total_num_tokens // 2 if sa.max_running_requests is None
+                else sa.max_running_requests // mr.dp_size, mr.req_to_token_pool.size)
+            if out["max_running_requests"] == 0:  # TpModelWorker.__init__ asserts next
+                out["error"] = "max_running_request is zero"
+        finally:
+            for name, fn in saved.items():
+                setattr(mixin_mod, name, fn)
+            dp_mod.get_attention_tp_size = tp_size
+            if not had_meta:
+                del torch.meta
     # the closing "Memory pool end. avail mem=..." line reads the (stubbed) free memory
     out["log_lines"] = [x for x in handler.lines if not x.startswith("Memory pool end.")]
     return out
