@@ -68,7 +68,8 @@ LENGTHS: tuple[Term, ...] = (
          "token number `kv_len`.", "`Req.kv.kv_committed_len` (0.5.23)", r"\bkv_len"),
     Term("`prefix_len`", 1, "The tokens at the start of a request whose KV is already in the pool "
          "when a prefill begins: the prefix the radix cache matched, plus earlier chunks of a "
-         "chunked prompt. mini-sglang calls it `cached_len`.",
+         "chunked prompt. mini-sglang (the SGLang project's small teaching "
+         "reimplementation) calls it `cached_len`.",
          "`ScheduleBatch.prefix_lens`", r"\bprefix_len|cached_len"),
     Term("`extend_input_len`", 1, "The prompt tokens a prefill must still compute: `seq_len` - "
          "`prefix_len` (at most one chunk at a time with chunked prefill).",
@@ -159,6 +160,7 @@ TERMS: tuple[Term, ...] = (
          "Cached, evictable KV is not in it.",
          "`TokenToKVPoolAllocator.available_size`", r"available_size"),
     Term("`new_token_ratio`", 1, "The share of each running request's remaining `max_new_tokens` "
+         "(the most output tokens the request may generate, a sampling parameter) "
          "that admission assumes will still be written (chapter 4).",
          "`NewTokenRatioTracker` (0.5.9: `Scheduler.new_token_ratio`)", r"new_token_ratio"),
     Term("reserved", 1, "Memory admission holds back for the tokens running requests have not "
