@@ -28,7 +28,7 @@ from __future__ import annotations
 from typing import Any
 
 import numpy as np
-from drive_common import plan_extend, random_prefill, take_extend
+from drive_common import free_group, random_prefill, run_extend, take_decode
 
 from pagedkv.mem_cache.allocator import make_allocator
 
@@ -83,33 +83,25 @@ def run(case: dict, pool_class: type) -> list[dict]:
             if out is not None:
                 cached[step[1]] = out
         elif kind == "extend":
-            batch, pre, seq, last = plan_extend(step[1], rows, cached, p)
-            out = pool.extend(pre, seq, last) if batch else None
-            if out is not None:
-                for rid, before in take_extend(batch, pre, out, rows, cached, p):
-                    shared[rid] = before
+            out, batch, new = run_extend(pool, step[1], rows, cached, p)
+            shared.update(new)
             step = ("extend", batch)
         elif kind == "decode":
             rids = [r for r in step[1] if r in rows]
             out = pool.decode([len(rows[r]) + 1 for r in rids], [rows[r][-1] for r in rids]) if rids else None
-            if out is not None:
-                for rid, slot in zip(rids, out, strict=True):
-                    rows[rid].append(slot)
+            take_decode(rids, out, rows)
             step = ("decode", rids)
         elif kind == "free":
             frees = [(r, how) for r, how in step[1] if r in rows]
-            if step[2]:
-                pool.group(True)
-            for rid, how in frees:
-                row, start = rows.pop(rid), shared.pop(rid)
-                if how == "split":  # two calls at a page boundary inside the own part
-                    cut = min(start + -(-(len(row) - start) // 2 // p) * p, len(row))
-                    pool.free(row[start:cut], "free", start)
-                    pool.free(row[cut:], "free", cut)
-                elif len(row) > start:
-                    pool.free(row[start:], how, start)
-            if step[2]:
-                pool.group(False)
+            with free_group(pool, step[2]):
+                for rid, how in frees:
+                    row, start = rows.pop(rid), shared.pop(rid)
+                    if how == "split":  # two calls at a page boundary inside the own part
+                        cut = min(start + -(-(len(row) - start) // 2 // p) * p, len(row))
+                        pool.free(row[start:cut], "free", start)
+                        pool.free(row[cut:], "free", cut)
+                    elif len(row) > start:
+                        pool.free(row[start:], how, start)
             step = ("free", frees, step[2])
         available, free_list = pool.state()
         records.append({"step": step, "out": out, "available": available, "free": free_list})

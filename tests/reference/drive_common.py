@@ -5,6 +5,8 @@ drift apart; what a driver does differently stays in the driver."""
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
 import numpy as np
@@ -67,6 +69,35 @@ def take_extend(batch: list, pre: list[int], out: list[int], rows: dict[str, lis
         rows[rid] = rows[rid] + out[at:at + n]
         at += n
     return new
+
+
+def run_extend(pool: Any, step_batch: list[tuple[str, int, Any]], rows: dict[str, list[int]],
+               cached: dict[str, list[int]], p: int) -> tuple[Any, list, list[tuple[str, int]]]:
+    """One ``("extend", ...)`` step on ``pool`` (its adapter's ``extend``): returns the slots
+    handed out (None: out of memory, or an empty batch), the batch that ran and the new
+    requests with where their own slots begin (:func:`take_extend`)."""
+    batch, pre, seq, last = plan_extend(step_batch, rows, cached, p)
+    out = pool.extend(pre, seq, last) if batch else None
+    new = take_extend(batch, pre, out, rows, cached, p) if out is not None else []
+    return out, batch, new
+
+
+def take_decode(rids: list[str], out: list[int] | None, rows: dict[str, list[int]]) -> None:
+    """Append each request's decode slot in ``out`` (None: the decode ran out) to its row."""
+    if out is not None:
+        for rid, slot in zip(rids, out, strict=True):
+            rows[rid].append(slot)
+
+
+@contextmanager
+def free_group(pool: Any, grouped: bool) -> Iterator[None]:
+    """The frees inside run in one free group (``free_group_begin`` ... ``free_group_end``)
+    when ``grouped``; as called one by one otherwise."""
+    if grouped:
+        pool.group(True)
+    yield
+    if grouped:
+        pool.group(False)
 
 
 def swa_pool_state(a: Any) -> dict:

@@ -30,7 +30,13 @@ from __future__ import annotations
 from typing import Any
 
 import numpy as np
-from drive_common import plan_extend, random_prefill, swa_pool_state, take_extend
+from drive_common import (
+    free_group,
+    random_prefill,
+    run_extend,
+    swa_pool_state,
+    take_decode,
+)
 
 from pagedkv.mem_cache.allocator import SWATokenToKVPoolAllocator
 
@@ -91,11 +97,9 @@ def run(case: dict, pool_class: type) -> list[dict]:
             if out is not None:
                 cached[step[1]] = out
         elif kind == "extend":
-            batch, pre, seq, last = plan_extend(step[1], rows, cached, p)
-            out = pool.extend(pre, seq, last) if batch else None
-            if out is not None:
-                for rid, before in take_extend(batch, pre, out, rows, cached, p):
-                    start[rid] = cursor[rid] = before
+            out, batch, new = run_extend(pool, step[1], rows, cached, p)
+            start.update(new)
+            cursor.update(new)
             step = ("extend", batch)
         elif kind == "decode":
             rids = [r for r in step[1] if r in rows]
@@ -103,41 +107,33 @@ def run(case: dict, pool_class: type) -> list[dict]:
                 out = "short"
             elif rids:
                 out = pool.decode([len(rows[r]) + 1 for r in rids], [rows[r][-1] for r in rids])
-                if out is not None:
-                    for rid, slot in zip(rids, out, strict=True):
-                        rows[rid].append(slot)
+                take_decode(rids, out, rows)
             step = ("decode", rids)
         elif kind == "window":
             wins = [(r, keep) for r, keep in step[1] if r in rows]
-            if step[2]:
-                pool.group(True)
-            for rid, keep in wins:
-                new = max(cursor[rid], (len(rows[rid]) - keep) // p * p)
-                if new > cursor[rid]:
-                    method = "free_swa_segment" if step[3] == "segment" else "free_swa"
-                    pool.call(method, rows[rid][cursor[rid]:new], cursor[rid])
-                    cursor[rid] = new
-            if step[2]:
-                pool.group(False)
+            with free_group(pool, step[2]):
+                for rid, keep in wins:
+                    new = max(cursor[rid], (len(rows[rid]) - keep) // p * p)
+                    if new > cursor[rid]:
+                        method = "free_swa_segment" if step[3] == "segment" else "free_swa"
+                        pool.call(method, rows[rid][cursor[rid]:new], cursor[rid])
+                        cursor[rid] = new
             step = ("window", wins, step[2], step[3])
         elif kind == "free":
             frees = [(r, how) for r, how in step[1] if r in rows]
-            if step[2]:
-                pool.group(True)
-            for rid, how in frees:
-                row, lo, ev = rows.pop(rid), start.pop(rid), cursor.pop(rid)
-                segment = how == "segment"
-                if ev > lo:
-                    pool.call("free_full_segment" if segment else "free_full", row[lo:ev], lo)
-                if how == "split":  # two calls at a page boundary
-                    cut = min(ev + -(-(len(row) - ev) // 2 // p) * p, len(row))
-                    for a, b in ((ev, cut), (cut, len(row))):
-                        if b > a:
-                            pool.call("free", row[a:b], a)
-                elif len(row) > ev:
-                    pool.call("free_segment" if segment else "free", row[ev:], ev)
-            if step[2]:
-                pool.group(False)
+            with free_group(pool, step[2]):
+                for rid, how in frees:
+                    row, lo, ev = rows.pop(rid), start.pop(rid), cursor.pop(rid)
+                    segment = how == "segment"
+                    if ev > lo:
+                        pool.call("free_full_segment" if segment else "free_full", row[lo:ev], lo)
+                    if how == "split":  # two calls at a page boundary
+                        cut = min(ev + -(-(len(row) - ev) // 2 // p) * p, len(row))
+                        for a, b in ((ev, cut), (cut, len(row))):
+                            if b > a:
+                                pool.call("free", row[a:b], a)
+                    elif len(row) > ev:
+                        pool.call("free_segment" if segment else "free", row[ev:], ev)
             step = ("free", frees, step[2])
         records.append({"step": step, "out": out, **pool.state()})
     return records
