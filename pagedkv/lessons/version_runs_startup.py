@@ -44,10 +44,10 @@ def pool_plan(r: Release, **options: Any) -> KVPoolPlan:
 def rows_are_cap(r: Release) -> str:
     """``Release.req_to_token_rows_are_cap`` on Qwen3-4B on an RTX 4090, --max-total-tokens 1000."""
     plan = pool_plan(r, mem_fraction_static=0.8, max_total_tokens=1000)
-    rows = plan.req_to_token_pool_size  # the rows handed out: REQUEST_ROWS_RULE's ``size``
-    padding = " and the padding row" if r.req_pool_padding_row else ""
-    return (f"{rows:,} request rows handed out{padding}, "
-            f"for at most {plan.max_running_requests} running requests")
+    # the rows handed out (REQUEST_ROWS_RULE's ``size``); 0.5.23's padding row is the
+    # req_pool_padding_row field's own row of the table, so it is left out here
+    rows = plan.req_to_token_pool_size
+    return f"{rows:,} request rows handed out, for at most {plan.max_running_requests} running requests"
 
 
 def rows_from_final_pool(r: Release) -> str:

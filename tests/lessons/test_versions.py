@@ -66,10 +66,10 @@ def test_the_newer_rows_give_the_answer_worked_out_by_hand() -> None:
         "mem_fraction_static 0.835", "mem_fraction_static 0.830")
     # 1,000 tokens: 0.5.9 keeps the 2,048-row minimum, 0.5.23 sizes the rows to 1000 // 2
     # REQUEST_ROWS_RULE: 0.5.9 hands out all its rows, more than the running cap; 0.5.23 one
-    # row per running request plus row 0, the padding row
+    # row per running request (its padding row, row 0, is never handed out)
     assert rows["the page table hands out max_running_requests rows"] == (
         "2,048 request rows handed out, for at most 500 running requests",
-        "500 request rows handed out and the padding row, for at most 500 running requests")
+        "500 request rows handed out, for at most 500 running requests")
     assert rows["`--max-running-requests` is capped at half the pool"] == (
         "max_running_requests 4,000", "max_running_requests 500")
     assert rows["the allocation log line names the KV dtype"] == (
