@@ -25,10 +25,10 @@ import drive_loop as D  # noqa: E402
 import loop_pagedkv  # noqa: E402
 import loop_sglang_0509  # noqa: E402
 
-CASES = 100
+CASES = 60  # per loop; CI's time budget (each case boots 0.5.9's Scheduler)
 SEEN: Counter[str] = Counter()
 # what the cases must have exercised, at least (cases in which it happened, per loop)
-COVERAGE = {"retraction": 5, "chunked prefill": 20, "page size 16": 30}
+COVERAGE = {"retraction": 3, "chunked prefill": 12, "page size 16": 18}
 pagedkv_0509 = functools.partial(loop_pagedkv.run, release="0.5.9")
 
 

@@ -27,7 +27,7 @@ if sg.OLD:
     pytest.skip("0.5.9 has no prefill budget objects; pagedkv follows 0.5.23's here",
                 allow_module_level=True)
 
-RANDOM_CASES, BLOCK = 400, 200
+RANDOM_CASES, BLOCK = 200, 200
 
 
 def _args(case: dict) -> tuple[int, int, int, int]:

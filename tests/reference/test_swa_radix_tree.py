@@ -31,7 +31,7 @@ if sg.OLD:
                 allow_module_level=True)
 
 RANDOM_CASES, BLOCK = 400, 200
-PYTHON_CORE_CASES, PYTHON_CORE_SEED0 = 200, 1_000_000
+PYTHON_CORE_CASES, PYTHON_CORE_SEED0 = 100, 1_000_000
 
 
 def _args(case: dict) -> tuple[int, int, int, int]:

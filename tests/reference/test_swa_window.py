@@ -25,7 +25,7 @@ import swa_window_sglang  # noqa: E402
 if sg.OLD:
     pytest.skip("pagedkv follows SGLang 0.5.23's window release only", allow_module_level=True)
 
-RANDOM_CASES, BLOCK = 400, 200
+RANDOM_CASES, BLOCK = 200, 200
 
 
 @pytest.mark.parametrize("block", range(RANDOM_CASES // BLOCK))
