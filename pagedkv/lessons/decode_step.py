@@ -130,4 +130,5 @@ def _prepare(sched: Scheduler) -> Stage:
     batch.prepare_for_decode()
     return Stage("prepare_for_decode", sched.allocator.available_size(), tree.evictable_size(),
                  len(batch.reqs) * sched.page_size,
-                 f"evicted {tree.evicted_tokens - evicted} tokens, then opened {opens} page(s)")
+                 f"evicted {tree.evicted_tokens - evicted} tokens, "
+                 f"then opened {opens} page{'' if opens == 1 else 's'}")

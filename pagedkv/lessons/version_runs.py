@@ -192,7 +192,8 @@ def finishing_in_flight(r: Release) -> str:
     retracted = [e.rid for e in s.trace.events if e.kind == "retract"]
     if retracted:
         return "retracts request " + ", ".join(str(rid) for rid in retracted)
-    return f"skips {s.num_decode_skips} decode step(s), retracts nothing"
+    n = s.num_decode_skips
+    return f"skips {n} decode step{'' if n == 1 else 's'}, retracts nothing"
 
 
 # ----- the pools and the prefix cache --------------------------------------------------------

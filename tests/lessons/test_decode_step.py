@@ -34,6 +34,8 @@ def test_the_worked_step_is_the_run_s_first_retraction(first) -> None:
     assert w.ratio[1] == pytest.approx(first.ratio)
     assert prepared.need == 16 * (len(w.rows) - 1)  # a page per request that stays
     assert after.free - prepared.free == 16 * sum(1 for r in w.rows if r[4] and r[0] != first.victim)
+    opens = sum(1 for r in w.rows if r[4] and r[0] != first.victim)
+    assert prepared.note.endswith(f"opened {opens} page" + ("" if opens == 1 else "s"))
 
 
 def test_a_decode_step_that_evicts_for_its_pages() -> None:

@@ -47,7 +47,7 @@ def test_skip_instead_of_retraction_release_data() -> None:
     from pagedkv.releases import RELEASES
 
     run = DEMOS["skip_finishing_decode_in_flight"].run
-    assert run(RELEASES["0.5.23"]) == "skips 1 decode step(s), retracts nothing"
+    assert run(RELEASES["0.5.23"]) == "skips 1 decode step, retracts nothing"
     assert run(RELEASES["0.5.9"]) == "retracts request 1"
 
 
