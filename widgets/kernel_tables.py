@@ -100,7 +100,7 @@ def prediction_table(pairs: Sequence[tuple[Prediction, Prediction]],
         return f"{x / 1e9:,.0f}"
 
     return markdown_table(
-        ("GPU", "splits", "programs per SM", "memory roof", "issue roof", "latency roof",
+        ("GPU", "splits", "programs resident per SM", "memory roof", "issue roof", "latency roof",
          "predicted ceiling (GB/s)", "of peak", "bound by", "with fp32 dots (GB/s)"),
         ((p.gpu, p.num_splits, f"{p.resident_per_sm:.1f}", gbs(p.memory), gbs(p.issue),
           gbs(p.latency), gbs(p.ceiling), f"{p.ceiling / peak[p.gpu]:.0%}", p.bound,
@@ -113,14 +113,15 @@ def _span(values: Sequence[int]) -> str:
     return f"{lo}" if lo == hi else f"{lo}-{hi}"
 
 
-def compiled_highlights(rows: Sequence[dict]) -> str:
-    """Two lines over the benchmark's 16-bit stage-1 kernels: on sm_80 and later, and on
-    sm_75 (per warp and per tile: tensor-core and FMA instructions, all instructions;
-    registers; spilled bytes)."""
+def compiled_highlights(rows: Sequence[dict], dtype: str = "bfloat16") -> str:
+    """Two lines over the benchmark's stage-1 kernels in ``dtype``, those ``compiled_table``
+    shows: on sm_80 and later, and on sm_75 (per warp and per tile: tensor-core and FMA
+    instructions, all instructions; registers; spilled bytes)."""
     lines = []
     for label, keep in (("sm_80 and later", lambda a: a >= 80), ("sm_75", lambda a: a < 80)):
         picked = [r for r in rows if "error" not in r and r["purpose"] == "benchmark"
-                  and r["kernel"] != "stage2" and not r["dot_fp32"] and keep(r["arch"])]
+                  and r["dtype"] == dtype and r["kernel"] != "stage2" and not r["dot_fp32"]
+                  and keep(r["arch"])]
         ops = [r["loop_ops"] for r in picked]
         lines.append(
             f"{label}: {_span([o['HMMA'] + o['HGMMA'] for o in ops])} tensor-core and "

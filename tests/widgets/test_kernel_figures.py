@@ -13,7 +13,12 @@ from pagedkv_widgets.kernel_figures import (
     provenance,
     roofline_figure,
 )
-from pagedkv_widgets.kernel_tables import compiled_summary, compiled_table, contrast_table
+from pagedkv_widgets.kernel_tables import (
+    compiled_highlights,
+    compiled_summary,
+    compiled_table,
+    contrast_table,
+)
 
 
 def test_pool_map_has_one_view_per_page_size() -> None:
@@ -108,3 +113,23 @@ def test_kernel_tables_on_a_hand_made_compile_table() -> None:
                            "| 2 (registers) |")
     assert compiled_summary(rows).startswith("2 kernels compiled (2 for the benchmark")
     assert "0 spill" in compiled_summary(rows)
+
+
+def test_compiled_highlights_cover_the_table_s_dtype_only() -> None:
+    """The lines above the table count the kernels the table shows (bf16), not fp16's too."""
+    ops = {op: 0 for op in ("HMMA", "HGMMA", "FFMA", "LDGSTS", "MUFU")}
+    base = {"purpose": "benchmark", "dot_fp32": False, "kernel": "stage1 per-slot",
+            "page_size": None, "spill_bytes": 0}
+    slow = {**base, "arch": 75, "loop_ops": {**ops, "FFMA": 1026}}
+    fast = {**base, "arch": 90, "loop_ops": {**ops, "HMMA": 16, "FFMA": 2}}
+    rows = [{**slow, "dtype": "bfloat16", "registers": 207, "loop_instructions": 1588},
+            {**slow, "dtype": "bfloat16", "registers": 205, "loop_instructions": 1602},
+            {**slow, "dtype": "float16", "registers": 204, "loop_instructions": 1534},
+            {**fast, "dtype": "bfloat16", "registers": 80, "loop_instructions": 312},
+            {**fast, "dtype": "float16", "registers": 64, "loop_instructions": 300}]
+    assert compiled_highlights(rows).splitlines() == [
+        "sm_80 and later: 16 tensor-core and 2 fp32 FMA instructions among 312 per warp per "
+        "tile; 80 registers, 0 bytes spilled",
+        "sm_75: 0 tensor-core and 1026 fp32 FMA instructions among 1588-1602 per warp per "
+        "tile; 205-207 registers, 0 bytes spilled"]
+    assert "among 1534 per warp per tile; 204 registers" in compiled_highlights(rows, "float16")
