@@ -68,8 +68,8 @@ LENGTHS: tuple[Term, ...] = (
          "token number `kv_len`.", "`Req.kv.kv_committed_len` (0.5.23)", r"\bkv_len"),
     Term("`prefix_len`", 1, "The tokens at the start of a request whose KV is already in the pool "
          "when a prefill begins: the prefix the radix cache matched, plus earlier chunks of a "
-         "chunked prompt. mini-sglang (the SGLang project's small teaching "
-         "reimplementation) calls it `cached_len`.",
+         "chunked prompt. mini-sglang (a small teaching implementation from SGLang's developers, "
+         "in a separate repository) calls it `cached_len`.",
          "`ScheduleBatch.prefix_lens`", r"\bprefix_len|cached_len"),
     Term("`extend_input_len`", 1, "The prompt tokens a prefill must still compute: `seq_len` - "
          "`prefix_len` (at most one chunk at a time with chunked prefill).",
@@ -83,8 +83,10 @@ TERMS: tuple[Term, ...] = (
          "tables. It holds the weights, the KV cache and everything else the server keeps on "
          "the card.", "", r"\bHBM\b", listed=False),
     Term("$B_{\\max}$ (batch cap)", 1, "How many requests fit at once if each one grows to its "
-         "full context $c$: (HBM - weights) / ($c$ x bytes per token), rounded down. A bound the "
-         "book computes, not a setting of SGLang's.", "", r"B_\{\\max\}|B_max", listed=False),
+         "full context $c$: $\\lfloor \\text{pool} / (c \\cdot \\text{cell}) \\rfloor$, the "
+         "KV pool divided by the KV of $c$ tokens, rounded down. Chapter 1's rough upper "
+         "estimate $B_{\\text{upper}}$ puts (HBM - weights) in place of the pool. A bound the book "
+         "computes, not a setting of SGLang's.", "", r"B_\{\\max\}|B_max", listed=False),
     Term("MHA, GQA, MQA", 1, "How many key/value heads a layer keeps: multi-head attention (MHA) "
          "one per query head, grouped-query attention (GQA) one per group of query heads, "
          "multi-query attention (MQA) a single one. A token's KV shrinks with the KV heads "
@@ -98,13 +100,15 @@ TERMS: tuple[Term, ...] = (
          "client sets. Until the request stops, the server cannot know how many it will really "
          "write, so it plans with this cap.", "`SamplingParams.max_new_tokens`",
          r"max_new_tokens", listed=False),
-    Term("mini-sglang", 1, "A small educational reimplementation of SGLang's ideas (prefix "
-         "reuse, a paged pool, the scheduler) in far fewer lines, a separate project. The book "
-         "cites it for comparison, where its names or choices differ from SGLang's.", "",
+    Term("mini-sglang", 1, "A small teaching implementation of SGLang's ideas (prefix reuse, a "
+         "paged pool, the scheduler) in far fewer lines, from SGLang's developers, in a separate "
+         "repository. The book cites it for comparison, where its names or choices differ from "
+         "SGLang's.", "",
          r"mini-sglang", listed=False),
     Term("KV slot (slot)", 1, "The room for one token's K and V in every layer: the unit of "
-         "the KV pool, numbered from 0 (slot 0 is never handed out). \"Slot\" alone always means "
-         "a KV slot.", "`out_cache_loc`, `TokenToKVPoolAllocator`", r"\bKV slots?\b"),
+         "the KV pool, numbered from 0 (slot 0 is never handed out; with pages of $p$ slots, "
+         "all of page 0, slots 0 to $p$ - 1, is withheld, chapter 3). \"Slot\" alone always "
+         "means a KV slot.", "`out_cache_loc`, `TokenToKVPoolAllocator`", r"\bKV slots?\b"),
     Term("request row", 1, "One row of the request table (the page table), held by one "
          "running request: the KV slot of each of its tokens. SGLang keeps the free rows in "
          "`ReqToTokenPool.free_slots` and a request's row in `req_pool_idx`; 0.5.23 adds row "
@@ -112,7 +116,9 @@ TERMS: tuple[Term, ...] = (
          r"request rows?\b"),
     Term("prefill", 1, "The forward pass over a request's prompt (or the part of it whose KV is "
          "not in the pool yet): "
-         "it writes the prompt's KV in one go and samples the first output token.",
+         "it writes the prompt's KV in one pass (or, when the prompt is split into chunks, one "
+         "chunk per step) "
+         "and samples the first output token.",
          "`ForwardMode.EXTEND`", r"\bprefill"),
     Term("decode", 1, "A forward pass that feeds every running request its newest token: one "
          "new token of KV per request per step, and one sampled token each.",
@@ -165,7 +171,9 @@ TERMS: tuple[Term, ...] = (
          "`NewTokenRatioTracker` (0.5.9: `Scheduler.new_token_ratio`)", r"new_token_ratio"),
     Term("reserved", 1, "Memory admission holds back for the tokens running requests have not "
          "written yet: their remaining `max_new_tokens` (clipped) times `new_token_ratio`. No "
-         "KV slot is allocated for it; it only stops newcomers.",
+         "KV slot is allocated for it; it only stops newcomers. SGLang 0.5.23 makes one exception: "
+         "a running request told not to stop at an end-of-sequence token (chapter 4) is "
+         "reserved at ratio 1.0.",
          "`_get_running_request_total_token_offset`", r"\breserv"),
     *LENGTHS,
     Term("`req_to_token`", 3, "The request table, the page table with one entry per token: "
@@ -243,7 +251,9 @@ TERMS: tuple[Term, ...] = (
          "`mem_cache/allocator/base.py`, `mem_cache/unified_radix_cache.py` (0.5.23); "
          "`mem_cache/common.py` (0.5.9)", r"evict_to_free_tokens|evict_for_alloc"),
     Term("`release_req`", 5, "What a retraction does to each victim: free its KV outside the "
-         "radix cache and its request row, then evict room for the requests that stay.",
+         "radix cache and its request row, then evict room for the requests that stay: in "
+         "0.5.23 only what the free list lacks of that room, in 0.5.9 the whole amount whenever "
+         "the free list is short.",
          "`ScheduleBatch.release_req`", r"release_req"),
     Term("ShareGPT", 2, "A public data set of real ChatGPT conversations; its prompt and answer "
          "lengths are the usual stand-in for real traffic in serving benchmarks.", "",
@@ -260,14 +270,18 @@ TERMS: tuple[Term, ...] = (
          "attend to in parallel, then merging their partial results exactly with their "
          "log-sum-exp (\"flash-decoding\"), so a few long requests still keep the whole GPU busy "
          "during decode.", "stage 1 and stage 2 of the Triton decode kernel "
-         "(`layers/attention/triton_ops/`)", r"split[- ]KV", listed=False),
+         "(0.5.23: `python/sglang/kernels/ops/attention/`; 0.5.9: "
+         "`python/sglang/srt/layers/attention/triton_ops/`)", r"split[- ]KV", listed=False),
     Term("compute capability (`sm_XY`)", 6, "A GPU architecture's version, major and minor, "
          "written `sm_` followed by both digits; \"SM\" is a streaming multiprocessor, the GPU's "
          "unit of compute. Triton compiles a kernel for one compute capability; chapter 6 lists "
          "each card's.", "", r"compute capability|\bsm_\d", listed=False),
     Term("`lock_ref`", 8, "A radix-tree node's count of running requests that read its KV: a "
          "node with `lock_ref` above zero is not evictable. A request locks the nodes of its "
-         "matched prefix until it finishes.", "`TreeNode.lock_ref`", r"lock_ref", listed=False),
+         "matched prefix until it finishes. In 0.5.23 the request holds a `TreeLock`, the receipt "
+         "`UnifiedRadixCache.lock` returns, and gives it back with `unlock`.",
+         "`TreeNode.lock_ref` (0.5.9); `TreeLock` from `UnifiedRadixCache.lock` (0.5.23)",
+         r"lock_ref", listed=False),
     Term("LRU", 8, "Least recently used: the radix cache evicts first the leaves whose last "
          "access is oldest.", "`--radix-eviction-policy`", r"\bLRU\b", listed=False),
     Term("hybrid model", 9, "A model whose layers are not all full attention: some attend only "
@@ -279,8 +293,11 @@ TERMS: tuple[Term, ...] = (
          "cache is the attention's, as without experts.", "", r"\bMoE\b|mixture of experts"),
     Term("sliding-window pool (SWA pool)", 9, "A sliding-window hybrid's second KV pool, for its "
          "window layers: a request needs at most window + 1 tokens there. SGLang sizes it at "
-         "`--swa-full-tokens-ratio` times the full pool's tokens.",
-         "`SWAKVPool` (`mem_cache/swa_memory_pool.py`), `HybridSWAPoolConfigurator`",
+         "`--swa-full-tokens-ratio` times the full pool's tokens: 0.5.23 with "
+         "`HybridSWAPoolConfigurator`; 0.5.9 profiles the pool at full length and splits it in "
+         "`set_num_tokens_hybrid_swa`.",
+         "`SWAKVPool` (`mem_cache/swa_memory_pool.py`), `HybridSWAPoolConfigurator` (0.5.23), "
+         "`ModelRunner.set_num_tokens_hybrid_swa` (0.5.9)",
          r"SWA pool|sliding-window pool"),
     Term("state slot", 9, "One request's fixed-size state for every linear-attention layer "
          "(Gated DeltaNet, Mamba) of a hybrid, whatever the sequence's length; the state-slot "
