@@ -133,14 +133,10 @@ class KVPoolPlan:
         """
         pre, post = self.pre_free_bytes / GiB, self.post_free_bytes / GiB
         model = f"type={self.architecture}, " if self.architecture else ""
-        dtype_there = self.kv_dtype_in_allocation_log
-        if dtype_there is None:
-            dtype_there = as_release(self.sglang_version).kv_dtype_in_allocation_log
-        if dtype_there:
+        if self._dtype_in_allocation_log:
             load_end = f"Load weight end. {model}"
         else:
             load_end = f"Load weight end. {model}dtype=torch.bfloat16, "
-        kv_dtype = _TORCH_DTYPES.get(self.kv_cache_dtype, self.kv_cache_dtype)
         chunk = ("" if self.chunked_prefill_size is None
                  else f"chunked_prefill_size={self.chunked_prefill_size}, ")
         return [
@@ -149,8 +145,7 @@ class KVPoolPlan:
                 "Setting sliding_window_size to be attention_chunk_size: "
                 f"{self.attention_chunk_window}"]),
             f"{load_end}avail mem={post:.2f} GB, mem usage={pre - post:.2f} GB.",
-            *(self.sizing_lines or self.warnings),
-            *allocation_lines(self, kv_dtype if dtype_there else None),
+            *self.pool_log_lines(),
             f"max_total_num_tokens={self.max_total_num_tokens}, {chunk}"
             f"max_prefill_tokens=16384, max_running_requests={self.max_running_requests}, "
             f"context_len={self.context_len}",
@@ -160,9 +155,16 @@ class KVPoolPlan:
         """The lines of :meth:`log_lines` between "Load weight end" and the closing
         ``max_total_num_tokens=...`` line: what the configurator and the pools print (what the
         reference tests compare with SGLang's own sizing, which loads no model)."""
-        lines = self.log_lines()
-        start = next(i for i, x in enumerate(lines) if x.startswith("Load weight end.")) + 1
-        return lines[start:-1]
+        kv_dtype = _TORCH_DTYPES.get(self.kv_cache_dtype, self.kv_cache_dtype)
+        return [*(self.sizing_lines or self.warnings),
+                *allocation_lines(self, kv_dtype if self._dtype_in_allocation_log else None)]
+
+    @property
+    def _dtype_in_allocation_log(self) -> bool:
+        """Whether the allocation line names the KV dtype (0.5.23) or the load line does (0.5.9)."""
+        if self.kv_dtype_in_allocation_log is not None:
+            return self.kv_dtype_in_allocation_log
+        return as_release(self.sglang_version).kv_dtype_in_allocation_log
 
     def as_dict(self) -> dict[str, object]:
         """A flat JSON-able summary (what ``pagedkv size --json`` prints): memory as exact
