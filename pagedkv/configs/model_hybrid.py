@@ -9,8 +9,8 @@ takes gpt-oss's window from its model class (``models/gpt_oss.py``
 
 Linear-attention hybrids (Qwen3-Next): every ``full_attention_interval``-th layer is full
 attention, the others gated delta nets whose state per request is a convolution window and a
-recurrent matrix per layer (``configs/qwen3_next.py`` ``mamba2_cache_params``,
-``configs/mamba_utils.py`` ``Mamba2StateShape.create``, ``mamba_cache_per_req``)::
+recurrent matrix per layer (:mod:`pagedkv.configs.mamba_utils`, SGLang's
+``configs/mamba_utils.py`` and ``configs/qwen3_next.py`` ``mamba2_cache_params``)::
 
     conv:     (V_heads * V_dim + 2 * K_heads * K_dim) / tp  x  (conv_kernel - 1)   bf16
     temporal: V_heads / tp  x  V_dim  x  K_dim                                     fp32
@@ -23,13 +23,9 @@ from __future__ import annotations
 
 from typing import Any
 
+from pagedkv.configs.mamba_utils import gdn_cache_params, linear_layer_ids
 from pagedkv.configs.model_family import MULTIMODAL_ARCHITECTURES
-from pagedkv.errors import ConfigError, bad_value, check_positive_int
-
-#: ``mamba_ssm_dtype`` names SGLang accepts, and their bytes (``mamba2_state_dtype``).
-SSM_DTYPE_BYTES = {"float32": 4, "bfloat16": 2, "float16": 2}
-#: The convolution state's dtype (``SGLANG_MAMBA_CONV_DTYPE``'s default, bfloat16).
-CONV_DTYPE_BYTES = 2
+from pagedkv.errors import ConfigError
 
 
 def swa_layer_count(text: dict[str, Any], arch: str) -> int:
@@ -82,32 +78,20 @@ def window_from_attention_chunk(text: dict[str, Any], arch: str, is_hybrid_swa: 
 
 def linear_layer_count(text: dict[str, Any]) -> int:
     """Gated-delta-net layers: those whose ``(i + 1) % full_attention_interval`` is not 0."""
-    interval = text["full_attention_interval"]
-    return sum((i + 1) % interval != 0 for i in range(text["num_hidden_layers"]))
+    return len(linear_layer_ids(text))
 
 
 def gdn_state_bytes(text: dict[str, Any], tp: int, name: str = "custom") -> tuple[int, int]:
     """Bytes of one request's state slot, over every gated-delta-net layer, on one rank:
-    ``(conv_state, ssm_state)`` (SGLang logs the two apart).
+    ``(conv_state, ssm_state)`` (SGLang logs the two apart); see
+    :func:`pagedkv.configs.mamba_utils.gdn_cache_params`.
 
     Raises:
         ConfigError: ``tp`` does not divide the linear-attention key and value heads
             (SGLang pads them only on its CPU engine), or an unknown ``mamba_ssm_dtype``.
     """
-    check_positive_int("tp", tp)
-    k_heads, v_heads = text["linear_num_key_heads"], text["linear_num_value_heads"]
-    if k_heads % tp or v_heads % tp:
-        raise bad_value("tp", tp, f"a divisor of linear_num_key_heads={k_heads} and "
-                        f"linear_num_value_heads={v_heads}")
-    k_dim, v_dim = text["linear_key_head_dim"], text["linear_value_head_dim"]
-    ssm = text.get("mamba_ssm_dtype") or "float32"
-    if ssm not in SSM_DTYPE_BYTES:
-        raise ConfigError(f"config of {name!r}: mamba_ssm_dtype={ssm!r} is invalid; valid: "
-                          + ", ".join(SSM_DTYPE_BYTES))
-    conv = (v_heads * v_dim + 2 * k_heads * k_dim) // tp * (text["linear_conv_kernel_dim"] - 1)
-    temporal = v_heads // tp * v_dim * k_dim
-    layers = linear_layer_count(text)
-    return conv * CONV_DTYPE_BYTES * layers, temporal * SSM_DTYPE_BYTES[ssm] * layers
+    params = gdn_cache_params(text, tp, name)
+    return params.conv_bytes_per_req, params.temporal_bytes_per_req
 
 
 def vision_encoder(config: dict[str, Any], name: str) -> tuple[int, int] | None:

@@ -3,7 +3,8 @@
 A package as in SGLang 0.5.23 (``mem_cache/allocator/``): ``base`` (the free list, ``free``,
 ``free_page_ids``, free groups, the ownership record), ``paged`` (``alloc_extend``,
 ``alloc_decode``), ``token`` (page size 1) and ``swa`` (the full and sliding-window pools of a
-sliding-window hybrid).
+sliding-window hybrid) and ``mamba`` (the state slots of a linear-attention hybrid: one per
+request, not per token).
 """
 
 from pagedkv.mem_cache.allocator.base import (
@@ -16,6 +17,7 @@ from pagedkv.mem_cache.allocator.base import (
     ceil_to_page,
     decode_need,
 )
+from pagedkv.mem_cache.allocator.mamba import MambaSlotAllocator
 from pagedkv.mem_cache.allocator.paged import PagedTokenToKVPoolAllocator
 from pagedkv.mem_cache.allocator.swa import SWATokenToKVPoolAllocator
 from pagedkv.mem_cache.allocator.token import TokenToKVPoolAllocator
@@ -32,6 +34,7 @@ __all__ = [
     "NEVER",
     "BaseTokenToKVPoolAllocator",
     "IntsLike",
+    "MambaSlotAllocator",
     "PagedTokenToKVPoolAllocator",
     "SWATokenToKVPoolAllocator",
     "TokenToKVPoolAllocator",
