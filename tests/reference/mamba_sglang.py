@@ -1,0 +1,124 @@
+"""SGLang's own state-slot pool behind :func:`drive_mamba.run`'s interface, in either release.
+
+A real ``HybridReqToTokenPool`` (with its ``MambaPool`` and, in 0.5.23, its
+``MambaSlotAllocator``) built on this CPU over tiny state shapes (the tensors are a few KiB;
+the slot bookkeeping does not depend on their size), and requests carrying only what the pool
+reads and writes: 0.5.23's real ``ReqKvInfo`` (``req.kv``), 0.5.9's fields on the request
+itself. The pool is driven as SGLang's scheduler drives it: ``alloc`` for a batch of requests,
+``free_mamba_cache`` and ``free`` (the row) apart.
+
+Also here: the state shapes and bytes SGLang computes for a model config
+(``Qwen3NextConfig.mamba2_cache_params`` under the case's attention-TP size) and the bytes of
+the ``MambaPool`` it builds for them, on the meta device (0.5.23).
+"""
+
+from __future__ import annotations
+
+import types
+from typing import Any
+
+import sgl_objects as sg
+import torch
+from sglang.srt.configs.mamba_utils import Mamba2CacheParams, Mamba2StateShape
+from sglang.srt.mem_cache.memory_pool import HybridReqToTokenPool, MambaPool, get_tensor_size_bytes
+
+if not sg.OLD:
+    from sglang.srt.managers.schedule_batch import ReqKvInfo
+
+#: The tiny state every sequence case runs on: 2 layers, conv (24, 3), temporal (2, 4, 4).
+SHAPE = dict(intermediate_size=8, n_groups=2, num_heads=2, head_dim=4, state_size=4,
+             conv_kernel=4)
+LAYERS = [0, 1]
+
+
+def _request() -> Any:
+    if sg.OLD:  # 0.5.9 reads the request's own fields; a chunked request may keep its row
+        return types.SimpleNamespace(req_pool_idx=None, mamba_pool_idx=None, is_chunked=1,
+                                     kv_committed_len=1, is_dllm=lambda: False,
+                                     mamba_ping_pong_track_buffer=None)
+    return types.SimpleNamespace(kv=ReqKvInfo())
+
+
+class SglangSlots:
+    """SGLang's ``HybridReqToTokenPool`` of ``rows`` request rows and ``slots`` state slots."""
+
+    def __init__(self, rows: int, slots: int) -> None:
+        params = Mamba2CacheParams(shape=Mamba2StateShape.create(tp_world_size=1, **SHAPE),
+                                   layers=LAYERS)
+        common = dict(size=rows, mamba_size=slots, mamba_spec_state_size=slots,
+                      max_context_len=8, device="cpu", enable_memory_saver=False,
+                      cache_params=params, enable_mamba_extra_buffer=False)
+        if not sg.OLD:
+            common["mamba_layer_ids"] = LAYERS
+        self.pool = HybridReqToTokenPool(**common)
+        self.slot_free = (self.pool.mamba_pool if sg.OLD else self.pool.mamba_allocator)
+        self.reqs: dict[str, Any] = {}
+
+    def _kv(self, name: str) -> Any:
+        req = self.reqs[name]
+        return req if sg.OLD else req.kv
+
+    def held(self, name: str) -> tuple[int, int]:
+        kv = self._kv(name)
+        row = -1 if kv.req_pool_idx is None else int(kv.req_pool_idx)
+        return row, (-1 if kv.mamba_pool_idx is None else int(kv.mamba_pool_idx))
+
+    def alloc(self, names: list[str]) -> list[int] | str | None:
+        for name in names:
+            self.reqs.setdefault(name, _request())
+        try:
+            rows = self.pool.alloc([self.reqs[n] for n in names])
+        except AssertionError as exc:
+            assert "Not enough space for mamba cache" in str(exc)
+            return "no state slot"
+        if rows is not None and not sg.OLD:
+            for name in names:  # the request now holds KV (a reused row must)
+                self.reqs[name].kv.kv_allocated_len = 1
+        return None if rows is None else [int(r) for r in rows]
+
+    def free_slot(self, name: str) -> None:
+        self.pool.free_mamba_cache(self.reqs[name])
+
+    def free_row(self, name: str) -> None:
+        self.pool.free(self.reqs[name])
+        if not sg.OLD:
+            self.reqs[name].kv.kv_allocated_len = 0
+
+    def state(self) -> dict[str, Any]:
+        return {"rows_free": [int(r) for r in self.pool.free_slots],
+                "slots_free": [int(s) for s in self.slot_free.free_slots],
+                "available": (self.pool.available_size(), self.slot_free.available_size())}
+
+    def mapping(self, rows: list[int]) -> list[int]:
+        return [int(s) for s in self.pool.get_mamba_indices(torch.tensor(rows))]
+
+
+def state_bytes(config: dict[str, Any], tp: int, slots: int) -> dict[str, Any]:
+    """SGLang 0.5.23's state for ``config`` on one rank of attention-TP size ``tp``: its
+    shapes, dtypes, layers, ``mamba_cache_per_req``, and the conv and temporal bytes and
+    ``mem_usage`` of the ``MambaPool`` of ``slots`` slots it builds (on the meta device)."""
+    import pools_sglang
+    from sglang.srt.runtime_context import get_context
+
+    override = get_context().override_server_args(tp_size=tp, device="cpu")
+    override.install()
+    try:
+        params = pools_sglang.model_config(config).hf_config.mamba2_cache_params
+    finally:
+        override.restore()
+    had_meta = hasattr(torch, "meta")
+    if not had_meta:  # the pool asks the device module for streams; meta has none
+        torch.meta = torch.cpu
+    try:
+        pool = MambaPool(size=slots, spec_state_size=slots, cache_params=params,
+                         mamba_layer_ids=params.layers, device="meta")
+    finally:
+        if not had_meta:
+            del torch.meta
+    return {"conv": [tuple(s) for s in params.shape.conv], "temporal": tuple(params.shape.temporal),
+            "dtypes": (str(params.dtype.conv).removeprefix("torch."),
+                       str(params.dtype.temporal).removeprefix("torch.")),
+            "layers": tuple(params.layers), "per_req": params.mamba_cache_per_req,
+            "conv_bytes": get_tensor_size_bytes(pool.mamba_cache.conv),
+            "ssm_bytes": get_tensor_size_bytes(pool.mamba_cache.temporal),
+            "mem_usage": pool.mem_usage}
