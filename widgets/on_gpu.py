@@ -16,6 +16,11 @@ def report_md(report: object) -> Markdown:
     if report.header:  # type: ignore[attr-defined]
         parts.append(markdown_table(report.header, report.rows).data)  # type: ignore[attr-defined]
     if report.log:  # type: ignore[attr-defined]
-        parts.append("SGLang's log lines from this run:\n\n```text\n"
+        # on the CPU stand-in the lines' seconds and throughputs are the tiny model's on this CPU
+        cpu = getattr(report.setup, "kind", "") == "tiny"  # type: ignore[attr-defined]
+        label = ("SGLang's log lines from this run (CPU-run: any time or throughput in them is the "
+                 "tiny model's on this CPU, not a GPU's):" if cpu else
+                 "SGLang's log lines from this run:")
+        parts.append(f"{label}\n\n```text\n"
                      + "\n".join(report.log) + "\n```")  # type: ignore[attr-defined]
     return Markdown("\n\n".join(parts))

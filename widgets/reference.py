@@ -10,9 +10,18 @@ from IPython.display import Markdown
 
 from pagedkv.errors import bad_value
 from pagedkv.lessons.cheat_sheet import constant_rows
-from pagedkv.lessons.glossary import NEWEST_TOKEN_RULE, TERMS, term_chapter, terms_of_chapter
+from pagedkv.lessons.glossary import (
+    NEWEST_TOKEN_RULE,
+    TERMS,
+    ignore_eos_rule,
+    term_chapter,
+    terms_of_chapter,
+)
 from pagedkv.managers.config import SchedulerConfig
-from pagedkv.releases import DEFAULT_RELEASE, RELEASES, SGLANG_VERSIONS, differences
+from pagedkv.releases import DEFAULT_RELEASE, RELEASES, SGLANG_VERSIONS, describe, differences
+from pagedkv.sizing import plan_pool
+from pagedkv.workloads.cases import LONG_ANSWERS
+from pagedkv_widgets.catalog import gpu_label, model_label
 from pagedkv_widgets.tables import markdown_table
 
 
@@ -61,7 +70,8 @@ def formulas_md(config: SchedulerConfig | None = None) -> Markdown:
         ("KV a request holds", r"$\text{kv_len} = \text{seq_len} - 1$ between steps", 1),
         ("pages a prefill opens", r"$\lceil \text{seq_len}/p \rceil - \lceil \text{prefix_len}/p \rceil$", 3),
         ("a running request's reservation",
-         rf"$\min(\text{{max_new_tokens}} - \text{{generated}}, {clip}) \cdot \text{{new_token_ratio}}$", 4),
+         rf"$\min(\text{{max_new_tokens}} - \text{{generated}}, {clip}) \cdot \text{{new_token_ratio}}$. "
+         + ignore_eos_rule("an ignore-EOS request"), 4),
         ("admission room", r"$R = \text{available_size} + \text{evictable} - \text{reservations} - "
          r"\text{charges so far}$", 4),
         ("a newcomer is refused (`NO_TOKEN`)",
@@ -92,11 +102,29 @@ def defaults_md(config: SchedulerConfig | None = None) -> Markdown:
         ("`--page-size`", "1"),
         ("`--chunked-prefill-size`", f"by the card's memory; {c.chunked_prefill_size:,} on an 80 GB card"),
         ("`--max-prefill-tokens`", f"{c.max_prefill_tokens:,}"),
-        ("`--max-running-requests`", "from the pool (chapter 1)"),
+        ("`--max-running-requests`", max_running_default()),
         ("`--schedule-conservativeness`", f"{c.schedule_conservativeness:g}"),
         ("radix cache", "on (`--disable-radix-cache` turns it off)"),
     ]
     return markdown_table(("setting", "default"), rows)
+
+
+def max_running_default() -> str:
+    """``--max-running-requests`` left unset, release by release: the rule's two
+    ``Release`` fields in words (``req_rows_from_final_pool``, ``cap_running_at_half_pool``)
+    and the value SGLang sizes for the book's running case (:data:`LONG_ANSWERS`)."""
+    case = LONG_ANSWERS
+    where = (f"{model_label(case.model)} on an {gpu_label(case.gpu)} at "
+             f"`mem_fraction_static` {case.mem_fraction_static:.2f}")
+    parts = []
+    for r in RELEASES.values():
+        plan = plan_pool(case.model, gpu=case.gpu, mem_fraction_static=case.mem_fraction_static,
+                         sglang_version=r)
+        parts.append(f"SGLang {r.name}: {plan.max_running_requests:,} for {where}, sized "
+                     f"{describe(r, 'req_rows_from_final_pool')}; a value set with the flag: "
+                     f"{describe(r, 'cap_running_at_half_pool')}")
+    return ("from the pool and the context length (chapter 1), at most half the pool's tokens. "
+            + ". ".join(parts) + ".")
 
 
 def releases_md() -> Markdown:

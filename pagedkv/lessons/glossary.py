@@ -19,6 +19,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from pagedkv.errors import bad_value, check_positive_int
+from pagedkv.releases import RELEASES, describe
 
 
 @dataclass(frozen=True)
@@ -33,6 +34,8 @@ class Term:
         pattern: a case-insensitive regular expression that finds a use in a chapter's text.
         listed: whether the chapter's own list of words (``terms_md``) shows it; False for a
             word the chapter's prose defines where it first uses it, listed by the glossary alone.
+        first_use: for such a word, a few words of the clause that defines it; the first
+            paragraph of its chapter that uses it must hold them ("" where not checked).
     """
 
     name: str
@@ -41,6 +44,7 @@ class Term:
     source: str
     pattern: str
     listed: bool = True
+    first_use: str = ""
 
 
 NEWEST_TOKEN_RULE = ("The newest sampled token has no KV yet: its K and V are written by the "
@@ -57,6 +61,28 @@ REQUEST_ROWS_RULE = ("The request table `req_to_token` hands out `size` request 
                      "size point at. In SGLang 0.5.9 `size` comes from the pool and the context "
                      "length unless `--max-running-requests` is set (`max_running_requests` may "
                      "then be smaller), and the table has `size` rows, all handed out.")
+
+
+
+def ignore_eos_rule(who: str = "a running request told not to stop at an end-of-sequence token") -> str:
+    """The one exception to a running request's reservation, release by release, from
+    ``Release.ignore_eos_reserves_all`` (SGLang 0.5.23 ``managers/schedule_policy.py``,
+    ``PrefillAdder._get_running_request_total_token_offset``). ``who`` names the request."""
+    by_value: dict[bool, list[str]] = {}
+    for r in RELEASES.values():
+        by_value.setdefault(r.ignore_eos_reserves_all, []).append(r.name)
+    say = {v: describe(RELEASES[names[0]], "ignore_eos_reserves_all") for v, names in by_value.items()}
+    if True not in by_value:
+        return f"Every release reserves {who} like the others."
+    text = (f"One exception, in SGLang {' and '.join(by_value[True])}: {who} is reserved at "
+            f"{say[True]}, all of its remaining `max_new_tokens` (clipped)")
+    if False in by_value:
+        plain = say[False].replace("new_token_ratio", "`new_token_ratio`")
+        text += f"; SGLang {' and '.join(by_value[False])} reserves it at {plain}, like the others"
+    return text + "."
+
+
+IGNORE_EOS_RULE = ignore_eos_rule()
 
 # One name for each length of a request (chapter 1 introduces them, every chapter uses them).
 LENGTHS: tuple[Term, ...] = (
@@ -171,10 +197,31 @@ TERMS: tuple[Term, ...] = (
          "`NewTokenRatioTracker` (0.5.9: `Scheduler.new_token_ratio`)", r"new_token_ratio"),
     Term("reserved", 1, "Memory admission holds back for the tokens running requests have not "
          "written yet: their remaining `max_new_tokens` (clipped) times `new_token_ratio`. No "
-         "KV slot is allocated for it; it only stops newcomers. SGLang 0.5.23 makes one exception: "
-         "a running request told not to stop at an end-of-sequence token (chapter 4) is "
-         "reserved at ratio 1.0.",
+         "KV slot is allocated for it; it only stops newcomers. " + IGNORE_EOS_RULE,
          "`_get_running_request_total_token_offset`", r"\breserv"),
+    Term("attention backend", 1, "The library of attention kernels a server computes attention "
+         "with, one per server (`--attention-backend`): each is handed the pool's slots in its "
+         "own form. SGLang picks one by GPU and model unless told (chapter 3).",
+         "`python/sglang/srt/layers/attention/`", r"attention backends?\b", listed=False,
+         first_use="kernels that compute attention"),
+    Term("Triton", 1, "A language and compiler for GPU kernels, written as Python functions. "
+         "SGLang's fallback attention backend and chapter 6's decode kernel are written in it; "
+         "without a GPU its interpreter runs a kernel on the CPU, slowly.",
+         "`--attention-backend triton`", r"\bTriton\b", listed=False,
+         first_use="a language for GPU kernels"),
+    Term("speculative decoding", 1, "A small draft model proposes a few tokens that the served "
+         "model checks in one forward pass, keeping those it agrees with: fewer passes per token, "
+         "with KV slots allocated a few tokens ahead. The book leaves it out.",
+         "`--speculative-algorithm`", r"speculative", listed=False, first_use="draft model"),
+    Term("data-parallel attention (dp-attention)", 1, "Each GPU of a tensor-parallel group runs "
+         "attention for its own share of the requests, with its own KV pool, instead of every GPU "
+         "holding some heads of every request; used mainly for MLA models. The book leaves it out.",
+         "`--attn-dp-size` (0.5.9: `--enable-dp-attention`)",
+         r"data-parallel attention|dp[-_]attention", listed=False, first_use="its own share of the requests"),
+    Term("DeepEP", 1, "DeepSeek's library that sends tokens to the GPUs holding their experts "
+         "when a model's experts are spread over several GPUs; SGLang keeps its communication "
+         "buffers on the card. The book leaves it out.", "`--moe-a2a-backend deepep`", r"DeepEP",
+         listed=False, first_use="sends tokens"),
     *LENGTHS,
     Term("`req_to_token`", 3, "The request table, the page table with one entry per token: "
          "each request row holds the KV slot of each of its request's tokens. "
@@ -208,6 +255,10 @@ TERMS: tuple[Term, ...] = (
          listed=False),
     Term("FCFS", 4, "First come, first served: the waiting queue is walked in arrival order.",
          "`--schedule-policy fcfs`", r"\bFCFS\b|first-come-first-served", listed=False),
+    Term("roofline model", 4, "A time estimated from the card's peaks: the larger of the "
+         "bytes to move over its memory bandwidth and the arithmetic over its FLOP rate. A lower "
+         "bound, not a measurement; chapter 6 holds a kernel to it.", "", r"roofline",
+         listed=False, first_use="peak bandwidth"),
     Term("`CONTINUE`, `NO_TOKEN`, `OTHER`", 4, "`PrefillAdder`'s answer for one request: "
          "`CONTINUE` (admitted, try the next one), `NO_TOKEN` (memory refuses it: the pass "
          "ends), `OTHER` (another budget, the chunk or `max_prefill_tokens`, ends the pass).",
@@ -258,6 +309,18 @@ TERMS: tuple[Term, ...] = (
     Term("ShareGPT", 2, "A public data set of real ChatGPT conversations; its prompt and answer "
          "lengths are the usual stand-in for real traffic in serving benchmarks.", "",
          r"ShareGPT", listed=False),
+    Term("`#token`", 2, "In SGLang's decode log line: the pool's tokens that are neither free "
+         "nor evictable, `max_total_num_tokens` - `available_size` - evictable (the running "
+         "requests' KV and the prefixes they hold in the radix cache).",
+         ("`managers/scheduler_components/pool_stats_observer.py` (0.5.23); "
+          "`managers/scheduler_metrics_mixin.py` (0.5.9)"), r"#token\b",
+         listed=False, first_use="neither free nor evictable"),
+    Term("FlashInfer, FA3, FA4, TRT-LLM, FlashMLA", 3, "SGLang's other attention backends on "
+         "NVIDIA GPUs: FlashInfer, a kernel library for serving; FA3 and FA4, FlashAttention 3 "
+         "and 4; TRT-LLM, the kernels of NVIDIA's TensorRT-LLM (`trtllm_mha`, `trtllm_mla`); "
+         "FlashMLA, DeepSeek's kernels for MLA models. Chapter 3 says which is the default where.",
+         "`--attention-backend flashinfer|fa3|fa4|trtllm_mha|flashmla`",
+         r"FlashInfer|\bFA[34]\b|TRT-LLM|FlashMLA", listed=False, first_use="FlashAttention 3"),
     Term("attention sinks", 3, "Learned logits, one per head, added to every attention softmax as "
          "if each query could also attend to a token that is always there (gpt-oss has them). "
          "Chapter 3 says which attention backend SGLang picks for such models.", "",
@@ -272,10 +335,15 @@ TERMS: tuple[Term, ...] = (
          "during decode.", "stage 1 and stage 2 of the Triton decode kernel "
          "(0.5.23: `python/sglang/kernels/ops/attention/`; 0.5.9: "
          "`python/sglang/srt/layers/attention/triton_ops/`)", r"split[- ]KV", listed=False),
-    Term("compute capability (`sm_XY`)", 6, "A GPU architecture's version, major and minor, "
-         "written `sm_` followed by both digits; \"SM\" is a streaming multiprocessor, the GPU's "
-         "unit of compute. Triton compiles a kernel for one compute capability; chapter 6 lists "
-         "each card's.", "", r"compute capability|\bsm_\d", listed=False),
+    Term("compute capability (`sm_XY`)", 3, "A GPU architecture's version, major and minor, "
+         "written `sm_` followed by both digits (sm_90 is compute capability 9.0, Hopper). "
+         "SGLang picks its default attention backend by it, and Triton compiles a kernel for "
+         "one compute capability; chapter 6 lists each card's.", "", r"compute capability|\bsm_\d",
+         listed=False, first_use="compute capability"),
+    Term("SM (streaming multiprocessor)", 6, "One of a GPU's compute units: it runs a few "
+         "programs (thread blocks) at once, which share its registers and shared memory. A "
+         "kernel keeps the GPU busy only with enough programs for every SM.", "",
+         r"\bSMs?\b|streaming multiprocessor", listed=False, first_use="streaming multiprocessor"),
     Term("`lock_ref`", 8, "A radix-tree node's count of running requests that read its KV: a "
          "node with `lock_ref` above zero is not evictable. A request locks the nodes of its "
          "matched prefix until it finishes. In 0.5.23 the request holds a `TreeLock`, the receipt "
@@ -284,6 +352,19 @@ TERMS: tuple[Term, ...] = (
          r"lock_ref", listed=False),
     Term("LRU", 8, "Least recently used: the radix cache evicts first the leaves whose last "
          "access is oldest.", "`--radix-eviction-policy`", r"\bLRU\b", listed=False),
+    Term("`ChunkCache`", 8, "SGLang 0.5.9's stand-in for the radix cache when it is off and "
+         "chunked prefill is on: it keeps only a chunked prompt's earlier chunks, for that "
+         "prompt's next chunk, and shares nothing between requests. SGLang 0.5.23 builds a "
+         "disabled `UnifiedRadixCache` instead.", "`mem_cache/chunk_cache.py` (0.5.9)",
+         r"ChunkCache", listed=False, first_use="shares nothing between requests"),
+    Term("LoRA adapter", 8, "Low-rank adaptation: a small pair of matrices per layer that "
+         "fine-tunes a shared base model; one server can serve many adapters at once, and a "
+         "prefix's KV differs by adapter.", "`--enable-lora`", r"\bLoRA\b", listed=False,
+         first_use="low-rank"),
+    Term("HiCache", 8, "SGLang's hierarchical cache: prefixes the radix cache evicts from the "
+         "GPU are kept in host memory and copied back when a request matches them. The book "
+         "leaves it out.", "`--enable-hierarchical-cache`", r"HiCache|hierarchical cache",
+         listed=False, first_use="host memory"),
     Term("hybrid model", 9, "A model whose layers are not all full attention: some attend only "
          "to a sliding window of recent tokens, or keep a fixed-size linear-attention state "
          "(Gated DeltaNet, Mamba). SGLang gives those layers their own pool beside the KV pool.",

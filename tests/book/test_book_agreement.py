@@ -184,3 +184,83 @@ def test_on_your_gpu_texts_promise_the_note(name: str) -> None:
     for para in prose(name):
         if "Without a GPU" in para and "tiny random" in para:
             assert "numbers that then mean nothing" in para, name
+
+
+RESERVATION = re.compile(r"\\text\{generated\}|remaining `max_new_tokens`, clipped")
+
+
+@pytest.mark.parametrize("name", CHAPTERS)
+def test_the_reservation_formula_comes_with_its_ignore_eos_exception(name: str) -> None:
+    """Where a chapter first gives a running request's reservation, the next cell states the
+    release-specific ignore-EOS exception, generated from ``Release.ignore_eos_reserves_all``."""
+    cs = cells(name)
+    at = next((k for k, c in enumerate(cs) if RESERVATION.search(text_of(c))
+               and "new_token_ratio" in text_of(c)), None)
+    if at is None:
+        return
+    assert "ignore_eos_rule(" in text_of(cs[at + 1]), (name, at)
+
+
+def test_the_ignore_eos_rule_is_read_from_the_releases(monkeypatch: pytest.MonkeyPatch) -> None:
+    from dataclasses import replace
+
+    from pagedkv.lessons import glossary
+    from pagedkv.releases import RELEASES
+    from pagedkv_widgets.reference import formulas_md
+
+    said = glossary.ignore_eos_rule("it")
+    assert said.startswith("One exception, in SGLang 0.5.23: it is reserved at ratio 1.0")
+    assert "SGLang 0.5.9 reserves it at ratio `new_token_ratio`" in said
+    assert glossary.IGNORE_EOS_RULE in next(t.definition for t in TERMS if t.name == "reserved")
+    row = next(line for line in formulas_md().data.splitlines() if "a running request's reservation" in line)
+    assert glossary.ignore_eos_rule("an ignore-EOS request") in row
+    flipped = {n: replace(r, ignore_eos_reserves_all=not r.ignore_eos_reserves_all)
+               for n, r in RELEASES.items()}
+    monkeypatch.setattr(glossary, "RELEASES", flipped)
+    assert glossary.ignore_eos_rule("it").startswith(
+        "One exception, in SGLang 0.5.9: it is reserved at ratio 1.0")
+    monkeypatch.setattr(glossary, "RELEASES", {n: replace(r, ignore_eos_reserves_all=False)
+                                               for n, r in RELEASES.items()})
+    assert glossary.ignore_eos_rule("it") == "Every release reserves it like the others."
+
+
+def test_the_cheat_sheet_gives_max_running_requests_for_each_release() -> None:
+    from pagedkv.releases import RELEASES, describe
+    from pagedkv.sizing import plan_pool
+    from pagedkv_widgets.reference import defaults_md
+
+    row = next(line for line in defaults_md().data.splitlines() if "--max-running-requests" in line)
+    for name, r in RELEASES.items():
+        part = row.split(f"SGLang {name}: ")[1].split(". SGLang")[0]
+        plan = plan_pool(LONG_ANSWERS.model, gpu=LONG_ANSWERS.gpu, sglang_version=r,
+                         mem_fraction_static=LONG_ANSWERS.mem_fraction_static)
+        assert part.startswith(f"{plan.max_running_requests:,} for "), part
+        for field in ("req_rows_from_final_pool", "cap_running_at_half_pool"):
+            assert describe(r, field) in part, (name, field)
+
+
+TIMED = re.compile(r"tokens?/s\b|tokens per second|\bms\b|microsecond|millisecond|GB/s|TB/s")
+SOURCED = re.compile(r"model|measur|roofline|CPU|datasheet|peak|predict|at least|fastest possible|"
+                     r"shortest possible|round figure", re.IGNORECASE)
+
+
+@pytest.mark.parametrize("name", (*CHAPTERS, *PAGES))
+def test_a_time_or_throughput_says_where_it_came_from(name: str) -> None:
+    """A step time, a kernel time or a throughput reads like a GPU measurement unless its
+    paragraph says what it is: the roofline model, a bound from the card's peaks, a CPU run or
+    a recorded measurement."""
+    for para in prose(name):
+        if TIMED.search(para):
+            assert SOURCED.search(para), (name, para[:300])
+    text = " ".join(prose(name))
+    assert "really gets" not in text and "it takes microseconds" not in text
+
+
+def test_cpu_log_lines_say_their_throughput_is_the_cpus() -> None:
+    from pagedkv_widgets.on_gpu import report_md
+
+    line = "Prefill batch, #new-seq: 1, input throughput (token/s): 98.33"
+    cpu = report_md(Report(_tiny(), ["a line"], log=[line], meaningless="x")).data
+    assert "CPU-run" in cpu.split("```text")[0]
+    real = Setup(torch.device("cpu"), torch.float32, "x", "real", "GPU")
+    assert "CPU-run" not in report_md(Report(real, ["a line"], log=[line])).data

@@ -276,7 +276,12 @@ GLOSSARY_MUST_HAVE = ("HBM", "$B_{\\max}$ (batch cap)", "MHA, GQA, MQA", "MLA", 
                       "`rem_total_tokens`", "`schedule_conservativeness`",
                       "overlap loop, normal loop", "ignore-EOS request", "FCFS", "ShareGPT",
                       "attention sinks", "prefill/decode disaggregation", "split-KV",
-                      "compute capability (`sm_XY`)", "`lock_ref`", "LRU")
+                      "compute capability (`sm_XY`)", "`lock_ref`", "LRU",
+                      # a second first read found these used before (or without) a definition
+                      "attention backend", "Triton", "speculative decoding",
+                      "data-parallel attention (dp-attention)", "DeepEP", "`#token`",
+                      "FlashInfer, FA3, FA4, TRT-LLM, FlashMLA", "SM (streaming multiprocessor)",
+                      "roofline model", "`ChunkCache`", "LoRA adapter", "HiCache")
 
 
 def test_the_glossary_defines_every_word_the_book_leans_on() -> None:
@@ -293,7 +298,32 @@ def test_the_glossary_defines_every_word_the_book_leans_on() -> None:
                      if any(re.search(t.pattern, p, re.IGNORECASE) for p in paragraphs(c)))
         assert first == t.chapter, (name, first)
     assert "--disable-overlap-schedule" in by_name["overlap loop, normal loop"].definition
-    assert "streaming multiprocessor" in by_name["compute capability (`sm_XY`)"].definition
+    assert "GPU's compute units" in by_name["SM (streaming multiprocessor)"].definition
+
+
+def _first_paragraph(term_name: str) -> tuple[str, str]:
+    """The chapter that introduces the term, and the first paragraph of it that uses the term."""
+    t = next(t for t in TERMS if t.name == term_name)
+    chapter = next(n for n in NAMES if n[:2] == f"{t.chapter:02d}")
+    return chapter, next(p for p in paragraphs(chapter) if re.search(t.pattern, p, re.IGNORECASE))
+
+
+@pytest.mark.parametrize("term_name", [t.name for t in TERMS if t.first_use])
+def test_a_word_the_prose_defines_is_defined_where_its_chapter_first_uses_it(term_name: str) -> None:
+    """A word that no chapter list shows is glossed in one clause at its first use: the first
+    paragraph of its chapter that matches it holds the gloss's words (the term-order test
+    above keeps every earlier chapter free of it)."""
+    t = next(t for t in TERMS if t.name == term_name)
+    assert not t.listed
+    chapter, para = _first_paragraph(term_name)
+    assert t.first_use.lower() in para.lower(), (term_name, chapter, para[:300])
+
+
+def test_every_word_glossed_at_first_use_is_checked_there() -> None:
+    """The words the second first read found undefined all carry a gloss to check."""
+    unchecked = [n for n in GLOSSARY_MUST_HAVE[GLOSSARY_MUST_HAVE.index("attention backend"):]
+                 if not next(t for t in TERMS if t.name == n).first_use]
+    assert unchecked == []
 
 
 def test_the_cheat_sheets_token_usage_row_points_at_the_chapter_that_introduces_it() -> None:
