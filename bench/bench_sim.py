@@ -22,7 +22,7 @@ import time
 
 import torch
 
-from pagedkv.managers import simulate
+from pagedkv.entrypoints import simulate
 from pagedkv.workloads.prefix import with_system_prompt
 from pagedkv.workloads.synthetic import sharegpt_like
 

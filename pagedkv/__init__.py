@@ -12,12 +12,15 @@ Layers, bottom-up (nothing below imports from above), named after SGLang's ``srt
 - ``pagedkv.model_executor``: what runs a batch (the roofline step-time model, a Hugging
   Face model on the paged pool).
 - ``pagedkv.managers``: the scheduler (``PrefillAdder``, ``new_token_ratio``,
-  ``retract_decode``) and ``simulate``.
+  ``retract_decode``) and the trace it writes.
+- ``pagedkv.metrics``: a finished run's numbers (``Metrics``, per-request latencies).
+- ``pagedkv.entrypoints``: the front door: ``Engine``, ``simulate``, sweeps and the
+  ``pagedkv`` command.
 - ``pagedkv.lessons``: the book's seeded examples and analyses; the engine never imports it.
 
 The sizing layer is re-exported here (it imports no torch); ``pagedkv.Engine`` (one scheduler
-over a real model or the simulator, :mod:`pagedkv.engine`) loads on first use; import the
-others from their modules::
+over a real model or the simulator, :mod:`pagedkv.entrypoints.engine`) loads on first use;
+import the others from their modules::
 
     from pagedkv import get_gpu, load_model, plan_pool
     plan = plan_pool(load_model("llama-3-8b"), gpu=get_gpu("h100-sxm-80gb"))
@@ -68,7 +71,7 @@ def __getattr__(name: str) -> Any:
     """Load ``Engine`` on first access (PEP 562): it imports torch and triton, which ``pagedkv
     size`` must not wait for."""
     if name == "Engine":
-        from pagedkv.engine import Engine
+        from pagedkv.entrypoints.engine import Engine
 
         globals()["Engine"] = Engine
         return Engine

@@ -2,6 +2,6 @@
 
 import sys
 
-from pagedkv.cli import main
+from pagedkv.entrypoints.cli import main
 
 sys.exit(main())

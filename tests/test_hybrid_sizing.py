@@ -128,7 +128,7 @@ def test_a_tp_that_splits_no_linear_head_is_named():
 
 
 def test_size_prints_both_pools_and_exits_2_on_bad_flags(tmp_path, capsys):
-    from pagedkv.cli import main
+    from pagedkv.entrypoints.cli import main
 
     args = ["size", "--model", "gpt-oss-20b", "--free-before-gib", "79", "--free-after-gib",
             "60", "--mem-fraction-static", "0.85", "--page-size", "16"]
@@ -147,7 +147,7 @@ def test_size_prints_both_pools_and_exits_2_on_bad_flags(tmp_path, capsys):
 
 
 def test_simulate_refuses_hybrids_naming_what_works(capsys):
-    from pagedkv.cli import main
+    from pagedkv.entrypoints.cli import main
 
     assert main(["simulate", "--model", "gpt-oss-20b", "--gpu", "h100-sxm-80gb"]) == 2
     err = capsys.readouterr().err

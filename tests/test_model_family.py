@@ -75,7 +75,7 @@ def test_models_pagedkv_does_not_size_are_refused_by_name(config, match):
 
 
 def test_a_refusal_reaches_the_command_line_as_exit_2(tmp_path, capsys):
-    from pagedkv.cli import main
+    from pagedkv.entrypoints.cli import main
 
     (tmp_path / "config.json").write_text(json.dumps(tiny("GptOssForCausalLM", "gpt_oss")))
     assert main(["size", "--model", str(tmp_path), "--gpu", "h100-sxm-80gb"]) == 2
@@ -144,7 +144,7 @@ def test_a_model_transformers_cannot_build_asks_for_its_size():
 
 def test_size_prints_the_pool_and_the_source_of_the_weights(capsys):
     """Mixtral-8x7B on two H100s: 86.99 GiB of experts and attention, half per GPU."""
-    from pagedkv.cli import main
+    from pagedkv.entrypoints.cli import main
 
     assert main(["size", "--model", "mixtral-8x7b", "--gpu", "h100-sxm-80gb", "--tp", "2"]) == 0
     out = capsys.readouterr().out
@@ -166,7 +166,7 @@ def test_disable_hybrid_swa_memory_gives_gpt_oss_one_full_pool(tmp_path, capsys)
     assert spec.cell_size() == 24 * 8 * (64 + 64) * 2 == 49_152
     assert spec.cell_size(tp=8) == 6_144
     (tmp_path / "config.json").write_text(json.dumps(config))
-    from pagedkv.cli import main
+    from pagedkv.entrypoints.cli import main
 
     assert main(["size", "--model", str(tmp_path), "--free-before-gib", "79",
                  "--free-after-gib", "65", "--mem-fraction-static", "0.85",
@@ -178,8 +178,8 @@ def test_disable_hybrid_swa_memory_gives_llama4_one_full_pool(capsys):
     """SGLang 0.5.23's --disable-hybrid-swa-memory on Llama 4 Scout: ``is_hybrid_swa`` is
     false, so the default configurator's one pool holds full-length K and V for all 48 layers,
     the 36 chunked ones included (8 KV heads of 128, bf16), instead of a refusal."""
-    from pagedkv.cli import main
     from pagedkv.configs.model_presets import load_model
+    from pagedkv.entrypoints.cli import main
 
     assert load_model("llama-4-scout").family == "swa"
     spec = load_model("llama-4-scout", disable_hybrid_swa_memory=True)

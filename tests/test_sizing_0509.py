@@ -4,9 +4,9 @@ held as literals for each way 0.5.9 was found to differ from 0.5.23."""
 
 import pytest
 
-from pagedkv.cli import main
 from pagedkv.configs.model_config import ModelSpec
 from pagedkv.configs.model_presets import load_model
+from pagedkv.entrypoints.cli import main
 from pagedkv.errors import ConfigError, NotEnoughMemoryError
 from pagedkv.sizing import plan_pool
 from pagedkv.units import GiB, MiB

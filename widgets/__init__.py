@@ -37,7 +37,7 @@ def visualizer(
     or ``"normal"`` (``--disable-overlap-schedule``). ``static=None`` decides by
     :func:`pagedkv_widgets.mode.in_book_build`: inside a book build the result is HTML with
     every combination of the chapter's controls precomputed; elsewhere an anywidget that
-    re-runs ``simulate`` (default ``pagedkv.managers.simulate``) when a control moves;
+    re-runs ``simulate`` (default ``pagedkv.entrypoints.simulate``) when a control moves;
     with ``prefetch`` it runs the sliders' other positions in a background thread first.
 
     Raises ``pagedkv.errors.ConfigError`` for an unknown chapter, model, GPU, workload or

@@ -60,7 +60,7 @@ _SHARED: dict[int, SceneRunner] = {}
 
 
 def make_runner(simulate: Simulate | None = None, catalog: Catalog = CATALOG) -> SceneRunner:
-    """A scene runner over ``simulate`` (default: ``pagedkv.managers.simulate``). Without
+    """A scene runner over ``simulate`` (default: ``pagedkv.entrypoints.simulate``). Without
     ``simulate`` every call in a process gets the same runner, so a chapter's text and its
     visualizer read the same (memoised) runs, kept on disk too (:mod:`pagedkv_widgets.run_cache`:
     the next chapter, build or session reads them from there)."""

@@ -1,6 +1,6 @@
 """From visualizer settings to a scene: the simulator run a chapter shows, encoded.
 
-A chapter's views draw from one of two runs of ``pagedkv.managers.simulate`` (see
+A chapter's views draw from one of two runs of ``pagedkv.entrypoints.simulate`` (see
 :func:`parts`), never from both:
 
 - the *card* run, at the real scale of the chosen model on the chosen GPU, in pages of the
@@ -104,8 +104,8 @@ def teaching_tokens(mem_fraction_static: float) -> int:
 
 
 def default_simulate() -> Simulate:
-    """``pagedkv.managers.simulate``, imported on first use."""
-    from pagedkv.managers import simulate
+    """``pagedkv.entrypoints.simulate``, imported on first use."""
+    from pagedkv.entrypoints import simulate
 
     return simulate
 
@@ -151,7 +151,7 @@ class Workload:
 
 @dataclass(frozen=True)
 class SceneRunner:
-    """Runs and encodes scenes with ``simulate`` (``pagedkv.managers.simulate``'s shape).
+    """Runs and encodes scenes with ``simulate`` (``pagedkv.entrypoints.simulate``'s shape).
 
     The teaching run always uses ``teaching_model`` on ``teaching_gpu``, capped by
     ``max_total_tokens`` (SGLang's ``--max-total-tokens``) to :func:`teaching_tokens` tokens.

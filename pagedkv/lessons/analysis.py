@@ -2,7 +2,7 @@
 
 The book's chapters 4 and 5 call these instead of looping over traces in the notebook. Every
 function reads pagedkv state (a :class:`~pagedkv.managers.trace.Trace`, a
-:class:`~pagedkv.managers.simulation.SimResult`, a :class:`~pagedkv.managers.Scheduler`) and
+:class:`~pagedkv.entrypoints.simulation.SimResult`, a :class:`~pagedkv.managers.Scheduler`) and
 returns plain numbers; tables and figures are built in ``pagedkv_widgets``.
 """
 
@@ -13,10 +13,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from pagedkv.entrypoints.simulation import SimResult
 from pagedkv.errors import bad_value
 from pagedkv.managers.schedule_batch import retract_ratio
 from pagedkv.managers.scheduler import Scheduler
-from pagedkv.managers.simulation import SimResult
 from pagedkv.managers.trace import Trace
 from pagedkv.mem_cache.allocator import decode_need
 

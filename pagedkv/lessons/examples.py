@@ -1,6 +1,6 @@
 """The runs chapters 4 and 5 of the book are built on, each a named, seeded function.
 
-Everything here drives the real simulator (:func:`~pagedkv.managers.simulate`,
+Everything here drives the real simulator (:func:`~pagedkv.entrypoints.simulate`,
 :class:`~pagedkv.managers.Scheduler`); nothing is a hand-written number. Times are the
 roofline model of :mod:`pagedkv.model_executor.sim_executor`, not measurements.
 """
@@ -10,16 +10,16 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
+from pagedkv.entrypoints.simulation import SimResult, simulate
 from pagedkv.errors import bad_value
 from pagedkv.gpus import get_gpu
 from pagedkv.lessons.admission import running_state
 from pagedkv.lessons.analysis import RetractionAccounting, first_ratio_jump, retraction_accounting
 from pagedkv.managers.config import SchedulerConfig
-from pagedkv.managers.metrics import Metrics
 from pagedkv.managers.req import Req
 from pagedkv.managers.schedule_batch import ScheduleBatch
 from pagedkv.managers.scheduler import Scheduler
-from pagedkv.managers.simulation import SimResult, simulate
+from pagedkv.metrics.metrics import Metrics
 from pagedkv.releases import DEFAULT_SGLANG_VERSION
 from pagedkv.workloads.cases import LONG_ANSWERS
 from pagedkv.workloads.synthetic import RequestSpec, sharegpt_like, uniform
@@ -105,7 +105,7 @@ class UniformRun:
                                      rate=self.rate, seed=self.seed))
 
     def run(self, **options: float) -> SimResult:
-        """:func:`~pagedkv.managers.simulate` of :meth:`specs` (``options``: scheduler settings)."""
+        """:func:`~pagedkv.entrypoints.simulate` of :meth:`specs` (``options``: scheduler settings)."""
         return simulate(self.specs(), model=self.model, gpu=self.gpu, max_total_tokens=self.pool,
                         arrival_rate=self.rate, **options)
 

@@ -1,7 +1,7 @@
 """The chapters' "On your GPU" sections: which model runs where, and what they report.
 
 Every section runs its chapter's experiment on a real model through
-:class:`pagedkv.engine.Engine`. What "real" means depends on the machine:
+:class:`pagedkv.entrypoints.engine.Engine`. What "real" means depends on the machine:
 
 - a CUDA GPU with the Hugging Face hub reachable: ``Qwen/Qwen2.5-0.5B-Instruct`` (about 1 GB
   of weights), in bf16 where the card has it, fp16 on a T4 (sm_75 has no bf16);
@@ -28,7 +28,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from pagedkv.engine import Engine, PromptRequest
+from pagedkv.entrypoints.engine import Engine, PromptRequest
 from pagedkv.managers.trace import Trace
 from pagedkv.model_executor.hub import checkpoint_kwargs, load_tokenizer
 from pagedkv.model_executor.model_loader import (

@@ -1,7 +1,7 @@
 """Chapters 4, 5 and 8 on a real model: admission, retraction and the prefix cache with real
 tokens.
 
-Each function serves a small workload through :class:`pagedkv.engine.Engine` (SGLang 0.5.23's
+Each function serves a small workload through :class:`pagedkv.entrypoints.engine.Engine` (SGLang 0.5.23's
 scheduler over a real model) and reads the trace: the same trace the simulator writes, with
 measured seconds in ``time_s``. The pools are capped (SGLang's ``--max-total-tokens``) so that
 a few dozen requests fill them. See :mod:`pagedkv.lessons.on_gpu` for which model runs where.

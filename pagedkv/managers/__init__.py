@@ -1,16 +1,16 @@
-"""A simulator of SGLang's scheduler: admission, ``new_token_ratio``, retraction, the trace.
+"""SGLang's scheduler: admission, ``new_token_ratio``, retraction, the trace it writes.
 
 Modules, bottom-up: ``config`` (constants, policies, the SGLang release followed), ``req``
 (one request), ``schedule_batch`` (the running batch, ``retract_decode``),
-``schedule_policy`` (``PrefillAdder``), ``trace``, ``scheduler_components`` (the
+``schedule_policy`` (``PrefillAdder``), ``trace`` and ``trace_summary`` (the step record
+the scheduler writes: every row, or totals for long runs), ``in_flight_recorder`` and
+``page_recorder`` (the visualizer's page record), ``scheduler_components`` (the
 scheduler's parts: ratio tracker, waiting queue, batch result processor, metrics reporter,
 step recorder, invariant checker, decode fast-forward, overlap result queue, pool stats,
 request tracker and validator), ``scheduler_init`` (what the scheduler builds when it
-starts), ``scheduler`` (the loops, admission and the decode check), ``trace_summary``
-(totals instead of rows, for long runs), ``metrics`` and ``request_metrics`` (per request),
-``simulation`` (``simulate``: pool sizing plus a run), ``trace_run`` (a long run with progress
-and Ctrl-C) and the ``pagedkv simulate`` command (``cli``, ``cli_workload``, ``cli_run``,
-``cli_output``, ``sweep``, ``sweep_plot``). The step-time model is
+starts), ``scheduler`` (the loops, admission and the decode check). What runs it is above,
+in :mod:`pagedkv.entrypoints` (``Engine``, ``simulate``, the ``pagedkv`` command); a run's
+summary numbers are in :mod:`pagedkv.metrics`; the step-time model is
 ``pagedkv.model_executor.sim_executor``; the book's analyses are in ``pagedkv.lessons``.
 """
 
@@ -21,18 +21,16 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from pagedkv.managers.config import ENV_VARS, Policy, SchedulerConfig
-    from pagedkv.managers.metrics import Metrics
     from pagedkv.managers.req import Req
     from pagedkv.managers.schedule_batch import ScheduleBatch
     from pagedkv.managers.schedule_policy import AddReqResult, PrefillAdder, ceil_to_page
     from pagedkv.managers.scheduler import Scheduler
-    from pagedkv.managers.simulation import SimResult, simulate
     from pagedkv.managers.trace import Trace, TraceMeta
     from pagedkv.model_executor.sim_executor import FixedStepTime, RooflineStepTime
 
 # Public name -> defining module. The names load on first access (PEP 562) because the
 # pools under ``batch`` and ``scheduler`` import torch, and ``pagedkv size`` must start
-# without it while ``pagedkv simulate`` is registered from ``pagedkv.managers.cli``.
+# without it.
 _EXPORTS: dict[str, str] = {
     "AddReqResult": "pagedkv.managers.schedule_policy",
     "PrefillAdder": "pagedkv.managers.schedule_policy",
@@ -41,11 +39,8 @@ _EXPORTS: dict[str, str] = {
     "ENV_VARS": "pagedkv.managers.config",
     "Policy": "pagedkv.managers.config",
     "SchedulerConfig": "pagedkv.managers.config",
-    "Metrics": "pagedkv.managers.metrics",
     "Req": "pagedkv.managers.req",
     "Scheduler": "pagedkv.managers.scheduler",
-    "SimResult": "pagedkv.managers.simulation",
-    "simulate": "pagedkv.managers.simulation",
     "FixedStepTime": "pagedkv.model_executor.sim_executor",
     "RooflineStepTime": "pagedkv.model_executor.sim_executor",
     "Trace": "pagedkv.managers.trace",
@@ -56,7 +51,6 @@ __all__ = [
     "ENV_VARS",
     "AddReqResult",
     "FixedStepTime",
-    "Metrics",
     "Policy",
     "PrefillAdder",
     "Req",
@@ -64,11 +58,9 @@ __all__ = [
     "ScheduleBatch",
     "Scheduler",
     "SchedulerConfig",
-    "SimResult",
     "Trace",
     "TraceMeta",
     "ceil_to_page",
-    "simulate",
 ]
 
 

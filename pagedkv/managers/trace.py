@@ -100,7 +100,7 @@ RETRACT_LINE = "KV cache pool is full"  # how SGLang's retraction log line start
 
 @dataclass(frozen=True)
 class StepTotals:
-    """What :class:`~pagedkv.managers.metrics.Metrics` needs from the steps of a run.
+    """What :class:`~pagedkv.metrics.metrics.Metrics` needs from the steps of a run.
 
     Attributes:
         num_steps, num_prefill_steps, num_decode_steps, num_idle_steps: step counts.

@@ -4,7 +4,7 @@
 log line, which is what the book's figures need and grows with the run (a million
 ShareGPT-like requests take about a million steps and two million events). A
 :class:`SummaryTrace` takes the same calls from the scheduler and keeps only the
-:class:`StepTotals` that :class:`~pagedkv.managers.metrics.Metrics` reads, so its memory does
+:class:`StepTotals` that :class:`~pagedkv.metrics.metrics.Metrics` reads, so its memory does
 not grow with the run. Events and log lines can be handed on as they happen (``on_event``,
 ``on_log``) to whoever streams them out, instead of being kept.
 

@@ -14,9 +14,8 @@ from typing import TYPE_CHECKING, Protocol
 
 import numpy as np
 
-from pagedkv.managers.req import Req
-
-if TYPE_CHECKING:
+if TYPE_CHECKING:  # annotations only: the scheduler's layer sits above the executors
+    from pagedkv.managers.req import Req
     from pagedkv.mem_cache.memory_pool import ReqToTokenPool
 
 

@@ -14,8 +14,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from pagedkv.entrypoints import simulate
 from pagedkv.errors import ConfigError
-from pagedkv.managers import Scheduler, SchedulerConfig, simulate
+from pagedkv.managers import Scheduler, SchedulerConfig
 from pagedkv.managers.trace import TraceMeta
 from pagedkv.managers.trace_summary import SummaryTrace
 from pagedkv.model_executor.sim_executor import RooflineStepTime

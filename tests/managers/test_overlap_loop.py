@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from pagedkv.managers import Scheduler, SchedulerConfig, simulate
+from pagedkv.entrypoints import simulate
+from pagedkv.managers import Scheduler, SchedulerConfig
 from pagedkv.workloads.synthetic import RequestSpec
 
 

@@ -5,7 +5,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from pagedkv.managers import Scheduler, SchedulerConfig, simulate
+from pagedkv.entrypoints import simulate
+from pagedkv.managers import Scheduler, SchedulerConfig
 from pagedkv.managers.page_recorder import CACHED, FREE, SHARED, page_owners
 from pagedkv.workloads.prefix import as_specs, multi_turn
 from pagedkv.workloads.synthetic import uniform

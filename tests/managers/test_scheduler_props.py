@@ -15,9 +15,10 @@ from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
 from pagedkv.errors import ConfigError, PagedKVError
-from pagedkv.managers import Metrics, Scheduler, SchedulerConfig, TraceMeta
+from pagedkv.managers import Scheduler, SchedulerConfig, TraceMeta
 from pagedkv.managers.trace import Event
 from pagedkv.managers.trace_summary import SummaryTrace
+from pagedkv.metrics import Metrics
 
 
 @dataclass(frozen=True)

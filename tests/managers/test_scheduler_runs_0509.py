@@ -8,8 +8,10 @@ import json
 
 import pytest
 
+from pagedkv.entrypoints import simulate
 from pagedkv.errors import ConfigError
-from pagedkv.managers import Metrics, Scheduler, SchedulerConfig, simulate
+from pagedkv.managers import Scheduler, SchedulerConfig
+from pagedkv.metrics import Metrics
 from pagedkv.workloads.synthetic import RequestSpec, fixed, sharegpt_like
 
 DECAY_03 = (0.21 - 0.21 * 0.14) / 600  # schedule_conservativeness 0.3: init 0.21, min 0.0294

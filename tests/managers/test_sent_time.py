@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from pagedkv.managers import FixedStepTime, Metrics, Scheduler, SchedulerConfig
+from pagedkv.managers import FixedStepTime, Scheduler, SchedulerConfig
+from pagedkv.metrics import Metrics
 from pagedkv.workloads.synthetic import RequestSpec
 
 

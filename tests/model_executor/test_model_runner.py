@@ -20,7 +20,7 @@ import torch
 import pagedkv.layers.attention  # noqa: F401  (first: sets TRITON_INTERPRET on a CPU)
 
 pytest.importorskip("transformers")  # optional: only the real-model tests need it
-from pagedkv.engine import Engine, PromptRequest
+from pagedkv.entrypoints.engine import Engine, PromptRequest
 from pagedkv.model_executor.model_loader import random_model_config
 from pagedkv.model_executor.model_runner import ModelRunner
 

@@ -78,7 +78,7 @@ def test_run_timelines_send_four_byte_numbers():
 
     import numpy as np
 
-    from pagedkv.managers import simulate
+    from pagedkv.entrypoints import simulate
     from pagedkv.workloads.synthetic import uniform
     from pagedkv_widgets.run_figures import run_timeline_figure
 

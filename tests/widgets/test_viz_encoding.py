@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from pagedkv.managers import simulate
+from pagedkv.entrypoints import simulate
 from pagedkv.workloads.synthetic import uniform
 from pagedkv_widgets.encoding import INT_COLUMNS, decode_run, encode_run
 from pagedkv_widgets.hbm import SEGMENTS, hbm_layout, hbm_segments

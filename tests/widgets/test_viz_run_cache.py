@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from pagedkv.managers import simulate
+from pagedkv.entrypoints import simulate
 from pagedkv_widgets.catalog import CATALOG
 from pagedkv_widgets.chapters import chapter_config, resolve_settings
 from pagedkv_widgets.run_cache import RunCache, default_folder, digest_of

@@ -1,7 +1,7 @@
 // pagedkv memory visualizer, part 4 of 4: the viewer (controls, step player, linking) and its
 // entry points.
 //
-// Data flow. Python (pagedkv_widgets) runs pagedkv.managers.simulate for each setting of
+// Data flow. Python (pagedkv_widgets) runs pagedkv.entrypoints.simulate for each setting of
 // the controls and encodes the run (widgets/encoding.py); a chapter's views all draw from
 // that one run (the card run; chapter 3's teaching pool is a run of its own):
 //   - live (Jupyter, anywidget): `render({model, el})`. The controls write the `settings`

@@ -13,7 +13,7 @@ sees every step. :class:`PagedLlamaRunner` does the KV bookkeeping the way SGLan
    decode with :func:`~pagedkv.layers.attention.paged_decode_attention`.
 
 The scheduler-driven engine (admission, retraction, the radix cache) is
-:class:`pagedkv.engine.Engine` over the same ModelRunner. On a GPU, for example on Colab::
+:class:`pagedkv.entrypoints.engine.Engine` over the same ModelRunner. On a GPU, for example on Colab::
 
     model = AutoModelForCausalLM.from_pretrained("Qwen/Qwen2.5-0.5B",
                                                  dtype=torch.bfloat16).cuda()

@@ -13,7 +13,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from pagedkv.managers import FixedStepTime, Scheduler, SchedulerConfig
-from pagedkv.managers.request_metrics import RequestTable
+from pagedkv.metrics.request_metrics import RequestTable
 from pagedkv.workloads.trace_files import load_trace
 
 row = st.fixed_dictionaries(

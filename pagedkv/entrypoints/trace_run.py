@@ -3,7 +3,7 @@
 :func:`run_requests` drives a :class:`~pagedkv.managers.scheduler.Scheduler` step by step
 over a :class:`~pagedkv.managers.trace_summary.SummaryTrace`, which keeps totals instead of
 one row per step; each request's metrics go to a
-:class:`~pagedkv.managers.request_metrics.RequestTable` (and on to its sinks) the moment it
+:class:`~pagedkv.metrics.request_metrics.RequestTable` (and on to its sinks) the moment it
 finishes. What grows with the run is the scheduler's own ``Req`` per request (a few hundred
 bytes) and one float per request per time column.
 
@@ -22,12 +22,12 @@ from dataclasses import dataclass
 
 from tqdm import tqdm
 
-from pagedkv.managers.metrics import Metrics
-from pagedkv.managers.request_metrics import RequestTable, Row
+from pagedkv.entrypoints.simulation import SimSetup
 from pagedkv.managers.scheduler import Scheduler
-from pagedkv.managers.simulation import SimSetup
 from pagedkv.managers.trace import Event
 from pagedkv.managers.trace_summary import SummaryTrace
+from pagedkv.metrics.metrics import Metrics
+from pagedkv.metrics.request_metrics import RequestTable, Row
 from pagedkv.workloads.synthetic import RequestSpec
 from pagedkv.workloads.trace_rows import TraceRequests
 
@@ -62,7 +62,7 @@ def run_requests(setup: SimSetup, specs: Iterable[RequestSpec], num_requests: in
     """Simulate ``specs`` (``num_requests`` of them) on ``setup``'s pool.
 
     Args:
-        setup: from :func:`pagedkv.managers.simulation.prepare`.
+        setup: from :func:`pagedkv.entrypoints.simulation.prepare`.
         specs: the requests, in rid order (an iterator is fine: it is read once).
         num_requests: how many ``specs`` holds.
         source: the trace they came from, for the per-request table's ``line`` columns.

@@ -7,7 +7,7 @@ import json
 import pytest
 
 pytest.importorskip("transformers")
-from pagedkv.cli import main
+from pagedkv.entrypoints.cli import main
 
 
 def test_generate_json(capsys: pytest.CaptureFixture[str]) -> None:

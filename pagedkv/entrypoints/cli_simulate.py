@@ -1,9 +1,9 @@
 """``pagedkv simulate``: run the scheduler simulator from the command line.
 
-``pagedkv.cli`` registers it with :func:`add_simulate_parser`; :func:`run_simulate` does the
-work: a built-in workload or a trace file (:mod:`pagedkv.managers.cli_workload`), one run
-or a sweep of settings (:mod:`pagedkv.managers.sweep`), reported as text, one JSON object
-or a per-request CSV file (:mod:`pagedkv.managers.cli_output`). Bad input raises
+``pagedkv.entrypoints.cli`` registers it with :func:`add_simulate_parser`; :func:`run_simulate` does the
+work: a built-in workload or a trace file (:mod:`pagedkv.entrypoints.cli_simulate_workload`), one run
+or a sweep of settings (:mod:`pagedkv.entrypoints.sweep`), reported as text, one JSON object
+or a per-request CSV file (:mod:`pagedkv.entrypoints.cli_simulate_output`). Bad input raises
 :class:`~pagedkv.errors.ConfigError` naming the parameter, its value and the valid range
 (the top-level CLI prints it and exits with status 2). The heavy modules (the scheduler
 imports torch) are imported inside :func:`run_simulate`, so that ``pagedkv size`` starts
@@ -157,10 +157,10 @@ def run_simulate(args: argparse.Namespace) -> int:
         NotEnoughMemoryError: the weights leave no room for a pool.
     """
     check_args(args)
-    from pagedkv.managers.cli_workload import build_workload
+    from pagedkv.entrypoints.cli_simulate_workload import build_workload
 
     workload = build_workload(args)
-    from pagedkv.managers.cli_run import run_single, run_sweep
+    from pagedkv.entrypoints.cli_simulate_run import run_single, run_sweep
 
     return run_sweep(args, workload) if args.sweep else run_single(args, workload)
 

@@ -19,7 +19,7 @@ PANELS = (("TTFT (modelled ms)", (("p50_ttft_s", "p50"), ("p99_ttft_s", "p99")),
 
 
 def write_plot(rows: list[dict[str, Any]], path: str, title: str) -> None:
-    """Write the sweep's rows (:func:`pagedkv.managers.sweep.sweep_row`) to ``path``.
+    """Write the sweep's rows (:func:`pagedkv.entrypoints.sweep.sweep_row`) to ``path``.
 
     Raises:
         ConfigError: ``path`` does not end in ``.html`` or cannot be written.

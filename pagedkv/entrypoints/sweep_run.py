@@ -34,11 +34,11 @@ from typing import Any
 
 from tqdm import tqdm
 
+from pagedkv.entrypoints.cli_simulate_workload import Workload
+from pagedkv.entrypoints.simulation import SimSetup
+from pagedkv.entrypoints.sweep import label, sweep_row
+from pagedkv.entrypoints.trace_run import PROGRESS_DELAY_S, run_requests
 from pagedkv.errors import ConfigError, PagedKVError, bad_value
-from pagedkv.managers.cli_workload import Workload
-from pagedkv.managers.simulation import SimSetup
-from pagedkv.managers.sweep import label, sweep_row
-from pagedkv.managers.trace_run import PROGRESS_DELAY_S, run_requests
 
 
 @dataclass(frozen=True)
@@ -46,7 +46,7 @@ class SettingResult:
     """One setting's results, small enough to send between processes.
 
     Attributes:
-        row: the table's and the plot's numbers (:func:`pagedkv.managers.sweep.sweep_row`).
+        row: the table's and the plot's numbers (:func:`pagedkv.entrypoints.sweep.sweep_row`).
         meta: the run's trace meta (:meth:`TraceMeta.to_dict`).
         summary: :meth:`RequestTable.summary` of the finished requests.
     """

@@ -12,7 +12,7 @@ import torch
 import pagedkv.layers.attention  # noqa: F401  (first: sets TRITON_INTERPRET on a CPU)
 
 pytest.importorskip("transformers")
-from pagedkv.engine import Engine
+from pagedkv.entrypoints.engine import Engine
 from pagedkv.errors import ConfigError
 from pagedkv.model_executor.model_loader import random_model_config, resolve_dtype
 from pagedkv.model_executor.model_runner import ModelRunner
@@ -206,7 +206,7 @@ class _Letters:
 
 
 def test_from_pretrained_options_progress_and_text(capsys: pytest.CaptureFixture[str]) -> None:
-    from pagedkv.engine_cli_output import DecodeProgress, print_result
+    from pagedkv.entrypoints.cli_generate_output import DecodeProgress, print_result
 
     engine = Engine.from_pretrained(random_model_config(), device="cpu", max_total_tokens=64,
                                     tokenizer=_Letters(), chunked_prefill_size=4,

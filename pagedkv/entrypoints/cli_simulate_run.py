@@ -8,12 +8,18 @@ import json
 import sys
 from typing import Any
 
-from pagedkv.managers.cli_output import CsvSink, JsonStream, print_summary, report_dict, step_time_text
-from pagedkv.managers.cli_workload import Workload
-from pagedkv.managers.simulation import SimSetup, prepare
-from pagedkv.managers.sweep import label, parse_axis, print_table, settings
-from pagedkv.managers.sweep_run import default_workers, run_processes, run_ray, run_serial
-from pagedkv.managers.trace_run import run_requests
+from pagedkv.entrypoints.cli_simulate_output import (
+    CsvSink,
+    JsonStream,
+    print_summary,
+    report_dict,
+    step_time_text,
+)
+from pagedkv.entrypoints.cli_simulate_workload import Workload
+from pagedkv.entrypoints.simulation import SimSetup, prepare
+from pagedkv.entrypoints.sweep import label, parse_axis, print_table, settings
+from pagedkv.entrypoints.sweep_run import default_workers, run_processes, run_ray, run_serial
+from pagedkv.entrypoints.trace_run import run_requests
 from pagedkv.releases import check_sglang_version
 from pagedkv.units import gib
 
@@ -109,7 +115,7 @@ def run_sweep(args: argparse.Namespace, workload: Workload) -> int:
             print(f"INTERRUPTED (Ctrl-C) {outcome.interrupted}")
         print_table(rows, sys.stdout)
     if args.plot:
-        from pagedkv.managers.sweep_plot import write_plot
+        from pagedkv.entrypoints.sweep_plot import write_plot
 
         write_plot(rows, args.plot, title)
         if not args.json:

@@ -14,10 +14,10 @@ from typing import ClassVar
 import numpy as np
 import pytest
 
-import pagedkv.managers.cli_run as cli_run
-import pagedkv.managers.sweep_run as sweep_run
-from pagedkv.cli import main
-from pagedkv.managers.cli_workload import build_workload
+import pagedkv.entrypoints.cli_simulate_run as cli_run
+import pagedkv.entrypoints.sweep_run as sweep_run
+from pagedkv.entrypoints.cli import main
+from pagedkv.entrypoints.cli_simulate_workload import build_workload
 from pagedkv.workloads.synthetic import RequestSpec
 
 EXAMPLES = Path(__file__).parents[2] / "pagedkv" / "workloads" / "examples"
@@ -155,7 +155,7 @@ def _values(entry: object) -> list[object]:
 def test_the_workload_pickles(capsys: pytest.CaptureFixture[str]) -> None:
     """What worker processes and Ray tasks receive: the same requests after a round trip."""
     for argv in (["--trace", CHAT, "--rate", "3"], ["--workload", "chat", "--num-requests", "20"]):
-        from pagedkv.cli import build_parser
+        from pagedkv.entrypoints.cli import build_parser
 
         args = build_parser().parse_args(["simulate", *argv])
         workload = build_workload(args)
@@ -217,7 +217,7 @@ def test_ray_refusal_is_the_serial_error(capsys: pytest.CaptureFixture[str], loc
 
 
 def test_parser_has_the_flags() -> None:
-    from pagedkv.cli import build_parser
+    from pagedkv.entrypoints.cli import build_parser
 
     args = build_parser().parse_args(["simulate", "--ray"])
     assert args.ray == "" and args.workers is None

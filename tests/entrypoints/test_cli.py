@@ -6,7 +6,7 @@ import sys
 
 import pytest
 
-from pagedkv.cli import main
+from pagedkv.entrypoints.cli import main
 
 L1 = ["size", "--model", "llama-3.1-8b", "--free-before-gib", "78.81", "--free-after-gib", "63.72",
       "--mem-fraction-static", "0.88"]
@@ -112,8 +112,9 @@ def test_simulate_is_wired_into_the_main_command(capsys):
 def test_size_starts_without_torch(argv):
     # torch takes about a second to import; only ``simulate`` needs it, and registering
     # that subcommand must not load it.
-    code = (f"import sys, pagedkv.cli\ntry:\n    pagedkv.cli.main({argv!r})\nexcept SystemExit:\n"
-            "    pass\nassert 'torch' not in sys.modules, 'pagedkv size imported torch'")
+    code = (f"import sys, pagedkv.entrypoints.cli\ntry:\n"
+            f"    pagedkv.entrypoints.cli.main({argv!r})\nexcept SystemExit:\n    pass\n"
+            "assert 'torch' not in sys.modules, 'pagedkv size imported torch'")
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=False)
     assert proc.returncode == 0, proc.stderr
     assert "KV Cache is allocated" in proc.stdout or "--kv-cache-dtype" in proc.stdout

@@ -14,11 +14,11 @@ from pagedkv.configs.model_presets import load_model
 from pagedkv.errors import ConfigError
 from pagedkv.gpus import GPUSpec, get_gpu
 from pagedkv.managers.config import DEFAULT_SGLANG_VERSION, Policy, SchedulerConfig
-from pagedkv.managers.metrics import Metrics
 from pagedkv.managers.req import Req, RequestLike
 from pagedkv.managers.scheduler import Scheduler
 from pagedkv.managers.trace import Trace, TraceMeta
 from pagedkv.managers.trace_summary import SummaryTrace
+from pagedkv.metrics.metrics import Metrics
 from pagedkv.model_executor.sim_executor import RooflineStepTime
 from pagedkv.sizing import KVPoolPlan, gpu_memory_defaults, plan_pool
 

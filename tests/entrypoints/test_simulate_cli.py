@@ -1,16 +1,15 @@
-"""``pagedkv simulate``'s parser and runner (wired into ``pagedkv.cli`` on main)."""
+"""``pagedkv simulate``'s parser and runner (wired into ``pagedkv.entrypoints.cli`` on main)."""
 
 from __future__ import annotations
 
 import argparse
-import importlib
 import json
 from pathlib import Path
 
 import pytest
 
+from pagedkv.entrypoints.cli_simulate import add_simulate_parser, run_simulate
 from pagedkv.errors import ConfigError
-from pagedkv.managers.cli import add_simulate_parser, run_simulate
 
 
 def parse(*argv: str) -> argparse.Namespace:
@@ -32,8 +31,8 @@ def test_json_metrics(capsys: pytest.CaptureFixture[str]) -> None:
 
 
 def test_workload_names_match_the_workloads() -> None:
-    from pagedkv.managers.cli import WORKLOAD_NAMES
-    from pagedkv.managers.cli_workload import WORKLOADS
+    from pagedkv.entrypoints.cli_simulate import WORKLOAD_NAMES
+    from pagedkv.entrypoints.cli_simulate_workload import WORKLOADS
 
     assert tuple(WORKLOADS) == WORKLOAD_NAMES
 
@@ -61,19 +60,6 @@ def test_bad_input_names_parameter_value_and_range(argv: tuple[str, ...], messag
     with pytest.raises(ConfigError, match=message.replace("(", r"\(").replace(")", r"\)")):
         run_simulate(parse("--num-requests", "5", *argv) if "--num-requests" not in argv
                      else parse(*argv))
-
-
-def test_package_exports_resolve_lazily() -> None:
-    """Every name in ``pagedkv.managers.__all__`` loads from its submodule on first access."""
-    import pagedkv.managers as sched
-
-    assert set(sched._EXPORTS) == set(sched.__all__)
-    for name in sched.__all__:
-        assert getattr(sched, name) is getattr(
-            importlib.import_module(sched._EXPORTS[name]), name)
-    assert set(sched.__all__) <= set(dir(sched))
-    with pytest.raises(AttributeError, match="no attribute 'nope'"):
-        sched.nope  # noqa: B018
 
 
 def test_a_cap_above_the_pool_is_warned_on_stderr(capsys: pytest.CaptureFixture[str]) -> None:

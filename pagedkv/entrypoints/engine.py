@@ -9,7 +9,7 @@ radix cache) over a long-lived executor:
   pool. The pool (``max_total_num_tokens``, ``page_size``) is the runner's, sized at load
   time as SGLang sizes it; :meth:`Engine.generate` serves prompts and returns real tokens.
 - :class:`~pagedkv.model_executor.sim_executor.SimExecutor`: no tensors, roofline step times;
-  give the pool size, and :meth:`Engine.run` a workload (``pagedkv.managers.simulate``
+  give the pool size, and :meth:`Engine.run` a workload (``pagedkv.entrypoints.simulate``
   sizes the pool for a model on a GPU preset and runs this same scheduler).
 
 A real run's trace is the simulator's format (:mod:`pagedkv.managers.trace`): ``time_s`` is
@@ -28,13 +28,13 @@ from typing import Any
 
 import torch
 
-from pagedkv.engine_outcome import Clamp, RequestTiming, WallClock, lowered_caps
+from pagedkv.entrypoints.engine_outcome import Clamp, RequestTiming, WallClock, lowered_caps
 from pagedkv.errors import bad_value, check_positive_int
 from pagedkv.managers.config import DEFAULT_SGLANG_VERSION, SchedulerConfig
-from pagedkv.managers.metrics import Metrics
 from pagedkv.managers.req import Req, RequestLike
 from pagedkv.managers.scheduler import Scheduler
 from pagedkv.managers.trace import Trace, TraceMeta
+from pagedkv.metrics.metrics import Metrics
 from pagedkv.model_executor.forward_batch_info import Executor
 from pagedkv.model_executor.hub import checkpoint_kwargs, load_tokenizer
 from pagedkv.model_executor.model_runner import ModelRunner

@@ -1,4 +1,4 @@
-"""What a run of :class:`pagedkv.engine.Engine` tells the user beyond the tokens: caps it
+"""What a run of :class:`pagedkv.entrypoints.engine.Engine` tells the user beyond the tokens: caps it
 lowered, and wall-clock latencies per request.
 
 Clamps. SGLang lowers a request's ``max_new_tokens`` at arrival to what the context and the

@@ -16,10 +16,10 @@ from collections.abc import Sequence
 from pagedkv.configs.model_config import ModelSpec
 from pagedkv.configs.model_family import ONE_POOL_WHEN_SWA_DISABLED
 from pagedkv.configs.model_presets import MODEL_PRESETS, load_model
-from pagedkv.engine_cli import add_generate_parser
+from pagedkv.entrypoints.cli_generate import add_generate_parser
+from pagedkv.entrypoints.cli_simulate import add_simulate_parser
 from pagedkv.errors import PagedKVError, bad_value, check_real
 from pagedkv.gpus import GPU_PRESETS, get_gpu
-from pagedkv.managers.cli import add_simulate_parser
 from pagedkv.releases import DEFAULT_SGLANG_VERSION, SGLANG_VERSIONS, as_release
 from pagedkv.sizing import KVPoolPlan, plan_pool
 from pagedkv.units import KV_DTYPE_BYTES, gib

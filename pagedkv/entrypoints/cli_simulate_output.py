@@ -13,12 +13,12 @@ import math
 import sys
 from typing import Any, TextIO
 
+from pagedkv.entrypoints.cli_simulate_workload import Workload
+from pagedkv.entrypoints.simulation import SimSetup
+from pagedkv.entrypoints.trace_run import RunOutcome
 from pagedkv.errors import bad_value
-from pagedkv.managers.cli_workload import Workload
-from pagedkv.managers.request_metrics import COLUMNS, PERCENTILES, TIMES, Row
-from pagedkv.managers.simulation import SimSetup
 from pagedkv.managers.trace import TraceMeta
-from pagedkv.managers.trace_run import RunOutcome
+from pagedkv.metrics.request_metrics import COLUMNS, PERCENTILES, TIMES, Row
 
 TIME_LABELS = {"ttft_s": "TTFT", "tpot_s": "TPOT (mean inter-token)", "e2e_s": "end-to-end",
                "queue_s": "queueing"}

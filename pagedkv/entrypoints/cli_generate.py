@@ -1,7 +1,7 @@
 """``pagedkv generate``: serve prompts with a real model through the scheduler, print the
 outputs and SGLang's log.
 
-``pagedkv.cli`` registers it with :func:`add_generate_parser`; :func:`run_generate` does the
+``pagedkv.entrypoints.cli`` registers it with :func:`add_generate_parser`; :func:`run_generate` does the
 work. Torch and transformers are imported only when the command runs, so that ``pagedkv
 size`` starts without them. Bad input raises :class:`~pagedkv.errors.ConfigError` (the
 top-level CLI prints it and exits with status 2).
@@ -19,7 +19,7 @@ import argparse
 import sys
 from typing import Any
 
-from pagedkv.engine_cli_output import DecodeProgress, print_result
+from pagedkv.entrypoints.cli_generate_output import DecodeProgress, print_result
 from pagedkv.errors import bad_value, check_positive_int, check_real
 from pagedkv.releases import DEFAULT_SGLANG_VERSION, RELEASES
 
@@ -155,7 +155,7 @@ def run_generate(args: argparse.Namespace) -> int:
     check_positive_int("--seed", args.seed, minimum=0)
     options = scheduler_options(args)
     source = model_source(args.model)
-    from pagedkv.engine import Engine
+    from pagedkv.entrypoints.engine import Engine
     from pagedkv.model_executor.model_loader import resolve_device
 
     device = resolve_device(args.device)

@@ -11,9 +11,9 @@ from pathlib import Path
 
 import pytest
 
-from pagedkv.cli import main
+from pagedkv.entrypoints.cli import main
 from pagedkv.managers import FixedStepTime, Scheduler, SchedulerConfig
-from pagedkv.managers.request_metrics import COLUMNS, RequestTable
+from pagedkv.metrics.request_metrics import COLUMNS, RequestTable
 from pagedkv.workloads.synthetic import RequestSpec
 
 EXAMPLES = Path(__file__).parents[2] / "pagedkv" / "workloads" / "examples"
@@ -122,7 +122,7 @@ def test_ctrl_c_stops_with_the_partial_summary(capsys: pytest.CaptureFixture[str
 
 def test_progress_bar_only_on_a_terminal(capsys: pytest.CaptureFixture[str],
                                          monkeypatch: pytest.MonkeyPatch) -> None:
-    import pagedkv.managers.trace_run as trace_run
+    import pagedkv.entrypoints.trace_run as trace_run
 
     monkeypatch.setattr(trace_run, "PROGRESS_DELAY_S", 0.0)
     assert main(["simulate", "--trace", CHAT]) == 0

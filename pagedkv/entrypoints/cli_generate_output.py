@@ -5,7 +5,7 @@ The bar (tqdm, on stderr, on a terminal only) counts output tokens against the s
 granted caps, so its rate is tokens per second, and names the decode steps taken; requests
 that stop at EOS end it early. Per request the JSON carries the ids, the decoded text when
 the model has a tokenizer, the cap asked and granted, and wall-clock TTFT, TPOT and
-end-to-end seconds (:class:`~pagedkv.engine_outcome.RequestTiming`).
+end-to-end seconds (:class:`~pagedkv.entrypoints.engine_outcome.RequestTiming`).
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 from tqdm import tqdm
 
 if TYPE_CHECKING:
-    from pagedkv.engine import EngineResult
+    from pagedkv.entrypoints.engine import EngineResult
     from pagedkv.managers.scheduler import Scheduler
 
 

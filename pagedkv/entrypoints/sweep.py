@@ -3,7 +3,7 @@
 Each ``--sweep`` names one axis; several axes give every combination (the first axis
 varies slowest). Axes: :data:`AXES`. Each setting sizes its own pool and runs the whole
 workload; one table shows them side by side, and ``--plot FILE.html`` draws the same
-numbers (:mod:`pagedkv.managers.sweep_plot`).
+numbers (:mod:`pagedkv.entrypoints.sweep_plot`).
 """
 
 from __future__ import annotations
@@ -13,8 +13,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, TextIO
 
+from pagedkv.entrypoints.trace_run import RunOutcome
 from pagedkv.errors import bad_value, check_positive_int, check_real
-from pagedkv.managers.trace_run import RunOutcome
 
 _ON = {"on": True, "true": True, "1": True, "off": False, "false": False, "0": False}
 
