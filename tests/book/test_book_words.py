@@ -356,7 +356,7 @@ def test_the_cheat_sheet_keys_its_short_names_before_the_first_table() -> None:
     for short, told in ((r"\rceil_\text", r"\rceil_\text{page}$ (`ceil_page`) is"),
                         ("CLIP", "CLIP is"), ("conservativeness", "conservativeness is"),
                         ("FCFS", "FCFS is"), ("LRU", "LRU is"), ("MLA", "MLA is"),
-                        ("HBM", "HBM is")):
+                        ("HBM", "HBM is"), ("sm_1", "`sm_XY` is")):
         if short in tables:
             assert told in key, short
     names = " ".join(t.name for t in TERMS)
