@@ -40,7 +40,7 @@ class DecodeProgress:
                             disable=self.disable, dynamic_ncols=True)
         done = sum(r.generated for r in sched.reqs)
         self.bar.update(done - self.bar.n)
-        self.bar.set_postfix_str(f"{sched.num_decode_steps} steps, "
+        self.bar.set_postfix_str(f"{sched.counters.num_decode_steps} steps, "
                                  f"{sched.num_finished}/{len(sched.reqs)} done", refresh=False)
 
     def __enter__(self) -> DecodeProgress:

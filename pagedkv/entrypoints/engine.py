@@ -221,7 +221,7 @@ class Engine:
             check: check every memory invariant after every step
                 (``Scheduler.check_invariants``).
             on_step: called with the scheduler after every step (a progress bar reads
-                ``sched.reqs`` and ``sched.num_decode_steps``).
+                ``sched.reqs`` and ``sched.counters.num_decode_steps``).
 
         The result's ``clamps`` list each request whose ``max_new_tokens`` was lowered at
         arrival; for a real model, ``timings`` hold wall-clock TTFT/TPOT read after every

@@ -44,8 +44,8 @@ def overlap_comparison() -> tuple[LoopRun, LoopRun]:
         s.run()
         finish = {e.rid: e.step for e in s.trace.events if e.kind == "finish"}
         steps = s.trace.to_dict()["steps"]
-        out.append(LoopRun(loop, s.num_steps, s.num_decode_steps,
+        out.append(LoopRun(loop, s.num_steps, s.counters.num_decode_steps,
                            tuple(finish[r.rid] for r in s.reqs),
                            tuple(e.rid for e in s.trace.events if e.kind == "retract"),
-                           s.num_decode_skips, max(steps["tokens_used"])))
+                           s.counters.num_decode_skips, max(steps["tokens_used"])))
     return out[0], out[1]

@@ -192,7 +192,7 @@ def finishing_in_flight(r: Release) -> str:
     retracted = [e.rid for e in s.trace.events if e.kind == "retract"]
     if retracted:
         return "retracts request " + ", ".join(str(rid) for rid in retracted)
-    n = s.num_decode_skips
+    n = s.counters.num_decode_skips
     return f"skips {n} decode step{'' if n == 1 else 's'}, retracts nothing"
 
 

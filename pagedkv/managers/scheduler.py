@@ -1,20 +1,18 @@
 """The scheduler: SGLang's loop of prefill passes, decode steps and idle steps.
 
 Follows SGLang 0.5.23's ``python/sglang/srt/managers/scheduler.py`` (0.5.9 where a
-:class:`~pagedkv.releases.Release` field says): ``event_loop_normal`` /
-``event_loop_overlap``, ``get_next_batch_to_run``, ``get_new_batch_prefill``,
-``update_running_batch``, ``run_batch``, ``process_batch_result``, ``on_idle``. The batch
-work is :class:`~pagedkv.managers.schedule_batch.ScheduleBatch`'s; every other job is a
-component (:mod:`pagedkv.managers.scheduler_components`, built by
-:mod:`pagedkv.managers.scheduler_init`). A step is one iteration of a loop: arrivals join the
-queue; ``get_next_batch_to_run`` picks a prefill pass, else a decode step that fits
-(retracting if none does), else nothing (``on_idle``); ``run_batch`` runs it and
-``process_batch_result`` commits its tokens and releases who finished, at once in the normal
-loop (``disable_overlap_schedule``), a step later in the overlap loop (SGLang's default:
-batch ``N + 1`` is scheduled while batch ``N`` runs, so decisions see tokens a step late).
-CONTRIBUTING.md walks one step method by method. Both loops are checked step by step against
-SGLang 0.5.23's own (``tests/reference``). Where we simplify: FCFS only; no priorities, LoRA,
-speculative decoding or disaggregation.
+:class:`~pagedkv.releases.Release` field says), which keeps the loop here and its parts in
+``scheduler_components/``: ``event_loop_normal`` / ``event_loop_overlap``,
+``get_next_batch_to_run``, ``get_new_batch_prefill``, ``update_running_batch``, ``run_batch``,
+``process_batch_result``, ``on_idle``. The batch work is
+:class:`~pagedkv.managers.schedule_batch.ScheduleBatch`'s; every other job is a component
+(:mod:`pagedkv.managers.scheduler_components`, built by :mod:`pagedkv.managers.scheduler_init`),
+the decode step's included (:class:`DecodeMemoryChecker`, :class:`DecodeStepRunner`). The
+normal loop (``disable_overlap_schedule``) processes each pass's result at once; the overlap
+loop (SGLang's default) a step later: batch ``N + 1`` is scheduled while batch ``N`` runs.
+CONTRIBUTING.md walks one step method by method; ``tests/reference`` checks both loops step
+by step against SGLang's own. Where we simplify: FCFS only; no priorities, LoRA, speculative
+decoding or disaggregation.
 """
 
 from __future__ import annotations
@@ -22,18 +20,13 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import NamedTuple
 
-import numpy as np
-
-from pagedkv.errors import PagedKVError
 from pagedkv.managers.config import SchedulerConfig
 from pagedkv.managers.in_flight_recorder import joining_requests
 from pagedkv.managers.req import Req, RequestLike
 from pagedkv.managers.schedule_batch import ScheduleBatch
 from pagedkv.managers.schedule_policy import AddReqResult, PrefillAdder
 from pagedkv.managers.scheduler_components import (
-    MAX_WINDOW,
     InFlight,
-    LoopCounters,
     default_max_running_requests,
     validate_requests,
     validate_sizes,
@@ -106,20 +99,27 @@ class Scheduler:
                                 record_pages=record_pages)
         self.running = ScheduleBatch(self.req_to_token_pool, self.allocator, self.tree_cache)
         self.chunked_req: Req | None = None
-        self.clock = 0.0  # seconds
-        self.num_steps = self.num_decode_steps = self.decoded = 0  # decoded: tokens sampled
-        self.num_decode_skips = 0  # overlap loop: decode steps skipped instead of retracting
-        self._idle_blocked = 0  # consecutive idle steps with a queue (stuck after 3)
-        (self.waiting, self.ratio_tracker, self.result_queue, self.request_tracker,
-         self.pool_stats, self.metrics_reporter, self.step_recorder, self.invariant_checker,
-         self.batch_result_processor, self.fast_forward) = init_components(
+        (self.counters, self.waiting, self.ratio_tracker, self.result_queue,
+         self.request_tracker, self.pool_stats, self.metrics_reporter, self.step_recorder,
+         self.invariant_checker, self.batch_result_processor, self.fast_forward,
+         self.decode_memory_checker, self.decode_step_runner) = init_components(
             self.reqs, pools, self.trace, self.executor, config=cfg, page_size=p,
             max_total_num_tokens=total, max_running_requests=self.max_running_requests,
             fast_forward=fast_forward and not record_page_tables,
             get_running_batch=lambda: self.running, get_chunked_req=lambda: self.chunked_req,
-            on_finish=lambda req: self.request_tracker.finish(req, self.num_steps, self.clock))
+            page_view=self if self.trace.page_events is not None else None)
 
     # ----- state --------------------------------------------------------------------------
+    @property
+    def clock(self) -> float:
+        """The modelled time now, in seconds (:class:`LoopCounters`)."""
+        return self.counters.clock
+
+    @property
+    def num_steps(self) -> int:
+        """Steps run so far."""
+        return self.counters.num_steps
+
     @property
     def new_token_ratio(self) -> float:
         """SGLang's ``new_token_ratio`` (the tracker's current value; settable)."""
@@ -150,6 +150,7 @@ class Scheduler:
     def check_invariants(self) -> None:
         """Every slot and request accounted for (``SchedulerInvariantChecker``)."""
         self.invariant_checker.check_invariants(self.pool_stats.tokens_reserved(self.running))
+        self.counters.check_invariants()
 
     # ----- the loop -----------------------------------------------------------------------
     def run(self) -> Trace | SummaryTrace:
@@ -163,17 +164,14 @@ class Scheduler:
         (``disable_overlap_schedule``), recorded; False once every request has finished."""
         if self.done():
             return False
-        self.record(self.event_loop_overlap() if self.overlap else self.event_loop_normal())
-        self.num_steps += 1
-        return True
-
-    def record(self, kind: str) -> None:
-        """The step's row (and page tables), then its page events, in the trace."""
+        kind = self.event_loop_overlap() if self.overlap else self.event_loop_normal()
         self.step_recorder.record(self.num_steps, self.clock, kind, self.running, self.chunked_req,
                                   lambda: self.pool_stats.tokens_reserved(self.running),
                                   joining_requests(self))
         if self.trace.page_events is not None:
             self.trace.page_events.record(self, kind)
+        self.counters.num_steps += 1
+        return True
 
     def enqueue_arrivals(self) -> None:
         """Requests whose arrival time has passed join the waiting queue
@@ -189,8 +187,9 @@ class Scheduler:
             self.on_idle()
             return "idle"
         if isinstance(batch, ScheduleBatch):
-            if not self.run_decode_window():
-                self.run_decode_step()
+            runner = self.decode_step_runner
+            if not runner.run_decode_window(batch, self.chunked_req):
+                runner.run_decode_step(batch)
             return "decode"
         result = self.run_batch(batch.batch)
         self.process_batch_result(batch, result)
@@ -202,11 +201,11 @@ class Scheduler:
         ``disable_consecutive_prefill_overlap``: ``is_disable_overlap_for_batch``); idle
         only when there is neither. Returns the step's kind."""
         self.enqueue_arrivals()
-        batch = self.get_next_batch_to_run()
-        if isinstance(batch, ScheduleBatch) and self.run_decode_window():
+        batch, runner = self.get_next_batch_to_run(), self.decode_step_runner
+        if isinstance(batch, ScheduleBatch) and runner.run_decode_window(batch, self.chunked_req):
             return "decode"
         launch = (batch.batch if isinstance(batch, PrefillPass) else
-                  None if batch is None else self.prepare_decode())
+                  None if batch is None else runner.prepare_decode(batch))
         previous = self.result_queue.pop()
         if (previous is not None and launch is not None and launch.mode == "extend"
                 and previous.batch.mode == "extend"
@@ -216,11 +215,11 @@ class Scheduler:
         if launch is not None:
             result = self.run_batch(launch)
             self.result_queue.in_flight = InFlight(launch, result.next_token_ids,
-                                                   self.num_decode_steps, self.clock)
+                                                   self.counters.num_decode_steps, self.clock)
             if isinstance(batch, PrefillPass):
                 self.log_prefill(batch, result.seconds)
-            elif self.num_decode_steps % self.config.decode_log_interval == 0:
-                self.log_decode(len(launch.reqs))
+            else:
+                runner.log_decode(len(launch.reqs))
         if previous is not None:
             self.process_batch_result(previous)
             if launch is None:
@@ -232,8 +231,8 @@ class Scheduler:
     def get_next_batch_to_run(self) -> PrefillPass | ScheduleBatch | None:
         """:meth:`prepare_step`; the overlap loop merges the prefill in flight. Then a
         prefill pass, else the running batch if its decode step goes ahead (prepared by
-        :meth:`run_decode_step` / :meth:`prepare_decode`; SGLang prepares it in
-        ``update_running_batch``, here a simulator first looks for a window), else None."""
+        :class:`DecodeStepRunner`; SGLang prepares it in ``update_running_batch``, here a
+        simulator first looks for a window), else None."""
         self.prepare_step()
         merged = self.result_queue.prefill_to_merge(self.chunked_req)
         if merged is not None:
@@ -323,38 +322,16 @@ class Scheduler:
         request is left to decode, and in the overlap loop (0.5.23) when the step is
         skipped: it does not fit while requests finishing in flight, left out of it, are
         about to free their KV. Source: ``Scheduler.update_running_batch``."""
-        batch, cfg = self.running, self.config
+        batch = self.running
         initial = len(batch)
         batch.filter_finished()
-        finishing = self.result_queue.reqs_finishing_inflight(batch)
-        if finishing:  # they leave the batch holding their KV; their result frees it
-            batch.sync(finishing)
-            batch.filter_batch(np.setdiff1d(np.arange(len(batch)), finishing))
+        finishing = self.result_queue.leave_out_finishing(batch)
         if not len(batch):
             batch.batch_is_full = False
             return False
-        fits = batch.check_decode_mem()
-        if not fits and finishing:  # skip this decode step rather than retract
-            batch.batch_is_full = False
-            self.num_decode_skips += 1
+        if not self.decode_memory_checker.check_decode_mem(batch, can_skip=bool(finishing)):
+            batch.batch_is_full = False  # skipped: requests finishing in flight free KV
             return False
-        if fits:
-            self.ratio_tracker.decay_step()
-        else:
-            old_available, old_ratio = self.allocator.available_size(), self.new_token_ratio
-            batch.sync()
-            retracted, ratio, aborted = batch.retract_decode(
-                cfg.retract_decode_steps, abort_last_request=cfg.release.abort_last_request)
-            gained = self.allocator.available_size() - old_available
-            self.ratio_tracker.set_after_retract(ratio)
-            self.trace.add_log(self.num_steps, "KV cache pool is full. Retract requests. "
-                               f"#retracted_reqs: {len(retracted)}, #new_tokens_gained: {gained}, "
-                               f"#new_token_ratio: {old_ratio:.4f} -> {ratio:.4f}")
-            for req in retracted:
-                self.request_tracker.retract(req, self.num_steps, self.clock)
-            for req in aborted:
-                req.finished, req.finish_reason = True, "abort"
-                self.request_tracker.finish(req, self.num_steps, self.clock)
         if len(batch) < initial:
             batch.batch_is_full = False
         return len(batch) > 0
@@ -363,65 +340,8 @@ class Scheduler:
     def run_batch(self, batch: ForwardBatch) -> ForwardResult:
         """The executor runs the pass; the clock moves by its time."""
         result = self.executor.forward(batch)
-        self.clock += result.seconds
-        self._idle_blocked = 0
+        self.counters.pass_ran(result.seconds)
         return result
-
-    def prepare_decode(self) -> ForwardBatch:
-        """``prepare_for_decode`` (every request's next slot) and the decode pass; in the
-        overlap loop its input tokens are the in-flight pass's (the future map)."""
-        bs = len(self.running)
-        self.running.prepare_for_decode()
-        self.decoded += bs
-        self.num_decode_steps += 1
-        ids = self.result_queue.future_input_ids(self.running) if self.overlap else None
-        return self.running.get_model_worker_batch(ids)
-
-    def run_decode_step(self) -> None:
-        """The normal loop's decode step: prepared, run (a simulator's time is predicted,
-        no pass built), its tokens committed and its result processed."""
-        batch, ff = self.running, self.fast_forward
-        bs, kv_tokens = len(batch), int(batch.kv_len.sum())
-        if ff is not None:
-            batch.prepare_for_decode()
-            self.decoded, self.num_decode_steps = self.decoded + bs, self.num_decode_steps + 1
-            self.clock += ff.executor.decode_seconds(bs, kv_tokens)
-            self._idle_blocked = 0
-        else:
-            result = self.run_batch(self.prepare_decode())
-            if result.next_token_ids is not None:
-                for req, token in zip(batch.reqs, result.next_token_ids.tolist(), strict=True):
-                    req.output_ids.append(int(token))
-        batch.generated += 1
-        self.process_batch_result_decode()
-
-    def run_decode_window(self) -> bool:
-        """Take the next ``k >= 2`` quiet decode steps at once if the fast-forward finds them
-        (:class:`DecodeFastForward`: the same slots, counts, rows and log lines as ``k``
-        single steps; the caller records the last). The overlap loop's window logs its last
-        step at launch, releases at the end of the step before it (as a single step's result
-        is timed) and leaves its last step in flight. False: no window."""
-        ff, b = self.fast_forward, self.running
-        limit = self.result_queue.window_limit(b) if self.overlap else MAX_WINDOW
-        k = 1 if ff is None else ff.window_length(b, self.chunked_req, self.clock, limit)
-        if ff is None or k < 2:
-            return False
-        view = self if self.trace.page_events is not None else None
-        self.clock, self.num_steps, self.num_decode_steps, self.decoded = ff.take(
-            k, b, LoopCounters(self.clock, self.num_steps, self.num_decode_steps, self.decoded),
-            view)
-        self._idle_blocked = 0
-        if not self.overlap:
-            self.process_batch_result_decode()
-            return True
-        if self.num_decode_steps % self.config.decode_log_interval == 0:
-            self.log_decode(len(b))  # at the last step's launch
-        now, self.clock = self.clock, ff.last_launch_s  # the step before it ends then
-        self.batch_result_processor.process_batch_result_decode(b)
-        self.clock = now
-        self.result_queue.in_flight = InFlight(b.get_model_worker_batch(), None,
-                                               self.num_decode_steps, self.clock)
-        return True
 
     # ----- results ------------------------------------------------------------------------
     def process_batch_result(self, batch: PrefillPass | InFlight,
@@ -431,22 +351,14 @@ class Scheduler:
         in flight (the overlap loop). Source: ``Scheduler.process_batch_result``."""
         processor = self.batch_result_processor
         if isinstance(batch, InFlight):  # timed at the pass's end: SGLang processes it then
-            now, self.clock = self.clock, batch.end_s  # (``copy_done``), while the next runs
-            self.decoded += processor.process_batch_result(batch, self.clock, self.running)
-            self.clock = now
+            with self.counters.at(batch.end_s) as c:  # (``copy_done``), while the next runs
+                c.decoded += processor.process_batch_result(batch, c.clock, self.running)
             return
         assert result is not None
         done = processor.process_batch_result_prefill(batch.batch, result.next_token_ids, self.clock)
-        self.decoded += int(batch.batch.sample.sum())
+        self.counters.decoded += int(batch.batch.sample.sum())
         self.merge_prefill(done, len(batch.batch.reqs))
         self.log_prefill(batch, result.seconds)
-
-    def process_batch_result_decode(self) -> None:
-        """The normal loop's decode result: release every request whose latest token ends
-        it, then log."""
-        self.batch_result_processor.process_batch_result_decode(self.running)
-        if self.num_decode_steps % self.config.decode_log_interval == 0:
-            self.log_decode(len(self.running))
 
     def log_prefill(self, batch: PrefillPass, seconds: float) -> None:
         """SGLang's prefill line for ``batch`` (after its result in the normal loop, its
@@ -456,10 +368,6 @@ class Scheduler:
             self.num_steps, batch.adder, batch.running_bs, int(batch.batch.extend_lens.sum()),
             seconds, 0 if c is None else c.fill_len - c.kv_committed_len)
 
-    def log_decode(self, bs: int) -> None:
-        """SGLang's decode line for a batch of ``bs``."""
-        self.metrics_reporter.report_decode_stats(self.num_steps, self.clock, self.decoded, bs)
-
     # ----- the idle path ------------------------------------------------------------------
     def on_idle(self) -> None:
         """Nothing to run: check memory and reset ``new_token_ratio`` (0.5.9: always; 0.5.23:
@@ -467,25 +375,20 @@ class Scheduler:
         Source: 0.5.9 ``self_check_during_idle``, 0.5.23 ``Scheduler.on_idle``.
 
         Raises:
-            PagedKVError: waiting requests can never be admitted (nothing runs, nothing is
-                due to arrive, admission refused them twice).
+            PagedKVError: waiting requests can never be admitted
+                (``SchedulerInvariantChecker.check_not_stuck``).
         """
         fully_idle = not self.waiting and not len(self.running) and self.chunked_req is None
         if not self.config.release.reset_ratio_only_when_idle or fully_idle:
             self.check_memory()
             self.ratio_tracker.reset()
         if self.waiting and not len(self.running):  # consecutive idle steps with a queue
-            self._idle_blocked += 1
-            if self._idle_blocked > 2:
-                head = self.waiting[0]
-                raise PagedKVError(f"stuck: request {head.rid} (prompt_len={head.prompt_len}, "
-                                   f"max_new_tokens={head.max_new_tokens}) is refused by an "
-                                   f"idle server with {self.allocator.available_size()} slots "
-                                   "free; the pool is too small for it")
+            self.counters.idle_blocked += 1
+            self.invariant_checker.check_not_stuck(self.counters.idle_blocked)
         self.jump_to_next_arrival()
 
     def jump_to_next_arrival(self) -> None:
         """Nothing ran and nothing waits: the clock moves on to the next arrival."""
         arrival = self.waiting.next_arrival_s()
         if not self.waiting and arrival is not None:
-            self.clock = max(self.clock, arrival)
+            self.counters.clock = max(self.clock, arrival)

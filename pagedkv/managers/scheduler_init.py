@@ -17,11 +17,14 @@ from typing import NamedTuple, cast
 
 from pagedkv.errors import bad_value
 from pagedkv.managers.config import SchedulerConfig
-from pagedkv.managers.page_recorder import PageRecorder
+from pagedkv.managers.page_recorder import PageRecorder, SchedulerView
 from pagedkv.managers.req import Req
 from pagedkv.managers.schedule_batch import ScheduleBatch
 from pagedkv.managers.scheduler_components import (
     DecodeFastForward,
+    DecodeMemoryChecker,
+    DecodeStepRunner,
+    LoopCounters,
     NewTokenRatioTracker,
     OverlapResultQueue,
     SchedulerBatchResultProcessor,
@@ -96,6 +99,7 @@ def init_trace(trace: Trace | SummaryTrace | None, meta: TraceMeta | None, *,
 class SchedulerComponents(NamedTuple):
     """The scheduler's components (:mod:`pagedkv.managers.scheduler_components`)."""
 
+    counters: LoopCounters
     waiting: WaitingQueue
     ratio_tracker: NewTokenRatioTracker
     result_queue: OverlapResultQueue
@@ -106,6 +110,8 @@ class SchedulerComponents(NamedTuple):
     invariant_checker: SchedulerInvariantChecker
     batch_result_processor: SchedulerBatchResultProcessor
     fast_forward: DecodeFastForward | None
+    decode_memory_checker: DecodeMemoryChecker
+    decode_step_runner: DecodeStepRunner
 
 
 def init_components(reqs: Sequence[Req], pools: KVCache, trace: Trace | SummaryTrace,
@@ -113,11 +119,13 @@ def init_components(reqs: Sequence[Req], pools: KVCache, trace: Trace | SummaryT
                     max_total_num_tokens: int, max_running_requests: int, fast_forward: bool,
                     get_running_batch: Callable[[], ScheduleBatch],
                     get_chunked_req: Callable[[], Req | None],
-                    on_finish: Callable[[Req], None]) -> SchedulerComponents:
+                    page_view: SchedulerView | None) -> SchedulerComponents:
     """Every component, each given what it uses. The decode fast-forward only for an
     executor that predicts its step times and ``fast_forward`` (the caller turns it off
-    when page tables are recorded: they need every step)."""
+    when page tables are recorded: they need every step). ``page_view``: the scheduler,
+    when its trace records page events (a fast-forward window records its steps' pages)."""
     cfg, p, total = config, page_size, max_total_num_tokens
+    counters = LoopCounters()
     mem = {"token_to_kv_pool_allocator": pools.allocator, "tree_cache": pools.tree_cache}
     waiting = WaitingQueue.from_reqs(reqs)
     ratio = NewTokenRatioTracker.from_config(cfg)
@@ -141,12 +149,23 @@ def init_components(reqs: Sequence[Req], pools: KVCache, trace: Trace | SummaryT
     processor = SchedulerBatchResultProcessor(
         **mem, req_to_token_pool=pools.req_to_token_pool,
         group_prefill_frees=cfg.release.group_prefill_frees, samples_tokens=samples_tokens,
-        eos_token_ids=frozenset(executor.eos_token_ids), on_finish=on_finish)
+        eos_token_ids=frozenset(executor.eos_token_ids),
+        on_finish=lambda req: request_tracker.finish(req, counters.num_steps, counters.clock))
     ff = None
     if fast_forward and executor.predicts_step_times:
         ff = DecodeFastForward(executor=cast(StepTimePredictor, executor), config=cfg, page_size=p,
                                max_total_num_tokens=total, **mem, waiting=waiting,
                                ratio_tracker=ratio, metrics_reporter=metrics,
                                step_recorder=recorder)
-    return SchedulerComponents(waiting, ratio, result_queue, request_tracker, pool_stats, metrics,
-                               recorder, checker, processor, ff)
+    memory_checker = DecodeMemoryChecker(
+        token_to_kv_pool_allocator=pools.allocator, ratio_tracker=ratio,
+        request_tracker=request_tracker, trace=trace, counters=counters,
+        retract_decode_steps=cfg.retract_decode_steps,
+        abort_last_request=cfg.release.abort_last_request)
+    runner = DecodeStepRunner(
+        executor=executor, overlap=not cfg.disable_overlap_schedule,
+        decode_log_interval=cfg.decode_log_interval, counters=counters, result_queue=result_queue,
+        batch_result_processor=processor, metrics_reporter=metrics, fast_forward=ff,
+        page_view=page_view)
+    return SchedulerComponents(counters, waiting, ratio, result_queue, request_tracker, pool_stats,
+                               metrics, recorder, checker, processor, ff, memory_checker, runner)

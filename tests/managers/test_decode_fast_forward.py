@@ -4,11 +4,13 @@ exactly the single steps it replaces is tests/managers/test_fast_forward.py.)"""
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 
 from pagedkv.managers.config import SchedulerConfig
 from pagedkv.managers.scheduler import Scheduler
-from pagedkv.managers.scheduler_components import DecodeFastForward, LoopCounters
+from pagedkv.managers.scheduler_components import DecodeFastForward
 from pagedkv.model_executor.forward_batch_info import ForwardBatch, ForwardResult
 from pagedkv.model_executor.sim_executor import FixedStepTime
 from pagedkv.workloads.synthetic import RequestSpec
@@ -50,9 +52,11 @@ def test_running_a_window_adds_its_steps_up() -> None:
     # 10 tokens in KV each: a new page at the 3rd step (position 12) for both
     assert window.free == [1024 - 24 - x for x in (0, 0, 8, 8, 8)]
     rows = len(s.trace)
-    out = ff.run(window, LoopCounters(s.clock, s.num_steps, s.num_decode_steps, s.decoded))
-    assert out == LoopCounters(0.5 + 5 * 0.5, s.num_steps + 4, s.num_decode_steps + 5,
-                               s.decoded + 10)
+    c = replace(s.counters)
+    ff.run(window, c)
+    assert c == replace(s.counters, clock=0.5 + 5 * 0.5, num_steps=s.num_steps + 4,
+                        num_decode_steps=s.counters.num_decode_steps + 5,
+                        decoded=s.counters.decoded + 10)
     assert len(s.trace) == rows + 4 and ff.windows_taken == 1  # the caller records the last
     assert s.trace.steps["tokens_used"][-4:] == [22, 24, 26, 28]
     assert s.trace.steps["time_s"][-4:] == [1.0, 1.5, 2.0, 2.5]

@@ -66,7 +66,8 @@ def final_state(s: Scheduler) -> dict[str, object]:
     a = s.allocator
     return {
         "reqs": [[getattr(r, k) for k in REQ_KEYS] for r in s.reqs],
-        "counters": (s.num_steps, s.num_decode_steps, s.decoded, s.clock, s.new_token_ratio),
+        "counters": (s.num_steps, s.counters.num_decode_steps, s.counters.decoded, s.clock,
+                     s.new_token_ratio),
         "free_pages": a.free_pages.tolist(),
         "slot_state": a.slot_state.numpy().tobytes(),
         "req_to_token": s.req_to_token_pool.req_to_token.numpy().tobytes(),
@@ -158,7 +159,7 @@ def test_simulate_switch_gives_the_same_run(page: int) -> None:
 @pytest.mark.parametrize(("seed", "page", "poisson", "version", "radix"), OVERLAP_CASES)
 def test_overlap_fast_path_matches_single_steps(seed: int, page: int, poisson: bool,
                                                 version: str, radix: bool) -> None:
-    """The overlap loop's windows (:meth:`Scheduler.run_decode_window` in the overlap loop) give
+    """The overlap loop's windows (:meth:`DecodeStepRunner.run_decode_window` in the overlap loop) give
     the run its single steps give: every row, event, log line and slot."""
     specs, pool = workload(seed, page, poisson)
     chunk = (None, 2 * page, 4 * page, 64)[seed % 4]

@@ -30,7 +30,7 @@ def test_a_finished_request_is_seen_a_step_late_and_holds_its_next_slot() -> Non
     assert [e.step for e in overlap.trace.events_of("finish")] == [3]
     assert normal.tree_cache.evictable_size() == 6
     assert overlap.tree_cache.evictable_size() == 7
-    assert normal.num_decode_steps == 2 and overlap.num_decode_steps == 3
+    assert normal.counters.num_decode_steps == 2 and overlap.counters.num_decode_steps == 3
 
 
 def test_the_slot_is_allocated_before_the_token_is_committed() -> None:

@@ -99,7 +99,7 @@ def served() -> tuple[Engine, list[list[int]], object, dict[str, int]]:
              "reprefill": counts["reprefill"],
              "cached_tokens": sum(r.cached_tokens for r in sched.reqs),
              "cached_after_retract": sum(r.cached_tokens for r in sched.reqs if r.num_retractions),
-             "decode_steps": sched.num_decode_steps, "kv_tokens_checked": kv_checked}
+             "decode_steps": sched.counters.num_decode_steps, "kv_tokens_checked": kv_checked}
     print("events forced:", stats)
     return engine, ps, sched, stats
 

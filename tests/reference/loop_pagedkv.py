@@ -94,7 +94,7 @@ def run(case: LoopCase, release: str = "0.5.23") -> list[dict[str, Any]]:
         rec["retracted"] = [e.rid for e in events if e.kind == "retract"]
         rec["retract_log"] = [line for line in log if "Retract requests" in line]
         rec["finished"] = sorted(e.rid for e in events if e.kind in ("finish", "abort"))
-        rec["skipped"], skips = sched.num_decode_skips > skips, sched.num_decode_skips
+        rec["skipped"], skips = sched.counters.num_decode_skips > skips, sched.counters.num_decode_skips
         rec["available"] = int(sched.allocator.available_size())
         rec["evictable"] = int(sched.tree_cache.evictable_size())
         rec["ratio"] = float(sched.new_token_ratio)

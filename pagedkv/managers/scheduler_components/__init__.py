@@ -9,10 +9,12 @@ from pagedkv.managers.scheduler_components.decode_fast_forward import (
     MAX_WINDOW,
     DecodeFastForward,
     DecodeWindow,
-    LoopCounters,
     decode_many,
 )
+from pagedkv.managers.scheduler_components.decode_memory_checker import DecodeMemoryChecker
+from pagedkv.managers.scheduler_components.decode_step_runner import DecodeStepRunner
 from pagedkv.managers.scheduler_components.invariant_checker import SchedulerInvariantChecker
+from pagedkv.managers.scheduler_components.loop_counters import LoopCounters
 from pagedkv.managers.scheduler_components.metrics_reporter import SchedulerMetricsReporter
 from pagedkv.managers.scheduler_components.new_token_ratio_tracker import NewTokenRatioTracker
 from pagedkv.managers.scheduler_components.overlap_result_queue import OverlapResultQueue
@@ -29,6 +31,8 @@ from pagedkv.managers.scheduler_components.waiting_queue import WaitingQueue
 __all__ = [
     "MAX_WINDOW",
     "DecodeFastForward",
+    "DecodeMemoryChecker",
+    "DecodeStepRunner",
     "DecodeWindow",
     "InFlight",
     "LoopCounters",

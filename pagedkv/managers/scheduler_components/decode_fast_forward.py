@@ -26,6 +26,7 @@ from pagedkv.managers.page_recorder import SchedulerView
 from pagedkv.managers.req import Req
 from pagedkv.managers.schedule_batch import ScheduleBatch
 from pagedkv.managers.schedule_policy import window_reservations
+from pagedkv.managers.scheduler_components.loop_counters import LoopCounters
 from pagedkv.managers.scheduler_components.metrics_reporter import SchedulerMetricsReporter
 from pagedkv.managers.scheduler_components.new_token_ratio_tracker import NewTokenRatioTracker
 from pagedkv.managers.scheduler_components.step_recorder import SchedulerStepRecorder
@@ -59,16 +60,6 @@ def decode_many(batch: ScheduleBatch, steps: int) -> None:
     batch.last_loc = out[:, -1].copy()
     batch.kv_len += steps
     batch.generated += steps
-
-
-class LoopCounters(NamedTuple):
-    """The scheduler loop's running totals: ``clock`` (seconds), steps so far, decode steps
-    so far, tokens decoded so far."""
-
-    clock: float
-    num_steps: int
-    num_decode_steps: int
-    decoded: int
 
 
 class DecodeWindow(NamedTuple):
@@ -170,38 +161,36 @@ class DecodeFastForward:
                     if records_steps else [0.0] * (k - 1))
         return DecodeWindow(k, size, int(kv0.sum()), free, reserved)
 
-    def run(self, window: DecodeWindow, counters: LoopCounters) -> LoopCounters:
+    def run(self, window: DecodeWindow, counters: LoopCounters) -> None:
         """Account for the window's steps: the clock, the counts, the ratio's decay and
         arrivals for every step; the rows and log lines of steps ``0 .. k-2`` (the caller
-        records the last, as for a single step). Returns the counters after the last step."""
-        clock, num_steps, num_decode_steps, decoded = counters
+        records the last, as for a single step). ``counters`` end as after the last step."""
+        c = counters
         size, kv_sum, k = window.size, window.kv_sum, window.steps
         interval = self.config.decode_log_interval
         for j in range(k):
             if j:
                 self.ratio_tracker.decay_step()
-                self.waiting.recv_requests(clock)  # only while batch_is_full: they wait
-            self.last_launch_s = clock
-            clock += self.executor.decode_seconds(size, kv_sum + j * size)
-            decoded += size
-            num_decode_steps += 1
+                self.waiting.recv_requests(c.clock)  # only while batch_is_full: they wait
+            self.last_launch_s = c.clock
+            c.pass_ran(self.executor.decode_seconds(size, kv_sum + j * size))
+            c.decode_launched(size)
             if j == k - 1:
                 break
             free = window.free[j]
-            if num_decode_steps % interval == 0:  # evictable is constant here
+            if c.num_decode_steps % interval == 0:  # evictable is constant here
                 self.metrics_reporter.report_decode_stats(
-                    num_steps, clock, decoded, size,
+                    c.num_steps, c.clock, c.decoded, size,
                     self.max_total_num_tokens - free - self.tree_cache.evictable_size())
-            self.step_recorder.record_row(num_steps, clock, "decode", kv_sum + (j + 1) * size,
+            self.step_recorder.record_row(c.num_steps, c.clock, "decode", kv_sum + (j + 1) * size,
                                           window.reserved[j], free, size)
-            num_steps += 1
+            c.num_steps += 1
         self.windows_taken += 1
-        return LoopCounters(clock, num_steps, num_decode_steps, decoded)
 
     def take(self, k: int, running: ScheduleBatch, counters: LoopCounters,
-             view: SchedulerView | None) -> LoopCounters:
+             view: SchedulerView | None) -> None:
         """Take the window of ``k`` steps from ``running`` (:meth:`plan`, :meth:`run`, the
-        slots by :func:`decode_many`); returns the counters after its last step, which the
+        slots by :func:`decode_many`); ``counters`` end as after its last step, which the
         caller records and whose result it processes. ``view``: the scheduler, when its
         trace records page events: the first step is recorded alone (it may follow a
         retraction), the middle ones as quiet (``PageRecorder.record_quiet_decodes``)."""
@@ -210,12 +199,11 @@ class DecodeFastForward:
         if view is not None and pages is not None:
             decode_many(running, 1)
             pages.record(view, "decode")
-        counters = self.run(window, counters)
+        self.run(window, counters)
         if view is None or pages is None:
             decode_many(running, k)
-            return counters
+            return
         if k > 2:
             decode_many(running, k - 2)
             pages.record_quiet_decodes(view, counters.num_steps - (k - 2), k - 2)
         decode_many(running, 1)
-        return counters

@@ -74,6 +74,22 @@ class SchedulerInvariantChecker:
         if held:
             raise PagedKVError(f"memory leak: {held} request rows held while idle")
 
+    def check_not_stuck(self, idle_blocked: int) -> None:
+        """pagedkv's own check (SGLang would wait forever): after ``idle_blocked`` idle
+        steps in a row with requests waiting and none running, the head of the queue can
+        never be admitted once there are 3.
+
+        Raises:
+            PagedKVError: ``idle_blocked > 2``; it names the request, its sizes and the
+                free slots.
+        """
+        if idle_blocked > 2 and self.waiting:
+            head = self.waiting[0]
+            raise PagedKVError(f"stuck: request {head.rid} (prompt_len={head.prompt_len}, "
+                               f"max_new_tokens={head.max_new_tokens}) is refused by an "
+                               f"idle server with {self.token_to_kv_pool_allocator.available_size()}"
+                               " slots free; the pool is too small for it")
+
     def holders(self) -> list[Req]:
         """Requests holding a row: the running batch's live ones, a chunked request, then
         in-flight requests left out of the batch (SGLang ``_requests_owning_rows``)."""

@@ -68,6 +68,16 @@ class OverlapResultQueue:
         ends = (running.generated + 1 >= running.max_new_tokens).tolist()
         return [i for i, r in enumerate(running.reqs) if ends[i] and id(r) in queued]
 
+    def leave_out_finishing(self, running: ScheduleBatch) -> bool:
+        """Take the requests :meth:`reqs_finishing_inflight` finds out of ``running``: they
+        leave the batch holding their KV, which their in-flight result frees. Returns
+        whether there were any (then the step may be skipped rather than retract)."""
+        finishing = self.reqs_finishing_inflight(running)
+        if finishing:
+            running.sync(finishing)
+            running.filter_batch(np.setdiff1d(np.arange(len(running)), finishing))
+        return bool(finishing)
+
     def future_input_ids(self, running: ScheduleBatch) -> np.ndarray | None:
         """int64 ``[bs]``: the next decode step's input tokens, the in-flight pass's where it
         sampled one (SGLang's future map), else each request's newest output (-1: none);
