@@ -74,6 +74,9 @@ class Req:
             ``output_ids``).
         kv_committed_len: tokens whose KV is in the pool now (0 while waiting).
         req_pool_idx: row in ``req_to_token``, -1 while it holds none.
+        mamba_pool_idx: a linear-attention hybrid's state slot
+            (:class:`~pagedkv.mem_cache.mamba_pool.HybridReqToTokenPool`), taken with the row
+            and given back with it; -1 while it holds none (always, on other models).
         prefix_len: tokens already computed before this pass's extend (a matched prefix, or
             earlier chunks); ``extend_len``: tokens this pass computes.
         cache_protected_len, last_node: the tree prefix it locks (see
@@ -105,6 +108,7 @@ class Req:
     generated: int = 0
     kv_committed_len: int = 0
     req_pool_idx: int = -1
+    mamba_pool_idx: int = -1
     prefix_len: int = 0
     extend_len: int = 0
     cache_protected_len: int = 0

@@ -34,7 +34,7 @@ from pagedkv.errors import OutOfMemoryError
 from pagedkv.managers.req import Req
 from pagedkv.mem_cache.allocator import BaseTokenToKVPoolAllocator, decode_need
 from pagedkv.mem_cache.base_prefix_cache import BasePrefixCache
-from pagedkv.mem_cache.common import release_kv_cache
+from pagedkv.mem_cache.common import alloc_req_slot, release_kv_cache
 from pagedkv.mem_cache.memory_pool import ReqToTokenPool
 from pagedkv.model_executor.forward_batch_info import ForwardBatch
 from pagedkv.releases import DEFAULT_RELEASE
@@ -105,9 +105,10 @@ class ScheduleBatch:
         """Rows, prefix slots and the slots of the tokens computed now; returns the pass
         (what 0.5.9's ``get_model_worker_batch`` hands the worker; 0.5.23 hands it the batch).
 
-        A request without a row gets one (``alloc_req_slots``) holding its matched prefix's
-        slots; the tree evicts ``extend_tokens`` (plus a page per request for pages > 1) and
-        the extend slots are allocated. ``chunked_req`` (cut short) does not sample.
+        A request without a row gets one (``alloc_req_slots``; on a linear-attention hybrid
+        also a state slot) holding its matched prefix's slots; the tree evicts
+        ``extend_tokens`` (plus a page per request for pages > 1) and the extend slots are
+        allocated. ``chunked_req`` (cut short) does not sample.
 
         Raises:
             OutOfMemoryError: the allocator is short (admission should have prevented it).
@@ -116,8 +117,8 @@ class ScheduleBatch:
         """
         admitted, table, p, n = self.reqs, self.table, self.page_size, len(self.reqs)
         for req in admitted:
-            if req.req_pool_idx < 0:  # a continuing chunk keeps its row
-                req.req_pool_idx = self.req_to_token_pool.alloc(1)[0]
+            if req.req_pool_idx < 0:  # a continuing chunk keeps its row (and state slot)
+                alloc_req_slot(req, self.req_to_token_pool)
                 table[req.req_pool_idx, :req.prefix_len] = req._prefix_slots
                 req._prefix_slots = None  # used once (a million kept would be a million tensors)
         prefix_l, ext_l = [r.prefix_len for r in admitted], [r.extend_len for r in admitted]

@@ -34,6 +34,7 @@ from pagedkv.managers.scheduler_components import (
 from pagedkv.managers.scheduler_init import build_kv_cache, init_components, init_trace
 from pagedkv.managers.trace import Trace, TraceMeta
 from pagedkv.managers.trace_summary import SummaryTrace
+from pagedkv.mem_cache.mamba_pool import HybridReqToTokenPool, MambaPool
 from pagedkv.model_executor.forward_batch_info import Executor, ForwardBatch, ForwardResult
 from pagedkv.model_executor.sim_executor import SimExecutor, StepTime
 
@@ -65,6 +66,8 @@ class Scheduler:
         meta, record_page_tables, record_pages, trace: the record (:func:`init_trace`).
         fast_forward: take quiet decode steps together (``DecodeFastForward``: an executor
             that predicts its step times, no page tables; exact); False: one by one.
+        mamba_pool: a linear-attention hybrid's state slots (their count and state): each
+            request holds one from admission to finish or retraction (radix cache off).
 
     Raises:
         ConfigError: a size out of range; a request SGLang would never serve; page tables
@@ -77,7 +80,8 @@ class Scheduler:
                  executor: Executor | None = None, step_time: StepTime | None = None,
                  meta: TraceMeta | None = None, record_page_tables: bool = False,
                  record_pages: bool = False, fast_forward: bool = True,
-                 trace: Trace | SummaryTrace | None = None) -> None:
+                 trace: Trace | SummaryTrace | None = None,
+                 mamba_pool: MambaPool | None = None) -> None:
         self.config = cfg = config or SchedulerConfig()
         p, total, self.context_len = validate_sizes(page_size, max_total_num_tokens, cfg, context_len)
         self.page_size, self.max_total_num_tokens = p, total
@@ -87,7 +91,7 @@ class Scheduler:
         validate_requests(self.reqs, config=cfg, page_size=p, max_total_num_tokens=total,
                           context_len=self.context_len, radix_cache=radix_cache)
         pools = build_kv_cache(self.reqs, cfg, p, total, self.max_running_requests,
-                                           radix_cache)
+                               radix_cache, mamba_pool)
         self.allocator, self.req_to_token_pool, self.tree_cache = pools
         self.executor = executor or SimExecutor(step_time)
         # an executor that predicts its step times is a model of the GPU: it samples no tokens
@@ -262,10 +266,14 @@ class Scheduler:
     def num_allocatable_reqs(self, running_bs: int, held_rows: int = 0) -> int:
         """``max_running_requests - running_bs`` (0.5.23: also at most the free rows plus
         ``held_rows``, rows held by requests counted against the result: a continuing chunk
-        in the admitted list). Source: ``Scheduler.get_num_allocatable_reqs``."""
+        in the admitted list; a linear-attention hybrid: also at most the free state slots
+        plus ``held_rows``, pagedkv's own bound: SGLang's rows never outnumber its slots,
+        but pagedkv's 0.5.9 pool keeps a row more). Source: ``get_num_allocatable_reqs``."""
         n = self.max_running_requests - running_bs
         if self.config.release.allocatable_counts_free_rows:
             n = min(n, self.req_to_token_pool.available_size() + held_rows)
+        if isinstance(self.req_to_token_pool, HybridReqToTokenPool):
+            n = min(n, self.req_to_token_pool.mamba_allocator.available_size() + held_rows)
         return n
 
     def get_new_batch_prefill(self) -> PrefillPass | None:
@@ -280,8 +288,9 @@ class Scheduler:
             running.batch_is_full = False
         if (running.batch_is_full or not self.waiting) and self.chunked_req is None:
             return None
-        running_bs = len(running)
-        if self.num_allocatable_reqs(running_bs) <= 0 and (self.chunked_req is None) == busy_rule:
+        running_bs, chunked = len(running), self.chunked_req
+        carried = int(chunked is not None and chunked.req_pool_idx >= 0)  # its row and slot
+        if self.num_allocatable_reqs(running_bs, carried) <= 0 and (chunked is None) == busy_rule:
             running.batch_is_full = True
             return None
         if release.touch_waiting_prefixes:

@@ -39,6 +39,7 @@ from pagedkv.managers.trace import Trace, TraceMeta
 from pagedkv.managers.trace_summary import SummaryTrace
 from pagedkv.mem_cache.allocator import BaseTokenToKVPoolAllocator, make_allocator
 from pagedkv.mem_cache.chunk_cache import ChunkCache
+from pagedkv.mem_cache.mamba_pool import HybridReqToTokenPool, MambaPool
 from pagedkv.mem_cache.memory_pool import ReqToTokenPool
 from pagedkv.mem_cache.radix_cache import RadixCache
 from pagedkv.model_executor.forward_batch_info import Executor, StepTimePredictor
@@ -54,11 +55,23 @@ class KVCache(NamedTuple):
 
 def build_kv_cache(reqs: Sequence[Req], config: SchedulerConfig, page_size: int,
                    max_total_num_tokens: int, max_running_requests: int,
-                   radix_cache: bool) -> KVCache:
+                   radix_cache: bool, mamba_pool: MambaPool | None = None) -> KVCache:
     """``max_total_num_tokens`` slots in pages of ``page_size``; one ``req_to_token`` row per
     running request, each as long as the longest request (prompt + ``max_new_tokens``) plus
     a page; :class:`RadixCache` or, with ``radix_cache`` False, :class:`ChunkCache`.
-    Source: 0.5.23 ``mem_cache/kv_cache_builder.py``, ``build_kv_cache``."""
+    With ``mamba_pool`` (a linear-attention hybrid's state slots: its size and state), the
+    rows are a :class:`HybridReqToTokenPool`, which gives each request a state slot with its
+    row. Source: 0.5.23 ``mem_cache/kv_cache_builder.py``, ``build_kv_cache``.
+
+    Raises:
+        ConfigError: ``mamba_pool`` with the radix cache on: SGLang 0.5.23 then runs its
+            mamba radix cache (``MambaRadixCache``-style checkpoints of the state, three
+            slots per running request), which pagedkv does not model.
+    """
+    if mamba_pool is not None and radix_cache:
+        raise bad_value("radix_cache", radix_cache, "False on a linear-attention hybrid "
+                        "(pass --disable-radix-cache): SGLang's radix cache over the state "
+                        "slots (its mamba radix cache) is not modelled")
     allocator = make_allocator(max_total_num_tokens, page_size)
     longest = max((r.prompt_len + r.max_new_tokens for r in reqs), default=1)
     # 0.5.23 sizes the rows to max_running_requests (plus its padding row 0); 0.5.9's
@@ -66,7 +79,11 @@ def build_kv_cache(reqs: Sequence[Req], config: SchedulerConfig, page_size: int,
     # apart from the running batch's (0.5.9 does not count rows in num_allocatable_reqs)
     release = config.release
     rows = max_running_requests + (not release.allocatable_counts_free_rows)
-    req_to_token_pool = ReqToTokenPool.for_release(rows, longest + page_size, release)
+    req_to_token_pool = (
+        ReqToTokenPool.for_release(rows, longest + page_size, release) if mamba_pool is None
+        else HybridReqToTokenPool.for_release(rows, longest + page_size, release,
+                                              mamba_size=mamba_pool.size,
+                                              cache_params=mamba_pool.cache_params))
     cache = RadixCache if radix_cache else ChunkCache
     return KVCache(allocator, req_to_token_pool,
                               cache.for_release(req_to_token_pool, allocator, release))

@@ -22,6 +22,7 @@ from pagedkv.managers.scheduler_components.new_token_ratio_tracker import NewTok
 from pagedkv.managers.scheduler_components.waiting_queue import WaitingQueue
 from pagedkv.mem_cache.allocator import BaseTokenToKVPoolAllocator, ceil_to_page
 from pagedkv.mem_cache.chunk_cache import ChunkCache
+from pagedkv.mem_cache.mamba_pool import HybridReqToTokenPool
 from pagedkv.mem_cache.memory_pool import ReqToTokenPool
 from pagedkv.mem_cache.radix_cache import RadixCache
 
@@ -73,6 +74,11 @@ class SchedulerInvariantChecker:
         held = self.req_to_token_pool.size - self.req_to_token_pool.available_size()
         if held:
             raise PagedKVError(f"memory leak: {held} request rows held while idle")
+        pool = self.req_to_token_pool
+        if isinstance(pool, HybridReqToTokenPool):
+            held = pool.mamba_pool.size - pool.mamba_allocator.available_size()
+            if held:
+                raise PagedKVError(f"memory leak: {held} state slots held while idle")
 
     def check_not_stuck(self, idle_blocked: int) -> None:
         """pagedkv's own check (SGLang would wait forever): after ``idle_blocked`` idle
@@ -111,7 +117,9 @@ class SchedulerInvariantChecker:
 
         ``available + evictable + protected + sum over live requests of (pages they hold
         beyond their locked prefix) == pool``; allocator, page table and tree consistent;
-        each request waiting, running, pending, chunked or finished exactly once;
+        each request waiting, running, pending, chunked or finished exactly once; on a
+        linear-attention hybrid, each live request holds its own state slot and no other is
+        held;
         ``tokens_reserved`` (what admission holds back now) not negative.
 
         Raises:
@@ -134,3 +142,9 @@ class SchedulerInvariantChecker:
         assert waiting + len(holders) + pending + finished == len(self.waiting.reqs), (
             waiting, len(holders), pending, finished)
         assert len(holders) <= self.max_running_requests + 1
+        pool = self.req_to_token_pool
+        if isinstance(pool, HybridReqToTokenPool):  # one state slot per row holder, no other
+            slots = {r.mamba_pool_idx for r in holders}
+            in_use = pool.mamba_pool.size - pool.mamba_allocator.available_size()
+            assert -1 not in slots and len(slots) == len(holders) == in_use, (
+                sorted(slots), len(holders), in_use)
