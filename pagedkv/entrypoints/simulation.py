@@ -6,10 +6,11 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
+from pagedkv.configs.mamba_utils import gdn_cache_params
 from pagedkv.configs.model_config import ModelSpec
-from pagedkv.configs.model_family import HYBRID_WORDS, ONE_POOL_WHEN_SWA_DISABLED
+from pagedkv.configs.model_family import HYBRID_WORDS, ONE_POOL_WHEN_SWA_DISABLED, text_config
 from pagedkv.configs.model_presets import load_model
 from pagedkv.errors import ConfigError
 from pagedkv.gpus import GPUSpec, get_gpu
@@ -18,6 +19,7 @@ from pagedkv.managers.req import Req, RequestLike
 from pagedkv.managers.scheduler import Scheduler
 from pagedkv.managers.trace import Trace, TraceMeta
 from pagedkv.managers.trace_summary import SummaryTrace
+from pagedkv.mem_cache.mamba_pool import MambaPool
 from pagedkv.metrics.metrics import Metrics
 from pagedkv.model_executor.sim_executor import RooflineStepTime
 from pagedkv.sizing import KVPoolPlan, gpu_memory_defaults, plan_pool
@@ -54,6 +56,8 @@ class SimSetup:
         step_time: the roofline step-time model (modelled seconds, not measured).
         radix_cache: the prefix cache on or off.
         context_len: the model's context length, tokens.
+        mamba_pool: a linear-attention hybrid's state slots (``plan.mamba_slots`` of its
+            state), None for other models.
     """
 
     plan: KVPoolPlan
@@ -62,6 +66,7 @@ class SimSetup:
     step_time: RooflineStepTime
     radix_cache: bool
     context_len: int
+    mamba_pool: MambaPool | None = None
 
     def scheduler(self, requests: Iterable[RequestLike], *, record_page_tables: bool = False,
                   record_pages: bool = False, trace: Trace | SummaryTrace | None = None,
@@ -74,7 +79,7 @@ class SimSetup:
                          radix_cache=self.radix_cache, context_len=self.context_len,
                          step_time=self.step_time, meta=self.meta,
                          record_page_tables=record_page_tables, record_pages=record_pages,
-                         trace=trace, fast_forward=fast_forward)
+                         trace=trace, fast_forward=fast_forward, mamba_pool=self.mamba_pool)
 
 
 def prepare(
@@ -119,13 +124,25 @@ def prepare(
             ``max_running_requests`` to the pool's, as in SGLang.
 
     Raises:
-        ConfigError: unknown preset, parameter out of range, or a sliding-window or
-            linear-attention hybrid (the scheduler runs one pool; gpt-oss and Llama 4 run under
-            ``disable_hybrid_swa_memory``).
+        ConfigError: unknown preset, parameter out of range, a sliding-window hybrid (gpt-oss
+            and Llama 4 run under ``disable_hybrid_swa_memory``), or a linear-attention
+            hybrid with the radix cache on (its state slots run with it off).
         NotEnoughMemoryError: the weights leave no room for a pool.
+
+    A linear-attention hybrid (Qwen3-Next) runs on its full-attention KV pool and its state
+    slots, sized with the radix cache off (one slot per request) and
+    ``max_running_requests`` when given, as SGLang sizes them; each request holds a slot from
+    admission to finish. The step-time model counts the full-attention KV only (reading
+    the state slots is not modelled).
     """
     spec = model if isinstance(model, ModelSpec) else load_model(model, disable_hybrid_swa_memory)
-    if spec.is_hybrid:
+    linear = spec.family == "linear"
+    if linear and radix_cache:
+        raise ConfigError(
+            f"model={spec.name!r} is a linear-attention hybrid: radix_cache=True is invalid; "
+            "valid: False (pass --disable-radix-cache): pagedkv runs its state slots without "
+            "SGLang's radix cache over them (its mamba radix cache), which is not modelled")
+    if spec.is_hybrid and not linear:
         raise ConfigError(
             f"model={spec.name!r} is a {HYBRID_WORDS[spec.family]} hybrid: pagedkv sizes its "
             "pools (pagedkv size) but its scheduler does not model them yet; valid: a one-pool "
@@ -136,7 +153,10 @@ def prepare(
     card = gpu if isinstance(gpu, GPUSpec) else get_gpu(gpu)
     plan = plan_pool(spec, gpu=card, mem_fraction_static=mem_fraction_static, tp=tp,
                      page_size=page_size, max_total_tokens=max_total_tokens,
-                     weights_bytes=weights_bytes, sglang_version=sglang_version)
+                     weights_bytes=weights_bytes, sglang_version=sglang_version,
+                     disable_radix_cache=not radix_cache,
+                     max_running_requests=(cast(int | None, scheduler_options.get(
+                         "max_running_requests")) if linear else None))
     chunk, graph_bs = gpu_memory_defaults(card.memory_mib, tp, sglang_version)
     options: dict[str, object] = {
         "chunked_prefill_size": chunk,
@@ -156,7 +176,9 @@ def prepare(
         disable_overlap_schedule=config.disable_overlap_schedule)
     step_time = RooflineStepTime(plan.weights_bytes, spec.num_params, plan.cell_size,
                                  card.hbm_bandwidth, card.bf16_flops)
-    return SimSetup(plan, config, meta, step_time, radix_cache, spec.context_len)
+    mamba = (MambaPool(plan.mamba_slots, gdn_cache_params(text_config(spec.config), tp, spec.name))
+             if linear else None)
+    return SimSetup(plan, config, meta, step_time, radix_cache, spec.context_len, mamba)
 
 
 def simulate(requests: Sequence[RequestLike], *, record_page_tables: bool = False,
