@@ -19,6 +19,7 @@ from pagedkv.entrypoints.trace_run import RunOutcome
 from pagedkv.errors import bad_value
 from pagedkv.managers.trace import TraceMeta
 from pagedkv.metrics.request_metrics import COLUMNS, PERCENTILES, TIMES, Row
+from pagedkv.units import MiB
 
 TIME_LABELS = {"ttft_s": "TTFT", "tpot_s": "TPOT (mean inter-token)", "e2e_s": "end-to-end",
                "queue_s": "queueing"}
@@ -47,6 +48,11 @@ def print_summary(run: RunOutcome, workload: Workload, out: TextIO | None = None
     out = out or sys.stdout
     s, m = run.table.summary(), run.metrics
     print(setting_text(run.setup.meta), file=out)
+    if run.setup.mamba_pool is not None:
+        slots = run.setup.mamba_pool
+        print(f"state slots: {slots.size:,} of {slots.bytes_per_slot / MiB:,.2f} MiB each, one "
+              "held by each running request from admission to finish or retraction (their "
+              "reads are not in the step-time model)", file=out)
     print(f"workload: {workload.description}; arrivals: {workload.arrivals}", file=out)
     for note in workload.notes:
         print(f"note: {note}", file=out)

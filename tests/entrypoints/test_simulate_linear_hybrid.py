@@ -50,4 +50,8 @@ def test_the_radix_cache_is_refused_by_name(capsys):
     assert "is a linear-attention hybrid: radix_cache=True is invalid" in capsys.readouterr().err
     assert main(["simulate", "--model", "qwen3-next-80b-a3b", "--tp", "4", "--num-requests", "5",
                  "--disable-radix-cache"]) == 0
-    assert "completed: 5 of 5 requests" in capsys.readouterr().out
+    out = capsys.readouterr().out
+    assert "completed: 5 of 5 requests" in out
+    plan = prepare(**MODEL, radix_cache=False).plan
+    assert (f"state slots: {plan.mamba_slots:,} of {plan.state_bytes / 2**20:,.2f} MiB each, one "
+            "held by each running request") in out
