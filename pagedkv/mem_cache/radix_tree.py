@@ -45,7 +45,8 @@ import numpy as np
 
 from pagedkv.errors import AllocatorError, bad_value, check_positive_int
 from pagedkv.mem_cache.allocator import IN_USE, BaseTokenToKVPoolAllocator, IntsLike, as_i64
-from pagedkv.releases import DEFAULT_RELEASE, FREE_ORDERS
+from pagedkv.release_behaviours import FREE_ORDERS
+from pagedkv.releases import DEFAULT_RELEASE
 
 _EMPTY = np.empty(0, dtype=np.int64)
 
