@@ -7,7 +7,8 @@ the full pool (``size`` slots, every token of every request, for the full layers
 SWA pool (``size_swa`` slots, for the window layers, which never read a token older than the
 window). Every token gets one slot in each; ``full_to_swa_index_mapping[full_slot]`` names its
 SWA slot (0: none, its SWA slot was released). Requests are addressed by their full slots
-everywhere (``req_to_token`` rows, the radix tree); the window layers read through the mapping.
+everywhere (``req_to_token`` rows, the radix tree); the window layers read through the mapping
+(:class:`~pagedkv.mem_cache.allocator.swa_mapping.FullToSWAMapping`).
 
 The point of the split: once a token has left every running request's window, its SWA slot
 goes back (:meth:`free_swa` / :meth:`free_swa_segment`) while its full slot stays. The SWA
@@ -20,10 +21,8 @@ lists, page 0 and the free orders are those of the single-pool allocators
 
 Where we differ from SGLang, all outside its arithmetic:
 
-- SGLang checks its invariants (``swa.peer_mapped``: the slots given to :meth:`free_swa_segment`
-  still hold an SWA peer; ``swa.peer_released``: those given to :meth:`free_full` do not)
-  only when ``SGLANG_INVARIANT_CHECK`` is set; off by default, a violation then frees page 0
-  or strands the peer. pagedkv raises :class:`~pagedkv.errors.AllocatorError` at once.
+- SGLang checks the pairing only when ``SGLANG_INVARIANT_CHECK`` is set; pagedkv always
+  (:class:`~pagedkv.mem_cache.allocator.swa_mapping.FullToSWAMapping`).
 - SGLang's ``alloc_decode`` (page size > 1) takes the full pool's pages before it finds the SWA
   pool short, and those pages are lost until restart; its scheduler never gets there (the
   decode check compares the smaller of the two pools first). pagedkv checks both pools before
@@ -39,8 +38,9 @@ import numpy as np
 import torch
 
 from pagedkv.errors import AllocatorError, bad_value, check_positive_int
-from pagedkv.mem_cache.allocator.base import IN_USE, IntsLike, as_i64
+from pagedkv.mem_cache.allocator.base import IntsLike, as_i64
 from pagedkv.mem_cache.allocator.paged import PagedTokenToKVPoolAllocator
+from pagedkv.mem_cache.allocator.swa_mapping import FullToSWAMapping, SWAFreeGroup
 from pagedkv.mem_cache.allocator.token import TokenToKVPoolAllocator
 
 
@@ -72,10 +72,8 @@ class SWATokenToKVPoolAllocator:
         self._size_swa = check_positive_int("size_swa", size_swa, minimum=page_size)
         self.full_attn_allocator = _pool(size, page_size)
         self.swa_attn_allocator = _pool(size_swa, page_size)
-        self._map = np.zeros(size + page_size + 1, dtype=np.int64)
-        self._map[-1] = -1
-        self._swa_ids_group: list[np.ndarray] | None = None  # free_swa_segment / p == 1
-        self._swa_slot_group: list[np.ndarray] = []  # free_swa at p > 1
+        self._map = FullToSWAMapping(size, page_size)
+        self._swa_frees = SWAFreeGroup(self.swa_attn_allocator)
 
     # ----- sizes ------------------------------------------------------------------------
     @property
@@ -122,43 +120,34 @@ class SWATokenToKVPoolAllocator:
 
     @property
     def full_to_swa_index_mapping(self) -> torch.Tensor:
-        return torch.from_numpy(self._map)
+        return torch.from_numpy(self._map.slots)
 
     def clear(self) -> None:
         """Empty both pools and the mapping (its trailing -1 stays)."""
         self.full_attn_allocator.clear()
         self.swa_attn_allocator.clear()
-        self._map[:-1] = 0
-        self._swa_ids_group, self._swa_slot_group = None, []
+        self._map.clear()
+        self._swa_frees.discard()
 
     def translate_loc_from_full_to_swa(self, kv_indices: IntsLike) -> torch.Tensor:
         """The SWA slots of full slots ``kv_indices`` (-1 stays -1; 0: released)."""
-        idx = as_i64("kv_indices", kv_indices)
-        if len(idx) and (idx.min() < -1 or idx.max() >= len(self._map) - 1):
-            raise bad_value("kv_indices", idx.tolist(), f"full slots in [-1, {len(self._map) - 1})")
-        return torch.from_numpy(self._map[idx])
+        return self._map.translate(kv_indices)
 
     def set_full_to_swa_mapping(self, full_indices: IntsLike, swa_indices: IntsLike) -> None:
         """Point full slots at SWA slots (a cache handing a node another request's SWA
         slots). Source: ``SWATokenToKVPoolAllocator.set_full_to_swa_mapping``."""
-        full, swa = as_i64("full_indices", full_indices), as_i64("swa_indices", swa_indices)
-        if len(full) != len(swa):
-            raise bad_value("len(swa_indices)", len(swa), f"len(full_indices) = {len(full)}")
-        self._check_full(full, "set_full_to_swa_mapping")
-        self._map[full] = swa
+        self._map.pair(full_indices, swa_indices, "set_full_to_swa_mapping")
 
     def clear_full_to_swa_mapping(self, full_indices: IntsLike) -> None:
         """Unpair full slots from their SWA slots, freeing neither.
         Source: ``clear_full_to_swa_mapping``."""
-        full = as_i64("full_indices", full_indices)
-        self._check_full(full, "clear_full_to_swa_mapping")
-        self._map[full] = 0
+        self._map.unpair(as_i64("full_indices", full_indices))
 
     # ----- allocation -------------------------------------------------------------------
     def _pair(self, full: torch.Tensor | None, swa: torch.Tensor | None) -> torch.Tensor | None:
         if full is None or swa is None:  # cannot happen: both pools were checked first
             raise AllocatorError("one pool allocated and the other did not")
-        self._map[full.numpy()] = swa.numpy()
+        self._map.slots[full.numpy()] = swa.numpy()
         return full
 
     def alloc(self, need_size: int) -> torch.Tensor | None:
@@ -214,17 +203,6 @@ class SWATokenToKVPoolAllocator:
         return self._pair(full, self.swa_attn_allocator.alloc_decode(seq, swa_last))
 
     # ----- free -------------------------------------------------------------------------
-    def _pages_of(self, slots: np.ndarray) -> np.ndarray:
-        """Every full slot of the pages holding ``slots`` (duplicates kept, as SGLang's
-        ``_expand_to_full_pages``)."""
-        p = self.page_size
-        return ((slots // p) * p)[:, None] + np.arange(p, dtype=np.int64)[None, :]
-
-    def _check_full(self, idx: np.ndarray, what: str) -> None:
-        if len(idx) and (idx.min() < 0 or idx.max() >= len(self._map) - 1):
-            raise AllocatorError(f"{what}: slots {idx.tolist()} outside the full pool "
-                                 f"[0, {len(self._map) - 1})")
-
     def free_swa(self, free_index: IntsLike) -> None:
         """Release the SWA slots of full slots ``free_index`` and clear their mapping; the
         full slots stay. Page size > 1: the SWA peers of every full page touched (slots
@@ -234,21 +212,11 @@ class SWATokenToKVPoolAllocator:
         idx = as_i64("free_index", free_index)
         if len(idx) == 0:
             return
-        self._check_full(idx, "free_swa")
+        self._map.check_full(idx, "free_swa")
         if self.page_size == 1:
             self._free_swa_pages(idx)
             return
-        pages = self._pages_of(idx).reshape(-1)
-        swa = self._map[pages]
-        self._map[pages] = 0
-        if self._swa_ids_group is not None:
-            self._swa_slot_group.append(swa)
-        else:
-            self._release_swa(swa)
-
-    def _release_swa(self, swa_slots: np.ndarray) -> None:
-        """``_release_swa``: drop the 0s (slots with no peer), free the rest by slot."""
-        self.swa_attn_allocator.free(np.unique(swa_slots[swa_slots > 0]))
+        self._swa_frees.free_slots(self._map.take_pages(idx))
 
     def free_swa_segment(self, free_index: IntsLike, start_pos: int) -> None:
         """:meth:`free_swa` for a segment of a request's row that starts on a page boundary
@@ -261,21 +229,11 @@ class SWATokenToKVPoolAllocator:
         if start_pos % self.page_size:
             raise bad_value("start_pos", start_pos, f"a multiple of page_size={self.page_size}")
         if len(idx):
-            self._check_full(idx, "free_swa_segment")
+            self._map.check_full(idx, "free_swa_segment")
             self._free_swa_pages(idx[::self.page_size])
 
     def _free_swa_pages(self, reps: np.ndarray) -> None:
-        p = self.page_size
-        swa = self._map[reps]
-        if (swa <= 0).any():
-            raise AllocatorError(f"full slots {reps[swa <= 0].tolist()} have no SWA slot "
-                                 "(released already; free them with free_full)")
-        self._map[self._pages_of(reps).reshape(-1)] = 0
-        pages = swa // p
-        if self._swa_ids_group is not None:
-            self._swa_ids_group.append(pages)
-        else:
-            self.swa_attn_allocator.free_page_ids(pages)
+        self._swa_frees.free_page_ids(self._map.take_page_peers(reps))
 
     def free_full(self, free_index: IntsLike) -> None:
         """Free full slots whose SWA slots were released already (by :meth:`free_swa`):
@@ -283,8 +241,8 @@ class SWATokenToKVPoolAllocator:
         idx = as_i64("free_index", free_index)
         if len(idx) == 0:
             return
-        self._check_full(idx, "free_full")
-        self._check_released(idx)
+        self._map.check_full(idx, "free_full")
+        self._map.check_released(idx)
         self.full_attn_allocator.free(idx)
 
     def free_full_segment(self, free_index: IntsLike, start_pos: int) -> None:
@@ -293,16 +251,11 @@ class SWATokenToKVPoolAllocator:
         idx = as_i64("free_index", free_index)
         if len(idx) == 0:
             return
-        self._check_full(idx, "free_full_segment")
-        self._check_released(idx)
+        self._map.check_full(idx, "free_full_segment")
+        self._map.check_released(idx)
         if start_pos % self.page_size:
             raise bad_value("start_pos", start_pos, f"a multiple of page_size={self.page_size}")
         self.full_attn_allocator.free_segment(idx)
-
-    def _check_released(self, idx: np.ndarray) -> None:
-        if (self._map[idx] != 0).any():
-            raise AllocatorError(f"full slots {idx[self._map[idx] != 0].tolist()} still hold "
-                                 "an SWA slot: free them with free (or free_swa first)")
 
     def free(self, free_index: IntsLike) -> None:
         """Free full slots and their SWA slots: :meth:`free_swa`, then the full pool's
@@ -324,24 +277,13 @@ class SWATokenToKVPoolAllocator:
 
     def free_group_begin(self) -> None:
         """Hold frees back until :meth:`free_group_end` (groups do not nest)."""
-        if self._swa_ids_group is not None:
-            raise AllocatorError("free groups cannot be nested")
-        self._swa_ids_group, self._swa_slot_group = [], []
+        self._swa_frees.begin()
         self.full_attn_allocator.free_group_begin()
 
     def free_group_end(self) -> None:
-        """Release the held frees in SGLang's order: the SWA page-id frees as one block in
-        call order, then the SWA slot frees (sorted unique pages), each to the front (back
-        for page size 1); then the full pool's own group. Source:
-        ``SWATokenToKVPoolAllocator.free_group_end``."""
-        if self._swa_ids_group is None:
-            raise AllocatorError("free_group_end without free_group_begin")
-        by_id, by_slot = self._swa_ids_group, self._swa_slot_group
-        self._swa_ids_group, self._swa_slot_group = None, []
-        if by_id:
-            self.swa_attn_allocator.free_page_ids(np.concatenate(by_id))
-        if by_slot:
-            self._release_swa(np.concatenate(by_slot))
+        """Release the held frees: the SWA pool's (:meth:`SWAFreeGroup.end`), then the full
+        pool's own group. Source: ``SWATokenToKVPoolAllocator.free_group_end``."""
+        self._swa_frees.end()
         self.full_attn_allocator.free_group_end()
 
     # ----- checks -----------------------------------------------------------------------
@@ -351,15 +293,5 @@ class SWATokenToKVPoolAllocator:
         peer of exactly one full slot, at the same offset in its page."""
         self.full_attn_allocator.check_invariants()
         self.swa_attn_allocator.check_invariants()
-        full_state = self.full_attn_allocator._state
-        swa_state = self.swa_attn_allocator._state
-        mapped = np.flatnonzero(self._map[:-1])
-        peers = self._map[mapped]
-        if (full_state[mapped] != IN_USE).any():
-            raise AllocatorError("a full slot not in use still maps to an SWA slot")
-        if len(np.unique(peers)) != len(peers):
-            raise AllocatorError("two full slots map to one SWA slot")
-        if (peers % self.page_size != mapped % self.page_size).any():
-            raise AllocatorError("a full slot and its SWA slot sit at different page offsets")
-        if len(peers) != int(np.count_nonzero(swa_state == IN_USE)) or (swa_state[peers] != IN_USE).any():
-            raise AllocatorError("in-use SWA slots and mapped full slots do not pair up")
+        self._map.check_invariants(self.full_attn_allocator._state,
+                                   self.swa_attn_allocator._state)
