@@ -17,6 +17,7 @@ computes in GiB (2^30 bytes), which is followed exactly.
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 
 from pagedkv.configs.model_config import ModelSpec
 from pagedkv.errors import NotEnoughMemoryError, check_positive_int
@@ -84,11 +85,34 @@ def not_enough_memory(pre: int, post: int, f: float, weights_leave_no_memory: bo
         f"(need f > {need:.3f})")
 
 
+@dataclass(frozen=True)
+class TokenProfile:
+    """What :func:`profile_tokens` finds.
+
+    Attributes:
+        tokens: tokens of the cell size the profiled memory holds, before caps and pages.
+        available: the bytes left for KV (None for a one-pool model, which needs none).
+        weights_fill_budget: the weights take the whole static budget (nothing is left).
+        lines: the log lines printed on the way (the multimodal reservation).
+        mamba_slots: a linear-attention hybrid's state slots (0 otherwise).
+        conv_state_bytes, ssm_state_bytes: one request's state slot over all its linear
+            layers (0 otherwise).
+    """
+
+    tokens: int
+    available: int | None
+    weights_fill_budget: bool
+    lines: tuple[str, ...] = ()
+    mamba_slots: int = 0
+    conv_state_bytes: int = 0
+    ssm_state_bytes: int = 0
+
+
 def profile_tokens(model: ModelSpec, pre_free_bytes: int, post_free_bytes: int,
                    mem_fraction_static: float, cell: int, release: Release, *, vision: bool,
                    tp: int, mamba_ratio: float, max_mamba_cache_size: int | None,
                    max_running_requests: int | None, disable_radix_cache: bool,
-                   ) -> tuple[int, int | None, bool, list[str], dict[str, object]]:
+                   ) -> TokenProfile:
     """Tokens of ``cell`` bytes the profiled memory holds, before caps and pages.
 
     A one-pool model: :func:`profile_max_num_token`. A hybrid or a multimodal model with its
@@ -97,20 +121,17 @@ def profile_tokens(model: ModelSpec, pre_free_bytes: int, post_free_bytes: int,
     share (:func:`pagedkv.hybrid_pools.mamba_share`) come off first.
 
     Returns:
-        ``(tokens, available, weights_fill_budget, lines, extra)``: ``available`` the bytes
-        left for KV (None for a one-pool model, which needs none), ``weights_fill_budget``
-        whether the weights take the whole static budget, the log lines printed so far, and
-        the plan fields found on the way (state slots and their bytes).
+        a :class:`TokenProfile`.
 
     Raises:
         ConfigError: a ``tp`` the linear-attention heads do not divide.
     """
-    lines: list[str] = []
-    extra: dict[str, object] = {}
     if not (model.is_hybrid or vision):
         tokens = profile_max_num_token(pre_free_bytes, post_free_bytes, cell, mem_fraction_static)
         fill = post_free_bytes - pre_free_bytes * (1.0 - mem_fraction_static) <= 0
-        return tokens, None, fill, lines, extra
+        return TokenProfile(tokens, None, fill)
+    lines: list[str] = []
+    state: dict[str, int] = {}
     rest_gib = post_free_bytes / GiB - pre_free_bytes / GiB * (1.0 - mem_fraction_static)
     if vision and release.multimodal_kv_reservation:  # mm_runtime_reservation_gb
         rest_gib -= VLM_CACHE_SIZE_MB / 1024
@@ -125,9 +146,10 @@ def profile_tokens(model: ModelSpec, pre_free_bytes: int, post_free_bytes: int,
                             disable_radix_cache=disable_radix_cache,
                             keep_padding_slot=release.mamba_share_keeps_padding_slot)
         rest_gib = share.rest_gib
-        extra.update(mamba_slots=share.slots, conv_state_bytes=conv, ssm_state_bytes=ssm)
+        state.update(mamba_slots=share.slots, conv_state_bytes=conv, ssm_state_bytes=ssm)
     available = int(rest_gib * (1 << 30))
-    return (available // cell if cell else 0), available, rest_gib <= 0, lines, extra
+    return TokenProfile(available // cell if cell else 0, available, rest_gib <= 0, tuple(lines),
+                        **state)
 
 
 def resolve_max_num_reqs(model: ModelSpec, tokens: int, profiled: int, context_len: int,

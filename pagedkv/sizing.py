@@ -181,11 +181,16 @@ def plan_pool(
                                 max_mamba_cache_size, max_running_requests)
     cell = model.cell_size(kv_cache_dtype, tp)
     vision = model.is_multimodal and enable_multimodal
-    tokens, available, weights_fill_budget, lines, extra = profile_tokens(
+    profile = profile_tokens(
         model, pre_free_bytes, post_free_bytes, mem_fraction_static, cell, release,
         vision=vision, tp=tp, mamba_ratio=hybrid["mamba_ratio"],
         max_mamba_cache_size=max_mamba_cache_size, max_running_requests=max_running_requests,
         disable_radix_cache=disable_radix_cache)
+    tokens, available, lines = profile.tokens, profile.available, list(profile.lines)
+    weights_fill_budget = profile.weights_fill_budget
+    extra: dict[str, object] = {"mamba_slots": profile.mamba_slots,
+                                "conv_state_bytes": profile.conv_state_bytes,
+                                "ssm_state_bytes": profile.ssm_state_bytes}
     exact = model.is_hybrid or vision
     by_configurator = model.family == "swa" and release.swa_sized_by_configurator
     if (weights_fill_budget and exact) or (tokens < page_size and not by_configurator):
@@ -240,7 +245,7 @@ def plan_pool(
                          sliding_window=model.sliding_window)
     max_running_requests, slots, row_lines = resolve_max_num_reqs(
         model, tokens, profiled, context_len, max_running_requests, release,
-        state_slots=int(extra.get("mamba_slots", 0)),  # type: ignore[call-overload]
+        state_slots=profile.mamba_slots,
         disable_radix_cache=disable_radix_cache)
     lines += row_lines
     rows = tokens + page_size  # each per-layer buffer has one padding page

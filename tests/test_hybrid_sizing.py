@@ -211,3 +211,29 @@ def test_window_from_attention_chunk_follows_sglangs_three_branches(
 def test_models_without_a_chunk_print_no_chunk_line() -> None:
     for name in ("llama-3-8b", "gemma-3-27b", "qwen3-30b-a3b"):
         assert not any("attention_chunk_size" in x for x in plan_pool(name, gpu="h200-141gb").log_lines())
+
+
+def test_profile_tokens_names_what_it_found() -> None:
+    """``profile_tokens`` before caps and pages: a one-pool model needs no byte count and has
+    no state; Qwen3-Next's state share comes off first, its slots and bytes named (the plan
+    keeps them)."""
+    from pagedkv.hybrid_pools import DEFAULT_MAMBA_FULL_MEMORY_RATIO
+    from pagedkv.kv_cache_configurator import TokenProfile, profile_tokens
+    from pagedkv.releases import DEFAULT_RELEASE
+
+    kw = {"vision": False, "tp": 1, "mamba_ratio": DEFAULT_MAMBA_FULL_MEMORY_RATIO,
+          "max_mamba_cache_size": None, "max_running_requests": None,
+          "disable_radix_cache": False}
+    reading = (79 * GiB, 60 * GiB, 0.85)
+    llama = load_model("llama-3-8b")
+    dense = profile_tokens(llama, *reading, llama.cell_size(), DEFAULT_RELEASE, **kw)
+    # (60 - 79 * 0.15) GiB = 48.15 GiB of 128 KiB cells
+    assert dense == TokenProfile(int(48.15 * GiB) // (128 * 1024), None, False)
+    m = ModelSpec.from_config(QWEN3_NEXT, name="qwen3-next")
+    hybrid = profile_tokens(m, *reading, m.cell_size(), DEFAULT_RELEASE, **kw)
+    plan = plan_pool(m, **H100_READING)
+    assert (hybrid.mamba_slots, hybrid.conv_state_bytes, hybrid.ssm_state_bytes) == (
+        plan.mamba_slots, *m.state_bytes(1)) == (315, 36 * 8192 * 3 * 2, 36 * 32 * 128 * 128 * 4)
+    assert hybrid.available is not None and hybrid.tokens == hybrid.available // m.cell_size()
+    assert not hybrid.weights_fill_budget and hybrid.lines == ()
+    assert hybrid.tokens >= plan.max_total_num_tokens
