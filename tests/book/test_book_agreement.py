@@ -204,7 +204,7 @@ def test_the_reservation_formula_comes_with_its_ignore_eos_exception(name: str) 
 def test_the_ignore_eos_rule_is_read_from_the_releases(monkeypatch: pytest.MonkeyPatch) -> None:
     from dataclasses import replace
 
-    from pagedkv.lessons import glossary
+    from pagedkv.lessons import glossary, glossary_rules
     from pagedkv.releases import RELEASES
     from pagedkv_widgets.reference import formulas_md
 
@@ -216,11 +216,11 @@ def test_the_ignore_eos_rule_is_read_from_the_releases(monkeypatch: pytest.Monke
     assert glossary.ignore_eos_rule("an ignore-EOS request") in row
     flipped = {n: replace(r, ignore_eos_reserves_all=not r.ignore_eos_reserves_all)
                for n, r in RELEASES.items()}
-    monkeypatch.setattr(glossary, "RELEASES", flipped)
+    monkeypatch.setattr(glossary_rules, "RELEASES", flipped)
     assert glossary.ignore_eos_rule("it").startswith(
         "One exception, in SGLang 0.5.9: it is reserved at ratio 1.0")
-    monkeypatch.setattr(glossary, "RELEASES", {n: replace(r, ignore_eos_reserves_all=False)
-                                               for n, r in RELEASES.items()})
+    monkeypatch.setattr(glossary_rules, "RELEASES", {n: replace(r, ignore_eos_reserves_all=False)
+                                                     for n, r in RELEASES.items()})
     assert glossary.ignore_eos_rule("it") == "Every release reserves it like the others."
 
 
