@@ -146,14 +146,13 @@ def test_size_prints_both_pools_and_exits_2_on_bad_flags(tmp_path, capsys):
     assert report["state_bytes_per_request"] == 36 * (8192 * 3 * 2 + 32 * 128 * 128 * 4)
 
 
-def test_simulate_refuses_hybrids_naming_what_works(capsys):
+def test_simulate_refuses_the_mamba_radix_cache_naming_what_works(capsys):
     from pagedkv.entrypoints.cli import main
 
-    assert main(["simulate", "--model", "gpt-oss-20b", "--gpu", "h100-sxm-80gb"]) == 2
+    assert main(["simulate", "--model", "qwen3-next-80b-a3b", "--gpu", "h100-sxm-80gb"]) == 2
     err = capsys.readouterr().err
-    assert ("is a sliding-window hybrid: pagedkv sizes its pools (pagedkv size) but its "
-            "scheduler does not model them yet") in err
-    assert "or this one under --disable-hybrid-swa-memory" in err
+    assert "is a linear-attention hybrid: radix_cache=True is invalid" in err
+    assert "(pass --disable-radix-cache)" in err
 
 
 def test_gemma3_enable_multimodal_reserves_the_feature_cache():

@@ -77,9 +77,14 @@ def print_summary(run: RunOutcome, workload: Workload, out: TextIO | None = None
           f"retracted), {s['recomputed_tokens']:,} tokens recomputed", file=out)
     print(f"prefix reuse: {s['cached_tokens']:,} of {s['prompt_tokens']:,} prompt tokens from "
           f"the radix cache ({100 * s['prefix_hit_rate']:.1f} %)", file=out)
-    print(f"KV pool: peak {100 * m.peak_usage:.1f} % of pages in use, mean "
-          f"{100 * m.mean_usage:.1f} % over busy steps; peak {m.peak_tokens_used:,} tokens held "
-          "by running requests", file=out)
+    plan = run.setup.plan
+    print(f"{'full KV pool' if plan.is_swa else 'KV pool'}: peak {100 * m.peak_usage:.1f} % of "
+          f"pages in use, mean {100 * m.mean_usage:.1f} % over busy steps; peak "
+          f"{m.peak_tokens_used:,} tokens held by running requests", file=out)
+    if run.swa_peak_in_use is not None and plan.swa_max_total_num_tokens:
+        print(f"SWA pool: peak {100 * run.swa_peak_in_use / plan.swa_max_total_num_tokens:.1f} % "
+              f"in use ({run.swa_peak_in_use:,} of {plan.swa_max_total_num_tokens:,} tokens, "
+              f"window {plan.sliding_window:,})", file=out)
 
 
 def _ms(seconds: float | None) -> str:
@@ -93,7 +98,8 @@ def report_dict(run: RunOutcome, workload: Workload) -> dict[str, Any]:
                          "notes": workload.notes},
             "step_time_model": step_time_text(run.setup), "times": "modelled, not measured",
             "interrupted": run.interrupted, "summary": run.table.summary(),
-            "metrics": run.metrics.as_dict(), "wall_s": run.wall_s}
+            "metrics": run.metrics.as_dict(), "wall_s": run.wall_s,
+            **({} if run.swa_peak_in_use is None else {"swa_peak_in_use": run.swa_peak_in_use})}
 
 
 def _json_value(value: object) -> object:

@@ -10,13 +10,14 @@ from typing import Any, cast
 
 from pagedkv.configs.mamba_utils import gdn_cache_params
 from pagedkv.configs.model_config import ModelSpec
-from pagedkv.configs.model_family import HYBRID_WORDS, ONE_POOL_WHEN_SWA_DISABLED, text_config
+from pagedkv.configs.model_family import text_config
 from pagedkv.configs.model_presets import load_model
 from pagedkv.errors import ConfigError
 from pagedkv.gpus import GPUSpec, get_gpu
 from pagedkv.managers.config import DEFAULT_SGLANG_VERSION, Policy, SchedulerConfig
 from pagedkv.managers.req import Req, RequestLike
 from pagedkv.managers.scheduler import Scheduler
+from pagedkv.managers.scheduler_init import SlidingWindowPools
 from pagedkv.managers.trace import Trace, TraceMeta
 from pagedkv.managers.trace_summary import SummaryTrace
 from pagedkv.mem_cache.mamba_pool import MambaPool
@@ -58,6 +59,7 @@ class SimSetup:
         context_len: the model's context length, tokens.
         mamba_pool: a linear-attention hybrid's state slots (``plan.mamba_slots`` of its
             state), None for other models.
+        swa: a sliding-window hybrid's window and SWA pool (from ``plan``), None for one pool.
     """
 
     plan: KVPoolPlan
@@ -67,6 +69,7 @@ class SimSetup:
     radix_cache: bool
     context_len: int
     mamba_pool: MambaPool | None = None
+    swa: SlidingWindowPools | None = None
 
     def scheduler(self, requests: Iterable[RequestLike], *, record_page_tables: bool = False,
                   record_pages: bool = False, trace: Trace | SummaryTrace | None = None,
@@ -79,7 +82,8 @@ class SimSetup:
                          radix_cache=self.radix_cache, context_len=self.context_len,
                          step_time=self.step_time, meta=self.meta,
                          record_page_tables=record_page_tables, record_pages=record_pages,
-                         trace=trace, fast_forward=fast_forward, mamba_pool=self.mamba_pool)
+                         trace=trace, fast_forward=fast_forward, mamba_pool=self.mamba_pool,
+                         swa=self.swa)
 
 
 def prepare(
@@ -115,8 +119,9 @@ def prepare(
         weights_bytes: weights per GPU, overriding the estimate (quantized models).
         arrival_rate: requests/s the workload was drawn at, recorded in the trace only.
         disable_hybrid_swa_memory: SGLang's ``--disable-hybrid-swa-memory``: a sliding-window
-            hybrid that SGLang then sizes as one full-length pool (gpt-oss) is accepted (see
-            :func:`pagedkv.configs.model_presets.load_model`); without it such a model is refused by name.
+            hybrid that SGLang then sizes as one full-length pool (gpt-oss, Llama 4) runs on
+            that one pool (see :func:`pagedkv.configs.model_presets.load_model`); without it
+            it runs on its full and SWA pools (SGLang 0.5.23's hybrid scheduler).
         scheduler_options: any :class:`SchedulerConfig` field, e.g.
             ``schedule_conservativeness=0.5`` or ``disable_overlap_schedule=True`` (SGLang's
             ``--disable-overlap-schedule``: the normal loop instead of the default overlap
@@ -124,11 +129,13 @@ def prepare(
             ``max_running_requests`` to the pool's, as in SGLang.
 
     Raises:
-        ConfigError: unknown preset, parameter out of range, a sliding-window hybrid (gpt-oss
-            and Llama 4 run under ``disable_hybrid_swa_memory``), or a linear-attention
-            hybrid with the radix cache on (its state slots run with it off).
+        ConfigError: unknown preset, parameter out of range, a linear-attention hybrid
+            with the radix cache on (its state slots run with it off), a sliding-window
+            hybrid with ``sglang_version`` 0.5.9 (the hybrid scheduler follows 0.5.23).
         NotEnoughMemoryError: the weights leave no room for a pool.
 
+    A sliding-window hybrid (gpt-oss, Llama 4) runs on its full and SWA pools, as SGLang
+    0.5.23's scheduler runs them (the step-time model counts the full-attention KV only).
     A linear-attention hybrid (Qwen3-Next) runs on its full-attention KV pool and its state
     slots, sized with the radix cache off (one slot per request) and
     ``max_running_requests`` when given, as SGLang sizes them; each request holds a slot from
@@ -142,14 +149,6 @@ def prepare(
             f"model={spec.name!r} is a linear-attention hybrid: radix_cache=True is invalid; "
             "valid: False (pass --disable-radix-cache): pagedkv runs its state slots without "
             "SGLang's radix cache over them (its mamba radix cache), which is not modelled")
-    if spec.is_hybrid and not linear:
-        raise ConfigError(
-            f"model={spec.name!r} is a {HYBRID_WORDS[spec.family]} hybrid: pagedkv sizes its "
-            "pools (pagedkv size) but its scheduler does not model them yet; valid: a one-pool "
-            "model (dense, MoE or MLA)" + (", or this one under --disable-hybrid-swa-memory "
-                                           "(one full-length pool)"
-                                           if spec.architecture in ONE_POOL_WHEN_SWA_DISABLED
-                                           else ""))
     card = gpu if isinstance(gpu, GPUSpec) else get_gpu(gpu)
     plan = plan_pool(spec, gpu=card, mem_fraction_static=mem_fraction_static, tp=tp,
                      page_size=page_size, max_total_tokens=max_total_tokens,
@@ -178,7 +177,12 @@ def prepare(
                                  card.hbm_bandwidth, card.bf16_flops)
     mamba = (MambaPool(plan.mamba_slots, gdn_cache_params(text_config(spec.config), tp, spec.name))
              if linear else None)
-    return SimSetup(plan, config, meta, step_time, radix_cache, spec.context_len, mamba)
+    swa = None
+    if plan.is_swa:
+        assert plan.sliding_window is not None and plan.swa_max_total_num_tokens is not None
+        swa = SlidingWindowPools(plan.sliding_window, plan.swa_max_total_num_tokens)
+    return SimSetup(plan, config, meta, step_time, radix_cache, spec.context_len, mamba,
+                    swa)
 
 
 def simulate(requests: Sequence[RequestLike], *, record_page_tables: bool = False,

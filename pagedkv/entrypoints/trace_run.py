@@ -45,6 +45,9 @@ class RunOutcome:
         num_requests: requests submitted.
         interrupted: Ctrl-C stopped it before every request finished.
         wall_s: wall-clock seconds the run took (measured, unlike the modelled times).
+        swa_peak_in_use: a sliding-window hybrid's most SWA tokens in use at once (SGLang's
+            SWA ``#token``, evictable ones counted as free), after any step; None with one
+            pool.
     """
 
     setup: SimSetup
@@ -53,6 +56,7 @@ class RunOutcome:
     num_requests: int
     interrupted: bool
     wall_s: float
+    swa_peak_in_use: int | None = None
 
 
 def run_requests(setup: SimSetup, specs: Iterable[RequestSpec], num_requests: int, *,
@@ -87,8 +91,11 @@ def run_requests(setup: SimSetup, specs: Iterable[RequestSpec], num_requests: in
     bar = tqdm(total=num_requests, unit="req", desc=label, file=sys.stderr, delay=PROGRESS_DELAY_S,
                disable=quiet or not sys.stderr.isatty(), dynamic_ncols=True)
     interrupted = False
+    swa_peak = sched.pool_stats.swa_tokens_in_use()
     try:
         while sched.step():
+            if swa_peak is not None:
+                swa_peak = max(swa_peak, sched.pool_stats.swa_tokens_in_use() or 0)
             if table.count != bar.n:
                 bar.update(table.count - bar.n)
     except KeyboardInterrupt:
@@ -97,4 +104,4 @@ def run_requests(setup: SimSetup, specs: Iterable[RequestSpec], num_requests: in
         bar.close()
     done = [r for r in sched.reqs if r.finish_s is not None] if interrupted else sched.reqs
     return RunOutcome(setup, table, Metrics.from_run(done, trace), num_requests, interrupted,
-                      time.perf_counter() - start)
+                      time.perf_counter() - start, swa_peak)

@@ -12,6 +12,7 @@ SGLANG_INIT_NEW_TOKEN_RATIO            ``init_new_token_ratio``    0.7
 SGLANG_MIN_NEW_TOKEN_RATIO_FACTOR      ``min_new_token_ratio_factor``  0.14
 SGLANG_NEW_TOKEN_RATIO_DECAY_STEPS     ``new_token_ratio_decay_steps``  600
 SGLANG_RETRACT_DECODE_STEPS            ``retract_decode_steps``    20
+SGLANG_SWA_EVICTION_INTERVAL           ``swa_eviction_interval``   128
 ``--schedule-conservativeness``        ``schedule_conservativeness``  1.0
 ``--max-prefill-tokens``               ``max_prefill_tokens``      16384
 ``--chunked-prefill-size``             ``chunked_prefill_size``    by GPU memory
@@ -20,7 +21,7 @@ SGLANG_RETRACT_DECODE_STEPS            ``retract_decode_steps``    20
 SGLANG_DISABLE_CONSECUTIVE_PREFILL_OVERLAP  ``disable_consecutive_prefill_overlap``  False
 =====================================  ==========================  =======
 
-:meth:`SchedulerConfig.from_env` reads the five environment variables as SGLang does.
+:meth:`SchedulerConfig.from_env` reads the six environment variables as SGLang does.
 
 Both releases run the overlap loop unless ``--disable-overlap-schedule`` is given: the
 field's default is False in 0.5.23 (``arg_groups/fields/schedule.py``) and in 0.5.9
@@ -57,6 +58,7 @@ ENV_VARS: dict[str, str] = {
     "SGLANG_MIN_NEW_TOKEN_RATIO_FACTOR": "min_new_token_ratio_factor",
     "SGLANG_NEW_TOKEN_RATIO_DECAY_STEPS": "new_token_ratio_decay_steps",
     "SGLANG_RETRACT_DECODE_STEPS": "retract_decode_steps",
+    "SGLANG_SWA_EVICTION_INTERVAL": "swa_eviction_interval",
 }
 
 
@@ -96,6 +98,10 @@ class SchedulerConfig:
             tokens admission plans for per request.
         retract_decode_steps: SGLANG_RETRACT_DECODE_STEPS (20): tokens per remaining request
             that the post-retraction ratio assumes.
+        swa_eviction_interval: SGLANG_SWA_EVICTION_INTERVAL (128, SGLang 0.5.23): on a
+            sliding-window hybrid, a decoding request releases the SWA slots of tokens
+            that left its window once the window has moved this many tokens past the last
+            release.
         max_prefill_tokens: prompt tokens per prefill pass (16384); the first request of a
             pass is exempt.
         chunked_prefill_size: tokens per prefill pass per request before chunking; None
@@ -125,6 +131,7 @@ class SchedulerConfig:
     new_token_ratio_decay_steps: int = 600
     clip_max_new_tokens: int = 4096
     retract_decode_steps: int = 20
+    swa_eviction_interval: int = 128
     max_prefill_tokens: int = 16384
     chunked_prefill_size: int | None = 8192
     max_running_requests: int | None = None
@@ -150,7 +157,7 @@ class SchedulerConfig:
         if not isinstance(factor, (int, float)) or not 0 <= factor <= 1:  # NaN fails too
             raise bad_value("min_new_token_ratio_factor", factor, "a number in [0, 1]")
         for name in ("new_token_ratio_decay_steps", "clip_max_new_tokens", "max_prefill_tokens",
-                     "decode_log_interval", "cuda_graph_max_bs"):
+                     "decode_log_interval", "cuda_graph_max_bs", "swa_eviction_interval"):
             check_positive_int(name, getattr(self, name))
         check_positive_int("retract_decode_steps", self.retract_decode_steps, minimum=0)
         for name in ("disable_overlap_schedule", "disable_consecutive_prefill_overlap"):

@@ -90,6 +90,13 @@ class Req:
             prefills (SGLang's ``#cached-token`` summed for this request).
         kept_at_retract: tokens of its KV the tree kept at its latest retraction (its cached
             prompt prefix).
+        swa_evicted_seqlen, swa_branching_seqlen, swa_lock, extend_batch_idx,
+        decode_batch_idx: on a sliding-window hybrid, the tokens below which its SWA
+            slots are released, where its next checkpoint branches (the full-KV hit of its
+            match that the window did not allow, SGLang's ``swa_branching_seqlen``), its
+            :class:`~pagedkv.mem_cache.swa_radix_tree.SWALock`, and its extend and decode
+            passes since its (re)admission (SGLang 0.5.23 ``Req.extend_batch_idx``,
+            ``decode_batch_idx``).
         is_retracted: retracted and not yet admitted again (the overlap loop then drops
             the result of a pass it was in when that result comes in; SGLang's flag).
         queue_s: total seconds in the waiting queue (from arrival, and after every
@@ -124,6 +131,13 @@ class Req:
     kept_at_retract: int = 0
     is_retracted: bool = False
     queue_s: float = 0.0
+    # a sliding-window hybrid's (SGLang 0.5.23 ``req.kv``): the SWA release cursor, the tree
+    # lock, and the request's extend and decode passes since it was (re)admitted
+    swa_evicted_seqlen: int = 0
+    swa_branching_seqlen: int | None = None
+    swa_lock: Any = None
+    extend_batch_idx: int = 0
+    decode_batch_idx: int = 0
     enqueued_s: float = field(default=0.0, repr=False)
     admitted_before: bool = field(default=False, repr=False)
     # the slots of the prefix matched for the next prefill (set by the scheduler, used once).
@@ -203,6 +217,7 @@ class Req:
         self.prefix_len = self.cache_protected_len = len(match.device_indices)
         self.last_node = match.last_device_node
         self._prefix_slots = match.device_indices
+        self.swa_branching_seqlen = match.swa_branching_seqlen
 
     def admit(self, clock: float) -> str:
         """Admitted by a prefill pass at ``clock`` (seconds): its wait, cache hit and

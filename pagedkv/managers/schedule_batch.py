@@ -1,25 +1,25 @@
 """A batch of requests: a prefill pass's slots, the decode memory check, ``retract_decode``.
 
-Follows SGLang's ``python/sglang/srt/managers/schedule_batch.py`` (``ScheduleBatch``:
-``init_new``, ``prepare_for_extend``, ``merge_batch``, ``filter_batch``,
-``new_tokens_required_next_decode``, ``check_decode_mem``, ``retract_decode``,
-``release_req``, ``prepare_for_decode``; 0.5.9's ``get_model_worker_batch``), 0.5.23 and 0.5.9 alike
-except where :meth:`ScheduleBatch.retract_decode` says. The scheduler keeps one running
-batch and builds one per prefill pass (:meth:`ScheduleBatch.init_new`). The running batch
-is kept as numpy arrays, one entry per request, so a decode step costs a handful of vector
-operations whatever the batch size; the :class:`~pagedkv.managers.req.Req` objects are
-brought up to date (:meth:`sync`) whenever something reads them.
+Follows SGLang's ``python/sglang/srt/managers/schedule_batch.py`` (``ScheduleBatch``: ``init_new``,
+``prepare_for_extend``, ``merge_batch``, ``filter_batch``, ``new_tokens_required_next_decode``,
+``check_decode_mem``, ``retract_decode``, ``release_req``, ``prepare_for_decode``; 0.5.9's
+``get_model_worker_batch``), 0.5.23 and 0.5.9 alike except where
+:meth:`ScheduleBatch.retract_decode` says. The scheduler keeps one running batch and builds one per
+prefill pass (:meth:`ScheduleBatch.init_new`). The running batch is kept as numpy arrays, one entry
+per request, so a decode step costs a handful of vector operations whatever the batch size; the
+:class:`~pagedkv.managers.req.Req` objects are brought up to date (:meth:`sync`) whenever something
+reads them.
 
-A request that has finished stays in the batch until :meth:`filter_finished` drops it
-(``finished`` marks it; its KV is already released). SGLang 0.5.9 drops finished requests
-only when the next decode step is prepared, so in the meantime they still count in
-admission's reservation; 0.5.23 drops them at the start of every step.
+A request that has finished stays in the batch until :meth:`filter_finished` drops it (``finished``
+marks it; its KV is already released). SGLang 0.5.9 drops finished requests only when the next
+decode step is prepared, so in the meantime they still count in admission's reservation; 0.5.23
+drops them at the start of every step.
 
-In the overlap loop ``kv_len`` runs one token ahead of ``generated`` for requests whose last
-pass is in flight: their next slot is allocated before their token is committed.
+In the overlap loop ``kv_len`` runs one token ahead of ``generated`` for requests whose last pass is
+in flight: their next slot is allocated before their token is committed.
 
-Where we simplify: one decode token per step (no speculative decoding), greedy bookkeeping
-only (no stop strings: a simulated request stops at its ``output_len``, a real one at EOS or
+Where we simplify: one decode token per step (no speculative decoding), greedy bookkeeping only (no
+stop strings: a simulated request stops at its ``output_len``, a real one at EOS or
 ``max_new_tokens``).
 """
 
@@ -36,6 +36,7 @@ from pagedkv.mem_cache.allocator import BaseTokenToKVPoolAllocator, decode_need
 from pagedkv.mem_cache.base_prefix_cache import BasePrefixCache
 from pagedkv.mem_cache.common import alloc_req_slot, release_kv_cache
 from pagedkv.mem_cache.memory_pool import ReqToTokenPool
+from pagedkv.mem_cache.swa_cache import SWAPrefixCache
 from pagedkv.model_executor.forward_batch_info import ForwardBatch
 from pagedkv.releases import DEFAULT_RELEASE
 
@@ -116,6 +117,8 @@ class ScheduleBatch:
         ``mem_cache/allocation.py``, 0.5.9 ``mem_cache/common.py``).
         """
         admitted, table, p, n = self.reqs, self.table, self.page_size, len(self.reqs)
+        if isinstance(self.tree_cache, SWAPrefixCache):  # alloc_for_extend's maybe_evict_swa
+            self.tree_cache.maybe_evict_swa_extend(admitted)
         for req in admitted:
             if req.req_pool_idx < 0:  # a continuing chunk keeps its row (and state slot)
                 alloc_req_slot(req, self.req_to_token_pool)
@@ -275,6 +278,8 @@ class ScheduleBatch:
         Source: ``ScheduleBatch.prepare_for_decode`` (``alloc_for_decode``).
         """
         bs, p = len(self.reqs), self.page_size
+        if isinstance(self.tree_cache, SWAPrefixCache):  # alloc_for_decode's maybe_evict_swa
+            self.tree_cache.maybe_evict_swa_decode(self.reqs, (self.prompt_len + self.generated).tolist())
         self.tree_cache.evict_from_tree_cache(bs if p == 1 else bs * p)
         out = self.allocator.alloc_decode(self.kv_len + 1, self.last_loc)
         if out is None:

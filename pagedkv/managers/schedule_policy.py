@@ -22,6 +22,11 @@ a new request's chunk ends on a page boundary of its whole sequence; ``#new-toke
 raw tokens. With the radix cache off, ignore-EOS requests take
 :meth:`PrefillAdder.add_one_req_ignore_eos` (a worst-case simulation of the batch), as in SGLang.
 
+On a sliding-window hybrid (0.5.23) the memory budgets are the full pool's (its free and
+evictable full slots) and a third budget is the SWA pool's (:class:`SWAPrefillBudget`: what
+each request's window can hold at once); a newcomer the SWA room cannot take waits, or is
+chunked to that room, and a carried chunk without SWA room waits ("parked": not in the pass).
+
 Besides SGLang's rule (``sglang``), two teaching policies (see
 :class:`~pagedkv.managers.config.Policy`) change the reservation and the charge.
 
@@ -40,6 +45,8 @@ from pagedkv.managers.req import Req
 from pagedkv.managers.schedule_batch import ScheduleBatch
 from pagedkv.mem_cache.allocator import BaseTokenToKVPoolAllocator, ceil_to_page
 from pagedkv.mem_cache.base_prefix_cache import BasePrefixCache
+from pagedkv.mem_cache.swa_cache import SWAPrefixCache
+from pagedkv.mem_cache.swa_prefill_budget import SWAPrefillBudget
 
 IGNORE_EOS_RESERVE_TOKENS = 1  # SGLang's slack per request in the ignore-EOS simulation
 
@@ -157,22 +164,34 @@ class PrefillAdder:
         self.new_chunked_req: Req | None = None
         self.log_hit_tokens = self.log_input_tokens = 0
         self.req_states: list[tuple[float, int]] | None = None
+        # a sliding-window hybrid: the SWA budget, its total offset kept equal to ours
+        self.swa: SWAPrefillBudget | None = None
+        if isinstance(tree_cache, SWAPrefixCache):
+            self.swa = SWAPrefillBudget(allocator, tree_cache)  # type: ignore[arg-type]
+            self.swa.total_offset = self.rem_total_token_offset
+
+    def _room(self) -> int:
+        """Free plus evictable slots (a sliding-window hybrid: the full pool's)."""
+        return self.allocator.full_available_size() + self.tree_cache.evictable_size()
 
     @property
     def rem_total_tokens(self) -> float:
         """``available_size + evictable - rem_total_token_offset``."""
-        return (self.allocator.available_size() + self.tree_cache.evictable_size()
-                - self.rem_total_token_offset)
+        return self._room() - self.rem_total_token_offset
 
     @property
     def cur_rem_tokens(self) -> int:
         """``available_size + evictable - cur_rem_token_offset``: room for prompts alone."""
-        return (self.allocator.available_size() + self.tree_cache.evictable_size()
-                - self.cur_rem_token_offset)
+        return self._room() - self.cur_rem_token_offset
+
+    def _swa_new_tokens(self, req: Req) -> int:
+        """What ``req`` may still decode, for its window's headroom (``_swa_new_tokens``)."""
+        return min(max(req.max_new_tokens - req.generated, 0), self.config.clip_max_new_tokens)
 
     def budget_state(self) -> AddReqResult:
         """NO_TOKEN when memory is spent, OTHER when the prompt or chunk budget is."""
-        if self.rem_total_tokens <= 0 or self.cur_rem_tokens <= 0:
+        if (self.rem_total_tokens <= 0 or self.cur_rem_tokens <= 0
+                or (self.swa is not None and self.swa.remaining_swa <= 0)):
             return AddReqResult.NO_TOKEN
         if self.rem_input_tokens <= 0 or (self.rem_chunk_tokens is not None
                                           and self.rem_chunk_tokens <= 0):
@@ -184,6 +203,9 @@ class PrefillAdder:
         """Admit ``req`` for ``extend`` tokens (SGLang ``_update_prefill_budget``); with
         ``new_chunk`` it is the request cut for the first time this pass (``new_chunked_req``)."""
         pages = ceil_to_page(extend, self.page_size)
+        if self.swa is not None:  # same full charges, and the window's on the SWA budget
+            self.swa.reserve(extend, future, extra_tokens=self.overhead - self.page_size,
+                             chunk_limit=self.rem_chunk_tokens)
         self.charges.append(pages + self.overhead + future)
         self.rem_total_token_offset += pages + self.overhead + future
         self.cur_rem_token_offset += pages + self.overhead
@@ -230,9 +252,15 @@ class PrefillAdder:
         budget when that is <= 0 (the request must make progress to free its KV); nothing
         is floored to pages. Source: ``PrefillAdder.add_chunked_req``.
         """
-        room = min(self.rem_chunk_tokens, int(self.rem_total_tokens))
-        if room <= 0:
-            room = self.rem_chunk_tokens
+        if self.swa is not None:  # no SWA room: the chunk waits (parked, not in the pass)
+            swa_room = self.swa.available_chunk_tokens(self.rem_chunk_tokens)
+            if swa_room is None:
+                return req
+            room = swa_room
+        else:
+            room = min(self.rem_chunk_tokens, int(self.rem_total_tokens))
+            if room <= 0:
+                room = self.rem_chunk_tokens
         extend = req.fill_len - req.prefix_len
         truncated = extend > room
         extend = min(extend, room)
@@ -265,18 +293,28 @@ class PrefillAdder:
         try:
             if not need < self.rem_total_tokens:
                 return AddReqResult.NO_TOKEN
+            limit = self.rem_chunk_tokens
+            if self.swa is not None:  # the SWA room may refuse, or cut the chunk
+                ok, limit = self.swa.check_prefill(
+                    extend_input_len=extend, total_tokens=int(need),
+                    max_new_tokens=self._swa_new_tokens(req), chunk_limit=limit)
+                if not ok:
+                    return AddReqResult.NO_TOKEN
             if ((both_budgets or not chunked) and self.can_run_list
                     and input_tokens >= self.rem_input_tokens):
                 return AddReqResult.OTHER
-            truncated = chunked and input_tokens > self.rem_chunk_tokens
+            truncated = limit is not None and input_tokens > limit
             if truncated:
                 p = self.page_size
-                extend = self.rem_chunk_tokens // p * p
+                extend = limit // p * p
                 if self.release.chunk_ends_on_page_boundary:  # of the sequence
                     extend = (req.prefix_len + extend) // p * p - req.prefix_len
                 if extend <= 0:
                     return AddReqResult.OTHER
-            tree.inc_lock_ref(node)  # held until the request releases its KV
+            if isinstance(tree, SWAPrefixCache):  # SGLang's TreeLock, kept by the request
+                req.swa_lock = tree.lock(node)
+            else:
+                tree.inc_lock_ref(node)  # held until the request releases its KV
             self._charge(req, extend, self._future(req, extend, truncated), truncated)
         finally:
             tree.dec_lock_ref(node)
@@ -294,10 +332,15 @@ class PrefillAdder:
         # 0.5.23's ``not paged <= ...``
         if paged > min(self.cur_rem_tokens, self.rem_total_tokens):
             return AddReqResult.NO_TOKEN
+        if self.swa is not None and not self.swa.swa_tokens(
+                extend, self._swa_new_tokens(req),
+                chunk_limit=self.rem_chunk_tokens) <= self.swa.remaining_swa:
+            return AddReqResult.NO_TOKEN
         states = self._ignore_eos_states(req)
         cur_rem = self.cur_rem_tokens - paged
         freed = 0
-        for i, (tokens_left, occupied) in enumerate(states):
+        # a sliding-window hybrid skips the simulation (SGLang: it underestimates SWA use)
+        for i, (tokens_left, occupied) in enumerate(states if self.swa is None else ()):
             bs = len(states) - i
             if cur_rem + freed - tokens_left * bs <= IGNORE_EOS_RESERVE_TOKENS * bs:
                 return AddReqResult.NO_TOKEN

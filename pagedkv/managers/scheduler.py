@@ -31,7 +31,12 @@ from pagedkv.managers.scheduler_components import (
     validate_requests,
     validate_sizes,
 )
-from pagedkv.managers.scheduler_init import build_kv_cache, init_components, init_trace
+from pagedkv.managers.scheduler_init import (
+    SlidingWindowPools,
+    build_kv_cache,
+    init_components,
+    init_trace,
+)
 from pagedkv.managers.trace import Trace, TraceMeta
 from pagedkv.managers.trace_summary import SummaryTrace
 from pagedkv.mem_cache.mamba_pool import HybridReqToTokenPool, MambaPool
@@ -68,6 +73,9 @@ class Scheduler:
             that predicts its step times, no page tables; exact); False: one by one.
         mamba_pool: a linear-attention hybrid's state slots (their count and state): each
             request holds one from admission to finish or retraction (radix cache off).
+        swa: a sliding-window hybrid's window and SWA pool (SGLang 0.5.23's
+            ``is_hybrid_swa``; :func:`build_kv_cache`); None: one pool. Decode steps are then
+            taken one by one.
 
     Raises:
         ConfigError: a size out of range; a request SGLang would never serve; page tables
@@ -81,7 +89,8 @@ class Scheduler:
                  meta: TraceMeta | None = None, record_page_tables: bool = False,
                  record_pages: bool = False, fast_forward: bool = True,
                  trace: Trace | SummaryTrace | None = None,
-                 mamba_pool: MambaPool | None = None) -> None:
+                 mamba_pool: MambaPool | None = None,
+                 swa: SlidingWindowPools | None = None) -> None:
         self.config = cfg = config or SchedulerConfig()
         p, total, self.context_len = validate_sizes(page_size, max_total_num_tokens, cfg, context_len)
         self.page_size, self.max_total_num_tokens = p, total
@@ -91,8 +100,9 @@ class Scheduler:
         validate_requests(self.reqs, config=cfg, page_size=p, max_total_num_tokens=total,
                           context_len=self.context_len, radix_cache=radix_cache)
         pools = build_kv_cache(self.reqs, cfg, p, total, self.max_running_requests,
-                               radix_cache, mamba_pool)
+                               radix_cache, mamba_pool, swa)
         self.allocator, self.req_to_token_pool, self.tree_cache = pools
+        self.is_hybrid_swa = swa is not None
         self.executor = executor or SimExecutor(step_time)
         # an executor that predicts its step times is a model of the GPU: it samples no tokens
         self.real_tokens = not self.executor.predicts_step_times
@@ -109,7 +119,7 @@ class Scheduler:
          self.decode_memory_checker, self.decode_step_runner) = init_components(
             self.reqs, pools, self.trace, self.executor, config=cfg, page_size=p,
             max_total_num_tokens=total, max_running_requests=self.max_running_requests,
-            fast_forward=fast_forward and not record_page_tables,
+            fast_forward=fast_forward and not record_page_tables and swa is None,
             get_running_batch=lambda: self.running, get_chunked_req=lambda: self.chunked_req,
             page_view=self if self.trace.page_events is not None else None)
 
@@ -249,8 +259,10 @@ class Scheduler:
     def prepare_step(self) -> None:
         """``get_next_batch_to_run`` before the merge and admission: ``stash_chunked_request``
         and (0.5.23) finished requests dropped (a shrink clears ``batch_is_full``)."""
-        if self.chunked_req is not None:
-            self.tree_cache.cache_unfinished_req(self.chunked_req)
+        chunked = self.chunked_req
+        # a chunk parked by a sliding-window hybrid's admission computed nothing: no stash
+        if chunked is not None and chunked.kv_committed_len > chunked.prefix_len:
+            self.tree_cache.cache_unfinished_req(chunked)
         if self.config.release.filter_finished_every_step and self.running.filter_finished():
             self.running.batch_is_full = False
 
@@ -284,7 +296,7 @@ class Scheduler:
         admitted or running) or for request rows."""
         busy_rule, release = self.config.release.batch_full_only_when_busy, self.config.release
         running = self.running
-        if busy_rule and not len(running):
+        if self.is_hybrid_swa or (busy_rule and not len(running)):  # SGLang: every pass on SWA
             running.batch_is_full = False
         if (running.batch_is_full or not self.waiting) and self.chunked_req is None:
             return None

@@ -38,41 +38,68 @@ from pagedkv.managers.scheduler_components import (
 from pagedkv.managers.trace import Trace, TraceMeta
 from pagedkv.managers.trace_summary import SummaryTrace
 from pagedkv.mem_cache.allocator import BaseTokenToKVPoolAllocator, make_allocator
+from pagedkv.mem_cache.allocator.swa import SWATokenToKVPoolAllocator
 from pagedkv.mem_cache.chunk_cache import ChunkCache
 from pagedkv.mem_cache.mamba_pool import HybridReqToTokenPool, MambaPool
 from pagedkv.mem_cache.memory_pool import ReqToTokenPool
 from pagedkv.mem_cache.radix_cache import RadixCache
+from pagedkv.mem_cache.swa_cache import SWAPrefixCache
 from pagedkv.model_executor.forward_batch_info import Executor, StepTimePredictor
 
 
 class KVCache(NamedTuple):
     """The token pool's allocator, the request rows and the prefix cache."""
 
-    allocator: BaseTokenToKVPoolAllocator
+    allocator: BaseTokenToKVPoolAllocator | SWATokenToKVPoolAllocator
     req_to_token_pool: ReqToTokenPool
-    tree_cache: RadixCache | ChunkCache
+    tree_cache: RadixCache | ChunkCache | SWAPrefixCache
+
+
+class SlidingWindowPools(NamedTuple):
+    """A sliding-window hybrid's second pool: its window and tokens (SGLang 0.5.23's
+    ``sliding_window_size`` and ``swa_tokens_per_layer``; the full pool is
+    ``max_total_num_tokens``)."""
+
+    sliding_window_size: int
+    max_total_num_tokens_swa: int
 
 
 def build_kv_cache(reqs: Sequence[Req], config: SchedulerConfig, page_size: int,
                    max_total_num_tokens: int, max_running_requests: int,
-                   radix_cache: bool, mamba_pool: MambaPool | None = None) -> KVCache:
+                   radix_cache: bool, mamba_pool: MambaPool | None = None,
+                   swa: SlidingWindowPools | None = None) -> KVCache:
     """``max_total_num_tokens`` slots in pages of ``page_size``; one ``req_to_token`` row per
     running request, each as long as the longest request (prompt + ``max_new_tokens``) plus
     a page; :class:`RadixCache` or, with ``radix_cache`` False, :class:`ChunkCache`.
     With ``mamba_pool`` (a linear-attention hybrid's state slots: its size and state), the
     rows are a :class:`HybridReqToTokenPool`, which gives each request a state slot with its
-    row. Source: 0.5.23 ``mem_cache/kv_cache_builder.py``, ``build_kv_cache``.
+    row. With ``swa`` (a sliding-window hybrid): :class:`SWATokenToKVPoolAllocator` over the
+    full and SWA pools and :class:`SWAPrefixCache` (disabled with ``radix_cache`` False),
+    SGLang 0.5.23's (``is_hybrid_swa``).
 
     Raises:
         ConfigError: ``mamba_pool`` with the radix cache on: SGLang 0.5.23 then runs its
             mamba radix cache (``MambaRadixCache``-style checkpoints of the state, three
-            slots per running request), which pagedkv does not model.
+            slots per running request), which pagedkv does not model; ``swa`` with a release
+            whose tree is not 0.5.23's unified one (the hybrid scheduler follows 0.5.23
+            only), a window or SWA pool below 1 (a page).
+    Source: 0.5.23 ``mem_cache/kv_cache_builder.py``, ``build_kv_cache``;
+    ``mem_cache/registry.py``, ``default_radix_cache_factory``.
     """
     if mamba_pool is not None and radix_cache:
         raise bad_value("radix_cache", radix_cache, "False on a linear-attention hybrid "
                         "(pass --disable-radix-cache): SGLang's radix cache over the state "
                         "slots (its mamba radix cache) is not modelled")
-    allocator = make_allocator(max_total_num_tokens, page_size)
+    if swa is not None:
+        # the hybrid scheduler follows 0.5.23, whose tree checkpoints and splits as its
+        # UnifiedRadixCache does (split_output_from_prompt is that tree's behaviour)
+        if not config.release.split_output_from_prompt:
+            raise bad_value("sglang_version", config.sglang_version,
+                            "0.5.23 for a sliding-window hybrid's scheduler")
+        allocator: BaseTokenToKVPoolAllocator | SWATokenToKVPoolAllocator = \
+            SWATokenToKVPoolAllocator(max_total_num_tokens, swa.max_total_num_tokens_swa, page_size)
+    else:
+        allocator = make_allocator(max_total_num_tokens, page_size)
     longest = max((r.prompt_len + r.max_new_tokens for r in reqs), default=1)
     # 0.5.23 sizes the rows to max_running_requests (plus its padding row 0); 0.5.9's
     # pool has at least as many rows, and one more here keeps a carried chunk's row
@@ -84,9 +111,17 @@ def build_kv_cache(reqs: Sequence[Req], config: SchedulerConfig, page_size: int,
         else HybridReqToTokenPool.for_release(rows, longest + page_size, release,
                                               mamba_size=mamba_pool.size,
                                               cache_params=mamba_pool.cache_params))
+    if swa is not None:
+        assert isinstance(allocator, SWATokenToKVPoolAllocator)
+        return KVCache(allocator, req_to_token_pool, SWAPrefixCache(
+            req_to_token_pool, allocator, swa.sliding_window_size, disable=not radix_cache,
+            eviction_interval=config.swa_eviction_interval,
+            enable_overlap=not config.disable_overlap_schedule,
+            chunked_prefill_size=config.chunked_prefill_size))
     cache = RadixCache if radix_cache else ChunkCache
+    assert isinstance(allocator, BaseTokenToKVPoolAllocator)
     return KVCache(allocator, req_to_token_pool,
-                              cache.for_release(req_to_token_pool, allocator, release))
+                   cache.for_release(req_to_token_pool, allocator, release))
 
 
 def init_trace(trace: Trace | SummaryTrace | None, meta: TraceMeta | None, *,

@@ -80,10 +80,14 @@ class TreeNode:
 @dataclass(frozen=True)
 class MatchResult:
     """What :meth:`RadixTree.match_prefix` found: the slots of the first ``n`` tokens
-    (int64 ``[n]``) and the node the match ended on (the root when nothing matched)."""
+    (int64 ``[n]``) and the node the match ended on (the root when nothing matched);
+    a sliding-window hybrid's tree also gives ``swa_branching_seqlen`` (SGLang 0.5.23's:
+    the page-aligned full-KV hit when it reaches past the match the window allows, else
+    None)."""
 
     device_indices: np.ndarray
     last_device_node: TreeNode
+    swa_branching_seqlen: int | None = None
 
 
 class RadixTree:

@@ -25,9 +25,11 @@ The nodes, splits, SWA LRU list, locks, ledgers and checks are
 :class:`~pagedkv.mem_cache.swa_radix_tree.SWARadixTree`.
 
 Where we simplify (none of it reached by the scheduler without hierarchical caching):
-no host tier (``host_value``, backups, load-back), no sessions, no ``swa_branching_seqlen``,
-no early SWA lock release (``release_swa``), LRU only; inserts never meet an evicted full
-node (without a host tier such nodes are deleted at once).
+no host tier (``host_value``, backups, load-back), no sessions, no early SWA lock release
+(``release_swa``), LRU only; inserts never meet an evicted full node (without a host tier such
+nodes are deleted at once). The branching point of a match the window cut short
+(``swa_branching_seqlen``) is :class:`~pagedkv.mem_cache.swa_cache.SWAPrefixCache`'s, from
+:attr:`SWARadixCache.full_kv_hit_length`.
 """
 
 from __future__ import annotations
@@ -54,9 +56,12 @@ class SWARadixCache(SWARadixTree):
         Returns ``(length, full slots int64 [length], last node)``; a match ending inside
         a node splits it. Refreshes the SWA LRU over the last node's window and stamps the
         node and its ancestors. Source: ``UnifiedTreeCore._match_prefix_helper``,
-        ``SWAComponent.create_match_validator`` (``swa_gates_prefix_match=True``).
+        ``SWAComponent.create_match_validator`` (``swa_gates_prefix_match=True``). The
+        walk's whole length, window or not, is kept as :attr:`full_kv_hit_length` (SGLang's
+        ``MatchResult.full_kv_hit_length``).
         """
         key = self.page_aligned(key)
+        self.full_kv_hit_length = 0
         node, at, chunks = self.root, 0, []
         best, best_len, live = self.root, 0, float("inf")
         while at < len(key) and self._child_key(key[at:]) in node.children:
@@ -64,6 +69,7 @@ class SWARadixCache(SWARadixTree):
             if child.full is None:
                 break
             n = self._match_len(child.key, key[at:])
+            self.full_kv_hit_length += n
             node = self._split(child, n) if n < len(child.key) else child
             chunks.append(node.full)
             if node.swa is None:  # a tombstone: the window starts over

@@ -7,7 +7,7 @@ request's KV record in ``managers/schedule_batch.py`` (``swa_dead_lo``, the per-
 ``evicted_seqlen`` cursor). On a sliding-window hybrid ``ScheduleBatch.maybe_evict_swa`` calls
 the release once per decode step, inside one free group, for every request that has decoded
 at least once and whose window has moved ``eviction_interval`` tokens past its cursor
-(``SGLANG_SWA_EVICTION_INTERVAL``, default 1; :func:`swa_eviction_due`); with a cache that
+(``SGLANG_SWA_EVICTION_INTERVAL``, default 128; :func:`swa_eviction_due`); with a cache that
 does not share prefixes (``--disable-radix-cache``) prefill chunks release too.
 
 A request's row ``[0, len)`` then reads, from the left: the tree-owned prefix

@@ -74,14 +74,23 @@ def test_a_cap_above_the_pool_is_warned_on_stderr(capsys: pytest.CaptureFixture[
 GPT_OSS = Path(__file__).parents[1] / "reference" / "configs" / "gpt-oss-20b.json"
 
 
-def test_simulate_takes_the_flag_its_sliding_window_refusal_names(
+def test_simulate_runs_a_sliding_window_hybrid_on_both_pools(
         capsys: pytest.CaptureFixture[str]) -> None:
-    # The refusal of a sliding-window hybrid names --disable-hybrid-swa-memory: simulate must
-    # accept that flag (it was only on `pagedkv size`), and then size the one full-length pool.
-    with pytest.raises(ConfigError, match="under --disable-hybrid-swa-memory"):
-        run_simulate(parse("--model", str(GPT_OSS), "--num-requests", "5", "--weights-gib", "12.8"))
-    args = parse("--model", str(GPT_OSS), "--num-requests", "5", "--weights-gib", "12.8",
-                 "--disable-hybrid-swa-memory", "--json")
-    assert run_simulate(args) == 0
+    # gpt-oss runs on its full and SWA pools (SGLang 0.5.23's hybrid scheduler); the summary
+    # gives both pools' peak; under --disable-hybrid-swa-memory it runs on one full-length pool
+    base = ("--model", str(GPT_OSS), "--num-requests", "5", "--weights-gib", "12.8")
+    assert run_simulate(parse(*base, "--json")) == 0
     out = json.loads(capsys.readouterr().out)
-    assert out["summary"]["completed"] == 5 and out["meta"]["max_total_num_tokens"] > 0
+    assert out["summary"]["completed"] == 5 and out["swa_peak_in_use"] > 0
+    assert run_simulate(parse(*base)) == 0
+    text = capsys.readouterr().out
+    assert "full KV pool: peak" in text and "SWA pool: peak" in text and "window 127" in text
+    assert run_simulate(parse(*base, "--disable-hybrid-swa-memory", "--json")) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["summary"]["completed"] == 5 and "swa_peak_in_use" not in out
+
+
+def test_simulate_hybrid_scheduler_follows_0_5_23() -> None:
+    with pytest.raises(ConfigError, match=r"0\.5\.23 for a sliding-window hybrid"):
+        run_simulate(parse("--model", str(GPT_OSS), "--num-requests", "5", "--weights-gib",
+                           "12.8", "--sglang-version", "0.5.9"))

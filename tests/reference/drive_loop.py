@@ -63,6 +63,11 @@ class LoopCase:
     context_len: int = 4096
     overlap: bool = False
     disable_consecutive_prefill_overlap: bool = False
+    # a sliding-window hybrid (:mod:`drive_loop_swa`): the window, the SWA pool's tokens
+    # (``pool_tokens`` is then the full pool's) and ``SGLANG_SWA_EVICTION_INTERVAL``
+    sliding_window_size: int | None = None
+    swa_pool_tokens: int | None = None
+    swa_eviction_interval: int = 128
 
 
 def next_token(case: LoopCase, rid: int, index: int) -> int:

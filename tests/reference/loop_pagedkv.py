@@ -27,6 +27,7 @@ from drive_loop import LoopCase
 
 from pagedkv.managers.config import SchedulerConfig
 from pagedkv.managers.scheduler import Scheduler
+from pagedkv.managers.scheduler_init import SlidingWindowPools
 from pagedkv.model_executor.forward_batch_info import ForwardBatch, ForwardResult
 from pagedkv.workloads.synthetic import RequestSpec
 
@@ -72,11 +73,14 @@ def build(case: LoopCase, release: str = "0.5.23") -> tuple[Scheduler, TableExec
         max_running_requests=case.max_running_requests,
         disable_overlap_schedule=not case.overlap,
         disable_consecutive_prefill_overlap=case.disable_consecutive_prefill_overlap,
-        release=release)
+        swa_eviction_interval=case.swa_eviction_interval, release=release)
+    swa = (None if case.sliding_window_size is None
+           else SlidingWindowPools(case.sliding_window_size, case.swa_pool_tokens))
     executor = TableExecutor()
     sched = Scheduler(specs(case), max_total_num_tokens=case.pool_tokens,
                       page_size=case.page_size, config=config, radix_cache=case.radix,
-                      context_len=case.context_len, executor=executor, fast_forward=False)
+                      context_len=case.context_len, executor=executor, fast_forward=False,
+                      swa=swa)
     return sched, executor
 
 
@@ -98,6 +102,14 @@ def run(case: LoopCase, release: str = "0.5.23") -> list[dict[str, Any]]:
         rec["available"] = int(sched.allocator.available_size())
         rec["evictable"] = int(sched.tree_cache.evictable_size())
         rec["ratio"] = float(sched.new_token_ratio)
-        rec["free"] = np.asarray(sched.allocator.free_pages).tolist()
+        alloc = sched.allocator
+        if case.sliding_window_size is not None:  # both pools, as loop_sglang records them
+            rec["full_available"] = int(alloc.full_available_size())
+            rec["swa_available"] = int(alloc.swa_available_size())
+            rec["swa_evictable"] = int(sched.tree_cache.swa_evictable_size())
+            rec["free"] = np.asarray(alloc.full_attn_allocator.free_pages).tolist()
+            rec["swa_free"] = np.asarray(alloc.swa_attn_allocator.free_pages).tolist()
+        else:
+            rec["free"] = np.asarray(alloc.free_pages).tolist()
         records.append(rec)
     return records

@@ -49,6 +49,7 @@ from sglang.srt.runtime_context import _derived_widths, get_context, get_paralle
 from sglang.srt.sampling.sampling_params import SamplingParams  # noqa: E402
 
 MAX_ITERATIONS = 5000  # a case that runs longer is stuck: fail rather than spin
+STUCK_IDLE = 20  # idle iterations with a queue, nothing running and nothing to arrive: stuck
 ALLOWED_UNKNOWN = frozenset()
 
 
@@ -132,11 +133,18 @@ def build(case: LoopCase) -> Any:
 
     def build_kv_cache(**kwargs: Any) -> Any:
         pool = sg.req_to_token_pool(rows, case.context_len + 8)
-        alloc = sg.allocator(case.page_size, case.pool_tokens)
-        tree = sg.tree_cache(pool, alloc, case.page_size, case.radix)
+        window = case.sliding_window_size
+        if window is None:
+            alloc = sg.allocator(case.page_size, case.pool_tokens)
+            tree = sg.tree_cache(pool, alloc, case.page_size, case.radix)
+        else:  # a sliding-window hybrid: both pools, the (FULL, SWA) tree, on or disabled
+            alloc = sg.swa_allocator(case.page_size, case.pool_tokens, case.swa_pool_tokens)
+            tree = sg.swa_tree_cache(pool, alloc, case.page_size, window,
+                                     disable=not case.radix)
         return kv_cache_builder.KVCacheBuildResult(
-            is_hybrid_swa=False, is_hybrid_ssm=False, sliding_window_size=None,
-            full_tokens_per_layer=None, swa_tokens_per_layer=None, req_to_token_pool=pool,
+            is_hybrid_swa=window is not None, is_hybrid_ssm=False, sliding_window_size=window,
+            full_tokens_per_layer=None if window is None else case.pool_tokens,
+            swa_tokens_per_layer=case.swa_pool_tokens, req_to_token_pool=pool,
             token_to_kv_pool_allocator=alloc, disable_radix_cache=not case.radix,
             tree_cache=tree)
 
@@ -249,6 +257,11 @@ class ScriptReceiver(ScriptRecorder):
         if len(self.finished) == len(self.case.requests):
             sched.gracefully_exit = True
             return []
+        idle = [r["mode"] == "IDLE" for r in self.records[-STUCK_IDLE:]]
+        if (len(idle) == STUCK_IDLE and all(idle) and sched.waiting_queue
+                and not self.pending and sched.running_batch.is_empty()):
+            raise RuntimeError(f"stuck: SGLang's loop left {[r.rid for r in sched.waiting_queue]} "
+                               f"waiting with nothing running for {STUCK_IDLE} iterations")
         return self.arrivals()
 
     def ratio(self) -> float:
@@ -279,7 +292,8 @@ def run(case: LoopCase) -> list[dict[str, Any]]:
     restore_retract = note_retractions(sg_schedule_batch.ScheduleBatch, receiver)
     try:
         with envs.SGLANG_DISABLE_CONSECUTIVE_PREFILL_OVERLAP.override(
-                case.disable_consecutive_prefill_overlap):
+                case.disable_consecutive_prefill_overlap), \
+                envs.SGLANG_SWA_EVICTION_INTERVAL.override(case.swa_eviction_interval):
             (sched.event_loop_overlap if case.overlap else sched.event_loop_normal)()
     finally:
         restore_retract()

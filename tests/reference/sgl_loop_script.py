@@ -54,7 +54,7 @@ class ScriptRecorder:
         if sched.chunked_req is not None:
             self.reqs.setdefault(int(sched.chunked_req.rid), sched.chunked_req)
         newly = sorted(r for r, req in self.reqs.items()
-                       if req.finished() and r not in self.finished)
+                       if (req.finished() or _aborted(req)) and r not in self.finished)
         self.finished.update(newly)
         rec: dict[str, Any] = {"mode": "IDLE"}
         if self.launched:
@@ -69,8 +69,23 @@ class ScriptRecorder:
         rec["available"] = int(alloc.available_size())
         rec["evictable"] = int(sched.tree_cache.evictable_size())
         rec["ratio"] = self.ratio()
-        rec["free"] = alloc.free_pages.tolist()
+        if hasattr(alloc, "swa_attn_allocator"):  # a sliding-window hybrid: both pools
+            tree = sched.tree_cache
+            rec["full_available"] = int(alloc.full_available_size())
+            rec["swa_available"] = int(alloc.swa_available_size())
+            rec["swa_evictable"] = int(tree.swa_evictable_size()) if tree.supports_prefix_sharing() else 0
+            rec["free"] = alloc.full_attn_allocator.free_pages.tolist()
+            rec["swa_free"] = alloc.swa_attn_allocator.free_pages.tolist()
+        else:
+            rec["free"] = alloc.free_pages.tolist()
         return rec
+
+
+def _aborted(req: Any) -> bool:
+    """Aborted by ``retract_decode`` (0.5.23: the last request that cannot decode is handed
+    back with ``to_finish`` set and never runs again, so ``finished()`` stays False)."""
+    reason = getattr(req, "to_finish", None)
+    return reason is not None and type(reason).__name__ == "FINISH_ABORT"
 
 
 def note_batches(sched: Any, receiver: ScriptRecorder) -> None:

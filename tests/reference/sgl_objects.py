@@ -181,13 +181,14 @@ def tree_cache(pool: Any, alloc: Any, page_size: int, radix: bool = True) -> Any
 
 
 def swa_tree_cache(pool: Any, alloc: Any, page_size: int, window: int,
-                   core: str | None = None) -> Any:
+                   core: str | None = None, disable: bool = False) -> Any:
     """0.5.23's radix cache for a sliding-window hybrid: ``UnifiedRadixCache`` with the
     components ``(FULL, SWA)`` and ``sliding_window_size=window``, as the scheduler builds it
     (``registry.create_unified_radix_cache``); ``core``: None for the default tree core
-    (Rust), ``"python"`` for the Python one."""
+    (Rust), ``"python"`` for the Python one; ``disable``: the cache
+    ``--disable-radix-cache`` builds (``registry.default_radix_cache_factory``)."""
     return UnifiedRadixCache(CacheInitParams(
-        disable=False, req_to_token_pool=pool, token_to_kv_pool_allocator=alloc,
+        disable=disable, req_to_token_pool=pool, token_to_kv_pool_allocator=alloc,
         page_size=page_size, tree_components=(ComponentType.FULL, ComponentType.SWA),
         eviction_policy="lru", sliding_window_size=window, tree_core_backend=core))
 

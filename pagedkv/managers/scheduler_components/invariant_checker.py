@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from typing import cast
 
 from pagedkv.errors import PagedKVError
 from pagedkv.managers.req import Req
@@ -21,10 +22,12 @@ from pagedkv.managers.schedule_batch import ScheduleBatch
 from pagedkv.managers.scheduler_components.new_token_ratio_tracker import NewTokenRatioTracker
 from pagedkv.managers.scheduler_components.waiting_queue import WaitingQueue
 from pagedkv.mem_cache.allocator import BaseTokenToKVPoolAllocator, ceil_to_page
+from pagedkv.mem_cache.allocator.swa import SWATokenToKVPoolAllocator
 from pagedkv.mem_cache.chunk_cache import ChunkCache
 from pagedkv.mem_cache.mamba_pool import HybridReqToTokenPool
 from pagedkv.mem_cache.memory_pool import ReqToTokenPool
 from pagedkv.mem_cache.radix_cache import RadixCache
+from pagedkv.mem_cache.swa_cache import SWAPrefixCache
 
 
 @dataclass(slots=True, kw_only=True)
@@ -60,17 +63,25 @@ class SchedulerInvariantChecker:
 
     def check_memory(self) -> None:
         """The idle check: ``available + evictable + protected == pool`` (0.5.9
-        ``_check_radix_cache_memory``, 0.5.23 ``_check_full_pool``) and no row held
-        (``_check_req_pool``).
+        ``_check_radix_cache_memory``, 0.5.23 ``_check_full_pool``; on a sliding-window
+        hybrid the full pool's, and the same for the SWA pool, ``_check_swa_pool``) and no
+        row held (``_check_req_pool``).
 
         Raises:
             PagedKVError: slots leaked or were counted twice; a row is held.
         """
-        free = self.token_to_kv_pool_allocator.available_size()
+        free = self.token_to_kv_pool_allocator.full_available_size()
         tree = self.tree_cache.evictable_size() + self.tree_cache.protected_size()
         if free + tree != self.max_total_num_tokens:
             raise PagedKVError(f"memory leak: available {free} + tree {tree} != pool "
                                f"{self.max_total_num_tokens} while idle")
+        alloc = self.token_to_kv_pool_allocator
+        if isinstance(alloc, SWATokenToKVPoolAllocator):  # a hybrid (_check_swa_pool)
+            tree = cast(SWAPrefixCache, self.tree_cache)
+            swa = alloc.swa_available_size() + tree.swa_evictable_size() + tree.swa_protected_size()
+            if swa != alloc.size_swa:
+                raise PagedKVError(f"memory leak: SWA available + tree {swa} != SWA pool "
+                                   f"{alloc.size_swa} while idle")
         held = self.req_to_token_pool.size - self.req_to_token_pool.available_size()
         if held:
             raise PagedKVError(f"memory leak: {held} request rows held while idle")
@@ -132,7 +143,7 @@ class SchedulerInvariantChecker:
         holders = self.holders()
         own = sum(int(ceil_to_page(r.kv_committed_len, p)) - r.cache_protected_len for r in holders)
         tree = self.tree_cache.evictable_size() + self.tree_cache.protected_size()
-        free = self.token_to_kv_pool_allocator.available_size()
+        free = self.token_to_kv_pool_allocator.full_available_size()
         assert free + tree + own == self.max_total_num_tokens, (free, tree, own)
         assert tokens_reserved >= 0
         self.ratio_tracker.check_invariants()

@@ -10,6 +10,7 @@ own (the trace's column).
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import cast
 
 from pagedkv.managers.config import SchedulerConfig
 from pagedkv.managers.req import Req
@@ -17,8 +18,10 @@ from pagedkv.managers.schedule_batch import ScheduleBatch
 from pagedkv.managers.schedule_policy import running_reservation
 from pagedkv.managers.scheduler_components.new_token_ratio_tracker import NewTokenRatioTracker
 from pagedkv.mem_cache.allocator import BaseTokenToKVPoolAllocator
+from pagedkv.mem_cache.allocator.swa import SWATokenToKVPoolAllocator
 from pagedkv.mem_cache.chunk_cache import ChunkCache
 from pagedkv.mem_cache.radix_cache import RadixCache
+from pagedkv.mem_cache.swa_cache import SWAPrefixCache
 
 
 @dataclass(slots=True, kw_only=True)
@@ -42,8 +45,17 @@ class SchedulerPoolStatsObserver:
     def tokens_in_use(self) -> int:
         """SGLang's ``#token``: ``max_total - available - evictable`` (locked tree tokens and
         requests' own tokens; evictable cached tokens count as free)."""
-        return (self.max_total_num_tokens - self.token_to_kv_pool_allocator.available_size()
+        return (self.max_total_num_tokens - self.token_to_kv_pool_allocator.full_available_size()
                 - self.tree_cache.evictable_size())
+
+    def swa_tokens_in_use(self) -> int | None:
+        """A sliding-window hybrid's SWA ``#token``: ``swa pool - swa available - swa
+        evictable`` (0.5.23 ``_get_swa_token_info``); None with one pool."""
+        alloc = self.token_to_kv_pool_allocator
+        if not isinstance(alloc, SWATokenToKVPoolAllocator):
+            return None
+        tree = cast(SWAPrefixCache, self.tree_cache)
+        return alloc.size_swa - alloc.swa_available_size() - tree.swa_evictable_size()
 
     def token_usage(self) -> float:
         """SGLang's ``token usage``: :meth:`tokens_in_use` over the pool."""

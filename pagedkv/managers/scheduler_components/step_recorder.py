@@ -72,7 +72,7 @@ class SchedulerStepRecorder:
         used += sum(r.kv_committed_len for r in joining)
         reserved = tokens_reserved() if self.trace.records_steps else 0.0
         self.record_row(step, clock, kind, used, reserved,
-                        self.token_to_kv_pool_allocator.available_size(), live)
+                        self.token_to_kv_pool_allocator.full_available_size(), live)
         if self.trace.page_tables is not None:
             self.trace.page_tables.append(self.page_tables(running, chunked, joining))
 

@@ -140,6 +140,11 @@ class BaseTokenToKVPoolAllocator:
         in an open free group are not counted yet (as in SGLang)."""
         return (self._hi - self._lo) * self.page_size
 
+    def full_available_size(self) -> int:
+        """The full-attention pool's free slots: all of them (one pool). Source: SGLang
+        0.5.23 ``BaseTokenToKVPoolAllocator.full_available_size``."""
+        return self.available_size()
+
     def used_slots(self) -> int:
         """Slots that hold a request's token (IN_USE), partial-page tails excluded."""
         return int(np.count_nonzero(self._state == IN_USE))
