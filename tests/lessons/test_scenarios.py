@@ -7,12 +7,11 @@ from pool_consistency import check_pool_agreement
 
 from pagedkv.errors import ConfigError, OutOfMemoryError
 from pagedkv.lessons.contiguous import Fit
+from pagedkv.lessons.decode_oom import decode_check, decode_oom_case
 from pagedkv.lessons.fragmentation import page_size_costs
 from pagedkv.lessons.scenarios import (
     RESERVED,
     contiguous_story,
-    decode_check,
-    decode_oom_case,
     decode_walk,
     div_ceil,
     free_slot_ids,
