@@ -175,7 +175,7 @@ def test_chapter_4_computes_the_workloads_it_describes() -> None:
     """The support bot's set-up and its newcomer's sum, and the two uniform runs (how many
     requests, how fast, how long, on what pool), come from SUPPORT_SNAPSHOT, LONG_UNIFORM,
     SHORT_UNIFORM and the scheduler's config, never typed."""
-    from pagedkv.lessons.admission import SUPPORT_SNAPSHOT
+    from pagedkv.lessons.cached_admission import SUPPORT_SNAPSHOT
     from pagedkv.lessons.examples import LONG_UNIFORM, exact_budgets
     from pagedkv.lessons.prefix_examples import SUPPORT_CHATS, SUPPORT_MAX_NEW, SUPPORT_SYSTEM_LEN
 
