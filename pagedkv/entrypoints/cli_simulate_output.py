@@ -19,6 +19,7 @@ from pagedkv.entrypoints.trace_run import RunOutcome
 from pagedkv.errors import bad_value
 from pagedkv.managers.trace import TraceMeta
 from pagedkv.metrics.request_metrics import COLUMNS, PERCENTILES, TIMES, Row
+from pagedkv.pool_plan import KVPoolPlan
 from pagedkv.units import MiB
 
 TIME_LABELS = {"ttft_s": "TTFT", "tpot_s": "TPOT (mean inter-token)", "e2e_s": "end-to-end",
@@ -34,10 +35,15 @@ def step_time_text(setup: SimSetup) -> str:
             f"TFLOP/s, the {setup.meta.gpu}'s datasheet peaks; real steps are slower")
 
 
-def setting_text(meta: TraceMeta) -> str:
-    """The pool and the scheduler a run used, in one line."""
+def setting_text(meta: TraceMeta, plan: KVPoolPlan | None = None) -> str:
+    """The pool and the scheduler a run used, in one line (a sliding-window hybrid's
+    ``plan``: both pools)."""
     cache = "on" if meta.radix_cache else "off"
-    return (f"{meta.model} on {meta.gpu}: pool {meta.max_total_num_tokens:,} tokens (page_size "
+    pool = f"pool {meta.max_total_num_tokens:,} tokens"
+    if plan is not None and plan.is_swa:
+        pool = (f"full pool {meta.max_total_num_tokens:,} tokens and SWA pool "
+                f"{plan.swa_max_total_num_tokens:,} (window {plan.sliding_window:,})")
+    return (f"{meta.model} on {meta.gpu}: {pool} (page_size "
             f"{meta.page_size}, mem_fraction_static {meta.mem_fraction_static}), SGLang "
             f"{meta.sglang_version} scheduler ({meta.loop}), radix cache {cache}, policy "
             f"{meta.policy}")
@@ -47,7 +53,7 @@ def print_summary(run: RunOutcome, workload: Workload, out: TextIO | None = None
     """The text report of one run (on standard output by default)."""
     out = out or sys.stdout
     s, m = run.table.summary(), run.metrics
-    print(setting_text(run.setup.meta), file=out)
+    print(setting_text(run.setup.meta, run.setup.plan), file=out)
     if run.setup.mamba_pool is not None:
         slots = run.setup.mamba_pool
         print(f"state slots: {slots.size:,} of {slots.bytes_per_slot / MiB:,.2f} MiB each, one "

@@ -85,6 +85,7 @@ def test_simulate_runs_a_sliding_window_hybrid_on_both_pools(
     assert run_simulate(parse(*base)) == 0
     text = capsys.readouterr().out
     assert "full KV pool: peak" in text and "SWA pool: peak" in text and "window 127" in text
+    assert "full pool " in text.splitlines()[0] and "tokens and SWA pool " in text.splitlines()[0]
     assert run_simulate(parse(*base, "--disable-hybrid-swa-memory", "--json")) == 0
     out = json.loads(capsys.readouterr().out)
     assert out["summary"]["completed"] == 5 and "swa_peak_in_use" not in out
