@@ -20,6 +20,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import NamedTuple
 
+from pagedkv.errors import bad_value
 from pagedkv.managers.config import SchedulerConfig
 from pagedkv.managers.in_flight_recorder import joining_requests
 from pagedkv.managers.req import Req, RequestLike
@@ -79,7 +80,8 @@ class Scheduler:
 
     Raises:
         ConfigError: a size out of range; a request SGLang would never serve; page tables
-            or page events asked of a trace that keeps none.
+            or page events asked of a trace that keeps none; page events of a
+            sliding-window hybrid.
     """
 
     def __init__(self, requests: Sequence[RequestLike], *, max_total_num_tokens: int,
@@ -108,6 +110,9 @@ class Scheduler:
         self.real_tokens = not self.executor.predicts_step_times
         self.overlap = not cfg.disable_overlap_schedule
         self.record_page_tables = record_page_tables  # no fast-forward windows then
+        if record_pages and swa is not None:  # the page events follow one pool and its tree
+            raise bad_value("record_pages", record_pages, "False on a sliding-window hybrid "
+                            "(page events of its two pools are not recorded)")
         self.trace = init_trace(trace, meta, config=cfg, page_size=p, max_total_num_tokens=total,
                                 radix_cache=radix_cache, record_page_tables=record_page_tables,
                                 record_pages=record_pages)
