@@ -6,6 +6,7 @@ markdown text (what the tests read).
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable, Mapping, Sequence
 
 from IPython.display import Markdown
@@ -14,10 +15,17 @@ from pagedkv.releases import DEFAULT_SGLANG_VERSION, RELEASES, SGLANG_VERSIONS
 
 
 def markdown_table(header: Sequence[str], rows: Iterable[Sequence[object]]) -> Markdown:
-    """A pipe table: ``header`` cells, then one line per row (cells formatted with ``str``)."""
-    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
-    lines += ["| " + " | ".join(str(c) for c in row) + " |" for row in rows]
+    """A pipe table: ``header`` cells, then one line per row (cells formatted with ``str``).
+
+    A ``|`` inside a cell (a flag's choices, ``a|b``) is escaped, so that it stays in its cell,
+    code spans included, instead of splitting the row."""
+    lines = ["| " + " | ".join(_cell(h) for h in header) + " |", "|" + "---|" * len(header)]
+    lines += ["| " + " | ".join(_cell(c) for c in row) + " |" for row in rows]
     return Markdown("\n".join(lines))
+
+
+def _cell(value: object) -> str:
+    return re.sub(r"(?<!\\)\|", r"\\|", str(value))
 
 
 def shares_table(shares: Sequence[object]) -> Markdown:

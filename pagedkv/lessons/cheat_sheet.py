@@ -58,6 +58,14 @@ CONSTANTS: tuple[Constant, ...] = (
              "per remaining request, so that the survivors can decode a while before the check "
              "fails again.",
              f"{_ENV}; `managers/schedule_batch.py`, `retract_decode` and `release_req`", 5),
+    Constant("swa_eviction_interval",
+             "On a sliding-window hybrid, how many tokens a decoding request's window moves past "
+             "its last release before the sliding-window slots of the tokens that left it are "
+             "freed: releasing in batches spares a free call per request per step, at the cost "
+             "of holding up to that many slots more per request, which SGLang counts in the "
+             "sliding-window slots a running request may hold.",
+             f"{_ENV} (SGLang 0.5.23; 0.5.9 has none); `managers/schedule_batch.py`, "
+             "`maybe_evict_swa`; `model_executor/pool_configurator.py`", 9),
 )
 
 SGLANG_NAME = {v: k for k, v in ENV_VARS.items()}
@@ -79,6 +87,7 @@ def constant_rows(config: SchedulerConfig | None = None) -> list[tuple[str, str,
                                        f"{cfg.init_ratio:g} = {cfg.min_ratio:.3f}"),
         "new_token_ratio_decay_steps": f"{cfg.ratio_decay:.6f} less per decode step",
         "retract_decode_steps": "tokens per remaining request",
+        "swa_eviction_interval": "tokens of window movement per release of old window slots",
     }
     rows = []
     for c in CONSTANTS:

@@ -39,6 +39,15 @@ def newcomer_test_words(config: SchedulerConfig, page_size: int, max_new: int) -
     return words
 
 
+# Why an "idle" row can still show the decayed ratio: SGLang 0.5.23's event_loop_overlap calls
+# on_idle only when there is neither a batch to launch nor a last batch to process.
+_IDLE_ROW = ("A step marked idle launched no batch. The overlap loop (pagedkv's and SGLang's "
+             "default) still processes the previous step's result in it, so the last requests "
+             "finish there, and the ratio is reset to its initial value only in the next idle "
+             "pass, one with no result left to process either (`on_idle` in SGLang 0.5.23's "
+             "`event_loop_overlap`): the row shows the ratio before that reset.")
+
+
 def admission(setup: Setup) -> Report:
     """Many requests at once into a small pool: who is admitted, what is reserved, and how
     long the real outputs turned out to be."""
@@ -85,6 +94,8 @@ def admission(setup: Setup) -> Report:
         "evicted (a retracted one keeps only its prompt pages there), so used + free + cached "
         "is the pool.",
     ]
+    if any(kinds[i] == "idle" and steps["new_token_ratio"][i] != cfg.init_ratio for i in show):
+        lines.append(_IDLE_ROW)
     header = ("step", "kind", "running", "waiting", "tokens used", "reserved", "free",
               "cached (evictable)", "ratio")
     log = [line for line in trace.log if line.startswith("Prefill")][:6]
