@@ -79,6 +79,8 @@ class KVPoolPlan:
     mamba_slots: int = 0  # max_mamba_cache_size (the pool has one padding slot more)
     conv_state_bytes: int = 0  # one request's state slot, all linear layers
     ssm_state_bytes: int = 0
+    server_args_lines: tuple[str, ...] = ()  # printed while SGLang sets its arguments (DSA)
+    indexer_cell_size: int = 0  # DSA index-key bytes per token, all layers (in cell_size)
 
     @property
     def is_swa(self) -> bool:
@@ -140,6 +142,7 @@ class KVPoolPlan:
         chunk = ("" if self.chunked_prefill_size is None
                  else f"chunked_prefill_size={self.chunked_prefill_size}, ")
         return [
+            *self.server_args_lines,
             f"Load weight begin. avail mem={pre:.2f} GB",
             *([] if self.attention_chunk_window is None else [
                 "Setting sliding_window_size to be attention_chunk_size: "
@@ -195,6 +198,8 @@ class KVPoolPlan:
         if self.is_swa:
             out.update(swa_max_total_num_tokens=self.swa_max_total_num_tokens,
                        swa_bytes_per_token=self.swa_cell_size, sliding_window=self.sliding_window)
+        if self.indexer_cell_size:
+            out.update(indexer_bytes_per_token=self.indexer_cell_size)
         if self.mamba_slots:
             out.update(max_mamba_cache_size=self.mamba_slots,
                        state_bytes_per_request=self.state_bytes)

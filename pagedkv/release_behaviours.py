@@ -19,8 +19,7 @@ FREE_ORDERS = ("sorted", "row")
 
 def _behaviour(what: str, source: str, description: str,
                shows: tuple[str, str] | dict[object, str] | None = None) -> Any:
-    """A field's metadata. ``shows``: each value in words; for a flag, the pair (what False
-    means, what True means)."""
+    """A field's metadata; ``shows``: each value in words (a flag: what False, True mean)."""
     meta: dict[str, object] = {"what": what, "source": source, "description": description}
     if isinstance(shows, tuple):
         meta["shows"] = {False: shows[0], True: shows[1]}
@@ -283,13 +282,15 @@ class Release:
     fa4_for_asymmetric_kv: bool = _behaviour(
         "default backend, sm_100, K and V of different widths",
         "arg_groups/model_override_base.py: get_default_attn_backend",
-        "On sm_100, a model whose K and V rows differ in width gets fa4.",
-        ("trtllm_mha", "fa4"))
+        "On sm_100, a model whose K and V rows differ in width gets fa4.", ("trtllm_mha", "fa4"))
     flashinfer_avoids_attention_sinks: bool = _behaviour(
         "default backend, a model with attention sinks",
         "arg_groups/model_override_base.py: get_default_attn_backend",
-        "Below sm_90, a model with attention sinks gets triton, not flashinfer.",
-        ("flashinfer", "triton"))
+        "Below sm_90, a model with attention sinks gets triton, not flashinfer.", ("flashinfer", "triton"))
+    dsa_attention_backend: tuple[str, str] = _behaviour(
+        "DeepSeek DSA backends (sm_90)", "arg_groups/overrides.py: _dsa_split_backend_resolution",
+        "(the attention backend of a DeepSeek V3.2 model, which names its log lines; the prefill "
+        "backend of an fp8_e4m3 KV cache below sm_100): the pool's bytes are the same.")
 
     def __repr__(self) -> str:
         return f"<SGLang {self.name}>"

@@ -48,7 +48,8 @@ RELEASES: dict[str, Release] = {r.name: r for r in (
         forced_page_sizes=(("flashmla", (64,), 64), ("trtllm_mla", (32, 64), 64),
                            ("cutedsl_mla", (32, 64), 64), ("trtllm_mha", (16, 32, 64, 128), 64),
                            ("hpc_ops", (64,), 64), ("fa4", (128,), 128)),
-        fa4_for_asymmetric_kv=True, flashinfer_avoids_attention_sinks=True),
+        fa4_for_asymmetric_kv=True, flashinfer_avoids_attention_sinks=True,
+        dsa_attention_backend=("dsa", "flashmla_kv")),
     Release(
         name="0.5.9",
         extra_page_per_request=False, ignore_eos_reserves_all=False,
@@ -75,7 +76,8 @@ RELEASES: dict[str, Release] = {r.name: r for r in (
         forced_page_sizes=(("flashmla", (64,), 64), ("cutlass_mla", (128,), 128),
                            ("trtllm_mla", (32, 64), 64), ("trtllm_mha", (16, 32, 64), 64),
                            ("fa4", (128,), 128)),
-        fa4_for_asymmetric_kv=False, flashinfer_avoids_attention_sinks=False),
+        fa4_for_asymmetric_kv=False, flashinfer_avoids_attention_sinks=False,
+        dsa_attention_backend=("nsa", "flashmla_auto")),
 )}
 
 DEFAULT_RELEASE = RELEASES["0.5.23"]

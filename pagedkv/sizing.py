@@ -22,6 +22,7 @@ from pagedkv.configs.model_config import ModelSpec
 from pagedkv.configs.model_family import text_config
 from pagedkv.configs.model_hybrid import window_from_attention_chunk
 from pagedkv.configs.model_presets import load_model
+from pagedkv.dsa_indexer import dsa_pool_bytes, dsa_server_args, indexer_bytes_per_token
 from pagedkv.errors import (
     ConfigError,
     NotEnoughMemoryError,
@@ -90,7 +91,7 @@ def plan_pool(
         mem_fraction_static: ``f`` in (0, 1]; default: SGLang's for ``gpu`` and this model
             in ``sglang_version`` (:func:`default_mem_fraction_static`).
         tp: attention tensor-parallel size (memory is per GPU).
-        page_size: tokens per page, >= 1; the token count is rounded down to a multiple.
+        page_size: tokens per page, >= 1 (DSA: :func:`pagedkv.dsa_indexer.dsa_page_size`).
         kv_cache_dtype: ``bf16``, ``fp16``, ``fp32``, ``fp8_e4m3`` or ``fp8_e5m2``.
         context_len: default SGLang's for this model under ``sglang_version``
             (:meth:`ModelSpec.sglang_context_len`: ``max_position_embeddings``, times the
@@ -135,6 +136,9 @@ def plan_pool(
     check_positive_int("page_size", page_size)
     check_positive_int("tp", tp)
     elem = kv_dtype_bytes(kv_cache_dtype)
+    server_lines: list[str] = []
+    if model.index_head_dim:  # DeepSeek V3.2: SGLang sets its page size and backends
+        page_size, server_lines = dsa_server_args(page_size, kv_cache_dtype, gpu, release)
     if weights_bytes is not None and weights_bytes < 0:
         raise bad_value("weights_bytes", weights_bytes, "a byte count >= 0")
     if pre_free_bytes is None or post_free_bytes is None:
@@ -250,7 +254,11 @@ def plan_pool(
     lines += row_lines
     rows = tokens + page_size  # each per-layer buffer has one padding page
     layers = model.num_full_attention_layers
-    if model.is_mla:
+    if model.index_head_dim:  # the latents and the index keys, one "KV size" in the log
+        k_size, v_size = dsa_pool_bytes(model, tokens, page_size, kv_cache_dtype), 0
+        extra.update(server_args_lines=tuple(server_lines),
+                     indexer_cell_size=layers * indexer_bytes_per_token(model.index_head_dim))
+    elif model.is_mla:
         k_size = rows * (model.kv_lora_rank + model.qk_rope_head_dim) * layers * elem
         v_size = 0
     else:

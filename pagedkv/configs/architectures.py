@@ -19,7 +19,8 @@ DENSE_ARCHITECTURES = frozenset({
 
 #: Architectures with multi-head latent attention: one ``kv_lora_rank + qk_rope_head_dim``
 #: latent per token and layer (Kimi K2 is served by SGLang's ``DeepseekV3ForCausalLM``).
-MLA_ARCHITECTURES = frozenset({"DeepseekV2ForCausalLM", "DeepseekV3ForCausalLM"})
+MLA_ARCHITECTURES = frozenset({"DeepseekV2ForCausalLM", "DeepseekV3ForCausalLM",
+                               "DeepseekV32ForCausalLM"})  # V3.2: pagedkv.dsa_indexer
 
 #: Sliding-window hybrids SGLang 0.5.23 gives a full and a sliding-window pool
 #: (``is_hybrid_swa_model``; the ones with a transformers config today).
@@ -62,7 +63,8 @@ MODEL_TYPE_ARCHITECTURES: dict[str, str] = {
     "gemma3": "Gemma3ForConditionalGeneration", "mixtral": "MixtralForCausalLM",
     "qwen2_moe": "Qwen2MoeForCausalLM", "qwen3_moe": "Qwen3MoeForCausalLM",
     "deepseek_v2": "DeepseekV2ForCausalLM", "deepseek_v3": "DeepseekV3ForCausalLM",
-    "kimi_k2": "DeepseekV3ForCausalLM", "gpt_oss": "GptOssForCausalLM",
+    "deepseek_v32": "DeepseekV32ForCausalLM", "kimi_k2": "DeepseekV3ForCausalLM",
+    "gpt_oss": "GptOssForCausalLM",
     "llama4": "Llama4ForConditionalGeneration", "qwen3_next": "Qwen3NextForCausalLM",
 }
 

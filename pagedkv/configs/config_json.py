@@ -15,6 +15,7 @@ from typing import Any
 from pagedkv.configs.model_family import (
     HEAD_DIM_LEFT_NONE,
     ROPE_PER_LAYER_TYPE,
+    architecture_of,
     attention_family,
     rope_context_factor,
     text_config,
@@ -25,6 +26,7 @@ from pagedkv.configs.model_hybrid import (
     swa_window,
     vision_encoder,
 )
+from pagedkv.dsa_indexer import check_dsa_fields, is_dsa
 from pagedkv.errors import ConfigError, check_positive_int
 from pagedkv.units import kv_dtype_bytes
 from pagedkv.weights import quant_method
@@ -96,4 +98,6 @@ def spec_fields(config: dict[str, Any], name: str = "custom", checkpoint_bytes: 
         rope_per_layer_type=str(config.get("model_type") or "") in ROPE_PER_LAYER_TYPE,
         head_dim_left_none=(str(config.get("model_type") or "") in HEAD_DIM_LEFT_NONE
                             and not config.get("head_dim")),
+        index_head_dim=(check_dsa_fields(config, name)
+                        if is_dsa(architecture_of(full, name), config) else 0),
     )

@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any
 from pagedkv.configs.config_json import spec_fields
 from pagedkv.configs.model_family import text_config
 from pagedkv.configs.model_hybrid import gdn_state_bytes
+from pagedkv.dsa_indexer import indexer_bytes_per_token, latent_bytes_per_token
 from pagedkv.errors import ConfigError, bad_value, check_positive_int
 from pagedkv.units import kv_dtype_bytes
 from pagedkv.weights import count_parameters, preset_param_counts
@@ -68,6 +69,8 @@ class ModelSpec:
         rope_per_layer_type: transformers 5 keeps this model's rope per layer type (Gemma 3).
         head_dim_left_none: the config omits ``head_dim`` and transformers' class for it
             stores None (Mistral, Mixtral): see ``Release.null_head_dim_sized``.
+        index_head_dim: DeepSeek V3.2's indexer key width (0: no sparse-attention indexer;
+            :mod:`pagedkv.dsa_indexer`).
     """
 
     name: str
@@ -95,6 +98,7 @@ class ModelSpec:
     rope_factor: float = 1
     rope_per_layer_type: bool = False
     head_dim_left_none: bool = False
+    index_head_dim: int = 0
 
     def sglang_context_len(self, release: Release) -> int:
         """SGLang's ``context_len`` under ``release``: ``int(max_position_embeddings *
@@ -202,6 +206,10 @@ class ModelSpec:
         if self.is_mla:
             check_positive_int("tp", tp)
             self.check_attention_tp(tp)
+            if self.index_head_dim:  # DSA: its own latent layout plus the index key
+                return (latent_bytes_per_token(self.kv_lora_rank, self.qk_rope_head_dim,
+                                               kv_cache_dtype)
+                        + indexer_bytes_per_token(self.index_head_dim))
             return (self.kv_lora_rank + self.qk_rope_head_dim) * elem
         return self.kv_heads_per_rank(tp) * (self.head_dim + self.v_head_dim) * elem
 

@@ -27,6 +27,7 @@ MODEL_PRESETS: dict[str, str] = {
     "mistral-7b-v0.3": "mistralai/Mistral-7B-v0.3",
     "gemma-2-9b": "google/gemma-2-9b",
     "deepseek-v3": "deepseek-ai/DeepSeek-V3",
+    "deepseek-v3.2": "deepseek-ai/DeepSeek-V3.2",
     "mixtral-8x7b": "mistralai/Mixtral-8x7B-v0.1",
     "qwen3-30b-a3b": "Qwen/Qwen3-30B-A3B",
     "qwen3-235b-a22b": "Qwen/Qwen3-235B-A22B",

@@ -16,6 +16,7 @@ from collections.abc import Sequence
 from pagedkv.configs.model_config import ModelSpec
 from pagedkv.configs.model_family import ONE_POOL_WHEN_SWA_DISABLED
 from pagedkv.configs.model_presets import MODEL_PRESETS, load_model
+from pagedkv.dsa_indexer import DSA_PAGE_SIZE, indexer_bytes_per_token
 from pagedkv.entrypoints.cli_generate import add_generate_parser
 from pagedkv.entrypoints.cli_simulate import add_simulate_parser
 from pagedkv.errors import PagedKVError, bad_value, check_real
@@ -144,6 +145,10 @@ def pool_summary(model: ModelSpec, args: argparse.Namespace) -> str:
              else "SGLang's ModelRunner.init_memory_pool")
     attention = ("multi-head latent attention: one latent per token and layer" if model.is_mla
                  else f"{model.attention_kind}: K and V heads per layer")
+    if model.index_head_dim:  # DeepSeek V3.2's sparse attention (pagedkv.dsa_indexer)
+        attention += (f" and one index key of {indexer_bytes_per_token(model.index_head_dim)} B "
+                      "(fp8 key + fp32 scale) for DeepSeek's sparse-attention indexer, pages "
+                      f"of {DSA_PAGE_SIZE} tokens")
     moe = f", {model.num_experts} experts per MoE layer" if model.is_moe else ""
     if args.free_before_gib is not None:
         weights = "the two free-memory readings"

@@ -178,3 +178,11 @@ def sinks(r: Release) -> str:
     """``Release.flashinfer_avoids_attention_sinks`` on an L40 (sm_89), a model with attention
     sinks."""
     return default_attention_backend(89, r, attention_sinks=True)
+
+
+def dsa_backends(r: Release) -> str:
+    """``Release.dsa_attention_backend`` on DeepSeek V3.2 with an fp8_e4m3 KV cache on an H200:
+    the backend line SGLang prints (the pool is the same)."""
+    plan = plan_pool("deepseek-v3.2", gpu="h200-141gb", tp=8, kv_cache_dtype="fp8_e4m3",
+                     weights_bytes=80 * GiB, sglang_version=r)
+    return plan.server_args_lines[-1]

@@ -178,6 +178,9 @@ DEMOS: dict[str, Demo] = {
     "flashinfer_avoids_attention_sinks": Demo(
         "no FlashInfer by default for a model with attention sinks",
         "an L40 (sm_89), a model with attention sinks", startup.sinks),
+    "dsa_attention_backend": Demo(
+        "DeepSeek's sparse attention is the dsa backend (nsa before), fp8 prefill flashmla_kv",
+        "DeepSeek-V3.2 on eight H200 with an fp8_e4m3 KV cache", startup.dsa_backends),
 }
 
 

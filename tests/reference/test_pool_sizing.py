@@ -52,8 +52,8 @@ FAMILIES: dict[str, list[str]] = {"dense": [], "moe": [], "mla": [],
                                   "swa-disabled": list(SWA_DISABLED)}
 for _name in MODEL_PRESETS:
     _spec = load_model(_name)
-    if _spec.is_hybrid:  # their own pools: test_pool_sizing_hybrid.py
-        continue
+    if _spec.is_hybrid or _spec.index_head_dim:  # own pools: test_pool_sizing_hybrid.py,
+        continue  # DeepSeek V3.2's indexer: test_dsa_sglang.py
     FAMILIES["mla" if _spec.is_mla else "moe" if _spec.is_moe else "dense"].append(_name)
 KV_DTYPES = {"bf16": "auto", "fp8_e4m3": "fp8_e4m3", "fp8_e5m2": "fp8_e5m2"}
 

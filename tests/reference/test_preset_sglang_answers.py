@@ -93,7 +93,13 @@ def pagedkv_side(case: dict[str, Any]) -> list[Any]:
             plan.pool_log_lines()]
 
 
-@pytest.mark.parametrize("model", sorted({c["model"] for c in TABLE}))
+#: DeepSeek V3.2's DSA pool needs a GPU to build in SGLang (its backends resolve from the
+#: device's compute capability, its pool asserts CUDA pages): test_dsa_sglang.py checks its
+#: rows against SGLang's own formulas and shape helpers instead.
+SIZED_HERE = sorted({c["model"] for c in TABLE if not load_model(c["model"]).index_head_dim})
+
+
+@pytest.mark.parametrize("model", SIZED_HERE)
 def test_preset_answers_equal_sglang_own(model: str) -> None:
     cases = [c for c in TABLE if c["model"] == model]
     compare.compare_seeds("preset answers", range(len(cases)), lambda i: cases[i],
