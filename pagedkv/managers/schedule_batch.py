@@ -34,7 +34,7 @@ from pagedkv.errors import OutOfMemoryError
 from pagedkv.managers.req import Req
 from pagedkv.mem_cache.allocator import BaseTokenToKVPoolAllocator, decode_need
 from pagedkv.mem_cache.base_prefix_cache import BasePrefixCache
-from pagedkv.mem_cache.common import alloc_req_slot, release_kv_cache
+from pagedkv.mem_cache.common import alloc_req_slots, release_kv_cache
 from pagedkv.mem_cache.memory_pool import ReqToTokenPool
 from pagedkv.mem_cache.swa_cache import SWAPrefixCache
 from pagedkv.model_executor.forward_batch_info import ForwardBatch
@@ -106,8 +106,8 @@ class ScheduleBatch:
         """Rows, prefix slots and the slots of the tokens computed now; returns the pass
         (what 0.5.9's ``get_model_worker_batch`` hands the worker; 0.5.23 hands it the batch).
 
-        A request without a row gets one (``alloc_req_slots``; on a linear-attention hybrid
-        also a state slot) holding its matched prefix's slots; the tree evicts
+        The requests without a row get one (``alloc_req_slots``, one call for the pass; on a
+        linear-attention hybrid also a state slot) holding their matched prefix's slots; the tree evicts
         ``extend_tokens`` (plus a page per request for pages > 1) and the extend slots are
         allocated. ``chunked_req`` (cut short) does not sample.
 
@@ -119,11 +119,11 @@ class ScheduleBatch:
         admitted, table, p, n = self.reqs, self.table, self.page_size, len(self.reqs)
         if isinstance(self.tree_cache, SWAPrefixCache):  # alloc_for_extend's maybe_evict_swa
             self.tree_cache.maybe_evict_swa_extend(admitted)
-        for req in admitted:
-            if req.req_pool_idx < 0:  # a continuing chunk keeps its row (and state slot)
-                alloc_req_slot(req, self.req_to_token_pool)
-                table[req.req_pool_idx, :req.prefix_len] = req._prefix_slots
-                req._prefix_slots = None  # used once (a million kept would be a million tensors)
+        fresh = [req for req in admitted if req.req_pool_idx < 0]  # a continuing chunk keeps
+        alloc_req_slots(fresh, self.req_to_token_pool)  # its row (and state slot)
+        for req in fresh:
+            table[req.req_pool_idx, :req.prefix_len] = req._prefix_slots
+            req._prefix_slots = None  # used once (a million kept would be a million tensors)
         prefix_l, ext_l = [r.prefix_len for r in admitted], [r.extend_len for r in admitted]
         rows_l = [r.req_pool_idx for r in admitted]
         prefix, ext, rows = (np.array(v, dtype=np.int64) for v in (prefix_l, ext_l, rows_l))

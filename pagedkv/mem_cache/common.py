@@ -8,6 +8,7 @@ Follows SGLang's ``python/sglang/srt/mem_cache/common.py`` (``release_kv_cache``
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import cast
 
 from pagedkv.errors import OutOfMemoryError
@@ -37,21 +38,26 @@ def release_kv_cache(req: CacheReq, tree_cache: BasePrefixCache, req_to_token_po
         req_to_token_pool.free_mamba_cache(cast(MambaRequest, req))
 
 
-def alloc_req_slot(req: MambaRequest, req_to_token_pool: ReqToTokenPool) -> None:
-    """Give ``req`` (holding no row) a row and, on a
+def alloc_req_slots(reqs: Sequence[MambaRequest], req_to_token_pool: ReqToTokenPool) -> None:
+    """Give each request of ``reqs`` (none holding a row) a row and, on a
     :class:`~pagedkv.mem_cache.mamba_pool.HybridReqToTokenPool`, a state slot unless it holds
-    one: SGLang 0.5.23 ``mem_cache/allocation.py`` ``alloc_req_slots`` for one request.
+    one, in one call for the whole pass: SGLang 0.5.23 ``mem_cache/allocation.py``
+    ``alloc_req_slots`` (0.5.9 ``mem_cache/common.py``). The rows are taken together, as
+    SGLang takes them (0.5.23: the last ``len(reqs)`` of the free list, in list order).
 
     Raises:
-        OutOfMemoryError: no row or no state slot free (admission, which counts both,
-            should have prevented it; SGLang raises ``RuntimeError`` / asserts).
+        OutOfMemoryError: too few rows or state slots (admission, which counts both, should
+            have prevented it; SGLang raises ``RuntimeError`` / asserts).
     """
+    if not reqs:
+        return
     if isinstance(req_to_token_pool, HybridReqToTokenPool):
-        rows = req_to_token_pool.alloc([req])
+        rows = req_to_token_pool.alloc(reqs)
     else:
-        rows = req_to_token_pool.alloc(1)
-        if rows is not None:
-            req.req_pool_idx = rows[0]
+        rows = req_to_token_pool.alloc(len(reqs))
+        for req, row in zip(reqs, rows or (), strict=False):
+            req.req_pool_idx = row
     if rows is None:
-        raise OutOfMemoryError("alloc_req_slots runs out of memory: no request row is free; "
-                               "admission should have counted the free rows")
+        raise OutOfMemoryError(f"alloc_req_slots runs out of memory: {len(reqs)} request rows "
+                               f"asked, {req_to_token_pool.available_size()} free; admission "
+                               "should have counted the free rows")

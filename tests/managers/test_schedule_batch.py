@@ -114,6 +114,9 @@ def test_prepare_for_extend_gives_rows_prefix_slots_and_extend_slots() -> None:
     table = pool.req_to_token.numpy()
     assert fb.mode == "extend" and fb.sample.tolist() == [True, False]
     assert (a.req_pool_idx, b.req_pool_idx) == tuple(fb.req_pool_indices.tolist())
+    # one call for the pass, as SGLang 0.5.23's alloc_req_slots: the last two of the free
+    # list [1, 2, 3, 4] in list order (one call per request would give a 4 and b 3)
+    assert (a.req_pool_idx, b.req_pool_idx) == (3, 4)
     assert (a.kv_committed_len, b.kv_committed_len) == (6, 4) and a._prefix_slots is None
     assert fb.extend_lens.tolist() == [6, 4] and len(fb.out_cache_loc) == 10
     assert table[a.req_pool_idx, :6].tolist() == fb.out_cache_loc[:6].tolist()

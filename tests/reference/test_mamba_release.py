@@ -4,12 +4,11 @@
 builds for a linear-attention hybrid with ``--disable-radix-cache`` (``UnifiedRadixCache``,
 disabled, components ``(FULL, MAMBA)``: its mamba component frees the slot through
 ``on_release`` / ``checkpoint_into_tree`` -> ``cleanup_after_caching_req`` ->
-``free_mamba_cache``), against pagedkv's ``alloc_req_slot`` and ``release_kv_cache`` over its
+``free_mamba_cache``), against pagedkv's ``alloc_req_slots`` and ``release_kv_cache`` over its
 ``HybridReqToTokenPool`` and ``ChunkCache``, as its scheduler calls them.
 
-Random lives: requests admitted one per call (pagedkv's scheduler takes rows one request at a
-time; SGLang takes a batch's rows in one call, which orders the rows differently, not the
-slots), each given 1-8 KV tokens, then finished (``checkpoint=True`` on a finished request)
+Random lives: passes of 1-3 requests admitted in one call (the rows of a pass are taken
+together), each given 1-8 KV tokens, then finished (``checkpoint=True`` on a finished request)
 or retracted (``checkpoint=False``). Compared after every step: every request's row and slot,
 the rows' and the slots' free lists in order, the free KV slots.
 
@@ -37,7 +36,7 @@ from pagedkv.configs.mamba_utils import Mamba2CacheParams, Mamba2StateShape  # n
 from pagedkv.managers.req import Req  # noqa: E402
 from pagedkv.mem_cache.allocator import make_allocator  # noqa: E402
 from pagedkv.mem_cache.chunk_cache import ChunkCache  # noqa: E402
-from pagedkv.mem_cache.common import alloc_req_slot, release_kv_cache  # noqa: E402
+from pagedkv.mem_cache.common import alloc_req_slots, release_kv_cache  # noqa: E402
 from pagedkv.mem_cache.mamba_pool import HybridReqToTokenPool  # noqa: E402
 
 if sg.OLD:
@@ -98,13 +97,14 @@ class Sglang:
             eviction_policy="lru"))
         self.live: list[Any] = []
 
-    def admit(self, n: int) -> None:
-        req = sg.request(f"r{len(self.live)}", [1] * n, 4)
-        sg_allocation.alloc_req_slots(self.pool, [req], self.tree)
-        out = self.alloc.alloc(n)
-        self.pool.write((req.kv.req_pool_idx, slice(0, n)), out.to(torch.int32))
-        req.kv.kv_committed_len = req.kv.kv_allocated_len = n
-        self.live.append(req)
+    def admit(self, k: int, n: int) -> None:
+        reqs = [sg.request(f"r{len(self.live) + i}", [1] * n, 4) for i in range(k)]
+        sg_allocation.alloc_req_slots(self.pool, reqs, self.tree)
+        for req in reqs:
+            out = self.alloc.alloc(n)
+            self.pool.write((req.kv.req_pool_idx, slice(0, n)), out.to(torch.int32))
+            req.kv.kv_committed_len = req.kv.kv_allocated_len = n
+        self.live += reqs
 
     def release(self, i: int, finish: bool) -> None:
         req = self.live.pop(i)
@@ -126,12 +126,13 @@ class Pagedkv:
         self.tree = ChunkCache.for_release(self.pool, self.alloc, "0.5.23")
         self.live: list[Req] = []
 
-    def admit(self, n: int) -> None:
-        req = Req(len(self.live), n, 4, 4)
-        alloc_req_slot(req, self.pool)
-        self.pool.write(req.req_pool_idx, list(range(n)), self.alloc.alloc(n))
-        req.kv_committed_len = n
-        self.live.append(req)
+    def admit(self, k: int, n: int) -> None:
+        reqs = [Req(len(self.live) + i, n, 4, 4) for i in range(k)]
+        alloc_req_slots(reqs, self.pool)
+        for req in reqs:
+            self.pool.write(req.req_pool_idx, list(range(n)), self.alloc.alloc(n))
+            req.kv_committed_len = n
+        self.live += reqs
 
     def release(self, i: int, finish: bool) -> None:
         release_kv_cache(self.live.pop(i), self.tree, self.pool, is_insert=finish)
@@ -146,10 +147,11 @@ def run(case: dict[str, Any], side: type) -> list[Any]:
     s = side(case["rows"], case["slots"])
     records = [s.state()]
     for kind, pick, n in case["steps"]:
-        if kind == "admit":
-            if len(s.live) == case["rows"]:  # admission stops: no row (nor slot) is free
+        if kind == "admit":  # a pass of up to three, as many as rows (and slots) are free
+            k = min(1 + pick % 3, case["rows"] - len(s.live))
+            if not k:
                 continue
-            s.admit(n)
+            s.admit(k, n)
         elif s.live:
             s.release(pick % len(s.live), kind == "finish")
         else:
