@@ -28,7 +28,8 @@ each request's window can hold at once); a newcomer the SWA room cannot take wai
 chunked to that room, and a carried chunk without SWA room waits ("parked": not in the pass).
 
 Besides SGLang's rule (``sglang``), two teaching policies (see
-:class:`~pagedkv.managers.config.Policy`) change the reservation and the charge.
+:class:`~pagedkv.managers.config.Policy`) change the reservation and the charge. What the
+running batch reserves, and the ignore-EOS worst case, are :mod:`pagedkv.managers.reservation`.
 
 Where we simplify: no hierarchical cache, no priority preemption, no mixed chunked prefill,
 no speculative decoding, no ``prefill_max_requests``.
@@ -38,17 +39,19 @@ from __future__ import annotations
 
 from enum import Enum
 
-import numpy as np
-
 from pagedkv.managers.config import Policy, SchedulerConfig
 from pagedkv.managers.req import Req
+from pagedkv.managers.reservation import (
+    footprint,
+    ignore_eos_states,
+    ignore_eos_worst_case_fits,
+    running_reservation,
+)
 from pagedkv.managers.schedule_batch import ScheduleBatch
 from pagedkv.mem_cache.allocator import BaseTokenToKVPoolAllocator, ceil_to_page
 from pagedkv.mem_cache.base_prefix_cache import BasePrefixCache
 from pagedkv.mem_cache.swa_cache import SWAPrefixCache
 from pagedkv.mem_cache.swa_prefill_budget import SWAPrefillBudget
-
-IGNORE_EOS_RESERVE_TOKENS = 1  # SGLang's slack per request in the ignore-EOS simulation
 
 
 class AddReqResult(Enum):
@@ -57,65 +60,6 @@ class AddReqResult(Enum):
     CONTINUE = "continue"
     NO_TOKEN = "no_token"
     OTHER = "other"
-
-
-def footprint(prompt_len: int | np.ndarray, max_new_tokens: int | np.ndarray,
-              page_size: int) -> int | np.ndarray:
-    """Slots a request can ever hold: ``ceil_to_page(prompt_len + max_new_tokens - 1)``.
-
-    The last sampled token's KV is never written, hence the ``- 1``. Used by ``reserve_all``.
-    """
-    return ceil_to_page(prompt_len + max_new_tokens - 1, page_size)
-
-
-def running_reservation(config: SchedulerConfig, page_size: int, new_token_ratio: float,
-                        prompt_len: np.ndarray, max_new_tokens: np.ndarray,
-                        generated: np.ndarray, kv_len: np.ndarray,
-                        ignore_eos: np.ndarray | None = None) -> float:
-    """Tokens admission holds back for the running batch's future output.
-
-    Arrays are int64 ``[num_running]`` (``ignore_eos`` bool). ``sglang``: the Python-order
-    sum of ``min(max_new_tokens - generated, CLIP) * ratio`` per request, ``ratio`` being
-    ``new_token_ratio`` (0.5.23: 1.0 for an ignore-EOS request)
-    (``PrefillAdder._get_running_request_total_token_offset``); ``reserve_all``: every
-    request's remaining ``footprint``; ``no_reserve``: 0.
-    """
-    return float(window_reservations(config, page_size, np.array([new_token_ratio]), prompt_len,
-                                     max_new_tokens, generated, kv_len, ignore_eos)[0])
-
-
-WINDOW_BLOCK = 1 << 20  # entries of one [steps, requests] block of window_reservations
-
-
-def window_reservations(config: SchedulerConfig, page_size: int, ratios: np.ndarray,
-                        prompt_len: np.ndarray, max_new_tokens: np.ndarray,
-                        generated: np.ndarray, kv_len: np.ndarray,
-                        ignore_eos: np.ndarray | None = None) -> np.ndarray:
-    """:func:`running_reservation` at ``len(ratios)`` successive decode steps, at once.
-
-    Step ``j`` has ``new_token_ratio`` ``ratios[j]`` and every request's ``generated`` and
-    ``kv_len`` ``j`` higher than given (nobody joins or leaves). Returns float64
-    ``[len(ratios)]``, each entry bit for bit the single step's value (the same products,
-    summed in the same order by ``cumsum`` along each step's row).
-    """
-    ratios = np.asarray(ratios, dtype=np.float64)
-    out = np.zeros(len(ratios))
-    if not len(prompt_len) or config.policy is Policy.NO_RESERVE:
-        return out
-    block = max(1, WINDOW_BLOCK // len(prompt_len))  # rows per block: bounded memory
-    per_eos = (config.policy is Policy.SGLANG and ignore_eos is not None
-               and config.release.ignore_eos_reserves_all and bool(np.count_nonzero(ignore_eos)))
-    for start in range(0, len(ratios), block):
-        steps = np.arange(start, min(start + block, len(ratios)))[:, None]
-        if config.policy is Policy.SGLANG:
-            left = np.minimum(max_new_tokens - (generated + steps), config.clip_max_new_tokens)
-            ratio = ratios[steps]
-            left = left * (np.where(ignore_eos, 1.0, ratio) if per_eos else ratio)
-            out[steps[:, 0]] = np.cumsum(left, axis=1)[:, -1]  # sequential, as Python's sum()
-        else:  # reserve_all
-            final = footprint(prompt_len, max_new_tokens, page_size)
-            out[steps[:, 0]] = (final - ceil_to_page(kv_len + steps, page_size)).sum(axis=1)
-    return out
 
 
 class PrefillAdder:
@@ -323,7 +267,8 @@ class PrefillAdder:
     def add_one_req_ignore_eos(self, req: Req) -> AddReqResult:
         """Admission of an ignore-EOS request with the radix cache off: a worst-case
         simulation in which every request runs to its limit, the one that finishes first
-        frees its tokens for the rest (``IGNORE_EOS_RESERVE_TOKENS`` of slack per request).
+        frees its tokens for the rest (:func:`~pagedkv.managers.reservation.
+        ignore_eos_worst_case_fits`).
         Source: ``PrefillAdder.add_one_req_ignore_eos``.
         """
         extend = req.fill_len - req.prefix_len
@@ -336,15 +281,12 @@ class PrefillAdder:
                 extend, self._swa_new_tokens(req),
                 chunk_limit=self.rem_chunk_tokens) <= self.swa.remaining_swa:
             return AddReqResult.NO_TOKEN
-        states = self._ignore_eos_states(req)
-        cur_rem = self.cur_rem_tokens - paged
-        freed = 0
+        self.req_states = ignore_eos_states(req, self.running, self.can_run_list,
+                                            self.new_token_ratio, self.req_states)
         # a sliding-window hybrid skips the simulation (SGLang: it underestimates SWA use)
-        for i, (tokens_left, occupied) in enumerate(states if self.swa is None else ()):
-            bs = len(states) - i
-            if cur_rem + freed - tokens_left * bs <= IGNORE_EOS_RESERVE_TOKENS * bs:
-                return AddReqResult.NO_TOKEN
-            freed += occupied
+        if self.swa is None and not ignore_eos_worst_case_fits(self.req_states,
+                                                               self.cur_rem_tokens - paged):
+            return AddReqResult.NO_TOKEN
         if self.rem_chunk_tokens is None or extend <= self.rem_chunk_tokens:
             self._charge(req, extend, self._future(req, extend, False), False)
         else:
@@ -352,29 +294,3 @@ class PrefillAdder:
                 return AddReqResult.OTHER
             self._charge(req, self.rem_chunk_tokens, 0, True)
         return self.budget_state()
-
-    def _ignore_eos_states(self, req: Req) -> list[tuple[float, int]]:
-        """``(tokens_left, tokens_occupied)`` of ``req``, the running batch and the admitted,
-        sorted by ``tokens_left`` (built once per pass, then kept sorted by insertion)."""
-        def state(max_new: int, generated: int, prompt: int, ignore: bool) -> tuple[float, int]:
-            ratio = 1.0 if ignore else self.new_token_ratio
-            return max_new * ratio - generated, prompt + generated
-
-        new = state(req.max_new_tokens, req.generated, req.prompt_len, req.ignore_eos)
-        if self.req_states is None:
-            rows = [new]
-            b = self.running
-            if b is not None:
-                rows += [state(*cols) for cols in zip(b.max_new_tokens.tolist(), b.generated.tolist(),
-                                                      b.prompt_len.tolist(), b.ignore_eos.tolist(),
-                                                      strict=True)]
-            rows += [state(r.max_new_tokens, r.generated, r.prompt_len, r.ignore_eos)
-                     for r in self.can_run_list]
-            self.req_states = sorted((s for s in rows if s[0] > 0), key=lambda s: s[0])
-        elif new[0] > 0:
-            i = 0
-            for i in range(len(self.req_states)):
-                if new[0] <= self.req_states[i][0]:
-                    break
-            self.req_states.insert(i, new)
-        return self.req_states

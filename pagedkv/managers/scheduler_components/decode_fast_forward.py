@@ -24,8 +24,8 @@ from pagedkv.errors import OutOfMemoryError
 from pagedkv.managers.config import SchedulerConfig
 from pagedkv.managers.page_recorder import SchedulerView
 from pagedkv.managers.req import Req
+from pagedkv.managers.reservation import window_reservations
 from pagedkv.managers.schedule_batch import ScheduleBatch
-from pagedkv.managers.schedule_policy import window_reservations
 from pagedkv.managers.scheduler_components.loop_counters import LoopCounters
 from pagedkv.managers.scheduler_components.metrics_reporter import SchedulerMetricsReporter
 from pagedkv.managers.scheduler_components.new_token_ratio_tracker import NewTokenRatioTracker
