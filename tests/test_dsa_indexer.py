@@ -164,3 +164,12 @@ def test_config_fields_sglang_refuses_or_pagedkv_does_not_model():
     assert _v32(architectures=None, model_type="deepseek_v32").cell_size() == 78_324
     no_topk = {k: v for k, v in load_model(V32).config.items() if k != "index_topk"}
     assert ModelSpec.from_config(no_topk).cell_size() == 61 * 1152
+
+
+def test_simulate_runs_the_scheduler_on_pages_of_64():
+    """The pool's pages are the ones SGLang forces: the scheduler allocates 64 at a time."""
+    from pagedkv.entrypoints.simulation import prepare
+
+    setup = prepare(model=V32, gpu="h200-141gb", tp=8, weights_bytes=int(80.25 * GiB))
+    assert (setup.meta.page_size, setup.meta.max_total_num_tokens) == (64, 605_184)
+    assert setup.meta.cell_size == 78_324

@@ -167,7 +167,7 @@ def prepare(
     }
     config = SchedulerConfig.from_env(**options)
     meta = TraceMeta(
-        max_total_num_tokens=plan.max_total_num_tokens, page_size=page_size, model=spec.name,
+        max_total_num_tokens=plan.max_total_num_tokens, page_size=plan.page_size, model=spec.name,
         gpu=card.name, policy=config.policy.value, sglang_version=sglang_version,
         radix_cache=radix_cache, mem_fraction_static=plan.mem_fraction_static,
         cell_size=plan.cell_size, gpu_memory_bytes=card.memory_bytes,
