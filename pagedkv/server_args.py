@@ -11,6 +11,15 @@ from __future__ import annotations
 from pagedkv.errors import check_positive_int
 from pagedkv.releases import DEFAULT_SGLANG_VERSION, Release, as_release
 
+# The reserve's fixed terms, MiB, as SGLang writes them. An MLA model's prefill CUDA graphs
+# (0.5.23 only: memory_hook.py, "MLA backend overhead is much higher than expected with fa3")
+# take a flat amount instead of 8 MiB per captured size; both releases keep at least
+# RESERVE_FLOOR_MIB on a card of more than RESERVE_FLOOR_ABOVE_MIB.
+MLA_PREFILL_GRAPH_RESERVE_MIB = 1.5 * 1024
+PREFILL_GRAPH_RESERVE_MIB_PER_SIZE = 8
+RESERVE_FLOOR_MIB = 10 * 1024
+RESERVE_FLOOR_ABOVE_MIB = 60 * 1024
+
 
 def gpu_memory_defaults(gpu_memory_mib: int, tp: int = 1,
                         sglang_version: str | Release = DEFAULT_SGLANG_VERSION) -> tuple[int, int]:
@@ -104,9 +113,10 @@ def static_reserve_mib(
         graph_bs = cuda_graph_max_bs
     reserve = 512 + 1.5 * max(chunk, 2048) + tp * pp / 8 * 1024 + 2 * graph_bs
     if as_release(sglang_version).prefill_cuda_graph_reserve and prefill_cuda_graph:
-        reserve += 1.5 * 1024 if mla else 8 * len(prefill_cuda_graph_sizes(chunk))
-    if gpu_memory_mib > 60 * 1024:
-        reserve = max(reserve, 10 * 1024)
+        reserve += (MLA_PREFILL_GRAPH_RESERVE_MIB if mla else
+                    PREFILL_GRAPH_RESERVE_MIB_PER_SIZE * len(prefill_cuda_graph_sizes(chunk)))
+    if gpu_memory_mib > RESERVE_FLOOR_ABOVE_MIB:
+        reserve = max(reserve, RESERVE_FLOOR_MIB)
     return reserve
 
 

@@ -72,7 +72,7 @@ def ignore_eos_rule(who: str = "a running request told not to stop at an end-of-
     if True not in by_value:
         return f"Every release reserves {who} like the others."
     text = (f"One exception, in SGLang {' and '.join(by_value[True])}: {who} is reserved at "
-            f"{say[True]}, all of its remaining `max_new_tokens` (clipped)")
+            f"{say[True]}, all of its remaining `max_new_tokens` (clipped like the others)")
     if False in by_value:
         plain = say[False].replace("new_token_ratio", "`new_token_ratio`")
         text += f"; SGLang {' and '.join(by_value[False])} reserves it at {plain}, like the others"

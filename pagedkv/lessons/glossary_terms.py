@@ -1,11 +1,17 @@
 """The book's words, one :class:`~pagedkv.lessons.glossary_rules.Term` each, in the order
 chapter 1's list defines them (each before the next uses it); each names where SGLang has it
-(0.5.23's file, with 0.5.9's where it differs). Read through :mod:`pagedkv.lessons.glossary`.
+(0.5.23's file, with 0.5.9's where it differs). The first words are here; the later ones
+(:data:`pagedkv.lessons.glossary_terms_later.LATER_TERMS`) follow them in :data:`TERMS`. Read
+through :mod:`pagedkv.lessons.glossary`.
 """
 
 from __future__ import annotations
 
 from pagedkv.lessons.glossary_rules import IGNORE_EOS_RULE, LENGTHS, REQUEST_ROWS_RULE, Term
+from pagedkv.lessons.glossary_terms_later import LATER_TERMS
+from pagedkv.managers.config import SchedulerConfig
+
+_CLIP = SchedulerConfig().clip_max_new_tokens
 
 TERMS: tuple[Term, ...] = (
     Term("KV cache", 1, "The keys and values every past token leaves in every layer, kept so "
@@ -101,7 +107,8 @@ TERMS: tuple[Term, ...] = (
          "that admission assumes will still be written (chapter 4).",
          "`NewTokenRatioTracker` (0.5.9: `Scheduler.new_token_ratio`)", r"new_token_ratio"),
     Term("reserved", 1, "Memory admission holds back for the tokens running requests have not "
-         "written yet: their remaining `max_new_tokens` (clipped) times `new_token_ratio`. No "
+         f"written yet: their remaining `max_new_tokens`, clipped at {_CLIP:,} tokens per request "
+         "(chapter 4 says why), times `new_token_ratio`. No "
          "KV slot is allocated for it; it only stops newcomers. " + IGNORE_EOS_RULE,
          "`_get_running_request_total_token_offset`", r"\breserv"),
     Term("attention backend", 1, "The library of attention kernels a server computes attention "
@@ -134,159 +141,5 @@ TERMS: tuple[Term, ...] = (
          "`ReqToTokenPool.req_to_token`", r"req_to_token"),
     Term("`PrefillAdder`", 1, "The object that walks the waiting queue once per prefill pass and "
          "decides who is admitted.", "`managers/schedule_policy.py`", r"PrefillAdder"),
-    Term("`max_prefill_tokens`", 4, "A cap on the prompt tokens one admission pass takes "
-         "(`--max-prefill-tokens`; the cheat sheet gives the default). The first request of a "
-         "pass is exempt; chapter 4 says when each release refuses a later one that would cross "
-         "it.", "`PrefillAdder.rem_input_tokens`", r"max_prefill_tokens|max-prefill-tokens",
-         listed=False),
-    Term("`rem_total_tokens`", 4, "`PrefillAdder`'s room for newcomers in one admission pass: "
-         "`available_size` plus evictable KV, minus the running requests' reservations, minus "
-         "the charges of the requests admitted earlier in the pass.",
-         "`PrefillAdder.rem_total_tokens`", r"rem_total_tokens", listed=False),
-    Term("`schedule_conservativeness`", 4, "A server setting that scales the `new_token_ratio` "
-         "admission starts from: above its default, admission reserves more for running requests "
-         "and admits fewer; below it, admits more and retracts more often.",
-         "`--schedule-conservativeness`", r"conservativeness", listed=False),
-    Term("overlap loop, normal loop", 4, "SGLang's two scheduler loops. The overlap loop "
-         "(`event_loop_overlap`, the default) schedules the next batch while the GPU still runs "
-         "the current one, so it decides before it has that step's results; the normal loop "
-         "(`event_loop_normal`, `--disable-overlap-schedule`) waits for each step's results "
-         "first.", "`Scheduler.event_loop_overlap`, `Scheduler.event_loop_normal` "
-         "(`managers/scheduler.py`)",
-         r"overlap loop|normal loop|disable[-_]overlap[-_]schedule", listed=False),
-    Term("ignore-EOS request", 4, "A request sent with `ignore_eos`: it does not stop at an "
-         "end-of-sequence token, so it writes exactly its `max_new_tokens`. Benchmarks use it to "
-         "fix the output lengths.", "`SamplingParams.ignore_eos`", r"ignore[-_ ]EOS",
-         listed=False),
-    Term("FCFS", 4, "First come, first served: the waiting queue is walked in arrival order.",
-         "`--schedule-policy fcfs`", r"\bFCFS\b|first-come-first-served", listed=False),
-    Term("roofline model", 4, "A time estimated from the card's peaks: the larger of the "
-         "bytes to move over its memory bandwidth and the arithmetic over its FLOP rate. A lower "
-         "bound, not a measurement; chapter 6 holds a kernel to it.", "", r"roofline",
-         listed=False, first_use="peak bandwidth"),
-    Term("`CONTINUE`, `NO_TOKEN`, `OTHER`", 4, "`PrefillAdder`'s answer for one request: "
-         "`CONTINUE` (admitted, try the next one), `NO_TOKEN` (memory refuses it: the pass "
-         "ends), `OTHER` (another budget, the chunk or `max_prefill_tokens`, ends the pass).",
-         "`AddReqResult`", r"\bCONTINUE\b|NO_TOKEN"),
-    Term("`batch_is_full`", 4, "Set when admission refuses a request for memory (0.5.23: only if "
-         "something was admitted or is running); while set, the scheduler does not walk the "
-         "queue again, until the running batch shrinks (0.5.23: or nothing is running).",
-         "`ScheduleBatch.batch_is_full`", r"batch_is_full"),
-    Term("`#pending-token`", 4, "In 0.5.23's prefill log line: the prompt tokens still to "
-         "prefill over the whole waiting queue (and the rest of a chunked prompt). 0.5.9's line "
-         "has no such field.", "`metrics_reporter.py` (0.5.23)", r"#pending-token"),
-    Term("token usage", 1, "In SGLang's log lines: (`max_total_num_tokens` - `available_size` - "
-         "evictable) / `max_total_num_tokens`, the share of the pool holding tokens with cached, "
-         "evictable ones counted as free.",
-         "`managers/scheduler_components/pool_stats_observer.py` (0.5.23)", r"token usage"),
-    Term("`check_decode_mem`", 3, "The test before each decode step: does the allocator have the "
-         "pages the step will open? It evicts from the radix cache first, then says yes or no.",
-         "`ScheduleBatch.check_decode_mem`", r"check_decode_mem"),
-    Term("`prepare_for_decode`", 5, "The decode step's allocation: one KV slot per running "
-         "request for its newest token, a fresh page where the last one is full. With pages larger than "
-         "one it first asks the radix cache for room for a whole page per request: SGLang 0.5.23 "
-         "evicts only what the free list lacks, SGLang 0.5.9 evicts the whole amount whenever the "
-         "free list is short.", "`ScheduleBatch.prepare_for_decode`, `alloc_for_decode` "
-         "(`mem_cache/allocation.py`, 0.5.23; `mem_cache/common.py`, 0.5.9)", r"prepare_for_decode"),
-    Term("`alloc_for_decode`, `alloc_paged_token_slots_decode`", 5, "One job, two functions: "
-         "`alloc_for_decode` is the decode step's allocation that `prepare_for_decode` calls; "
-         "with page size 1 it takes one KV slot per request (`alloc_token_slots`), with larger "
-         "pages it hands the step to `alloc_paged_token_slots_decode`, its paged half, which "
-         "first evicts room for a whole page per request, then takes the slots "
-         "(`alloc_decode`). Both releases have both: SGLang 0.5.23 in `mem_cache/allocation.py`, "
-         "0.5.9 in `mem_cache/common.py`.",
-         "`mem_cache/allocation.py` (0.5.23); `mem_cache/common.py` (0.5.9)",
-         r"alloc_for_decode|alloc_paged_token_slots_decode"),
-    Term("`evict_to_free_tokens`, `evict_for_alloc`", 5, "One job, split between the allocator "
-         "and the tree, in SGLang 0.5.23: the allocator's `evict_to_free_tokens` counts the "
-         "shortfall (the tokens asked for minus `available_size`) and asks the tree's "
-         "`evict_for_alloc` for only that, which evicts leaves until the allocator has the room. "
-         "Every eviction for an allocation reaches them through `evict_from_tree_cache`. "
-         "SGLang 0.5.9 has neither: its `evict_from_tree_cache` calls the tree's `evict` with "
-         "the whole amount whenever the free list is short.",
-         "`mem_cache/allocator/base.py`, `mem_cache/unified_radix_cache.py` (0.5.23); "
-         "`mem_cache/common.py` (0.5.9)", r"evict_to_free_tokens|evict_for_alloc"),
-    Term("`release_req`", 5, "What a retraction does to each victim: free its KV outside the "
-         "radix cache and its request row, then evict room for the requests that stay: in "
-         "0.5.23 only what the free list lacks of that room, in 0.5.9 the whole amount whenever "
-         "the free list is short.",
-         "`ScheduleBatch.release_req`", r"release_req"),
-    Term("ShareGPT", 2, "A public data set of real ChatGPT conversations; its prompt and answer "
-         "lengths are the usual stand-in for real traffic in serving benchmarks.", "",
-         r"ShareGPT", listed=False),
-    Term("`#token`", 2, "In SGLang's decode log line: the pool's tokens that are neither free "
-         "nor evictable, `max_total_num_tokens` - `available_size` - evictable (the running "
-         "requests' KV and the prefixes they hold in the radix cache).",
-         ("`managers/scheduler_components/pool_stats_observer.py` (0.5.23); "
-          "`managers/scheduler_metrics_mixin.py` (0.5.9)"), r"#token\b",
-         listed=False, first_use="neither free nor evictable"),
-    Term("FlashInfer, FA3, FA4, TRT-LLM, FlashMLA", 3, "SGLang's other attention backends on "
-         "NVIDIA GPUs: FlashInfer, a kernel library for serving; FA3 and FA4, FlashAttention 3 "
-         "and 4; TRT-LLM, the kernels of NVIDIA's TensorRT-LLM (`trtllm_mha`, `trtllm_mla`); "
-         "FlashMLA, DeepSeek's kernels for MLA models. Chapter 3 says which is the default where.",
-         "`--attention-backend flashinfer|fa3|fa4|trtllm_mha|flashmla`",
-         r"FlashInfer|\bFA[34]\b|TRT-LLM|FlashMLA", listed=False, first_use="FlashAttention 3"),
-    Term("attention sinks", 3, "Learned logits, one per head, added to every attention softmax as "
-         "if each query could also attend to a token that is always there (gpt-oss has them). "
-         "Chapter 3 says which attention backend SGLang picks for such models.", "",
-         r"attention sinks?", listed=False),
-    Term("prefill/decode disaggregation", 3, "Running prefill and decode on different GPUs: the "
-         "prefill side computes a prompt's KV and sends it to the decode side, which generates. "
-         "Chapter 3 says how SGLang's allocator differs there.", "`--disaggregation-mode`",
-         r"disaggregat", listed=False),
-    Term("split-KV", 6, "Cutting one request's KV into chunks that separate GPU thread blocks "
-         "attend to in parallel, then merging their partial results exactly with their "
-         "log-sum-exp (\"flash-decoding\"), so a few long requests still keep the whole GPU busy "
-         "during decode.", "stage 1 and stage 2 of the Triton decode kernel "
-         "(0.5.23: `python/sglang/kernels/ops/attention/`; 0.5.9: "
-         "`python/sglang/srt/layers/attention/triton_ops/`)", r"split[- ]KV", listed=False),
-    Term("compute capability (`sm_XY`)", 3, "A GPU architecture's version, major and minor, "
-         "written `sm_` followed by both digits (sm_90 is compute capability 9.0, Hopper). "
-         "SGLang picks its default attention backend by it, and Triton compiles a kernel for "
-         "one compute capability; chapter 6 lists each card's.", "", r"compute capability|\bsm_\d",
-         listed=False, first_use="compute capability"),
-    Term("SM (streaming multiprocessor)", 6, "One of a GPU's compute units: it runs a few "
-         "programs (thread blocks) at once, which share its registers and shared memory. A "
-         "kernel keeps the GPU busy only with enough programs for every SM.", "",
-         r"\bSMs?\b|streaming multiprocessor", listed=False, first_use="streaming multiprocessor"),
-    Term("`lock_ref`", 8, "A radix-tree node's count of running requests that read its KV: a "
-         "node with `lock_ref` above zero is not evictable. A request locks the nodes of its "
-         "matched prefix until it finishes. In 0.5.23 the request holds a `TreeLock`, the receipt "
-         "`UnifiedRadixCache.lock` returns, and gives it back with `unlock`.",
-         "`TreeNode.lock_ref` (0.5.9); `TreeLock` from `UnifiedRadixCache.lock` (0.5.23)",
-         r"lock_ref", listed=False),
-    Term("LRU", 8, "Least recently used: the radix cache evicts first the leaves whose last "
-         "access is oldest.", "`--radix-eviction-policy`", r"\bLRU\b", listed=False),
-    Term("`ChunkCache`", 8, "SGLang 0.5.9's stand-in for the radix cache when it is off and "
-         "chunked prefill is on: it keeps only a chunked prompt's earlier chunks, for that "
-         "prompt's next chunk, and shares nothing between requests. SGLang 0.5.23 builds a "
-         "disabled `UnifiedRadixCache` instead.", "`mem_cache/chunk_cache.py` (0.5.9)",
-         r"ChunkCache", listed=False, first_use="shares nothing between requests"),
-    Term("LoRA adapter", 8, "Low-rank adaptation: a small pair of matrices per layer that "
-         "fine-tunes a shared base model; one server can serve many adapters at once, and a "
-         "prefix's KV differs by adapter.", "`--enable-lora`", r"\bLoRA\b", listed=False,
-         first_use="low-rank"),
-    Term("HiCache", 8, "SGLang's hierarchical cache: prefixes the radix cache evicts from the "
-         "GPU are kept in host memory and copied back when a request matches them. The book "
-         "leaves it out.", "`--enable-hierarchical-cache`", r"HiCache|hierarchical cache",
-         listed=False, first_use="host memory"),
-    Term("hybrid model", 9, "A model whose layers are not all full attention: some attend only "
-         "to a sliding window of recent tokens, or keep a fixed-size linear-attention state "
-         "(Gated DeltaNet, Mamba). SGLang gives those layers their own pool beside the KV pool.",
-         "", r"\bhybrid models?\b", listed=False),
-    Term("mixture of experts (MoE)", 9, "Many expert MLPs per layer, a few of them used for each "
-         "token; every expert stays in memory, so the weights are the whole checkpoint's. The KV "
-         "cache is the attention's, as without experts.", "", r"\bMoE\b|mixture of experts"),
-    Term("sliding-window pool (SWA pool)", 9, "A sliding-window hybrid's second KV pool, for its "
-         "window layers: a request needs at most window + 1 tokens there. SGLang sizes it at "
-         "`--swa-full-tokens-ratio` times the full pool's tokens: 0.5.23 with "
-         "`HybridSWAPoolConfigurator`; 0.5.9 profiles the pool at full length and splits it in "
-         "`set_num_tokens_hybrid_swa`.",
-         "`SWAKVPool` (`mem_cache/swa_memory_pool.py`), `HybridSWAPoolConfigurator` (0.5.23), "
-         "`ModelRunner.set_num_tokens_hybrid_swa` (0.5.9)",
-         r"SWA pool|sliding-window pool"),
-    Term("state slot", 9, "One request's fixed-size state for every linear-attention layer "
-         "(Gated DeltaNet, Mamba) of a hybrid, whatever the sequence's length; the state-slot "
-         "count caps the running requests.", "`MambaPool`, `HybridReqToTokenPool` "
-         "(`mem_cache/memory_pool.py`)", r"state slot"),
+    *LATER_TERMS,
 )

@@ -281,7 +281,12 @@ GLOSSARY_MUST_HAVE = ("HBM", "$B_{\\max}$ (batch cap)", "MHA, GQA, MQA", "MLA", 
                       "attention backend", "Triton", "speculative decoding",
                       "data-parallel attention (dp-attention)", "DeepEP", "`#token`",
                       "FlashInfer, FA3, FA4, TRT-LLM, FlashMLA", "SM (streaming multiprocessor)",
-                      "roofline model", "`ChunkCache`", "LoRA adapter", "HiCache")
+                      "roofline model", "`ChunkCache`", "LoRA adapter", "HiCache",
+                      # a third first read found these used before (or without) a definition
+                      "GB, GiB", "internal fragmentation", "external fragmentation",
+                      "$\\lceil x \\rceil_\\text{page}$ (`ceil_page`)", "CLIP (`CLIP_MAX_NEW_TOKENS`)",
+                      "head-of-line blocking", "mixed chunked prefill", "ModelRunner", "`ptxas`",
+                      "Mamba, Mamba state", "cache salt", "Gated DeltaNet")
 
 
 def test_the_glossary_defines_every_word_the_book_leans_on() -> None:
@@ -360,4 +365,5 @@ def test_the_cheat_sheet_keys_its_short_names_before_the_first_table() -> None:
         if short in tables:
             assert told in key, short
     names = " ".join(t.name for t in TERMS)
-    assert all(w in names for w in ("FCFS", "LRU", "MLA", "HBM", "schedule_conservativeness"))
+    assert all(w in names for w in ("FCFS", "LRU", "MLA", "HBM", "schedule_conservativeness",
+                                    "ceil_page", "CLIP", "sm_XY"))
