@@ -26,7 +26,8 @@ import numpy as np
 
 from pagedkv.managers.trace import EVENT_KINDS, Event
 from pagedkv_widgets.hbm import hbm_layout
-from pagedkv_widgets.page_encoding import decode_pages, encode_pages
+from pagedkv_widgets.page_decoding import decode_pages
+from pagedkv_widgets.page_encoding import encode_pages
 
 INT_COLUMNS = {
     "used": "tokens_used",
@@ -109,7 +110,7 @@ def decode_run(enc: dict[str, Any]) -> dict[str, Any]:
     """Decode :func:`encode_run` output into plain per-step columns (for tests, chapters):
     ``meta``, ``step``, ``kind``, ``time_s``, ``new_token_ratio``, the trace names of
     :data:`INT_COLUMNS`, ``events`` (``{kind: [(step, rid)]}``) and ``pages``
-    (:func:`pagedkv_widgets.page_encoding.decode_pages`, or None)."""
+    (:func:`pagedkv_widgets.page_decoding.decode_pages`, or None)."""
     n = enc["n"]
     out: dict[str, Any] = {
         "meta": enc["meta"],

@@ -21,7 +21,7 @@ from pagedkv_widgets.catalog import CATALOG, make_runner
 from pagedkv_widgets.chapters import CHAPTERS, chapter_config, resolve_settings
 from pagedkv_widgets.encoding import decode_run
 from pagedkv_widgets.in_flight_encoding import ahead_at
-from pagedkv_widgets.page_encoding import owners_at, rows_at
+from pagedkv_widgets.page_decoding import owners_at, rows_at
 from pagedkv_widgets.scenes import parts
 
 

@@ -9,7 +9,7 @@ finished but not yet seen. The encoding (inside :func:`pagedkv_widgets.page_enco
 - ``ahead``: ``[step (delta from the previous entry's), rid, tokens, ...]``;
 - ``unseen``: ``[step (delta), rid, ...]``.
 
-:func:`ahead_at` and :func:`unseen_at` read a step from :func:`pagedkv_widgets.page_encoding.decode_pages`
+:func:`ahead_at` and :func:`unseen_at` read a step from :func:`pagedkv_widgets.page_decoding.decode_pages`
 output (the JavaScript ``rowsAt`` is their twin).
 """
 

@@ -16,7 +16,7 @@ from pagedkv_widgets.catalog import CATALOG, make_runner
 from pagedkv_widgets.chapters import CHAPTERS, chapter_config, grid_settings, resolve_settings
 from pagedkv_widgets.encoding import count_events, decode_run
 from pagedkv_widgets.mode import in_book_build
-from pagedkv_widgets.page_encoding import rows_at
+from pagedkv_widgets.page_decoding import rows_at
 from pagedkv_widgets.scenes import parts, scene_keys, teaching_pages, teaching_tokens
 from pagedkv_widgets.static_page import build_grid, pack, split_book, split_runs, static_html, unpack
 

@@ -138,7 +138,7 @@ def _jump(pg, kind: str, direction: str = "next") -> None:
 
 def _one_run_one_step(views: dict, run: dict) -> None:
     """Every view shows ``run`` at the step the step control is on."""
-    from pagedkv_widgets.page_encoding import owners_at, rows_at
+    from pagedkv_widgets.page_decoding import owners_at, rows_at
 
     s = views["step"]
     assert views["tableStep"] == views["poolStep"] == s
@@ -550,7 +550,7 @@ AHEAD_JS = """(root) => {
 def _expected_ahead(run: dict, s: int) -> list[list[int]]:
     """``[page, first, end)`` token offsets of every slot allocated ahead after step ``s``."""
     from pagedkv_widgets.in_flight_encoding import ahead_at
-    from pagedkv_widgets.page_encoding import rows_at
+    from pagedkv_widgets.page_decoding import rows_at
 
     p, rows, out = run["meta"]["page_size"], rows_at(run["pages"], s), []
     for rid, n in ahead_at(run["pages"], s).items():

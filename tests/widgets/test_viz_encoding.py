@@ -14,7 +14,8 @@ from pagedkv.workloads.synthetic import uniform
 from pagedkv_widgets.encoding import INT_COLUMNS, decode_run, encode_run
 from pagedkv_widgets.hbm import SEGMENTS, hbm_layout, hbm_segments
 from pagedkv_widgets.in_flight_encoding import ahead_at, unseen_at
-from pagedkv_widgets.page_encoding import encode_pages, owners_at, rows_at
+from pagedkv_widgets.page_decoding import owners_at, rows_at
+from pagedkv_widgets.page_encoding import encode_pages
 
 
 def _run(n: int = 24, page_size: int = 4, pool: int = 400, seed: int = 0, rate: float | None = 25.0,
