@@ -47,6 +47,12 @@ def test_admission_table_adds_up_to_the_pool() -> None:
                                                             "cached (evictable)"))
             for row in report.rows}
     assert sums == {80}  # the CPU stand-in's pool
+    # an idle row still showing the decayed ratio says why (the reset comes a pass later)
+    from pagedkv.managers.config import SchedulerConfig
+
+    init = f"{SchedulerConfig().init_ratio:.3f}"
+    stale = [r for r in report.rows if r[col["kind"]] == "idle" and r[col["ratio"]] != init]
+    assert ("A step marked idle" in " ".join(report.lines)) == bool(stale)
 
 
 def test_retraction_report_counts_agree() -> None:
