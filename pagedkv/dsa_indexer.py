@@ -17,7 +17,8 @@ Server arguments (``arg_groups/model_overrides/deepseek_v2.py`` and ``arg_groups
 ``server_args.py`` ``_handle_model_specific_adjustments``): the ``dsa`` attention backend
 (``nsa`` in 0.5.9), pages of 64 tokens on CUDA whatever ``--page-size`` says, a KV dtype of
 bfloat16 or fp8_e4m3 only, and split prefill/decode backends. What pagedkv models is CUDA
-below sm_100 (every CUDA GPU preset): there fp8 uses the scaled layout in both releases.
+below sm_100 (every CUDA GPU preset): there fp8 uses the scaled layout in both releases, and
+0.5.9 profiles it as the raw 576 bytes (:func:`profiled_cell_size`).
 Layer-skipping indexers (``index_topk_freq``, ``indexer_types``, ...: GLM-5, LongCat),
 pooled keys (``index_kpool`` > 1) and ROCm (whose page size depends on the aiter build) are
 refused by name.
@@ -134,6 +135,21 @@ def dsa_page_size(page_size: int, gpu: GPUSpec | None) -> int:
                         f"{DSA_PAGE_SIZE} (or the default 1): SGLang runs DeepSeek DSA with "
                         f"pages of {DSA_PAGE_SIZE} tokens on CUDA whatever --page-size says")
     return DSA_PAGE_SIZE
+
+
+def profiled_cell_size(model: ModelSpec, kv_cache_dtype: str, tp: int, release: Release) -> int:
+    """The bytes per token SGLang profiles the pool with: :meth:`ModelSpec.cell_size`, except
+    for a DSA model with an fp8_e4m3 cache under a release that profiles the latent as 576 fp8
+    bytes while its pool stores 656 (``Release.dsa_fp8_latent_profiled_as_stored``; 0.5.9
+    ``model_runner_kv_cache_mixin.py`` ``get_cell_size_per_token``): there the pool built
+    takes more than the budget it was sized from."""
+    cell = model.cell_size(kv_cache_dtype, tp)
+    if (not model.index_head_dim or kv_cache_dtype != "fp8_e4m3"
+            or release.dsa_fp8_latent_profiled_as_stored):
+        return cell
+    stored = latent_bytes_per_token(model.kv_lora_rank, model.qk_rope_head_dim, kv_cache_dtype)
+    raw = model.kv_lora_rank + model.qk_rope_head_dim
+    return cell - (stored - raw) * model.num_full_attention_layers
 
 
 def index_cache_bytes(tokens: int, page_size: int, layers: int, index_head_dim: int) -> int:

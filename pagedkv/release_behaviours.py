@@ -87,11 +87,9 @@ class Release:
         "carried chunk's row stays apart from the running batch's).",
         ("max_running - running", "also <= free rows"))
     filter_finished_every_step: bool = _behaviour(
-        "finished requests leave the running batch",
-        "managers/scheduler.py: Scheduler.get_next_batch_to_run",
+        "finished requests leave the running batch", "managers/scheduler.py: Scheduler.get_next_batch_to_run",
         "Every step starts by dropping finished requests from the running batch (a shrink "
-        "clears batch_is_full), not only at the next decode step.",
-        ("at the next decode step", "every step"))
+        "clears batch_is_full), not only at the next decode step.", ("at the next decode step", "every step"))
     batch_full_only_when_busy: bool = _behaviour(
         "batch_is_full after NO_TOKEN", "managers/scheduler.py: Scheduler._get_new_batch_prefill_raw",
         "A pass that runs out of memory marks the batch full only if something is admitted or "
@@ -106,8 +104,7 @@ class Release:
     touch_waiting_prefixes: bool = _behaviour(
         "waiting prefixes under FCFS", "managers/schedule_policy.py: SchedulePolicy._touch_waiting_prefixes",
         "With the tree on, every 32nd pass marks the cached prefixes of the first 128 waiting "
-        "requests as just used, so eviction spares them.",
-        ("untouched", "refreshed (LRU) every 32 passes"))
+        "requests as just used, so eviction spares them.", ("untouched", "refreshed (LRU) every 32 passes"))
     abort_last_request: bool = _behaviour(
         "last request cannot decode", "managers/schedule_batch.py: ScheduleBatch.retract_decode",
         "When even one request cannot take its next decode step, it is aborted (its KV freed) "
@@ -289,8 +286,11 @@ class Release:
         "Below sm_90, a model with attention sinks gets triton, not flashinfer.", ("flashinfer", "triton"))
     dsa_attention_backend: tuple[str, str] = _behaviour(
         "DeepSeek DSA backends (sm_90)", "arg_groups/overrides.py: _dsa_split_backend_resolution",
-        "(the attention backend of a DeepSeek V3.2 model, which names its log lines; the prefill "
-        "backend of an fp8_e4m3 KV cache below sm_100): the pool's bytes are the same.")
+        "(DeepSeek V3.2's attention backend, which names its log lines; fp8_e4m3 prefill, sm_90).")
+    dsa_fp8_latent_profiled_as_stored: bool = _behaviour(
+        "DeepSeek DSA fp8 cell", "model_executor/pool_configurator.py: _compute_cell_size",
+        "An fp8_e4m3 DeepSeek V3.2 latent is profiled as its pool stores it (fp8 scales, bf16 "
+        "rope), not as 576 fp8 bytes.", ("576 B per layer (the pool stores 656)", "656 B per layer"))
 
     def __repr__(self) -> str:
         return f"<SGLang {self.name}>"

@@ -49,7 +49,7 @@ RELEASES: dict[str, Release] = {r.name: r for r in (
                            ("cutedsl_mla", (32, 64), 64), ("trtllm_mha", (16, 32, 64, 128), 64),
                            ("hpc_ops", (64,), 64), ("fa4", (128,), 128)),
         fa4_for_asymmetric_kv=True, flashinfer_avoids_attention_sinks=True,
-        dsa_attention_backend=("dsa", "flashmla_kv")),
+        dsa_attention_backend=("dsa", "flashmla_kv"), dsa_fp8_latent_profiled_as_stored=True),
     Release(
         name="0.5.9",
         extra_page_per_request=False, ignore_eos_reserves_all=False,
@@ -77,7 +77,7 @@ RELEASES: dict[str, Release] = {r.name: r for r in (
                            ("trtllm_mla", (32, 64), 64), ("trtllm_mha", (16, 32, 64), 64),
                            ("fa4", (128,), 128)),
         fa4_for_asymmetric_kv=False, flashinfer_avoids_attention_sinks=False,
-        dsa_attention_backend=("nsa", "flashmla_auto")),
+        dsa_attention_backend=("nsa", "flashmla_auto"), dsa_fp8_latent_profiled_as_stored=False),
 )}
 
 DEFAULT_RELEASE = RELEASES["0.5.23"]

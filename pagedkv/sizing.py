@@ -22,7 +22,7 @@ from pagedkv.configs.model_config import ModelSpec
 from pagedkv.configs.model_family import text_config
 from pagedkv.configs.model_hybrid import window_from_attention_chunk
 from pagedkv.configs.model_presets import load_model
-from pagedkv.dsa_indexer import dsa_pool_bytes, dsa_server_args, indexer_bytes_per_token
+from pagedkv.dsa_indexer import dsa_pool_bytes, dsa_server_args, indexer_bytes_per_token, profiled_cell_size
 from pagedkv.errors import (
     ConfigError,
     NotEnoughMemoryError,
@@ -183,7 +183,7 @@ def plan_pool(
     chunked_prefill_size = chunk if chunked_prefill_size is None else chunked_prefill_size
     hybrid = check_hybrid_flags(swa_full_tokens_ratio, mamba_full_memory_ratio,
                                 max_mamba_cache_size, max_running_requests)
-    cell = model.cell_size(kv_cache_dtype, tp)
+    cell = profiled_cell_size(model, kv_cache_dtype, tp, release)
     vision = model.is_multimodal and enable_multimodal
     profile = profile_tokens(
         model, pre_free_bytes, post_free_bytes, mem_fraction_static, cell, release,

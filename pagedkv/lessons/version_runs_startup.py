@@ -186,3 +186,11 @@ def dsa_backends(r: Release) -> str:
     plan = plan_pool("deepseek-v3.2", gpu="h200-141gb", tp=8, kv_cache_dtype="fp8_e4m3",
                      weights_bytes=80 * GiB, sglang_version=r)
     return plan.server_args_lines[-1]
+
+
+def dsa_fp8_cell(r: Release) -> str:
+    """``Release.dsa_fp8_latent_profiled_as_stored`` on the same start: the bytes per token
+    the pool is sized with."""
+    plan = plan_pool("deepseek-v3.2", gpu="h200-141gb", tp=8, kv_cache_dtype="fp8_e4m3",
+                     weights_bytes=80 * GiB, sglang_version=r)
+    return f"{plan.cell_size:,} B per token"

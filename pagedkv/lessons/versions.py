@@ -181,6 +181,9 @@ DEMOS: dict[str, Demo] = {
     "dsa_attention_backend": Demo(
         "DeepSeek's sparse attention is the dsa backend (nsa before), fp8 prefill flashmla_kv",
         "DeepSeek-V3.2 on eight H200 with an fp8_e4m3 KV cache", startup.dsa_backends),
+    "dsa_fp8_latent_profiled_as_stored": Demo(
+        "an fp8 DeepSeek V3.2 pool is sized by the bytes it stores (scales, bf16 rope)",
+        "DeepSeek-V3.2 on eight H200 with an fp8_e4m3 KV cache", startup.dsa_fp8_cell),
 }
 
 

@@ -1,9 +1,8 @@
-"""DeepSeek V3.2's DSA pool: pagedkv against SGLang 0.5.23's own formulas and shape helpers.
+"""DeepSeek V3.2's DSA pool: pagedkv against SGLang 0.5.23's own functions and pool.
 
-SGLang's ``DSATokenToKVPool`` cannot be built on a CPU: its server arguments resolve the DSA
-backends from ``torch.cuda.get_device_capability`` (``arg_groups/overrides.py``), its pool
-asserts 64-token CUDA pages and allocates through CUDA memory pools, and the configurator reads
-a runtime context a real server publishes. So the pieces are called one by one, each the
+SGLang's DSA server arguments resolve from the GPU (``torch.cuda.get_device_capability`` in
+``arg_groups/overrides.py``), which a CPU has not, so the oracle cannot start the model as a
+server would. Two tests close the gap. The first calls the pieces one by one, each the
 function SGLang itself runs, with the runtime state they read replaced by what a CUDA sm_90
 server with default flags holds (no disaggregation, no HiSparse, no context parallelism, no
 draft worker):
@@ -19,11 +18,13 @@ draft worker):
 - ``configs/model_config.py`` ``is_deepseek_dsa``, ``get_dsa_index_head_dim``,
   ``dsa_layer_skips_topk`` on the preset's config.
 
-The bytes available for KV (``f * pre - weights``) are pagedkv's, already compared with
-SGLang's ``KVCacheConfigurator`` for MLA models in ``test_pool_sizing.py`` (DeepSeek-V3: the
-same fraction and weights). Cases: the 12 of ``tests/test_dsa_indexer.py`` (3 GPUs x tp 16/32
-x bf16/fp8_e4m3) and the preset's row of ``preset_answers.json`` that has room (H200, tp 8):
-5 comparisons each, 66 in all with the config's.
+(there the bytes available for KV, ``f * pre - weights``, are pagedkv's). The second passes
+the server arguments those passes resolved (``attention_backend`` dsa, pages of 64, the split
+backends) to SGLang's ``KVCacheConfigurator``, which sizes the pool from the free-memory
+readings and builds its ``DSATokenToKVPool`` on the meta device (``pools_sglang.pool_sizes``).
+Cases: the 12 of ``tests/test_dsa_indexer.py`` (3 GPUs x tp 16/32 x bf16/fp8_e4m3) and the
+preset's row of ``preset_answers.json`` that has room (H200, tp 8): 5 + 1 comparisons each,
+79 in all with the config's.
 """
 
 from __future__ import annotations
@@ -165,3 +166,27 @@ def test_pool_equals_sglang_functions(case, sm90, monkeypatch: pytest.MonkeyPatc
     theirs = pagedkv_pool(plan)
     for key in ours:
         compare.same(AREA, ours[key], theirs[key], key)
+
+
+@pytest.mark.parametrize("case", CASES, ids=lambda c: f"{c[0]}-tp{c[1]}-{c[2]}")
+def test_pool_equals_sglang_own_pool(case, sm90, monkeypatch: pytest.MonkeyPatch) -> None:
+    """End to end: SGLang's ``KVCacheConfigurator`` sizes the pool and builds its
+    ``DSATokenToKVPool`` on the meta device (``pools_sglang.pool_sizes``), with the server
+    arguments its own DSA passes resolve for an sm_90 card (attention backend ``dsa``, pages of
+    64, the split backends): tokens, request rows, cell and the pool's own log line."""
+    import pools_sglang
+
+    gpu, tp, kv = case
+    plan = plan_pool("deepseek-v3.2", gpu=gpu, tp=tp, kv_cache_dtype=kv,
+                     weights_bytes=int(642 * GiB / tp))
+    dtype, prefill, decode, _ = sglang_server_args(kv, monkeypatch)
+    monkeypatch.undo()  # the pool is built under SGLang's own runtime context
+    out = pools_sglang.pool_sizes(
+        CONFIG, pre_gib=plan.pre_free_bytes / GiB, post_gib=plan.post_free_bytes / GiB,
+        mem_fraction_static=plan.mem_fraction_static, tp=tp, page_size=64,
+        kv_cache_dtype=dtype, attention_backend="dsa", dsa_prefill_backend=prefill,
+        dsa_decode_backend=decode, chunked_prefill_size=plan.chunked_prefill_size)
+    compare.same(AREA, [out["configurator"], out["cell_size"], out["max_total_num_tokens"],
+                        out["max_running_requests"], out["log_lines"]],
+                 [plan.configurator, plan.cell_size, plan.max_total_num_tokens,
+                  plan.max_running_requests, plan.pool_log_lines()], "pool")

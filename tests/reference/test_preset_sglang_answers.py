@@ -93,9 +93,8 @@ def pagedkv_side(case: dict[str, Any]) -> list[Any]:
             plan.pool_log_lines()]
 
 
-#: DeepSeek V3.2's DSA pool needs a GPU to build in SGLang (its backends resolve from the
-#: device's compute capability, its pool asserts CUDA pages): test_dsa_sglang.py checks its
-#: rows against SGLang's own formulas and shape helpers instead.
+#: DeepSeek V3.2 needs the server arguments SGLang's DSA passes resolve from the GPU (backends,
+#: pages of 64): test_dsa_sglang.py resolves them with those passes and compares its pools.
 SIZED_HERE = sorted({c["model"] for c in TABLE if not load_model(c["model"]).index_head_dim})
 
 
