@@ -28,9 +28,15 @@ A request's lock is SGLang's ``TreeLock`` (:class:`~pagedkv.mem_cache.swa_radix_
 kept on the request (``Req.swa_lock``): two locks of one node taken at different times can
 cover different nodes (a split in between), so each is given back as it was taken.
 
+A match the window cut short leaves the request a branching point
+(``swa_branching_seqlen``: the page-aligned full-KV hit); its next checkpoint inserts up to
+there only, then releases the window up to the pass's end (``SWAComponent.
+prepare_for_caching_req``, ``cleanup_after_caching_req``).
+
 Where we simplify: no sessions, hierarchical tiers, speculative draft windows
-(``swa_retain_window`` is the window), ``swa_branching_seqlen`` or mamba checkpoints
-(``swa_retain_floor`` is None), as the SWA tree itself.
+(``swa_retain_window`` is the window) or mamba checkpoints (``swa_retain_floor`` is None), as
+the SWA tree itself; SGLang's switches that are off by default stay off
+(``SGLANG_OPT_RELEASE_PREFILL_SWA``, prefill-aware SWA, per-request SWA rings).
 """
 
 from __future__ import annotations
