@@ -48,7 +48,7 @@ def ratio_decay_figure(conservativeness: Sequence[float], steps: int = 800) -> g
 def run_timeline_figure(runs: Mapping[str, object], pool_tokens: int,
                         show_reserved: bool = True, visible: str | None = None) -> go.Figure:
     """Tokens used (and used + reserved), ``new_token_ratio`` and retractions over modeled
-    time, for each ``SimResult`` in ``runs``; a dropdown picks the run (first, or ``visible``).
+    time, for each ``EngineResult`` in ``runs``; a dropdown picks the run (first, or ``visible``).
     """
     names = ["used"] + (["used + reserved"] if show_reserved else []) + ["new_token_ratio",
                                                                          "retraction"]

@@ -53,7 +53,7 @@ def admissions_table(adder: object) -> Markdown:
 
 
 def conservativeness_table(runs: Mapping[float, object]) -> Markdown:
-    """Chapter 4: one line per ``schedule_conservativeness`` run (``SimResult``)."""
+    """Chapter 4: one line per ``schedule_conservativeness`` run (``EngineResult``)."""
     return markdown_table(
         ("conservativeness", "ratio start -> floor", "output tokens/s (model)", "retractions",
          "recomputed tokens", "mean queueing (s)", "mean pool use"),

@@ -14,7 +14,7 @@ import sys
 from typing import Any, TextIO
 
 from pagedkv.entrypoints.cli_simulate_workload import Workload
-from pagedkv.entrypoints.simulation import SimSetup
+from pagedkv.entrypoints.engine import Engine
 from pagedkv.entrypoints.trace_run import RunOutcome
 from pagedkv.errors import bad_value
 from pagedkv.managers.trace import TraceMeta
@@ -26,13 +26,13 @@ TIME_LABELS = {"ttft_s": "TTFT", "tpot_s": "TPOT (mean inter-token)", "e2e_s": "
                "queue_s": "queueing"}
 
 
-def step_time_text(setup: SimSetup) -> str:
+def step_time_text(engine: Engine) -> str:
     """One sentence naming the step-time model and its peaks."""
-    st = setup.step_time
+    st = engine.executor.step_time
     return (f"times are modelled, not measured: roofline step-time model (RooflineStepTime): "
             f"a decode step reads the weights and the batch's KV at {st.hbm_bandwidth / 1e12:.2f} "
             f"TB/s, a prefill does 2 FLOPs per parameter per token at {st.peak_flops / 1e12:,.0f} "
-            f"TFLOP/s, the {setup.meta.gpu}'s datasheet peaks; real steps are slower")
+            f"TFLOP/s, the {engine.meta.gpu}'s datasheet peaks; real steps are slower")
 
 
 def setting_text(meta: TraceMeta, plan: KVPoolPlan | None = None) -> str:
@@ -53,16 +53,16 @@ def print_summary(run: RunOutcome, workload: Workload, out: TextIO | None = None
     """The text report of one run (on standard output by default)."""
     out = out or sys.stdout
     s, m = run.table.summary(), run.metrics
-    print(setting_text(run.setup.meta, run.setup.plan), file=out)
-    if run.setup.mamba_pool is not None:
-        slots = run.setup.mamba_pool
+    print(setting_text(run.engine.meta, run.engine.plan), file=out)
+    if run.engine.mamba_pool is not None:
+        slots = run.engine.mamba_pool
         print(f"state slots: {slots.size:,} of {slots.bytes_per_slot / MiB:,.2f} MiB each, one "
               "held by each running request from admission to finish or retraction (their "
               "reads are not in the step-time model)", file=out)
     print(f"workload: {workload.description}; arrivals: {workload.arrivals}", file=out)
     for note in workload.notes:
         print(f"note: {note}", file=out)
-    print(step_time_text(run.setup), file=out)
+    print(step_time_text(run.engine), file=out)
     if run.interrupted:
         print(f"INTERRUPTED (Ctrl-C): partial summary over the {s['completed']:,} of "
               f"{run.num_requests:,} requests that had finished", file=out)
@@ -83,7 +83,7 @@ def print_summary(run: RunOutcome, workload: Workload, out: TextIO | None = None
           f"retracted), {s['recomputed_tokens']:,} tokens recomputed", file=out)
     print(f"prefix reuse: {s['cached_tokens']:,} of {s['prompt_tokens']:,} prompt tokens from "
           f"the radix cache ({100 * s['prefix_hit_rate']:.1f} %)", file=out)
-    plan = run.setup.plan
+    plan = run.engine.plan
     print(f"{'full KV pool' if plan.is_swa else 'KV pool'}: peak {100 * m.peak_usage:.1f} % of "
           f"pages in use, mean {100 * m.mean_usage:.1f} % over busy steps; peak "
           f"{m.peak_tokens_used:,} tokens held by running requests", file=out)
@@ -99,10 +99,10 @@ def _ms(seconds: float | None) -> str:
 
 def report_dict(run: RunOutcome, workload: Workload) -> dict[str, Any]:
     """The JSON report of a run but its per-request rows."""
-    return {"meta": run.setup.meta.to_dict(),
+    return {"meta": run.engine.meta.to_dict(),
             "workload": {"description": workload.description, "arrivals": workload.arrivals,
                          "notes": workload.notes},
-            "step_time_model": step_time_text(run.setup), "times": "modelled, not measured",
+            "step_time_model": step_time_text(run.engine), "times": "modelled, not measured",
             "interrupted": run.interrupted, "summary": run.table.summary(),
             "metrics": run.metrics.as_dict(), "wall_s": run.wall_s,
             **({} if run.swa_peak_in_use is None else {"swa_peak_in_use": run.swa_peak_in_use})}

@@ -16,7 +16,8 @@ from pagedkv.entrypoints.cli_simulate_output import (
     step_time_text,
 )
 from pagedkv.entrypoints.cli_simulate_workload import Workload
-from pagedkv.entrypoints.simulation import SimSetup, prepare
+from pagedkv.entrypoints.engine import Engine
+from pagedkv.entrypoints.simulation import simulated_engine
 from pagedkv.entrypoints.sweep import label, parse_axis, print_table, settings
 from pagedkv.entrypoints.sweep_run import default_workers, run_processes, run_ray, run_serial
 from pagedkv.entrypoints.trace_run import run_requests
@@ -26,8 +27,8 @@ from pagedkv.units import gib
 EXIT_INTERRUPTED = 130  # 128 + SIGINT, the shell's convention for Ctrl-C
 
 
-def setup_options(args: argparse.Namespace, override: dict[str, object] | None = None) -> dict[str, Any]:
-    """``prepare``'s keyword arguments from the flags, with a sweep setting's values over them."""
+def engine_options(args: argparse.Namespace, override: dict[str, object] | None = None) -> dict[str, Any]:
+    """``simulated_engine``'s keyword arguments from the flags, with a sweep setting's values over them."""
     opts: dict[str, Any] = {
         "model": args.model, "gpu": args.gpu, "mem_fraction_static": args.mem_fraction_static,
         "page_size": args.page_size, "policy": args.policy, "max_total_tokens": args.max_total_tokens,
@@ -43,24 +44,24 @@ def setup_options(args: argparse.Namespace, override: dict[str, object] | None =
     return opts
 
 
-def say_warnings(setup: SimSetup, prefix: str = "warning") -> None:
+def say_warnings(engine: Engine, prefix: str = "warning") -> None:
     """SGLang's start-up warnings for this pool (a ``--max-total-tokens`` above the profiled
     pool), on stderr: never silent."""
-    for warning in setup.plan.warnings:
+    for warning in engine.plan.warnings:
         print(f"{prefix}: {warning}", file=sys.stderr)
 
 
 def run_single(args: argparse.Namespace, workload: Workload) -> int:
     """One run: the text summary (or one JSON object with every request's row), and the
     per-request CSV file with ``--csv``. Returns 0, or 130 after Ctrl-C."""
-    setup = prepare(**setup_options(args))
-    say_warnings(setup)
+    engine = simulated_engine(**engine_options(args))
+    say_warnings(engine)
     csv_sink = CsvSink(args.csv) if args.csv else None
     stream = JsonStream() if args.json else None
     log: list[str] = []
     on_log = None if not args.log else log.append if args.json else print
     try:
-        run = run_requests(setup, workload.make_specs(), workload.num_requests,
+        run = run_requests(engine, workload.make_specs(), workload.num_requests,
                            source=workload.source, sinks=[s for s in (csv_sink, stream) if s],
                            on_log=on_log, quiet=args.quiet)
     finally:
@@ -85,23 +86,23 @@ def run_sweep(args: argparse.Namespace, workload: Workload) -> int:
     report is the same bytes whichever way they ran. Returns 0, or 130 after Ctrl-C
     (settings not finished are left out; serially, the one interrupted is marked partial)."""
     combos = settings([parse_axis(spec) for spec in args.sweep])
-    setups = [prepare(**setup_options(args, c)) for c in combos]  # every bad value before any run
-    for combo, setup in zip(combos, setups, strict=True):
-        say_warnings(setup, f"warning ({label(combo)})")
+    engines = [simulated_engine(**engine_options(args, c)) for c in combos]  # every bad value before any run
+    for combo, engine in zip(combos, engines, strict=True):
+        say_warnings(engine, f"warning ({label(combo)})")
     workers = min(args.workers or default_workers(), len(combos))
     if args.ray is not None:
-        outcome = run_ray(setups, combos, workload, args.ray or None, args.quiet)
+        outcome = run_ray(engines, combos, workload, args.ray or None, args.quiet)
     elif workers > 1:
-        outcome = run_processes(setups, combos, workload, workers, args.quiet)
+        outcome = run_processes(engines, combos, workload, workers, args.quiet)
     else:
-        outcome = run_serial(setups, combos, workload, args.quiet)
+        outcome = run_serial(engines, combos, workload, args.quiet)
     rows = [r.row for r in outcome.results]
     interrupted = outcome.interrupted is not None
-    title = f"{setups[0].meta.model} on {setups[0].meta.gpu}: {workload.description}"
+    title = f"{engines[0].meta.model} on {engines[0].meta.gpu}: {workload.description}"
     if args.json:
         print(json.dumps({"workload": {"description": workload.description,
                                        "arrivals": workload.arrivals, "notes": workload.notes},
-                          "step_time_model": step_time_text(setups[0]),
+                          "step_time_model": step_time_text(engines[0]),
                           "times": "modelled, not measured", "interrupted": interrupted,
                           "sweep": [{**r.row, "meta": r.meta, "summary": r.summary}
                                     for r in outcome.results]}, indent=2))
@@ -110,7 +111,7 @@ def run_sweep(args: argparse.Namespace, workload: Workload) -> int:
         print(f"arrivals: {workload.arrivals}")
         for note in workload.notes:
             print(f"note: {note}")
-        print(step_time_text(setups[0]))
+        print(step_time_text(engines[0]))
         if interrupted:
             print(f"INTERRUPTED (Ctrl-C) {outcome.interrupted}")
         print_table(rows, sys.stdout)

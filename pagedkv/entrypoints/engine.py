@@ -9,12 +9,13 @@ radix cache) over a long-lived executor:
   pool. The pool (``max_total_num_tokens``, ``page_size``) is the runner's, sized at load
   time as SGLang sizes it; :meth:`Engine.generate` serves prompts and returns real tokens.
 - :class:`~pagedkv.model_executor.sim_executor.SimExecutor`: no tensors, roofline step times;
-  give the pool size, and :meth:`Engine.run` a workload (``pagedkv.entrypoints.simulate``
-  sizes the pool for a model on a GPU preset and runs this same scheduler).
+  give the pool size, or let :func:`pagedkv.entrypoints.simulation.simulated_engine` size it
+  as SGLang would for a model preset on a GPU preset; :meth:`Engine.run` serves a workload.
 
-A real run's trace is the simulator's format (:mod:`pagedkv.managers.trace`): ``time_s`` is
-measured seconds of forward passes, and ``meta`` names the model and the device. So the
-visualizer, the tables and ``--json`` read either.
+Either way :meth:`Engine.run_scheduler` steps the scheduler and returns an
+:class:`~pagedkv.entrypoints.engine_outcome.EngineResult` whose trace
+(:mod:`pagedkv.managers.trace`; a real run's ``time_s`` is measured) the visualizer, the
+tables and ``--json`` read alike.
 
 Where we simplify: the radix cache does not outlive a run (SGLang's lives as long as the
 server); all requests of :meth:`Engine.generate` arrive at once.
@@ -22,23 +23,26 @@ server); all requests of :meth:`Engine.generate` arrive at once.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import torch
 
-from pagedkv.entrypoints.engine_outcome import Clamp, RequestTiming, WallClock, lowered_caps
+from pagedkv.entrypoints.engine_outcome import EngineResult, WallClock, lowered_caps
 from pagedkv.errors import bad_value, check_positive_int
 from pagedkv.managers.config import DEFAULT_SGLANG_VERSION, SchedulerConfig
-from pagedkv.managers.req import Req, RequestLike
+from pagedkv.managers.req import RequestLike
 from pagedkv.managers.scheduler import Scheduler
+from pagedkv.managers.scheduler_init import SlidingWindowPools
 from pagedkv.managers.trace import Trace, TraceMeta
+from pagedkv.managers.trace_summary import SummaryTrace
+from pagedkv.mem_cache.mamba_pool import MambaPool
 from pagedkv.metrics.metrics import Metrics
 from pagedkv.model_executor.forward_batch_info import Executor
 from pagedkv.model_executor.hub import checkpoint_kwargs, load_tokenizer
 from pagedkv.model_executor.model_runner import ModelRunner
-from pagedkv.sizing import gpu_memory_defaults
+from pagedkv.sizing import KVPoolPlan, gpu_memory_defaults
 from pagedkv.units import MiB
 
 
@@ -46,11 +50,9 @@ from pagedkv.units import MiB
 class PromptRequest:
     """One prompt for a real model: its ids, its cap, no known output length.
 
-    Attributes:
-        prompt_len: ``len(input_ids)``. max_new_tokens: the cap (SGLang's sampling param).
-        input_ids: the prompt's token ids. ignore_eos: run to ``max_new_tokens``.
-        output_len: None (the model decides, by EOS); output_ids: empty (filled by the model).
-        arrival_s: 0 (all arrive at once).
+    Attributes: ``prompt_len`` (``len(input_ids)``), ``max_new_tokens`` (the cap, SGLang's
+    sampling param), ``input_ids``, ``ignore_eos`` (run to the cap), ``output_len`` (None: the
+    model decides, by EOS), ``output_ids`` (filled by the model), ``arrival_s`` (0: all at once).
     """
 
     prompt_len: int
@@ -60,50 +62,6 @@ class PromptRequest:
     output_len: int | None = None
     output_ids: tuple[int, ...] = ()
     arrival_s: float = 0.0
-
-
-@dataclass
-class EngineResult:
-    """A finished run.
-
-    Attributes:
-        trace: the step-by-step record (simulated and real runs alike).
-        metrics: summary numbers (times are the trace's: measured for a real model).
-        requests: the requests in submission order, with their final state.
-        config: the scheduler's constants.
-        startup_log: SGLang's start-up lines for the pool.
-        tokenizer: decodes :attr:`texts` (None: ids only).
-        clamps: every request whose ``max_new_tokens`` the scheduler lowered at arrival,
-            with the value asked, the value granted and why (:class:`Clamp`).
-        timings: per request, wall-clock TTFT, TPOT and end-to-end seconds
-            (:class:`RequestTiming`; empty for a run that did not measure them).
-    """
-
-    trace: Trace
-    metrics: Metrics
-    requests: list[Req]
-    config: SchedulerConfig
-    startup_log: list[str] = field(default_factory=list)
-    tokenizer: Any = None
-    clamps: list[Clamp] = field(default_factory=list)
-    timings: list[RequestTiming] = field(default_factory=list)
-
-    @property
-    def outputs(self) -> list[list[int]]:
-        """Each request's generated token ids (empty for a simulated run)."""
-        return [list(r.output_ids or []) for r in self.requests]
-
-    @property
-    def texts(self) -> list[str] | None:
-        """The outputs decoded by the tokenizer, or None without one."""
-        if self.tokenizer is None:
-            return None
-        return [self.tokenizer.decode(ids, skip_special_tokens=True) for ids in self.outputs]
-
-    @property
-    def log(self) -> list[str]:
-        """The start-up lines, then the scheduler's SGLang-format log."""
-        return [*self.startup_log, *self.trace.log]
 
 
 class Engine:
@@ -117,6 +75,9 @@ class Engine:
         sglang_version: the release whose scheduler is followed (``"0.5.23"`` or ``"0.5.9"``).
         context_len: the model's context length (default a ModelRunner's).
         record_pages: record page events for the visualizer.
+        plan: the KV pool SGLang would build, when the pool was sized as SGLang sizes it
+            (default a ModelRunner's); results carry it.
+        mamba_pool, swa: a hybrid's state slots or SWA pool (see :class:`Scheduler`).
         scheduler_options: any :class:`SchedulerConfig` field (``disable_overlap_schedule=True``:
             SGLang's ``--disable-overlap-schedule``, the normal loop); on a GPU
             ``chunked_prefill_size``, ``cuda_graph_max_bs`` and ``max_running_requests``
@@ -129,7 +90,9 @@ class Engine:
     def __init__(self, executor: Executor, *, max_total_num_tokens: int | None = None,
                  page_size: int | None = None, radix_cache: bool = True,
                  sglang_version: str = DEFAULT_SGLANG_VERSION, context_len: int | None = None,
-                 record_pages: bool = False, **scheduler_options: Any) -> None:
+                 record_pages: bool = False, plan: KVPoolPlan | None = None,
+                 mamba_pool: MambaPool | None = None, swa: SlidingWindowPools | None = None,
+                 **scheduler_options: Any) -> None:
         self.executor = executor
         runner = executor if isinstance(executor, ModelRunner) else None
         if runner is not None:
@@ -154,7 +117,12 @@ class Engine:
             options.setdefault("cuda_graph_max_bs", graph_bs)
         if runner is not None and runner.plan is not None:
             options.setdefault("max_running_requests", runner.plan.max_running_requests)
+        self.plan = plan if runner is None else runner.plan
+        self.mamba_pool, self.swa = mamba_pool, swa
         self.config = SchedulerConfig.from_env(**options, sglang_version=sglang_version)
+        # the trace's ``meta`` block (None: the scheduler's default); a simulated engine on a
+        # preset pool sets its own (``simulated_engine``)
+        self.meta: TraceMeta | None = self._runner_meta()
 
     @classmethod
     def from_pretrained(cls, source: Any, *, device: str | torch.device | None = None,
@@ -184,8 +152,8 @@ class Engine:
         return cls(runner, **engine_options)
 
     # ----- running ------------------------------------------------------------------------
-    def _meta(self) -> TraceMeta | None:
-        """The trace's ``meta`` for a real model (None: the scheduler's default)."""
+    def _runner_meta(self) -> TraceMeta | None:
+        """The trace's ``meta`` for a real model (None for any other executor)."""
         runner = self.executor
         if not isinstance(runner, ModelRunner):
             return None
@@ -203,50 +171,90 @@ class Engine:
                          cell_size=int(cell), gpu_memory_bytes=runner.device_memory_bytes,
                          weights_bytes=plan.weights_bytes if plan else weights)
 
-    def scheduler(self, requests: Sequence[RequestLike]) -> Scheduler:
-        """A fresh scheduler over ``requests`` on this engine's executor and pool (step it
-        yourself, or call :meth:`run`). ConfigError for a request the pool cannot serve."""
+    def scheduler(self, requests: Iterable[RequestLike], *,
+                  trace: Trace | SummaryTrace | None = None, record_page_tables: bool = False,
+                  fast_forward: bool = True) -> Scheduler:
+        """A fresh scheduler over ``requests`` on this engine's executor and pool (for
+        :meth:`run_scheduler`, or to step yourself).
+
+        Args:
+            requests: the workload, in rid order (an iterator is read once).
+            trace: where the run is recorded (default a full :class:`Trace`; a
+                :class:`SummaryTrace` keeps totals only, for long runs).
+            record_page_tables: keep every step's page tables (small pools only).
+            fast_forward: False forces the step-by-step path of quiet decode windows (the
+                reference the fast path is tested against: the same run, slower).
+
+        Raises ConfigError for a request the pool cannot serve.
+        """
         return Scheduler(requests, max_total_num_tokens=self.max_total_num_tokens,
                          page_size=self.page_size, config=self.config,
                          radix_cache=self.radix_cache, context_len=self.context_len,
-                         executor=self.executor, meta=self._meta(),
-                         record_pages=self.record_pages)
+                         executor=self.executor, meta=self.meta,
+                         record_pages=self.record_pages, record_page_tables=record_page_tables,
+                         trace=trace, fast_forward=fast_forward, mamba_pool=self.mamba_pool,
+                         swa=self.swa)
 
     def run(self, requests: Sequence[RequestLike], check: bool = False,
-            on_step: Callable[[Scheduler], None] | None = None) -> EngineResult:
-        """Serve ``requests`` to the end.
+            on_step: Callable[[Scheduler], None] | None = None, *,
+            trace: Trace | SummaryTrace | None = None, record_page_tables: bool = False,
+            fast_forward: bool = True, interruptible: bool = False) -> EngineResult:
+        """Serve ``requests`` to the end: :meth:`scheduler` (``trace``, ``record_page_tables``,
+        ``fast_forward``), then :meth:`run_scheduler` (``check``, ``on_step``,
+        ``interruptible``). The result's ``clamps`` list each request whose
+        ``max_new_tokens`` was lowered at arrival; for a real model, ``timings`` hold
+        wall-clock TTFT/TPOT read after every step (a simulated run's latencies are in its
+        trace and metrics)."""
+        sched = self.scheduler(requests, trace=trace, record_page_tables=record_page_tables,
+                               fast_forward=fast_forward)
+        return self.run_scheduler(sched, requests, check=check, on_step=on_step,
+                                  interruptible=interruptible)
+
+    def run_scheduler(self, sched: Scheduler, requests: Sequence[RequestLike] | None = None, *,
+                      check: bool = False, on_step: Callable[[Scheduler], None] | None = None,
+                      interruptible: bool = False) -> EngineResult:
+        """Step ``sched`` (from :meth:`scheduler`) until every request has finished: the one
+        loop that drives the scheduler, for both executors.
 
         Args:
-            requests: the workload.
-            check: check every memory invariant after every step
-                (``Scheduler.check_invariants``).
+            sched: the scheduler, not yet stepped.
+            requests: what was submitted, to report lowered caps (None: none reported).
+            check: check every memory invariant after every step.
             on_step: called with the scheduler after every step (a progress bar reads
                 ``sched.reqs`` and ``sched.counters.num_decode_steps``).
-
-        The result's ``clamps`` list each request whose ``max_new_tokens`` was lowered at
-        arrival; for a real model, ``timings`` hold wall-clock TTFT/TPOT read after every
-        step (a simulated run's latencies are in its trace and metrics).
+            interruptible: Ctrl-C (KeyboardInterrupt) ends the run between or inside a step
+                instead of propagating; the result then says ``interrupted`` and its metrics
+                cover the requests that had finished.
         """
-        sched = self.scheduler(requests)
-        lowered = lowered_caps(requests, sched.reqs, self.max_total_num_tokens,
-                               self.page_size, self.context_len)
+        lowered = ([] if requests is None else
+                   lowered_caps(requests, sched.reqs, self.max_total_num_tokens, self.page_size,
+                                self.context_len))
         # wall-clock latencies of real tokens only: a simulated run's times are its trace's,
         # and reading every request after every step would cost O(requests) per step there
         clock = WallClock(len(sched.reqs)) if sched.real_tokens else None
-        while sched.step():
-            if clock is not None:
-                clock.observe(sched.reqs)
-            if check:
-                sched.check_invariants()
-            if on_step is not None:
-                on_step(sched)
+        interrupted = False
+        try:
+            while sched.step():
+                if clock is not None:
+                    clock.observe(sched.reqs)
+                if check:
+                    sched.check_invariants()
+                if on_step is not None:
+                    on_step(sched)
+        except KeyboardInterrupt:
+            if not interruptible:
+                raise
+            interrupted = True
         if clock is not None:  # the step that ended the run returned False
             clock.observe(sched.reqs)
+        done = [r for r in sched.reqs if r.finish_s is not None] if interrupted else sched.reqs
         runner = self.executor if isinstance(self.executor, ModelRunner) else None
-        return EngineResult(sched.trace, Metrics.from_run(sched.reqs, sched.trace), sched.reqs,
-                            self.config, list(runner.startup_log) if runner else [],
-                            runner.tokenizer if runner else None, lowered,
-                            clock.timings(sched.reqs) if clock is not None else [])
+        return EngineResult(sched.trace, Metrics.from_run(done, sched.trace), sched.reqs,
+                            self.config, self.plan,
+                            startup_log=list(runner.startup_log) if runner else [],
+                            tokenizer=runner.tokenizer if runner else None, clamps=lowered,
+                            timings=clock.timings(sched.reqs) if clock is not None else [],
+                            interrupted=interrupted)
 
     def generate(self, prompts: Sequence[str | Sequence[int]],
                  max_new_tokens: int | Sequence[int] = 32, *, ignore_eos: bool = False,

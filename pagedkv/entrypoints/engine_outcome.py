@@ -1,5 +1,6 @@
-"""What a run of :class:`pagedkv.entrypoints.engine.Engine` tells the user beyond the tokens: caps it
-lowered, and wall-clock latencies per request.
+"""What a run of :class:`pagedkv.entrypoints.engine.Engine` returns (:class:`EngineResult`,
+simulated and real runs alike) and what it tells the user beyond the tokens: caps it lowered,
+and wall-clock latencies per request.
 
 Clamps. SGLang lowers a request's ``max_new_tokens`` at arrival to what the context and the
 pool leave after its prompt, without a word to the client (``Scheduler.init_req_max_new_tokens``
@@ -20,10 +21,15 @@ from __future__ import annotations
 
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from typing import Any
 
+from pagedkv.managers.config import SchedulerConfig
 from pagedkv.managers.req import Req, RequestLike
-from pagedkv.sizing import max_req_input_len
+from pagedkv.managers.trace import Trace
+from pagedkv.managers.trace_summary import SummaryTrace
+from pagedkv.metrics.metrics import Metrics
+from pagedkv.sizing import KVPoolPlan, max_req_input_len
 
 
 @dataclass(frozen=True)
@@ -131,3 +137,53 @@ class WallClock:
     def timings(self, reqs: Sequence[Req]) -> list[RequestTiming]:
         """One :class:`RequestTiming` per request, in rid order."""
         return [RequestTiming(self.first[r.rid], self.done[r.rid], r.generated) for r in reqs]
+
+
+@dataclass
+class EngineResult:
+    """A finished run, of a real model or the simulated executor.
+
+    Attributes:
+        trace: the step-by-step record (a :class:`SummaryTrace` of totals when the run was
+            given one).
+        metrics: summary numbers (times are the trace's: measured for a real model, modelled
+            for the simulated executor), over the finished requests if the run was interrupted.
+        requests: the requests in submission order, with their final state.
+        config: the scheduler's constants.
+        plan: the KV pool SGLang would build that the run used (None: a pool given by size).
+        startup_log: SGLang's start-up lines for the pool.
+        tokenizer: decodes :attr:`texts` (None: ids only).
+        clamps: every request whose ``max_new_tokens`` the scheduler lowered at arrival,
+            with the value asked, the value granted and why (:class:`Clamp`).
+        timings: per request, wall-clock TTFT, TPOT and end-to-end seconds
+            (:class:`RequestTiming`; empty for a run that did not measure them).
+        interrupted: Ctrl-C stopped the run before every request finished.
+    """
+
+    trace: Trace | SummaryTrace
+    metrics: Metrics
+    requests: list[Req]
+    config: SchedulerConfig
+    plan: KVPoolPlan | None = None
+    startup_log: list[str] = field(default_factory=list)
+    tokenizer: Any = None
+    clamps: list[Clamp] = field(default_factory=list)
+    timings: list[RequestTiming] = field(default_factory=list)
+    interrupted: bool = False
+
+    @property
+    def outputs(self) -> list[list[int]]:
+        """Each request's generated token ids (empty for a simulated run)."""
+        return [list(r.output_ids or []) for r in self.requests]
+
+    @property
+    def texts(self) -> list[str] | None:
+        """The outputs decoded by the tokenizer, or None without one."""
+        if self.tokenizer is None:
+            return None
+        return [self.tokenizer.decode(ids, skip_special_tokens=True) for ids in self.outputs]
+
+    @property
+    def log(self) -> list[str]:
+        """The start-up lines, then the scheduler's SGLang-format log."""
+        return [*self.startup_log, *self.trace.log]

@@ -97,7 +97,7 @@ def label(setting: dict[str, object]) -> str:
 def sweep_row(setting: dict[str, object], run: RunOutcome) -> dict[str, Any]:
     """The numbers the table and the plot show for one setting (times in seconds)."""
     s = run.table.summary()
-    return {"setting": label(setting), "pool_tokens": run.setup.plan.max_total_num_tokens,
+    return {"setting": label(setting), "pool_tokens": run.engine.plan.max_total_num_tokens,
             "retractions": s["num_retractions"], "recomputed_tokens": s["recomputed_tokens"],
             "output_throughput": s["output_throughput"],
             "request_throughput": s["request_throughput"],

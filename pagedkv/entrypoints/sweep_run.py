@@ -35,7 +35,7 @@ from typing import Any
 from tqdm import tqdm
 
 from pagedkv.entrypoints.cli_simulate_workload import Workload
-from pagedkv.entrypoints.simulation import SimSetup
+from pagedkv.entrypoints.engine import Engine
 from pagedkv.entrypoints.sweep import label, sweep_row
 from pagedkv.entrypoints.trace_run import PROGRESS_DELAY_S, run_requests
 from pagedkv.errors import ConfigError, PagedKVError, bad_value
@@ -74,35 +74,35 @@ class SweepOutcome:
     interrupted: str | None
 
 
-def run_setting(setup: SimSetup, workload: Workload, combo: dict[str, object], *,
+def run_setting(engine: Engine, workload: Workload, combo: dict[str, object], *,
                 quiet: bool = True, bar_label: str = "requests") -> SettingResult:
-    """Run ``workload`` on ``setup`` (the pool of ``combo``) and keep what the report needs.
+    """Run ``workload`` on ``engine`` (the pool of ``combo``) and keep what the report needs.
 
     Raises:
         ConfigError: a request SGLang would refuse on this pool (see :class:`Scheduler`).
     """
-    run = run_requests(setup, workload.make_specs(), workload.num_requests, source=workload.source,
+    run = run_requests(engine, workload.make_specs(), workload.num_requests, source=workload.source,
                        quiet=quiet, label=bar_label)
-    return SettingResult(sweep_row(combo, run), run.setup.meta.to_dict(), run.table.summary())
+    return SettingResult(sweep_row(combo, run), run.engine.meta.to_dict(), run.table.summary())
 
 
-def _run_or_error(setup: SimSetup, workload: Workload, combo: dict[str, object]
+def _run_or_error(engine: Engine, workload: Workload, combo: dict[str, object]
                   ) -> SettingResult | PagedKVError:
     """:func:`run_setting` in a worker: pagedkv's own errors come back as values, to be raised
     in the caller with their message alone (no remote traceback)."""
     try:
-        return run_setting(setup, workload, combo)
+        return run_setting(engine, workload, combo)
     except PagedKVError as exc:
         return exc
 
 
-def run_serial(setups: list[SimSetup], combos: list[dict[str, object]], workload: Workload,
+def run_serial(engines: list[Engine], combos: list[dict[str, object]], workload: Workload,
                quiet: bool) -> SweepOutcome:
     """Every setting in this process, one after another, each with its own progress bar;
     Ctrl-C ends the sweep in the setting it lands in."""
     results = []
-    for i, (combo, setup) in enumerate(zip(combos, setups, strict=True)):
-        results.append(run_setting(setup, workload, combo, quiet=quiet,
+    for i, (combo, engine) in enumerate(zip(combos, engines, strict=True)):
+        results.append(run_setting(engine, workload, combo, quiet=quiet,
                                    bar_label=f"{i + 1}/{len(combos)} {label(combo)}"))
         if results[-1].interrupted:
             return SweepOutcome(results, f"in setting {i + 1} of {len(combos)}")
@@ -116,22 +116,22 @@ def default_workers() -> int:
     return os.cpu_count() or 1
 
 
-_WORK: tuple[Workload, list[SimSetup]] | None = None  # a worker process's requests and pools
+_WORK: tuple[Workload, list[Engine]] | None = None  # a worker process's requests and pools
 
 
-def _init_worker(workload: Workload, setups: list[SimSetup]) -> None:
+def _init_worker(workload: Workload, engines: list[Engine]) -> None:
     global _WORK
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the parent's to handle
-    _WORK = (workload, setups)
+    _WORK = (workload, engines)
 
 
 def _run_index(index: int, combo: dict[str, object]) -> SettingResult | PagedKVError:
     assert _WORK is not None, "_init_worker runs first in every worker"
-    workload, setups = _WORK
-    return _run_or_error(setups[index], workload, combo)
+    workload, engines = _WORK
+    return _run_or_error(engines[index], workload, combo)
 
 
-def run_processes(setups: list[SimSetup], combos: list[dict[str, object]], workload: Workload,
+def run_processes(engines: list[Engine], combos: list[dict[str, object]], workload: Workload,
                   workers: int, quiet: bool) -> SweepOutcome:
     """The settings in ``workers`` processes at once (at most one per setting).
 
@@ -146,7 +146,7 @@ def run_processes(setups: list[SimSetup], combos: list[dict[str, object]], workl
     if context.get_start_method() == "forkserver":
         context.set_forkserver_preload([__name__])  # workers start with pagedkv imported
     pool = ProcessPoolExecutor(min(workers, len(combos)), mp_context=context,
-                               initializer=_init_worker, initargs=(workload, setups))
+                               initializer=_init_worker, initargs=(workload, engines))
     try:
         futures = [pool.submit(_run_index, i, combo) for i, combo in enumerate(combos)]
         return _collect(futures, lambda: _stop_pool(pool), quiet)
@@ -162,7 +162,7 @@ def _stop_pool(pool: ProcessPoolExecutor) -> None:
         process.terminate()
 
 
-def run_ray(setups: list[SimSetup], combos: list[dict[str, object]], workload: Workload,
+def run_ray(engines: list[Engine], combos: list[dict[str, object]], workload: Workload,
             address: str | None, quiet: bool) -> SweepOutcome:
     """Each setting as a Ray task of one CPU. ``address``: a cluster (``auto``,
     ``HOST:PORT``, ``ray://HOST:10001``), or None: the one Ray is already connected to in
@@ -189,7 +189,7 @@ def run_ray(setups: list[SimSetup], combos: list[dict[str, object]], workload: W
     try:
         task = ray.remote(num_cpus=1)(_run_or_error)
         shared = ray.put(workload)  # once: every task reads the same requests
-        refs = [task.remote(setup, shared, combo) for setup, combo in zip(setups, combos, strict=True)]
+        refs = [task.remote(engine, shared, combo) for engine, combo in zip(engines, combos, strict=True)]
 
         def cancel() -> None:
             for ref in refs:

@@ -1,8 +1,9 @@
 """Run the scheduler over a long workload: bounded memory, a progress bar, a clean Ctrl-C.
 
-:func:`run_requests` drives a :class:`~pagedkv.managers.scheduler.Scheduler` step by step
-over a :class:`~pagedkv.managers.trace_summary.SummaryTrace`, which keeps totals instead of
-one row per step; each request's metrics go to a
+:func:`run_requests` runs an :class:`~pagedkv.entrypoints.engine.Engine`'s scheduler
+(:meth:`~pagedkv.entrypoints.engine.Engine.run_scheduler`, the one loop) over a
+:class:`~pagedkv.managers.trace_summary.SummaryTrace`, which keeps totals instead of one row
+per step; each request's metrics go to a
 :class:`~pagedkv.metrics.request_metrics.RequestTable` (and on to its sinks) the moment it
 finishes. What grows with the run is the scheduler's own ``Req`` per request (a few hundred
 bytes) and one float per request per time column.
@@ -22,7 +23,7 @@ from dataclasses import dataclass
 
 from tqdm import tqdm
 
-from pagedkv.entrypoints.simulation import SimSetup
+from pagedkv.entrypoints.engine import Engine
 from pagedkv.managers.scheduler import Scheduler
 from pagedkv.managers.trace import Event
 from pagedkv.managers.trace_summary import SummaryTrace
@@ -39,7 +40,7 @@ class RunOutcome:
     """One run's results.
 
     Attributes:
-        setup: the pool, constants and step-time model it ran with.
+        engine: the engine it ran on (its pool ``plan``, ``config``, ``meta`` and executor).
         table: the finished requests' metrics.
         metrics: the run's step counts and memory figures (over finished requests).
         num_requests: requests submitted.
@@ -50,7 +51,7 @@ class RunOutcome:
             pool.
     """
 
-    setup: SimSetup
+    engine: Engine
     table: RequestTable
     metrics: Metrics
     num_requests: int
@@ -59,14 +60,14 @@ class RunOutcome:
     swa_peak_in_use: int | None = None
 
 
-def run_requests(setup: SimSetup, specs: Iterable[RequestSpec], num_requests: int, *,
+def run_requests(engine: Engine, specs: Iterable[RequestSpec], num_requests: int, *,
                  source: TraceRequests | None = None, sinks: list[Callable[[Row], None]] | None = None,
                  on_log: Callable[[str], None] | None = None, quiet: bool = False,
                  label: str = "requests") -> RunOutcome:
-    """Simulate ``specs`` (``num_requests`` of them) on ``setup``'s pool.
+    """Simulate ``specs`` (``num_requests`` of them) on ``engine``'s pool.
 
     Args:
-        setup: from :func:`pagedkv.entrypoints.simulation.prepare`.
+        engine: from :func:`pagedkv.entrypoints.simulation.simulated_engine`.
         specs: the requests, in rid order (an iterator is fine: it is read once).
         num_requests: how many ``specs`` holds.
         source: the trace they came from, for the per-request table's ``line`` columns.
@@ -86,22 +87,22 @@ def run_requests(setup: SimSetup, specs: Iterable[RequestSpec], num_requests: in
             table.add(sched.reqs[event.rid])
 
     start = time.perf_counter()
-    trace = SummaryTrace(setup.meta, on_event=on_event, on_log=on_log)
-    sched = setup.scheduler(specs, trace=trace)
+    trace = SummaryTrace(engine.meta, on_event=on_event, on_log=on_log)
+    sched = engine.scheduler(specs, trace=trace)
     bar = tqdm(total=num_requests, unit="req", desc=label, file=sys.stderr, delay=PROGRESS_DELAY_S,
                disable=quiet or not sys.stderr.isatty(), dynamic_ncols=True)
-    interrupted = False
     swa_peak = sched.pool_stats.swa_tokens_in_use()
+
+    def on_step(_: Scheduler) -> None:
+        nonlocal swa_peak
+        if swa_peak is not None:
+            swa_peak = max(swa_peak, sched.pool_stats.swa_tokens_in_use() or 0)
+        if table.count != bar.n:
+            bar.update(table.count - bar.n)
+
     try:
-        while sched.step():
-            if swa_peak is not None:
-                swa_peak = max(swa_peak, sched.pool_stats.swa_tokens_in_use() or 0)
-            if table.count != bar.n:
-                bar.update(table.count - bar.n)
-    except KeyboardInterrupt:
-        interrupted = True
+        result = engine.run_scheduler(sched, on_step=on_step, interruptible=True)
     finally:
         bar.close()
-    done = [r for r in sched.reqs if r.finish_s is not None] if interrupted else sched.reqs
-    return RunOutcome(setup, table, Metrics.from_run(done, trace), num_requests, interrupted,
+    return RunOutcome(engine, table, result.metrics, num_requests, result.interrupted,
                       time.perf_counter() - start, swa_peak)

@@ -2,7 +2,7 @@
 
 The book's chapters 4 and 5 call these instead of looping over traces in the notebook. Every
 function reads pagedkv state (a :class:`~pagedkv.managers.trace.Trace`, a
-:class:`~pagedkv.entrypoints.simulation.SimResult`, a :class:`~pagedkv.managers.Scheduler`) and
+:class:`~pagedkv.entrypoints.engine_outcome.EngineResult`, a :class:`~pagedkv.managers.Scheduler`) and
 returns plain numbers; tables and figures are built in ``pagedkv_widgets``.
 """
 
@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from pagedkv.entrypoints.simulation import SimResult
+from pagedkv.entrypoints.engine_outcome import EngineResult
 from pagedkv.errors import bad_value
 from pagedkv.managers.schedule_batch import retract_ratio
 from pagedkv.managers.scheduler import Scheduler
@@ -248,7 +248,7 @@ class Completion:
     recomputed_tokens: int
 
 
-def completion(result: SimResult) -> Completion:
+def completion(result: EngineResult) -> Completion:
     """Count a run's retracted requests and check each produced exactly its output
     (``output_len``, or ``max_new_tokens`` where SGLang clamped that below it)."""
     reqs = result.requests

@@ -10,7 +10,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
-from pagedkv.entrypoints.simulation import SimResult, simulate
+from pagedkv.entrypoints.engine_outcome import EngineResult
+from pagedkv.entrypoints.simulation import simulate
 from pagedkv.errors import bad_value
 from pagedkv.gpus import get_gpu
 from pagedkv.lessons.admission import running_state
@@ -104,7 +105,7 @@ class UniformRun:
         return exact_budgets(uniform(self.requests, self.prompt, self.output, self.output[1],
                                      rate=self.rate, seed=self.seed))
 
-    def run(self, **options: float) -> SimResult:
+    def run(self, **options: float) -> EngineResult:
         """:func:`~pagedkv.entrypoints.simulate` of :meth:`specs` (``options``: scheduler settings)."""
         return simulate(self.specs(), model=self.model, gpu=self.gpu, max_total_tokens=self.pool,
                         arrival_rate=self.rate, **options)
@@ -116,12 +117,12 @@ SHORT_UNIFORM = UniformRun(1500, 20.0, (200, 600), (100, 800), 20_000)
 
 
 def conservativeness_runs(values: Sequence[float] = (0.3, 0.5, 1.0, 1.5)) -> dict[float,
-                                                                                    SimResult]:
+                                                                                    EngineResult]:
     """Chapter 4's run (:data:`LONG_UNIFORM`) at each ``schedule_conservativeness``."""
     return {c: LONG_UNIFORM.run(schedule_conservativeness=c) for c in values}
 
 
-def short_answers_run() -> SimResult:
+def short_answers_run() -> EngineResult:
     """Chapter 4's second workload, :data:`SHORT_UNIFORM`."""
     return SHORT_UNIFORM.run()
 
@@ -144,7 +145,7 @@ def long_answers_workload(rate: float | None, seed: int, n: int = 120) -> list[R
     return LONG_ANSWERS.workload(rate, seed, n)
 
 
-def observe(rate: float, seed: int, efficiency: float = 1.0, **options: object) -> SimResult:
+def observe(rate: float, seed: int, efficiency: float = 1.0, **options: object) -> EngineResult:
     """The running case: Qwen3-4B on an RTX 4090 at ``mem_fraction_static`` 0.80.
 
     ``efficiency`` in (0, 1] scales the card's peak bandwidth and FLOP/s (step times are a
@@ -186,8 +187,8 @@ class CaseStudy:
     and the first seed (chapter 5 plots them)."""
 
     columns: list[CaseColumn]
-    busy: SimResult
-    calm: SimResult
+    busy: EngineResult
+    calm: EngineResult
 
     @property
     def start_ratios(self) -> list[str]:

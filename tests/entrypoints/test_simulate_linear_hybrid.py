@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from pagedkv.entrypoints.cli import main
-from pagedkv.entrypoints.simulation import prepare, simulate
+from pagedkv.entrypoints.simulation import simulate, simulated_engine
 from pagedkv.errors import ConfigError
 from pagedkv.sizing import plan_pool
 from pagedkv.workloads.synthetic import RequestSpec
@@ -15,21 +15,21 @@ MODEL = dict(model="qwen3-next-80b-a3b", gpu="h100-sxm-80gb", tp=4)
 
 
 def test_the_pools_are_sized_with_the_radix_cache_off():
-    setup = prepare(**MODEL, radix_cache=False)
+    engine = simulated_engine(**MODEL, radix_cache=False)
     plan = plan_pool("qwen3-next-80b-a3b", gpu="h100-sxm-80gb", tp=4, disable_radix_cache=True)
-    assert setup.plan == plan and setup.mamba_pool is not None
-    assert setup.mamba_pool.size == plan.mamba_slots == setup.config.max_running_requests
-    assert setup.mamba_pool.bytes_per_slot == plan.state_bytes
+    assert engine.plan == plan and engine.mamba_pool is not None
+    assert engine.mamba_pool.size == plan.mamba_slots == engine.config.max_running_requests
+    assert engine.mamba_pool.bytes_per_slot == plan.state_bytes
     # --max-running-requests with the radix cache off: one slot per request (SGLang's
     # _handle_max_mamba_cache), the rest of the budget to the KV pool
-    capped = prepare(**MODEL, radix_cache=False, max_running_requests=64)
+    capped = simulated_engine(**MODEL, radix_cache=False, max_running_requests=64)
     assert capped.mamba_pool is not None and capped.mamba_pool.size == 64
     assert capped.plan.max_total_num_tokens > plan.max_total_num_tokens
 
 
 def test_a_run_holds_one_slot_per_running_request():
-    setup = prepare(**MODEL, radix_cache=False, max_running_requests=8)
-    s = setup.scheduler([RequestSpec(300, 40, 40, 0.0) for _ in range(20)])
+    engine = simulated_engine(**MODEL, radix_cache=False, max_running_requests=8)
+    s = engine.scheduler([RequestSpec(300, 40, 40, 0.0) for _ in range(20)])
     pool = s.req_to_token_pool
     peak = 0
     while s.step():
@@ -44,7 +44,7 @@ def test_a_run_holds_one_slot_per_running_request():
 def test_the_radix_cache_is_refused_by_name(capsys):
     with pytest.raises(ConfigError, match=r"radix_cache=True is invalid; valid: False "
                                           r"\(pass --disable-radix-cache\)"):
-        prepare(**MODEL)
+        simulated_engine(**MODEL)
     assert main(["simulate", "--model", "qwen3-next-80b-a3b", "--tp", "4",
                  "--num-requests", "5"]) == 2
     assert "is a linear-attention hybrid: radix_cache=True is invalid" in capsys.readouterr().err
@@ -52,6 +52,6 @@ def test_the_radix_cache_is_refused_by_name(capsys):
                  "--disable-radix-cache"]) == 0
     out = capsys.readouterr().out
     assert "completed: 5 of 5 requests" in out
-    plan = prepare(**MODEL, radix_cache=False).plan
+    plan = simulated_engine(**MODEL, radix_cache=False).plan
     assert (f"state slots: {plan.mamba_slots:,} of {plan.state_bytes / 2**20:,.2f} MiB each, one "
             "held by each running request") in out
