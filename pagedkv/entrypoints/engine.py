@@ -234,7 +234,7 @@ class Engine:
         clock = WallClock(len(sched.reqs)) if sched.real_tokens else None
         interrupted = False
         try:
-            while sched.step():
+            for _ in sched.steps():
                 if clock is not None:
                     clock.observe(sched.reqs)
                 if check:

@@ -122,7 +122,7 @@ def support_bot_snapshot(setup: SupportSnapshot = SUPPORT_SNAPSHOT) -> tuple[Cac
     sched = Scheduler(as_specs(reqs, max_new_tokens=setup.max_new_tokens, rate=setup.rate),
                       max_total_num_tokens=setup.pool,
                       config=SchedulerConfig(max_running_requests=setup.max_running))
-    while sched.step():
+    for _ in sched.steps():
         if (sched.num_finished >= setup.finished and len(sched.running) >= setup.running
                 and not sched.waiting):
             break

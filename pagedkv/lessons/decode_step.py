@@ -60,8 +60,10 @@ class WorkedDecodeStep:
 def _replay(step: int) -> Scheduler:
     """Chapter 5's small run, one step at a time, stopped before ``step``."""
     sched = tiny_retraction_scheduler(fast_forward=False)
-    while sched.num_steps < step and sched.step():
-        pass
+    if sched.num_steps < step:
+        for _ in sched.steps():
+            if sched.num_steps >= step:
+                break
     return sched
 
 
@@ -69,7 +71,7 @@ def evicting_decode_steps() -> list[int]:
     """The decode steps of chapter 5's small run whose memory check evicted from the radix
     cache (and then fitted, or went on to retract)."""
     sched, steps, evicted = tiny_retraction_scheduler(fast_forward=False), [], 0
-    while sched.step():
+    for _ in sched.steps():
         if sched.trace.steps["kind"][-1] == "decode" and sched.tree_cache.evicted_tokens > evicted:
             steps.append(sched.num_steps - 1)
         evicted = sched.tree_cache.evicted_tokens

@@ -157,7 +157,7 @@ def serve(reqs: Sequence[PrefixRequest], size: int, page_size: int = 1, max_runn
                           **config)
     sched = Scheduler(specs, max_total_num_tokens=size, page_size=page_size, config=cfg,
                       radix_cache=radix, fast_forward=not check)
-    while sched.step():
+    for _ in sched.steps():
         if check:
             sched.check_invariants()
     return PrefixRun(sched)

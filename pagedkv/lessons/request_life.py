@@ -59,7 +59,7 @@ def request_life(rid: int | None = None) -> RequestLife:
     held: np.ndarray = np.zeros(0, dtype=np.int64)
     own, locked, cached, evicted = [], [], [], []
     before = np.zeros(0, dtype=np.int64)
-    while sched.step():
+    for _ in sched.steps():
         owners = page_owners(sched)
         running = any(r is req and not done for r, done in
                       zip(sched.running.reqs, sched.running.finished.tolist(), strict=True))

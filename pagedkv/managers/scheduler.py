@@ -17,7 +17,7 @@ decoding or disaggregation.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from typing import NamedTuple
 
 from pagedkv.errors import bad_value
@@ -172,9 +172,17 @@ class Scheduler:
         self.counters.check_invariants()
 
     # ----- the loop -----------------------------------------------------------------------
+    def steps(self) -> Iterator[Scheduler]:
+        """The event loop, one iteration per item: each ``next`` runs one :meth:`step` and
+        yields this scheduler, until every request has finished. The only loop over
+        :meth:`step`: :meth:`run`, ``Engine.run_scheduler`` and the book's step-by-step
+        walks all iterate it (a walk may stop early and read the scheduler's state)."""
+        while self.step():
+            yield self
+
     def run(self) -> Trace | SummaryTrace:
         """Step until every request has finished; return the trace."""
-        while self.step():
+        for _ in self.steps():
             pass
         return self.trace
 

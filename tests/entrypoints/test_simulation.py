@@ -60,3 +60,21 @@ def test_ctrl_c_ends_the_one_loop_with_the_finished_requests(interruptible: bool
     assert res.interrupted
     assert res.metrics.output_tokens == 4  # the two 2-token requests, nothing of the others
     assert [r.finish_s is not None for r in res.requests] == [True, True, False, False]
+
+
+def test_the_one_loop_may_pause_and_go_on() -> None:
+    """``Scheduler.steps`` is the loop every caller iterates: a step-by-step walk that stops
+    after step 5 and goes on ends with the trace of an uninterrupted (fast-forwarded) run."""
+    specs = [RequestSpec(8 * (i + 1), 12, 12) for i in range(6)]
+    engine = Engine(SimExecutor(), max_total_num_tokens=96, page_size=4)
+    whole = engine.scheduler(specs)
+    whole.run()
+    walk = engine.scheduler(specs, fast_forward=False)  # one step per step()
+    for s in walk.steps():
+        assert s is walk
+        if walk.num_steps >= 5:
+            break
+    assert walk.num_steps == 5 and not walk.done()
+    for _ in walk.steps():
+        pass
+    assert walk.trace.to_dict() == whole.trace.to_dict()
