@@ -1,23 +1,23 @@
 """Token-to-KV-slot allocators: which physical KV slots hold which request's tokens.
 
 A package as in SGLang 0.5.23 (``mem_cache/allocator/``): ``base`` (the free list, ``free``,
-``free_page_ids``, free groups, the ownership record), ``paged`` (``alloc_extend``,
-``alloc_decode``), ``token`` (page size 1) and ``swa`` (the full and sliding-window pools of a
-sliding-window hybrid) and ``mamba`` (the state slots of a linear-attention hybrid: one per
-request, not per token).
+``free_page_ids``, free groups), ``ownership`` (page arithmetic, pagedkv's per-slot record and
+its misuse checks), ``paged`` (``alloc_extend``, ``alloc_decode``), ``token`` (page size 1) and
+``swa`` (the full and sliding-window pools of a sliding-window hybrid) and ``mamba`` (the state
+slots of a linear-attention hybrid: one per request, not per token).
 """
 
-from pagedkv.mem_cache.allocator.base import (
+from pagedkv.mem_cache.allocator.base import BaseTokenToKVPoolAllocator
+from pagedkv.mem_cache.allocator.mamba import MambaSlotAllocator
+from pagedkv.mem_cache.allocator.ownership import (
     FREED,
     IN_USE,
     NEVER,
-    BaseTokenToKVPoolAllocator,
     IntsLike,
     as_i64,
     ceil_to_page,
     decode_need,
 )
-from pagedkv.mem_cache.allocator.mamba import MambaSlotAllocator
 from pagedkv.mem_cache.allocator.paged import PagedTokenToKVPoolAllocator
 from pagedkv.mem_cache.allocator.swa import SWATokenToKVPoolAllocator
 from pagedkv.mem_cache.allocator.token import TokenToKVPoolAllocator

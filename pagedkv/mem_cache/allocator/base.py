@@ -21,12 +21,9 @@ Freeing, in the two ways SGLang frees (both releases, page size ``p``):
 
 Where we simplify: no ``need_sort`` staging (SGLang sets it only under prefill/decode
 disaggregation). We add a per-slot ownership record so that misuse (double free, freeing
-page 0, freeing slots never handed out, a ``last_loc`` that points at somebody else's slot)
-raises :class:`~pagedkv.errors.AllocatorError` at once, instead of corrupting the cache.
+page 0, a stale ``last_loc``) raises at once: :mod:`~pagedkv.mem_cache.allocator.ownership`.
 
 Design for speed (a simulator calls these thousands of times on small inputs): the free
-list and the ownership record are numpy arrays and every check is a few whole-array numpy
-operations; the exact error message is worked out only once a check has failed. The free
 list lives in a buffer with room on both sides, so taking pages from the front and putting
 them back at either end costs the pages moved, not the length of the list. Inputs may be
 lists, numpy arrays or torch tensors; results are torch int64 tensors sharing memory with a
@@ -39,38 +36,15 @@ import numpy as np
 import torch
 
 from pagedkv.errors import AllocatorError, OutOfMemoryError, bad_value, check_positive_int
-
-NEVER, IN_USE, FREED = 0, 1, 2  # per-slot ownership states
-IntsLike = torch.Tensor | np.ndarray | list[int]
-
-
-def ceil_to_page(tokens: int | np.ndarray, page_size: int) -> int | np.ndarray:
-    """``tokens`` rounded up to whole pages (SGLang's ``ceil_paged_tokens``); works on ints
-    and on int64 arrays."""
-    return -(-tokens // page_size) * page_size
-
-
-def decode_need(kv_lens: IntsLike, page_size: int) -> int:
-    """Slots the next decode step must find free: ``page_size`` per request whose ``kv_len``
-    (tokens cached, = the position it writes next) is a multiple of ``page_size``, i.e. whose
-    newest token starts a page; every request when ``page_size == 1``.
-
-    Source: ``ScheduleBatch.new_tokens_required_next_decode`` (0.5.9 and 0.5.23).
-    """
-    kv = as_i64("kv_lens", kv_lens)
-    if page_size == 1:  # every token starts a page
-        return len(kv)
-    return int(np.count_nonzero(kv % page_size == 0)) * page_size
-
-
-def as_i64(name: str, values: IntsLike) -> np.ndarray:
-    """``values`` as a 1-D int64 numpy array; ``ConfigError`` naming ``name`` otherwise."""
-    if isinstance(values, torch.Tensor):
-        values = values.detach().cpu().numpy()
-    a = np.asarray(values, dtype=np.int64)
-    if a.ndim != 1:
-        raise bad_value(f"{name}.shape", tuple(a.shape), "a 1-D tensor")
-    return a
+from pagedkv.mem_cache.allocator.ownership import (
+    FREED,
+    IN_USE,
+    IntsLike,
+    as_i64,
+    check_free_list,
+    check_free_page_ids,
+    check_free_slots,
+)
 
 
 class BaseTokenToKVPoolAllocator:
@@ -197,26 +171,6 @@ class BaseTokenToKVPoolAllocator:
         ``p == 1``, at the FRONT for ``p > 1`` (SGLang ``free`` / ``_release_page_ids``)."""
         self._push(pages, front=self.page_size > 1)
 
-    def _check_slots(self, idx: np.ndarray) -> None:
-        """AllocatorError unless ``idx`` are distinct in-use slots outside page 0."""
-        p, end = self.page_size, len(self._state)
-        srt = np.sort(idx)
-        if srt[0] < p or srt[-1] >= end:
-            bad = (idx < 0) | (idx >= end)
-            if bad.any():
-                raise AllocatorError(f"cannot free slots {idx[bad].tolist()}: "
-                                     f"outside the pool [0, {end})")
-            raise AllocatorError(f"cannot free slots {idx[idx < p].tolist()}: page 0 "
-                                 f"(slots 0..{p - 1}) is reserved for padded tokens")
-        if (srt[1:] == srt[:-1]).any():
-            raise AllocatorError("free_index lists a slot twice")
-        state = self._state[idx]
-        if (state != IN_USE).any():
-            for code, why in ((FREED, "double free"), (NEVER, "never allocated")):
-                if (state == code).any():
-                    raise AllocatorError(f"cannot free slots {idx[state == code].tolist()}: "
-                                         f"{why}")
-
     def free(self, free_index: IntsLike) -> None:
         """Free the pages that hold ``free_index`` (the slots of one or more requests).
 
@@ -232,7 +186,7 @@ class BaseTokenToKVPoolAllocator:
         idx = as_i64("free_index", free_index)
         if len(idx) == 0:
             return
-        self._check_slots(idx)
+        check_free_slots(self._state, idx, self.page_size)
         p = self.page_size
         if p == 1:
             pages = idx
@@ -266,18 +220,8 @@ class BaseTokenToKVPoolAllocator:
         pages = as_i64("page_ids", page_ids)
         if len(pages) == 0:
             return
-        srt = np.sort(pages) if len(pages) > 1 else pages  # its ends are the range
-        if srt[0] < 1 or srt[-1] > self.num_pages:
-            raise AllocatorError(f"cannot free pages {pages.tolist()}: outside 1..{self.num_pages}")
-        if len(pages) > 1 and np.count_nonzero(srt[1:] == srt[:-1]):
-            raise AllocatorError("page_ids lists a page twice")
-        by_page = self._state.reshape(-1, self.page_size)
-        # a page holds a token if a slot does
-        held = (self._state[pages] == IN_USE if self.page_size == 1
-                else (by_page[pages] == IN_USE).any(axis=1))
-        if np.count_nonzero(held) != len(held):
-            raise AllocatorError(f"cannot free pages {pages[~held].tolist()}: they hold no token")
-        by_page[pages] = FREED
+        check_free_page_ids(self._state, pages, self.page_size, self.num_pages)
+        self._state.reshape(-1, self.page_size)[pages] = FREED
         if self._group is not None:
             # page size 1: page ids are slot ids and SGLang's token allocator frees them
             # with ``free``, so they keep their place among the group's other frees
@@ -335,17 +279,4 @@ class BaseTokenToKVPoolAllocator:
         """
         if self._group is not None:
             raise AllocatorError("check_invariants inside an open free group")
-        p, free = self.page_size, self._buf[self._lo:self._hi]
-        if len(np.unique(free)) != len(free):
-            raise AllocatorError("a page is on the free list twice")
-        if len(free) and (free.min() < 1 or free.max() > self.num_pages):
-            raise AllocatorError(f"free list holds page ids outside 1..{self.num_pages}")
-        in_use = (self._state.reshape(-1, p) == IN_USE).any(axis=1)
-        if in_use[0]:
-            raise AllocatorError("page 0 is reserved but holds a token")
-        if in_use[free].any():
-            raise AllocatorError("a page on the free list holds an in-use slot")
-        used = int(np.count_nonzero(in_use))
-        if len(free) + used != self.num_pages:
-            raise AllocatorError(f"free pages {len(free)} + used pages {used} "
-                                 f"!= {self.num_pages}")
+        check_free_list(self._buf[self._lo:self._hi], self._state, self.page_size, self.num_pages)

@@ -19,7 +19,8 @@ import numpy as np
 import torch
 
 from pagedkv.errors import AllocatorError, bad_value
-from pagedkv.mem_cache.allocator.base import IN_USE, BaseTokenToKVPoolAllocator, IntsLike, as_i64
+from pagedkv.mem_cache.allocator.base import BaseTokenToKVPoolAllocator
+from pagedkv.mem_cache.allocator.ownership import IN_USE, IntsLike, as_i64
 
 
 class PagedTokenToKVPoolAllocator(BaseTokenToKVPoolAllocator):

@@ -38,7 +38,7 @@ import numpy as np
 import torch
 
 from pagedkv.errors import AllocatorError, bad_value, check_positive_int
-from pagedkv.mem_cache.allocator.base import IntsLike, as_i64
+from pagedkv.mem_cache.allocator.ownership import IntsLike, as_i64
 from pagedkv.mem_cache.allocator.paged import PagedTokenToKVPoolAllocator
 from pagedkv.mem_cache.allocator.swa_mapping import FullToSWAMapping, SWAFreeGroup
 from pagedkv.mem_cache.allocator.token import TokenToKVPoolAllocator

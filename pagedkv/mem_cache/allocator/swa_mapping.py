@@ -23,7 +23,7 @@ import numpy as np
 import torch
 
 from pagedkv.errors import AllocatorError, bad_value, check_positive_int
-from pagedkv.mem_cache.allocator.base import IN_USE, IntsLike, as_i64
+from pagedkv.mem_cache.allocator.ownership import IN_USE, IntsLike, as_i64
 from pagedkv.mem_cache.allocator.paged import PagedTokenToKVPoolAllocator
 
 
