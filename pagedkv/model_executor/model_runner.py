@@ -21,10 +21,9 @@ Retraction needs nothing here: the scheduler frees the victim's slots, and when 
 admitted again its prompt and output so far are an ordinary extend (minus what the radix
 cache still holds).
 
-Sizing (:meth:`ModelRunner.load`): on a GPU the pool is what SGLang would build: free memory
-is read before and after the weights arrive, and ``plan_pool`` applies
-``profile_max_num_token``'s ``floor((post - pre * (1 - f)) / cell_size)``. On the CPU nothing
-is measured and the pool size is given.
+Sizing (:meth:`ModelRunner.load`): on a GPU the pool is what SGLang would build, measured
+around the weights' arrival (:mod:`pagedkv.model_executor.pool_sizing`); on the CPU the pool
+size is given.
 
 Where we simplify: one GPU, greedy sampling only, no CUDA graphs, timing by the host clock
 around each pass. The overlap loop's order is kept (a decode step gets the in-flight token
@@ -42,28 +41,15 @@ import numpy as np
 import torch
 from torch import nn
 
-from pagedkv.configs.model_config import ModelSpec
-from pagedkv.errors import bad_value, check_fraction, check_positive_int
+from pagedkv.errors import bad_value, check_positive_int
 from pagedkv.layers.attention.backend import ATTENTION_BACKENDS, init_forward_metadata
 from pagedkv.layers.attention.checks import interpreted
 from pagedkv.mem_cache.memory_pool import MHATokenToKVPool
 from pagedkv.model_executor.forward_batch_info import ForwardBatch, ForwardResult
-from pagedkv.model_executor.model_loader import (
-    MemGetInfo,
-    free_memory,
-    kv_dtype_name,
-    load_causal_lm,
-    resolve_device,
-    resolve_dtype,
-)
+from pagedkv.model_executor.model_loader import MemGetInfo, resolve_dtype
+from pagedkv.model_executor.pool_sizing import load_and_size_pool
 from pagedkv.models.llama import check_causal_lm, forward_hidden, logits, sliding_window
-from pagedkv.sizing import (
-    KVPoolPlan,
-    default_mem_fraction_static,
-    max_req_input_len,
-    plan_pool,
-)
-from pagedkv.units import MiB
+from pagedkv.sizing import KVPoolPlan, max_req_input_len
 
 
 class ModelRunner:
@@ -175,46 +161,16 @@ class ModelRunner:
         On the CPU a given ``mem_fraction_static`` has no effect; ``notes`` says so.
             NotEnoughMemoryError: the weights leave no room for a pool.
         """
-        dev = resolve_device(device)
-        dt = resolve_dtype(dtype, dev)
-        check_positive_int("page_size", page_size)
-        if mem_fraction_static is not None:
-            check_fraction("mem_fraction_static", mem_fraction_static)
-        if max_total_tokens is not None:
-            check_pool_cap(max_total_tokens, page_size)
-        before = free_memory(dev, mem_get_info)
-        if before is None and max_total_tokens is None:
-            raise bad_value("max_total_tokens", None, "a token count: free memory is not "
-                            "measured on the CPU, so the pool size must be given")
-        notes = []
-        if before is None and mem_fraction_static is not None:
-            notes.append(f"mem_fraction_static={mem_fraction_static} is ignored on {dev}: no "
-                         f"free memory is measured there, the pool is max_total_tokens="
-                         f"{max_total_tokens}")
-        model, name = load_causal_lm(source, dev, dt, seed)
-        check_causal_lm(model)
-        plan = None
-        tokens = max_total_tokens
-        if before is not None:
-            after = free_memory(dev, mem_get_info)
-            assert after is not None
-            spec = ModelSpec.from_config(model.config.to_dict(), name=name)
-            fraction = (default_mem_fraction_static(before[1] // MiB)
-                        if mem_fraction_static is None else mem_fraction_static)
-            plan = plan_pool(spec, pre_free_bytes=before[0], post_free_bytes=after[0],
-                             mem_fraction_static=fraction, page_size=page_size,
-                             kv_cache_dtype=kv_dtype_name(dt), context_len=context_len,
-                             max_total_tokens=max_total_tokens)
-            tokens = plan.max_total_num_tokens
-        else:
-            tokens = max_total_tokens // page_size * page_size
-        runner = cls(model, max_total_num_tokens=tokens, page_size=page_size,
-                     eos_token_ids=eos_token_ids, attention_backend=attention_backend, name=name,
-                     plan=plan, tokenizer=tokenizer, context_len=context_len,
-                     device_memory_bytes=0 if before is None else before[1])
-        runner.pool_capped = (max_total_tokens is not None
-                              and tokens == max_total_tokens // page_size * page_size)
-        runner.notes = notes
+        loaded = load_and_size_pool(source, device=device, dtype=dtype, page_size=page_size,
+                                    mem_fraction_static=mem_fraction_static,
+                                    max_total_tokens=max_total_tokens, context_len=context_len,
+                                    seed=seed, mem_get_info=mem_get_info)
+        runner = cls(loaded.model, max_total_num_tokens=loaded.max_total_num_tokens,
+                     page_size=page_size, eos_token_ids=eos_token_ids,
+                     attention_backend=attention_backend, name=loaded.name, plan=loaded.plan,
+                     tokenizer=tokenizer, context_len=context_len,
+                     device_memory_bytes=loaded.device_memory_bytes)
+        runner.pool_capped, runner.notes = loaded.pool_capped, loaded.notes
         return runner
 
     # ----- the executor interface ----------------------------------------------------------
@@ -303,26 +259,6 @@ class ModelRunner:
             raise bad_value(f"len(prompts[{index}]) + max_new_tokens", longest,
                             f"<= sliding_window={self.sliding_window} (pagedkv attends over "
                             "whole sequences only)")
-
-
-def check_pool_cap(max_total_tokens: object, page_size: int) -> int:
-    """``max_total_tokens`` (SGLang's ``--max-total-tokens``) if it holds a whole page.
-
-    The pool holds whole pages, so the cap is rounded down to a multiple of ``page_size``;
-    a cap below one page would round to an empty pool.
-
-    Raises:
-        ConfigError: not an integer, or fewer tokens than one page (named with the value
-            given and why it rounds to nothing).
-    """
-    check_positive_int("max_total_tokens", max_total_tokens)
-    assert isinstance(max_total_tokens, int)
-    if max_total_tokens < page_size:
-        raise bad_value("max_total_tokens", max_total_tokens,
-                        f"at least page_size={page_size}: the pool holds whole pages, and "
-                        f"{max_total_tokens} tokens round down to "
-                        f"{max_total_tokens // page_size} pages of {page_size}")
-    return max_total_tokens
 
 
 def _backend(name: str | None, device: torch.device) -> str:
