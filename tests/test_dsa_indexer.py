@@ -171,8 +171,9 @@ def test_config_fields_sglang_refuses_or_pagedkv_does_not_model():
 
 def test_simulate_runs_the_scheduler_on_pages_of_64():
     """The pool's pages are the ones SGLang forces: the scheduler allocates 64 at a time."""
-    from pagedkv.entrypoints.simulation import prepare
+    from pagedkv.entrypoints.simulation import simulated_engine
 
-    setup = prepare(model=V32, gpu="h200-141gb", tp=8, weights_bytes=int(80.25 * GiB))
-    assert (setup.meta.page_size, setup.meta.max_total_num_tokens) == (64, 605_184)
-    assert setup.meta.cell_size == 78_324
+    engine = simulated_engine(model=V32, gpu="h200-141gb", tp=8, weights_bytes=int(80.25 * GiB))
+    assert engine.meta is not None
+    assert (engine.meta.page_size, engine.meta.max_total_num_tokens) == (64, 605_184)
+    assert (engine.page_size, engine.meta.cell_size) == (64, 78_324)
