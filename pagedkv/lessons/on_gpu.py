@@ -69,18 +69,26 @@ class Setup:
     def on_gpu(self) -> bool:
         return self.device.type == "cuda"
 
-    def describe(self) -> str:
-        """One sentence for the reader: what runs, where, and why."""
+    def describe(self, serves: bool = True) -> str:
+        """One sentence for the reader: what runs, where, and why. ``serves=False`` for a
+        section that only loads the model and sizes its pool (chapter 1's), so that the
+        sentence promises no decode kernel and no times."""
         dt = str(self.dtype).removeprefix("torch.")
         if self.kind == "real":
             return f"Running {self.source} on {self.device_name} in {dt}."
         if self.kind == "random-full":
-            return (f"Running random weights in {DEFAULT_MODEL}'s shapes on {self.device_name} in "
-                    f"{dt} (the hub was not reachable): memory and times are the real model's, "
-                    "the text is noise.")
-        return ("No GPU here (this is how the book is built): running the tiny random Llama "
-                "(2 layers, 4 query heads sharing 2 KV heads of 16, vocabulary 128) on the CPU "
-                "in float32, the decode kernel through Triton's interpreter. Token ids stand in "
+            what = ("Running", "memory and times are the real model's, the text is noise") if serves \
+                else ("Loading", "memory is the real model's")
+            return (f"{what[0]} random weights in {DEFAULT_MODEL}'s shapes on {self.device_name} in "
+                    f"{dt} (the hub was not reachable): {what[1]}.")
+        tiny = ("the tiny random Llama (2 layers, 4 query heads sharing 2 KV heads of 16, "
+                "vocabulary 128) on the CPU in float32")
+        if not serves:
+            return (f"No GPU here (this is how the book is built): loading {tiny} and sizing "
+                    "its pool (nothing is served here); the sizes are small, and on a GPU this "
+                    "cell loads Qwen2.5-0.5B-Instruct.")
+        return (f"No GPU here (this is how the book is built): running {tiny}, the decode "
+                "kernel through Triton's interpreter. Token ids stand in "
                 "for text, times are CPU times, and the sizes are small; on a GPU this cell "
                 "runs Qwen2.5-0.5B-Instruct.")
 

@@ -81,7 +81,7 @@ def real_pool(setup: Setup) -> Report:
         ("free memory the pool took", "measured" if setup.on_gpu else "not measurable on a CPU",
          size(took) if setup.on_gpu else "-"),
     ]
-    lines = [setup.describe()]
+    lines = [setup.describe(serves=False)]
     if setup.on_gpu:
         lines.append(f"The pool's K and V buffers take {size(pool_k + pool_v)}; free memory fell by "
                      f"{size(took)} when they were allocated (torch's allocator rounds each of "

@@ -28,6 +28,8 @@ def test_real_pool_on_the_cpu_stand_in() -> None:
     assert report.log[2].startswith(f"KV Cache is allocated. dtype: torch.float32, #tokens: {CPU_POOL_CAP},")
     text = report_md(report).data
     assert "pretend" in text and "| quantity | how | value |" in text and "```text" in text
+    # chapter 1's section only sizes the pool: its sentence promises no decode kernel, no times
+    assert "nothing is served" in text and "interpreter" not in text and "times" not in text
 
 
 def test_helpers() -> None:
