@@ -10,7 +10,7 @@ from pagedkv.configs.model_config import ModelSpec
 from pagedkv.configs.model_hybrid import window_from_attention_chunk
 from pagedkv.configs.model_presets import load_model
 from pagedkv.errors import ConfigError, NotEnoughMemoryError
-from pagedkv.hybrid_pools import swa_request_cap
+from pagedkv.hybrid_pools import cap_by_mamba, swa_request_cap
 from pagedkv.sizing import plan_pool
 from pagedkv.units import GiB
 
@@ -236,3 +236,9 @@ def test_profile_tokens_names_what_it_found() -> None:
     assert hybrid.available is not None and hybrid.tokens == hybrid.available // m.cell_size()
     assert not hybrid.weights_fill_budget and hybrid.lines == ()
     assert hybrid.tokens >= plan.max_total_num_tokens
+
+
+def test_the_mamba_cap_line_says_one_state_slot_in_the_singular() -> None:
+    """Radix cache off: one state slot per request, and the line says "1 state slot per request"."""
+    cap, lines = cap_by_mamba(10, 4, disable_radix_cache=True)
+    assert cap == 4 and "(max_mamba_cache_size=4, 1 state slot per request)" in lines[0]

@@ -67,7 +67,8 @@ TERMS: tuple[Term, ...] = (
     Term("CUDA graph", 1, "A recording of one forward pass's GPU kernels for a fixed batch size, "
          "replayed at the cost of one launch. The captured graphs keep their buffers alive: "
          "memory outside the KV pool and the weights.",
-         ("`model_executor/runner/decode_cuda_graph_runner.py` (0.5.23); "
+         ("`model_executor/runner/decode_cuda_graph_runner.py` (0.5.23; "
+          "0.5.9: `model_executor/cuda_graph_runner.py`); "
           "`--cuda-graph-max-bs-decode` (0.5.9: `--cuda-graph-max-bs`)"),
          r"CUDA[- ]graph"),
     Term("`mem_fraction_static`", 1, "The share of the GPU's free memory SGLang keeps for weights "

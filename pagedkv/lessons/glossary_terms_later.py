@@ -6,6 +6,7 @@ they follow :mod:`pagedkv.lessons.glossary_terms`'s first words. Data only; read
 
 from __future__ import annotations
 
+from pagedkv.hybrid_pools import MAMBA_SLOTS_PER_REQUEST_WITH_RADIX
 from pagedkv.lessons.glossary_rules import Term
 from pagedkv.managers.config import SchedulerConfig
 from pagedkv.units import GB, GiB
@@ -58,7 +59,8 @@ LATER_TERMS: tuple[Term, ...] = (
     Term("token usage", 1, "In SGLang's log lines: (`max_total_num_tokens` - `available_size` - "
          "evictable) / `max_total_num_tokens`, the share of the pool holding tokens with cached, "
          "evictable ones counted as free.",
-         "`managers/scheduler_components/pool_stats_observer.py` (0.5.23)", r"token usage"),
+         ("`managers/scheduler_components/pool_stats_observer.py` (0.5.23); "
+          "`managers/scheduler_metrics_mixin.py` (0.5.9)"), r"token usage"),
     Term("`check_decode_mem`", 3, "The test before each decode step: does the allocator have the "
          "pages the step will open? It evicts from the radix cache first, then says yes or no.",
          "`ScheduleBatch.check_decode_mem`", r"check_decode_mem"),
@@ -172,9 +174,11 @@ LATER_TERMS: tuple[Term, ...] = (
          "`SWAKVPool` (`mem_cache/swa_memory_pool.py`), `HybridSWAPoolConfigurator` (0.5.23), "
          "`ModelRunner.set_num_tokens_hybrid_swa` (0.5.9)",
          r"SWA pool|sliding-window pool"),
-    Term("state slot", 9, "One request's fixed-size state for every linear-attention layer "
-         "(Gated DeltaNet, Mamba) of a hybrid, whatever the sequence's length; the state-slot "
-         "count caps the running requests.", "`MambaPool`, `HybridReqToTokenPool` "
+    Term("state slot", 9, "A fixed-size state for every linear-attention layer (Gated DeltaNet, "
+         "Mamba) of a hybrid, whatever the sequence's length. A running request holds one; with "
+         f"the radix cache on, SGLang 0.5.23 counts {MAMBA_SLOTS_PER_REQUEST_WITH_RADIX} per "
+         "running request when it caps the running requests by the state-slot count.",
+         "`MambaPool`, `HybridReqToTokenPool` "
          "(`mem_cache/memory_pool.py`)", r"state slot"),
     # the third first read found these used without a definition
     Term("GB, GiB", 1, f"Two units of memory: a GB is $10^9$ bytes, a GiB $2^{{30}}$ bytes, "
@@ -194,7 +198,7 @@ LATER_TERMS: tuple[Term, ...] = (
          first_use="rounded **up**"),
     Term("CLIP (`CLIP_MAX_NEW_TOKENS`)", 4, f"SGLang's cap on how much of one request's "
          f"`max_new_tokens` admission counts, {_CLIP:,} tokens unless "
-         "`SGLANG_CLIP_MAX_NEW_TOKENS_ESTIMATION` sets another (the cheat sheet says why).",
+         "`SGLANG_CLIP_MAX_NEW_TOKENS_ESTIMATION` sets another (chapter 4 says why).",
          "`managers/schedule_policy.py`, `CLIP_MAX_NEW_TOKENS`",
          r"CLIP_MAX_NEW_TOKENS|(?-i:\bCLIP\b)", listed=False, first_use="clipped at"),
     Term("head-of-line blocking", 4, "The first waiting request that does not fit stops the "
@@ -206,8 +210,10 @@ LATER_TERMS: tuple[Term, ...] = (
          "`--enable-mixed-chunk`", r"mixed chunked prefill|enable-mixed-chunk", listed=False,
          first_use="off by default"),
     Term("ModelRunner", 1, "SGLang's object that loads the model on one GPU, measures its free "
-         "memory, builds the KV pool and runs each forward pass.",
-         "`model_executor/model_runner.py`", r"\bModelRunner\b", listed=False,
+         "memory, builds the KV pool and runs each forward pass. It sizes the pool itself in 0.5.9 "
+         "(`init_memory_pool`); 0.5.23 hands the sizing to a `KVCacheConfigurator`.",
+         ("`model_executor/model_runner.py`; 0.5.23's configurator: "
+          "`mem_cache/kv_cache_configurator.py`"), r"\bModelRunner\b", listed=False,
          first_use="loads the model on a GPU"),
     Term("`ptxas`", 6, "NVIDIA's assembler: it turns PTX, the portable GPU assembly Triton emits, "
          "into SASS, the machine code of one GPU architecture.", "", r"ptxas", listed=False,
