@@ -101,3 +101,13 @@ def test_flags_in_the_tables_keep_their_double_dash() -> None:
     texts += [cell for row in differences() for cell in row]
     for text in texts:
         assert not bare_flag.search(text), text
+
+
+def test_the_dsa_fp8_row_names_the_indexer_key() -> None:
+    """61 layers x (576 fp8 latent bytes or the 656 the pool stores, + 132 B of index key:
+    128 fp8 values and one float32 scale)."""
+    rows = {r.change: (r.old, r.new) for r in version_changes()}
+    row = rows["an fp8 DeepSeek V3.2 pool is sized by the bytes it stores (scales, bf16 rope)"]
+    key = "the indexer key's 132 B"
+    assert row == (f"43,188 B per token (61 layers x 708 B: 576 B of latent and {key})",
+                   f"48,068 B per token (61 layers x 788 B: 656 B of latent and {key})")
