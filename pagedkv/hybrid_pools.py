@@ -261,8 +261,8 @@ def cap_by_mamba(max_num_reqs: int, slots: int, disable_radix_cache: bool,
         return min(max_num_reqs, cap), ()
     if cap < max_num_reqs:
         lines = (f"max_running_requests is capped to {cap} by the mamba state cache "
-                 f"(max_mamba_cache_size={slots}, {ratio} state slot{'s' * (ratio != 1)} per request). "
-                 "To raise "
+                 # SGLang's words, verbatim: "1 state slots" too (checked by the reference tests)
+                 f"(max_mamba_cache_size={slots}, {ratio} state slots per request). To raise "
                  "it: increase --mamba-full-memory-ratio or --max-mamba-cache-size, or halve "
                  "the state size with --mamba-ssm-dtype bfloat16.",)
     reqs = min(max_num_reqs, cap)

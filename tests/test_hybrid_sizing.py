@@ -238,7 +238,8 @@ def test_profile_tokens_names_what_it_found() -> None:
     assert hybrid.tokens >= plan.max_total_num_tokens
 
 
-def test_the_mamba_cap_line_says_one_state_slot_in_the_singular() -> None:
-    """Radix cache off: one state slot per request, and the line says "1 state slot per request"."""
+def test_the_mamba_cap_line_is_sglangs_own_words() -> None:
+    """Radix cache off: one state slot per request; the line is SGLang 0.5.23's verbatim
+    (``kv_cache_configurator.py``), plural included: "1 state slots per request"."""
     cap, lines = cap_by_mamba(10, 4, disable_radix_cache=True)
-    assert cap == 4 and "(max_mamba_cache_size=4, 1 state slot per request)" in lines[0]
+    assert cap == 4 and "(max_mamba_cache_size=4, 1 state slots per request)" in lines[0]

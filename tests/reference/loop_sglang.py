@@ -26,8 +26,10 @@ more, idle, iteration (whose ``on_idle`` checks SGLang's own memory invariants) 
 from __future__ import annotations
 
 import logging
+import os
 from array import array
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from typing import Any
 
 import sgl_boot
@@ -80,6 +82,28 @@ class TableWorker:
     def set_hicache_consumer(self, *args: Any) -> None:
         pass
 
+
+
+@contextmanager
+def _env_overrides(*pairs: tuple[Any, Any]) -> Iterator[None]:
+    """Set SGLang environment flags for one case and restore them however the case ends.
+
+    SGLang's own ``EnvField.override`` restores only when its block exits normally; a case
+    that ends by raising (SGLang's loop stopped when it would idle forever) would leave
+    e.g. ``SGLANG_SWA_EVICTION_INTERVAL`` set for every later test in the process, where
+    SGLang's request-capped SWA pool sizing reads it."""
+    saved = [(env, os.environ.get(env.name), env._set_to_none) for env, _ in pairs]
+    try:
+        for env, value in pairs:
+            env.set(value)
+        yield
+    finally:
+        for env, old, set_to_none in saved:
+            if old is None:
+                os.environ.pop(env.name, None)
+            else:
+                os.environ[env.name] = old
+            env._set_to_none = set_to_none
 
 def _server_args(case: LoopCase) -> Any:
     """Publish the case's server arguments (a real ``ServerArgs``, through SGLang's
@@ -291,9 +315,9 @@ def run(case: LoopCase) -> list[dict[str, Any]]:
     sched.update_running_batch = update_running_batch
     restore_retract = note_retractions(sg_schedule_batch.ScheduleBatch, receiver)
     try:
-        with envs.SGLANG_DISABLE_CONSECUTIVE_PREFILL_OVERLAP.override(
-                case.disable_consecutive_prefill_overlap), \
-                envs.SGLANG_SWA_EVICTION_INTERVAL.override(case.swa_eviction_interval):
+        with _env_overrides((envs.SGLANG_DISABLE_CONSECUTIVE_PREFILL_OVERLAP,
+                             case.disable_consecutive_prefill_overlap),
+                            (envs.SGLANG_SWA_EVICTION_INTERVAL, case.swa_eviction_interval)):
             (sched.event_loop_overlap if case.overlap else sched.event_loop_normal)()
     finally:
         restore_retract()

@@ -24,6 +24,7 @@ does not enter the sizing).
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 from typing import Any
 
@@ -104,6 +105,10 @@ FLAGS = ("max_running_requests", "max_total_tokens", "swa_full_tokens_ratio",
 
 
 def sglang_side(case: dict[str, Any]) -> list[Any]:
+    # SGLang's request-capped SWA sizing reads this flag; pagedkv sizes with its default. A
+    # value left behind by another test (the event-loop harness sets it per case) would make
+    # the two sides disagree for a reason that is not in either's sizing.
+    assert "SGLANG_SWA_EVICTION_INTERVAL" not in os.environ, os.environ["SGLANG_SWA_EVICTION_INTERVAL"]
     flags = {k: case[k] for k in FLAGS if case.get(k) is not None}
     if case["disable_radix_cache"]:
         flags["disable_radix_cache"] = True
