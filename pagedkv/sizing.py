@@ -18,11 +18,12 @@ All memory is bytes.
 
 from __future__ import annotations
 
+from pagedkv.configs.dsa_config import indexer_bytes_per_token
 from pagedkv.configs.model_config import ModelSpec
 from pagedkv.configs.model_family import text_config
 from pagedkv.configs.model_hybrid import window_from_attention_chunk
 from pagedkv.configs.model_presets import load_model
-from pagedkv.dsa_indexer import dsa_pool_bytes, dsa_server_args, indexer_bytes_per_token, profiled_cell_size
+from pagedkv.dsa_indexer import dsa_pool_bytes, dsa_server_args, profiled_cell_size
 from pagedkv.errors import (
     ConfigError,
     NotEnoughMemoryError,

@@ -30,12 +30,9 @@ pages of 64: 1,141,760 tokens. KV size: ``1,141,824 * 1152 * 61 + 17,841 * 8448 
 import pytest
 
 from pagedkv import load_model
+from pagedkv.configs.dsa_config import indexer_bytes_per_token, latent_bytes_per_token
 from pagedkv.configs.model_config import ModelSpec
-from pagedkv.dsa_indexer import (
-    index_cache_bytes,
-    indexer_bytes_per_token,
-    latent_bytes_per_token,
-)
+from pagedkv.dsa_indexer import index_cache_bytes
 from pagedkv.entrypoints.cli import main
 from pagedkv.errors import ConfigError, NotEnoughMemoryError
 from pagedkv.sizing import plan_pool

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from pagedkv.configs.dsa_config import check_dsa_fields, is_dsa
 from pagedkv.configs.model_family import (
     HEAD_DIM_LEFT_NONE,
     ROPE_PER_LAYER_TYPE,
@@ -26,7 +27,6 @@ from pagedkv.configs.model_hybrid import (
     swa_window,
     vision_encoder,
 )
-from pagedkv.dsa_indexer import check_dsa_fields, is_dsa
 from pagedkv.errors import ConfigError, check_positive_int
 from pagedkv.units import kv_dtype_bytes
 from pagedkv.weights import quant_method

@@ -19,9 +19,9 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from pagedkv.configs.config_json import spec_fields
+from pagedkv.configs.dsa_config import indexer_bytes_per_token, latent_bytes_per_token
 from pagedkv.configs.model_family import text_config
 from pagedkv.configs.model_hybrid import gdn_state_bytes
-from pagedkv.dsa_indexer import indexer_bytes_per_token, latent_bytes_per_token
 from pagedkv.errors import ConfigError, bad_value, check_positive_int
 from pagedkv.units import kv_dtype_bytes
 from pagedkv.weights import count_parameters, preset_param_counts

@@ -13,10 +13,11 @@ import os
 import sys
 from collections.abc import Sequence
 
+from pagedkv.configs.dsa_config import indexer_bytes_per_token
 from pagedkv.configs.model_config import ModelSpec
 from pagedkv.configs.model_family import ONE_POOL_WHEN_SWA_DISABLED
 from pagedkv.configs.model_presets import MODEL_PRESETS, load_model
-from pagedkv.dsa_indexer import DSA_PAGE_SIZE, indexer_bytes_per_token
+from pagedkv.dsa_indexer import DSA_PAGE_SIZE
 from pagedkv.entrypoints.cli_generate import add_generate_parser
 from pagedkv.entrypoints.cli_simulate import add_simulate_parser
 from pagedkv.errors import PagedKVError, bad_value, check_real

@@ -8,8 +8,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from pagedkv.configs.dsa_config import indexer_bytes_per_token
 from pagedkv.configs.model_presets import load_model
-from pagedkv.dsa_indexer import indexer_bytes_per_token
 from pagedkv.errors import ConfigError, NotEnoughMemoryError
 from pagedkv.gpus import get_gpu
 from pagedkv.lessons.attention_backends import default_attention_backend, resolve_page_size
@@ -193,7 +193,7 @@ def dsa_backends(r: Release) -> str:
 def dsa_fp8_cell(r: Release) -> str:
     """``Release.dsa_fp8_latent_profiled_as_stored`` on the same start: the bytes per token
     the pool is sized with, split per layer into the latent and the indexer key
-    (:func:`pagedkv.dsa_indexer.indexer_bytes_per_token`), which both releases count."""
+    (:func:`pagedkv.configs.dsa_config.indexer_bytes_per_token`), which both releases count."""
     plan = plan_pool("deepseek-v3.2", gpu="h200-141gb", tp=8, kv_cache_dtype="fp8_e4m3",
                      weights_bytes=80 * GiB, sglang_version=r)
     model = load_model("deepseek-v3.2")
