@@ -15,7 +15,7 @@ ROOT = Path(__file__).parents[1] / "pagedkv"
 # Bottom-up: a module may import its own layer and those before it. The package's
 # ``__init__`` and ``__main__`` sit above everything (they re-export and start the command).
 LAYERS: list[tuple[str, ...]] = [
-    ("errors", "release_behaviours", "releases", "units"),
+    ("errors", "lazy_exports", "release_behaviours", "releases", "units"),
     ("configs", "presets", "gpus", "weights", "server_args", "dsa_indexer", "kv_cache_configurator",
      "hybrid_pools", "pool_plan", "sizing"),
     ("workloads",),

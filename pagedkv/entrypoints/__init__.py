@@ -14,8 +14,9 @@ and ``generate`` (``cli_generate``, ``cli_generate_output``). Nothing under
 
 from __future__ import annotations
 
-from importlib import import_module
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from pagedkv.lazy_exports import lazy_exports
 
 if TYPE_CHECKING:
     from pagedkv.entrypoints.engine import Engine
@@ -34,15 +35,5 @@ _EXPORTS: dict[str, str] = {
 __all__ = ["Engine", "EngineResult", "simulate", "simulated_engine"]
 
 
-def __getattr__(name: str) -> Any:
-    """Import a public name's submodule on first access and cache the name here."""
-    if name not in _EXPORTS:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = getattr(import_module(_EXPORTS[name]), name)
-    globals()[name] = value
-    return value
-
-
-def __dir__() -> list[str]:
-    """List the public names with those already loaded, for ``dir()`` and completion."""
-    return sorted({*globals(), *__all__})
+# Loaded on first access and cached in this module (see pagedkv.lazy_exports).
+__getattr__, __dir__ = lazy_exports(__name__, globals(), _EXPORTS, __all__)

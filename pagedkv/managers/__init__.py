@@ -16,8 +16,9 @@ summary numbers are in :mod:`pagedkv.metrics`; the step-time model is
 
 from __future__ import annotations
 
-from importlib import import_module
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from pagedkv.lazy_exports import lazy_exports
 
 if TYPE_CHECKING:
     from pagedkv.managers.config import ENV_VARS, Policy, SchedulerConfig
@@ -64,15 +65,5 @@ __all__ = [
 ]
 
 
-def __getattr__(name: str) -> Any:
-    """Import a public name's submodule on first access and cache the name here."""
-    if name not in _EXPORTS:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = getattr(import_module(_EXPORTS[name]), name)
-    globals()[name] = value
-    return value
-
-
-def __dir__() -> list[str]:
-    """List the public names with those already loaded, for ``dir()`` and completion."""
-    return sorted({*globals(), *__all__})
+# Loaded on first access and cached in this module (see pagedkv.lazy_exports).
+__getattr__, __dir__ = lazy_exports(__name__, globals(), _EXPORTS, __all__)

@@ -1,4 +1,4 @@
-"""``pagedkv.entrypoints`` exports their public names lazily (PEP 562),
+"""``pagedkv.managers`` and ``pagedkv.entrypoints`` export their public names lazily (PEP 562),
 and every exported name resolves to the object its module defines."""
 
 import importlib
@@ -6,7 +6,7 @@ import importlib
 import pytest
 
 
-@pytest.mark.parametrize("package", ["pagedkv.entrypoints"])
+@pytest.mark.parametrize("package", ["pagedkv.managers", "pagedkv.entrypoints"])
 def test_package_exports_resolve_lazily(package: str) -> None:
     """Every name in ``__all__`` loads from its submodule on first access."""
     pkg = importlib.import_module(package)
