@@ -1,6 +1,6 @@
 """Where a CPU benchmark's numbers came from: machine, load, library versions, source commit.
 
-``bench/bench_trace.py`` and ``bench/bench_sweep.py`` write this into their results files.
+``bench/bench_long_run.py`` and ``bench/bench_sweep.py`` write this into their results files.
 Every field that cannot be read is ``None``, never a guess.
 """
 

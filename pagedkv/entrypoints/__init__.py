@@ -4,7 +4,7 @@ Modules: ``engine`` (:class:`Engine`: one scheduler over a real model or the sim
 executor, and the one loop that steps it; ``engine_outcome``: :class:`EngineResult`, the
 caps a run lowered and its wall-clock latencies), ``simulation`` (``simulated_engine``: an
 ``Engine`` with the simulated executor on the pool SGLang would build for a model on a GPU
-preset; ``simulate``: a run on it), ``trace_run`` (a long run with progress and Ctrl-C),
+preset; ``simulate``: a run on it), ``long_run`` (a long run with progress and Ctrl-C),
 ``sweep``, ``sweep_run`` and ``sweep_plot`` (a grid of runs, in parallel), and the one
 ``pagedkv`` command, ``cli``, with its subcommands: ``size`` (in ``cli``), ``simulate``
 (``cli_simulate``, ``cli_simulate_workload``, ``cli_simulate_run``, ``cli_simulate_output``)

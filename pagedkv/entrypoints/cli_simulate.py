@@ -1,7 +1,7 @@
 """``pagedkv simulate``: run the scheduler simulator from the command line.
 
 ``pagedkv.entrypoints.cli`` registers it with :func:`add_simulate_parser`; :func:`run_simulate` does the
-work: a built-in workload or a trace file (:mod:`pagedkv.entrypoints.cli_simulate_workload`), one run
+work: a built-in workload or a requests file (:mod:`pagedkv.entrypoints.cli_simulate_workload`), one run
 or a sweep of settings (:mod:`pagedkv.entrypoints.sweep`), reported as text, one JSON object
 or a per-request CSV file (:mod:`pagedkv.entrypoints.cli_simulate_output`). Bad input raises
 :class:`~pagedkv.errors.ConfigError` naming the parameter, its value and the valid range
@@ -28,9 +28,9 @@ def add_simulate_parser(subparsers: argparse._SubParsersAction) -> None:
     """Register ``pagedkv simulate`` on the top-level CLI's subparsers."""
     p = subparsers.add_parser(
         "simulate",
-        help="simulate SGLang's scheduler on a workload or your own trace",
+        help="simulate SGLang's scheduler on a workload or your own requests file",
         description="Size the pool SGLang would build for MODEL on GPU, then simulate its "
-        "scheduler over a built-in workload or a trace file and print per-request latency "
+        "scheduler over a built-in workload or a requests file and print per-request latency "
         "percentiles, throughput, retractions and prefix reuse. Times are a roofline model "
         "of the GPU (weights and KV read at peak bandwidth, prefill at peak FLOP/s), not "
         "measurements.",
@@ -65,10 +65,12 @@ def add_simulate_parser(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--schedule-conservativeness", type=float, default=1.0, metavar="C",
                    help="scales the initial new_token_ratio, 0.7 x C capped at 1 (default 1.0)")
     g = p.add_argument_group("requests")
-    g.add_argument("--trace", metavar="FILE",
+    g.add_argument("--requests-file", metavar="FILE",
                    help="your requests: JSON Lines, CSV or ShareGPT JSON (see README)")
-    g.add_argument("--trace-format", choices=("jsonl", "csv", "sharegpt"),
-                   help="the trace's format (default: from the file name and first character)")
+    # the flag's name until "trace" came to mean only the run's record: a clear pointer, not an alias
+    g.add_argument("--trace", metavar="FILE", help=argparse.SUPPRESS)
+    g.add_argument("--requests-format", choices=("jsonl", "csv", "sharegpt"),
+                   help="the requests file's format (default: from the file name and first character)")
     g.add_argument("--tokenizer", metavar="DIR",
                    help="ShareGPT: a local Hugging Face tokenizer folder to count tokens "
                    "(default: the --model folder if it has one, else an estimate)")
@@ -78,15 +80,15 @@ def add_simulate_parser(subparsers: argparse._SubParsersAction) -> None:
                    help="ShareGPT: every turn of a conversation, or only the first as SGLang's "
                    "bench_serving (default all)")
     g.add_argument("--workload", default="sharegpt",
-                   help=f"without --trace: {', '.join(WORKLOAD_NAMES)} (default sharegpt)")
+                   help=f"without --requests-file: {', '.join(WORKLOAD_NAMES)} (default sharegpt)")
     g.add_argument("--num-requests", type=int, metavar="N",
-                   help="requests of a built-in workload (default 1000); with --trace, the "
+                   help="requests of a built-in workload (default 1000); with --requests-file, the "
                    "first N (default all)")
     g.add_argument("--rate", type=float, metavar="REQ_PER_S",
-                   help="Poisson arrivals in requests/s (default: a trace's own arrival_s, "
+                   help="Poisson arrivals in requests/s (default: a requests file's own arrival_s, "
                    "else all at t=0)")
     g.add_argument("--all-at-once", action="store_true",
-                   help="with --trace: every request arrives at t=0, whatever the file says")
+                   help="with --requests-file: every request arrives at t=0, whatever the file says")
     g.add_argument("--seed", type=int, default=0, help="seed of workloads and arrivals (>= 0, default 0)")
     o = p.add_argument_group("output")
     o.add_argument("--json", action="store_true",
@@ -120,6 +122,8 @@ def check_args(args: argparse.Namespace) -> None:
     Raises:
         ConfigError: naming the flag, its value and the valid range.
     """
+    if args.trace is not None:
+        raise bad_value("--trace", args.trace, "renamed: pass the file as --requests-file FILE")
     if args.num_requests is not None:
         check_positive_int("num_requests", args.num_requests)
     check_positive_int("--seed", args.seed, minimum=0)
@@ -153,7 +157,7 @@ def run_simulate(args: argparse.Namespace) -> int:
 
     Raises:
         ConfigError: an unknown workload, policy, model or GPU; a number out of range; a bad
-            trace file (see :func:`pagedkv.workloads.trace_files.load_trace`).
+            requests file (see :func:`pagedkv.workloads.request_files.load_requests`).
         NotEnoughMemoryError: the weights leave no room for a pool.
     """
     check_args(args)

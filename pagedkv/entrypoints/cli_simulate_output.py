@@ -15,7 +15,7 @@ from typing import Any, TextIO
 
 from pagedkv.entrypoints.cli_simulate_workload import Workload
 from pagedkv.entrypoints.engine import Engine
-from pagedkv.entrypoints.trace_run import RunOutcome
+from pagedkv.entrypoints.long_run import RunOutcome
 from pagedkv.errors import bad_value
 from pagedkv.managers.trace import TraceMeta
 from pagedkv.metrics.request_metrics import COLUMNS, PERCENTILES, TIMES, Row

@@ -17,10 +17,10 @@ from pagedkv.entrypoints.cli_simulate_output import (
 )
 from pagedkv.entrypoints.cli_simulate_workload import Workload
 from pagedkv.entrypoints.engine import Engine
+from pagedkv.entrypoints.long_run import run_requests
 from pagedkv.entrypoints.simulation import simulated_engine
 from pagedkv.entrypoints.sweep import label, parse_axis, print_table, settings
 from pagedkv.entrypoints.sweep_run import default_workers, run_processes, run_ray, run_serial
-from pagedkv.entrypoints.trace_run import run_requests
 from pagedkv.releases import check_sglang_version
 from pagedkv.units import gib
 

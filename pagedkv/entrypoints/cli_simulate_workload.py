@@ -1,6 +1,6 @@
-"""``pagedkv simulate``'s requests: a built-in workload or a trace file, with arrival times.
+"""``pagedkv simulate``'s requests: a built-in workload or a requests file, with arrival times.
 
-Arrivals of a trace: ``--all-at-once`` puts every request at t=0; else ``--rate`` draws a
+Arrivals from a requests file: ``--all-at-once`` puts every request at t=0; else ``--rate`` draws a
 Poisson process (seeded by ``--seed``, the file's times ignored); else the file's
 ``arrival_s``; else t=0. A later turn of a conversation is sent no earlier than the turn
 before it finishes, whichever applies.
@@ -18,10 +18,10 @@ import numpy as np
 from pagedkv.configs.model_presets import load_model
 from pagedkv.errors import bad_value
 from pagedkv.workloads.prefix import as_specs, multi_turn, with_system_prompt
+from pagedkv.workloads.request_files import load_requests
+from pagedkv.workloads.request_rows import RequestFile
 from pagedkv.workloads.sharegpt import has_tokenizer
 from pagedkv.workloads.synthetic import RequestSpec, arrivals, fixed, sharegpt_like, uniform
-from pagedkv.workloads.trace_files import load_trace
-from pagedkv.workloads.trace_rows import TraceRequests
 
 
 def _long_workload(n: int, rate: float | None, seed: int) -> list[RequestSpec]:
@@ -65,7 +65,7 @@ tokens (max_new_tokens 1024), fixed 512-token prompts with 256-token outputs, lo
 max_new_tokens = output), the traffic of the book's running case; and three with
 shared prefixes for the radix cache: ShareGPT-like behind a 1,000-token system prompt,
 few-shot (2,000 shared tokens, short questions and answers) and multi-turn chat."""
-DEFAULT_NUM_REQUESTS = 1000  # of a built-in workload; a trace runs whole by default
+DEFAULT_NUM_REQUESTS = 1000  # of a built-in workload; a requests file runs whole by default
 
 
 @dataclass(frozen=True)
@@ -80,14 +80,14 @@ class _GivenSpecs:
 
 
 @dataclass(frozen=True)
-class _TraceSpecs:
-    """A trace's requests with their arrival times, read afresh each call."""
+class _FileSpecs:
+    """A requests file's requests with their arrival times, read afresh each call."""
 
-    trace: TraceRequests
+    requests: RequestFile
     times: np.ndarray
 
     def __call__(self) -> Iterable[RequestSpec]:
-        return self.trace.specs(self.times)
+        return self.requests.specs(self.times)
 
 
 @dataclass
@@ -99,28 +99,29 @@ class Workload:
         arrivals: how their arrival times were set, for the summary.
         num_requests: how many.
         make_specs: a fresh iterable of the requests (rid order) each call; picklable.
-        source: the trace they came from, or None.
-        notes: what the trace reader assumed (token estimates, skipped turns).
+        source: the requests file they came from, or None.
+        notes: what the file reader assumed (token estimates, skipped turns).
     """
 
     description: str
     arrivals: str
     num_requests: int
     make_specs: Callable[[], Iterable[RequestSpec]]
-    source: TraceRequests | None = None
+    source: RequestFile | None = None
     notes: list[str] = field(default_factory=list)
 
 
 def build_workload(args: argparse.Namespace) -> Workload:
-    """The workload ``args`` ask for (``--trace`` or ``--workload``), with its arrivals.
+    """The workload ``args`` ask for (``--requests-file`` or ``--workload``), with its arrivals.
 
     Raises:
-        ConfigError: an unknown workload, a bad trace file or row, a count out of range.
+        ConfigError: an unknown workload, a bad requests file or row, a count out of range.
     """
-    if args.trace is None:
-        for flag in ("trace_format", "tokenizer", "all_at_once"):
+    if args.requests_file is None:
+        for flag in ("requests_format", "tokenizer", "all_at_once"):
             if getattr(args, flag):
-                raise bad_value(f"--{flag.replace('_', '-')}", getattr(args, flag), "only with --trace")
+                raise bad_value(f"--{flag.replace('_', '-')}", getattr(args, flag),
+                                "only with --requests-file")
         if args.workload not in WORKLOADS:
             raise bad_value("workload", args.workload, ", ".join(WORKLOADS))
         n = args.num_requests or DEFAULT_NUM_REQUESTS
@@ -128,26 +129,27 @@ def build_workload(args: argparse.Namespace) -> Workload:
         when = f"Poisson at {args.rate:g} requests/s (seed {args.seed})" if args.rate else "all at t=0"
         return Workload(f"{n:,} {args.workload} requests (seed {args.seed})", when, n, _GivenSpecs(specs))
     context_len = load_model(args.model, args.disable_hybrid_swa_memory).context_len
-    trace = load_trace(args.trace, args.trace_format, context_len=context_len, **_sharegpt_options(args))
-    n = len(trace) if args.num_requests is None else min(args.num_requests, len(trace))
+    reqs = load_requests(args.requests_file, args.requests_format, context_len=context_len,
+                         **_sharegpt_options(args))
+    n = len(reqs) if args.num_requests is None else min(args.num_requests, len(reqs))
     if args.all_at_once:
         times, when = np.zeros(n), "all at t=0 (--all-at-once)"
     elif args.rate is not None:
         times = arrivals(n, args.rate, np.random.default_rng(args.seed))
         when = f"Poisson at {args.rate:g} requests/s (seed {args.seed})"
-        if trace.arrival_s is not None:
+        if reqs.arrival_s is not None:
             when += "; the file's arrival_s not used"
-    elif trace.arrival_s is not None:
-        times, when = trace.arrival_s[:n], "the file's arrival_s"
+    elif reqs.arrival_s is not None:
+        times, when = reqs.arrival_s[:n], "the file's arrival_s"
     else:
         times, when = np.zeros(n), "all at t=0 (the file has no arrival_s; --rate draws them)"
-    convs = len(set(trace.conversation[:n][trace.conversation[:n] >= 0].tolist()))
-    what = f"{n:,} requests from {args.trace}"
-    if n < len(trace):
-        what += f" (the first {n:,} of {len(trace):,})"
+    convs = len(set(reqs.conversation[:n][reqs.conversation[:n] >= 0].tolist()))
+    what = f"{n:,} requests from {args.requests_file}"
+    if n < len(reqs):
+        what += f" (the first {n:,} of {len(reqs):,})"
     if convs:
         what += f", {convs:,} conversations"
-    return Workload(what, when, n, _TraceSpecs(trace, times), trace, trace.notes)
+    return Workload(what, when, n, _FileSpecs(reqs, times), reqs, reqs.notes)
 
 
 def _sharegpt_options(args: argparse.Namespace) -> dict[str, object]:

@@ -13,7 +13,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, TextIO
 
-from pagedkv.entrypoints.trace_run import RunOutcome
+from pagedkv.entrypoints.long_run import RunOutcome
 from pagedkv.errors import bad_value, check_positive_int, check_real
 
 _ON = {"on": True, "true": True, "1": True, "off": False, "false": False, "0": False}

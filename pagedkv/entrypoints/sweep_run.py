@@ -14,7 +14,7 @@ runner's) may hold a lock at the moment of a fork and leave the child waiting on
 ever. The fork server imports pagedkv once; each worker receives the requests and the pools
 once, pickled. Ray tasks take one CPU each;
 the requests are put in Ray's object store once and every task reads them from there, so a
-cluster's nodes need ``pagedkv`` (and Ray) installed but not the trace file.
+cluster's nodes need ``pagedkv`` (and Ray) installed but not the requests file.
 
 Ctrl-C: a serial sweep stops in the setting it is running (marked partial, the rest left
 out); a parallel one cancels what is still running and reports the settings that had
@@ -36,8 +36,8 @@ from tqdm import tqdm
 
 from pagedkv.entrypoints.cli_simulate_workload import Workload
 from pagedkv.entrypoints.engine import Engine
+from pagedkv.entrypoints.long_run import PROGRESS_DELAY_S, run_requests
 from pagedkv.entrypoints.sweep import label, sweep_row
-from pagedkv.entrypoints.trace_run import PROGRESS_DELAY_S, run_requests
 from pagedkv.errors import ConfigError, PagedKVError, bad_value
 
 

@@ -31,7 +31,7 @@ from typing import Any
 import numpy as np
 
 from pagedkv.managers.req import Req
-from pagedkv.workloads.trace_rows import TraceRequests
+from pagedkv.workloads.request_rows import RequestFile
 
 COLUMNS = ("rid", "line", "conversation_id", "turn", "prompt_len", "output_len", "cached_tokens",
            "arrival_s", "queue_s", "ttft_s", "tpot_s", "e2e_s", "num_retractions",
@@ -46,13 +46,13 @@ class RequestTable:
 
     Args:
         num_requests: requests in the run (the columns' length).
-        source: the trace they came from (gives ``line``, ``conversation_id``, ``turn``),
+        source: the requests file they came from (gives ``line``, ``conversation_id``, ``turn``),
             or None for a built-in workload.
         sinks: each is called with every finished request's row (a dict over
             :data:`COLUMNS`), in finish order.
     """
 
-    def __init__(self, num_requests: int, source: TraceRequests | None = None,
+    def __init__(self, num_requests: int, source: RequestFile | None = None,
                  sinks: list[Callable[[Row], None]] | None = None) -> None:
         self.source = source
         self.sinks = list(sinks or [])

@@ -27,7 +27,7 @@ prompt's ids are its messages' ids one after the other: a later turn's prompt st
 exactly the earlier turn's prompt and answer. Without one, a message of ``c`` characters
 counts ``ceil(c / chars_per_token)`` tokens (default 4 characters per token, the usual rule
 of thumb for English text and BPE tokenizers) and the ids are made up
-(:meth:`~pagedkv.workloads.trace_rows.TraceRequests.specs`); the notes say which was used.
+(:meth:`~pagedkv.workloads.request_rows.RequestFile.specs`); the notes say which was used.
 """
 
 from __future__ import annotations
@@ -39,7 +39,7 @@ from collections.abc import Callable
 from typing import TextIO
 
 from pagedkv.errors import bad_value
-from pagedkv.workloads.trace_rows import TraceBuilder, TraceRequests
+from pagedkv.workloads.request_rows import RequestFile, RequestFileBuilder
 
 USER_ROLES = frozenset({"human", "user"})
 ASSISTANT_ROLES = frozenset({"gpt", "assistant", "chatgpt", "bard", "bing", "model"})
@@ -76,7 +76,7 @@ def load_tokenizer(folder: str) -> Encode:
 
 def read_sharegpt(f: TextIO, path: str, *, context_len: int | None = None,
                   tokenizer: str | None = None, chars_per_token: float = DEFAULT_CHARS_PER_TOKEN,
-                  turns: str = "all") -> TraceRequests:
+                  turns: str = "all") -> RequestFile:
     """The requests of a ShareGPT file (see the module docstring).
 
     Args:
@@ -107,7 +107,7 @@ def read_sharegpt(f: TextIO, path: str, *, context_len: int | None = None,
                         "nesting Python can parse") from None
     if not isinstance(data, list):
         raise bad_value(path, type(data).__name__, "a JSON list of conversations (ShareGPT)")
-    builder = TraceBuilder(path, context_len)
+    builder = RequestFileBuilder(path, context_len)
     skipped = 0
     for ci, conv in enumerate(data, 1):
         where = f"{path} conversation {ci}"
@@ -129,7 +129,7 @@ def read_sharegpt(f: TextIO, path: str, *, context_len: int | None = None,
     return builder.done(notes)
 
 
-def _add_conversation(builder: TraceBuilder, where: str, ci: int, cid: str, msgs: list[object],
+def _add_conversation(builder: RequestFileBuilder, where: str, ci: int, cid: str, msgs: list[object],
                       encode: Encode | None, chars_per_token: float, first_only: bool) -> int:
     """Add one conversation's answered turns; return how many were skipped (an empty
     prompt or answer: 0 tokens)."""

@@ -24,7 +24,7 @@ EXAMPLES = Path(__file__).parents[2] / "pagedkv" / "workloads" / "examples"
 CHAT = str(EXAMPLES / "chat.jsonl")
 # four settings, no two rows alike: a pool too small to keep much of the conversations' history
 # (4.8 % of prompt tokens from the radix cache) and one that keeps it (52 %), cache on and off
-SWEEP = ["--trace", CHAT, "--sweep", "radix_cache=on,off", "--sweep", "max_total_tokens=4000,60000"]
+SWEEP = ["--requests-file", CHAT, "--sweep", "radix_cache=on,off", "--sweep", "max_total_tokens=4000,60000"]
 
 
 def report(capsys: pytest.CaptureFixture[str], tmp_path: Path, name: str, *extra: str
@@ -111,7 +111,7 @@ def test_a_refused_request_in_a_worker_is_the_serial_error(capsys: pytest.Captur
     the worker and the error comes back with its message alone, as serially (exit 2)."""
     errors = []
     for workers in ("1", "2"):
-        code = main(["simulate", "--quiet", "--trace", CHAT, "--sweep", "max_total_tokens=50000,300",
+        code = main(["simulate", "--quiet", "--requests-file", CHAT, "--sweep", "max_total_tokens=50000,300",
                      "--workers", workers])
         err = capsys.readouterr().err
         assert code == 2 and "Traceback" not in err
@@ -154,7 +154,7 @@ def _values(entry: object) -> list[object]:
 
 def test_the_workload_pickles(capsys: pytest.CaptureFixture[str]) -> None:
     """What worker processes and Ray tasks receive: the same requests after a round trip."""
-    for argv in (["--trace", CHAT, "--rate", "3"], ["--workload", "chat", "--num-requests", "20"]):
+    for argv in (["--requests-file", CHAT, "--rate", "3"], ["--workload", "chat", "--num-requests", "20"]):
         from pagedkv.entrypoints.cli import build_parser
 
         args = build_parser().parse_args(["simulate", *argv])
@@ -174,7 +174,7 @@ def test_the_workload_pickles(capsys: pytest.CaptureFixture[str]) -> None:
      "--workers=2 is invalid; valid: only without --ray"),
 ])
 def test_bad_parallel_flags_exit_2(capsys: pytest.CaptureFixture[str], argv: list[str], message: str) -> None:
-    code = main(["simulate", "--quiet", "--trace", CHAT, *argv])
+    code = main(["simulate", "--quiet", "--requests-file", CHAT, *argv])
     err = capsys.readouterr().err
     assert code == 2 and message in err and "Traceback" not in err
 
@@ -208,7 +208,7 @@ def test_ray_gives_the_serial_bytes(capsys: pytest.CaptureFixture[str], tmp_path
 
 
 def test_ray_refusal_is_the_serial_error(capsys: pytest.CaptureFixture[str], local_ray: object) -> None:
-    argv = ["simulate", "--quiet", "--trace", CHAT, "--sweep", "max_total_tokens=50000,300"]
+    argv = ["simulate", "--quiet", "--requests-file", CHAT, "--sweep", "max_total_tokens=50000,300"]
     assert main([*argv, "--workers", "1"]) == 2
     serial_err = capsys.readouterr().err
     assert main([*argv, "--ray"]) == 2

@@ -149,7 +149,7 @@ def test_request_larger_than_pool_is_rejected() -> None:
                   config=SchedulerConfig(chunked_prefill_size=8))
 
 
-def test_simulate_trace_format_and_metrics() -> None:
+def test_simulate_requests_format_and_metrics() -> None:
     res = simulate(fixed(20, 100, 50, rate=50.0, seed=1), model="llama-3-8b",
                    gpu="h100-sxm-80gb", page_size=16, max_total_tokens=2000, arrival_rate=50.0)
     d = json.loads(res.trace.to_json())

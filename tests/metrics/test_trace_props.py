@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 
 from pagedkv.managers import FixedStepTime, Scheduler, SchedulerConfig
 from pagedkv.metrics.request_metrics import RequestTable
-from pagedkv.workloads.trace_files import load_trace
+from pagedkv.workloads.request_files import load_requests
 
 row = st.fixed_dictionaries(
     {"prompt_len": st.integers(1, 300), "output_len": st.integers(1, 60)},
@@ -50,7 +50,7 @@ def test_jsonl_and_csv_read_the_same_requests(raw: list[dict[str, object]], gaps
         b_path.write_text(",".join(cols) + "\n" + "".join(
             ",".join("" if r.get(c) is None else str(r[c]).lower() if isinstance(r[c], bool)
                      else str(r[c]) for c in cols) + "\n" for r in rows))
-        a, b = load_trace(str(a_path)), load_trace(str(b_path))
+        a, b = load_requests(str(a_path)), load_requests(str(b_path))
     for col in ("prompt_len", "output_len", "max_new_tokens", "arrival_s", "ignore_eos", "follows",
                 "conversation", "turn"):
         assert np.array_equal(getattr(a, col), getattr(b, col)), col
@@ -68,7 +68,7 @@ def test_per_request_metrics_add_up(raw: list[dict[str, object]], gaps: list[flo
     with tempfile.TemporaryDirectory() as tmp:
         path = Path(tmp) / "t.jsonl"
         path.write_text("".join(json.dumps(r) + "\n" for r in rows))
-        trace = load_trace(str(path))
+        trace = load_requests(str(path))
     pool = 64 * (-(-max(int(p) + 80 for p in trace.prompt_len) // 64)) * 4
     s = Scheduler(trace.specs(trace.arrival_s), max_total_num_tokens=pool, page_size=page,
                   radix_cache=radix, step_time=FixedStepTime(0.01),

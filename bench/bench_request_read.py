@@ -1,13 +1,13 @@
-"""Reading a million-request JSON Lines trace: the whole-text reader against line by line.
+"""Reading a million-request JSON Lines file: the whole-text reader against line by line.
 
-Writes the ShareGPT-like trace ``bench/bench_trace.py`` writes (seed 0), then reads it with
-``pagedkv.workloads.trace_files.load_trace`` in a fresh child process per reader and per
+Writes the ShareGPT-like requests file ``bench/bench_long_run.py`` writes (seed 0), then reads it with
+``pagedkv.workloads.request_files.load_requests`` in a fresh child process per reader and per
 repeat: the default reader (plain rows parsed a block of lines per ``json.loads`` call) and
 the line by line reader alone (the whole-text reader switched off). Reports each child's CPU
 seconds for the read (``time.process_time``, start-up excluded) and its peak resident memory
 (``ru_maxrss``, start-up included), and checks that both readers give the same columns.
 
-Run: ``python bench/bench_trace_read.py [--requests N] [--rate R] [--repeat K] [--out FILE.json]``;
+Run: ``python bench/bench_request_read.py [--requests N] [--rate R] [--repeat K] [--out FILE.json]``;
 ``--out`` writes the figures with the machine, load and commit they were taken on
 (``bench/cpu_provenance.py``). On a shared machine CPU seconds are the fairer figure, and
 even they grow with the load (caches and cores are shared): compare runs taken together.
@@ -25,7 +25,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from bench_trace import write_trace
+from bench_long_run import write_requests
 from cpu_provenance import environment
 
 COLUMNS = ("line", "prompt_len", "output_len", "max_new_tokens", "arrival_s", "ignore_eos",
@@ -34,16 +34,16 @@ COLUMNS = ("line", "prompt_len", "output_len", "max_new_tokens", "arrival_s", "i
 
 def read_once(path: str, whole_text: bool, out: mp.Queue) -> None:
     """In a child: read ``path`` and put (CPU s, peak bytes, digest of the columns)."""
-    import pagedkv.workloads.trace_files as trace_files
+    import pagedkv.workloads.request_files as request_files
 
     if not whole_text:
-        trace_files._jsonl_plain_columns = lambda _text: None
+        request_files._jsonl_plain_columns = lambda _text: None
     start = time.process_time()
-    trace = trace_files.load_trace(path)
+    requests = request_files.load_requests(path)
     cpu = time.process_time() - start
     digest = hashlib.sha256()
     for name in COLUMNS:
-        col = getattr(trace, name)
+        col = getattr(requests, name)
         digest.update(b"none" if col is None else col.tobytes())
     out.put((cpu, resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024, digest.hexdigest()))
 
@@ -66,12 +66,12 @@ def main() -> None:
     parser.add_argument("--out", type=Path, help="write the figures as JSON here")
     args = parser.parse_args()
     env = environment()
-    import pagedkv.workloads.trace_files  # noqa: F401  (imported once, before the forks)
+    import pagedkv.workloads.request_files  # noqa: F401  (imported once, before the forks)
 
     results = {}
     with tempfile.TemporaryDirectory() as tmp:
         path = Path(tmp) / f"sharegpt_{args.requests}.jsonl"
-        writer = mp.get_context("fork").Process(target=write_trace, args=(path, args.requests, args.rate))
+        writer = mp.get_context("fork").Process(target=write_requests, args=(path, args.requests, args.rate))
         writer.start()  # in a child, so that the readers do not inherit its memory
         writer.join()
         size = path.stat().st_size
@@ -86,7 +86,7 @@ def main() -> None:
           f"load average {os.getloadavg()[0]:.2f}")
     if args.out:
         args.out.parent.mkdir(parents=True, exist_ok=True)
-        args.out.write_text(json.dumps({"benchmark": "bench/bench_trace_read.py", **env,
+        args.out.write_text(json.dumps({"benchmark": "bench/bench_request_read.py", **env,
                                         "requests": args.requests, "rate": args.rate,
                                         "file_bytes": size, "same_columns": same,
                                         "results": results}, indent=1) + "\n")

@@ -29,8 +29,8 @@ from pagedkv.managers.trace import Event
 from pagedkv.managers.trace_summary import SummaryTrace
 from pagedkv.metrics.metrics import Metrics
 from pagedkv.metrics.request_metrics import RequestTable, Row
+from pagedkv.workloads.request_rows import RequestFile
 from pagedkv.workloads.synthetic import RequestSpec
-from pagedkv.workloads.trace_rows import TraceRequests
 
 PROGRESS_DELAY_S = 2.0  # runs shorter than this show no bar
 
@@ -61,7 +61,7 @@ class RunOutcome:
 
 
 def run_requests(engine: Engine, specs: Iterable[RequestSpec], num_requests: int, *,
-                 source: TraceRequests | None = None, sinks: list[Callable[[Row], None]] | None = None,
+                 source: RequestFile | None = None, sinks: list[Callable[[Row], None]] | None = None,
                  on_log: Callable[[str], None] | None = None, quiet: bool = False,
                  label: str = "requests") -> RunOutcome:
     """Simulate ``specs`` (``num_requests`` of them) on ``engine``'s pool.
@@ -70,7 +70,7 @@ def run_requests(engine: Engine, specs: Iterable[RequestSpec], num_requests: int
         engine: from :func:`pagedkv.entrypoints.simulation.simulated_engine`.
         specs: the requests, in rid order (an iterator is fine: it is read once).
         num_requests: how many ``specs`` holds.
-        source: the trace they came from, for the per-request table's ``line`` columns.
+        source: the requests file they came from, for the per-request table's ``line`` columns.
         sinks: receive each finished request's row (see :class:`RequestTable`).
         on_log: receives each SGLang-format log line as it is printed.
         quiet: no progress bar.

@@ -1,4 +1,4 @@
-"""``pagedkv simulate`` on trace files: per-request metrics, sweeps, long-run behaviour and
+"""``pagedkv simulate`` on requests files: per-request metrics, sweeps, long-run behaviour and
 every bad input of issue 15 (a named error, exit status 2, no traceback)."""
 
 from __future__ import annotations
@@ -52,9 +52,9 @@ def test_metrics_follow_bench_serving_definitions(disable_overlap_schedule: bool
     assert summary["output_throughput"] == pytest.approx(5 / summary["duration_s"])
 
 
-@pytest.mark.parametrize("trace", [CHAT, CSV, SHAREGPT])
-def test_each_format_runs_from_the_readme(capsys: pytest.CaptureFixture[str], trace: str) -> None:
-    code, out, _ = simulate(capsys, "--trace", trace)
+@pytest.mark.parametrize("path", [CHAT, CSV, SHAREGPT])
+def test_each_format_runs_from_the_readme(capsys: pytest.CaptureFixture[str], path: str) -> None:
+    code, out, _ = simulate(capsys, "--requests-file", path)
     assert code == 0
     assert "times are modelled, not measured: roofline step-time model" in out
     for label in ("TTFT", "TPOT (mean inter-token)", "end-to-end", "queueing", "throughput:",
@@ -63,16 +63,16 @@ def test_each_format_runs_from_the_readme(capsys: pytest.CaptureFixture[str], tr
 
 
 def test_conversations_reuse_their_history(capsys: pytest.CaptureFixture[str]) -> None:
-    report = json.loads(simulate(capsys, "--trace", CHAT, "--json")[1])
+    report = json.loads(simulate(capsys, "--requests-file", CHAT, "--json")[1])
     turns = [r for r in report["requests"] if r["conversation_id"] is not None and r["turn"] > 1]
     assert turns and all(r["cached_tokens"] > 0 for r in turns)
-    off = json.loads(simulate(capsys, "--trace", CHAT, "--json", "--disable-radix-cache")[1])
+    off = json.loads(simulate(capsys, "--requests-file", CHAT, "--json", "--disable-radix-cache")[1])
     assert off["summary"]["cached_tokens"] == 0 < report["summary"]["cached_tokens"]
 
 
 def test_csv_table_streams_every_request(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
     path = tmp_path / "per_request.csv"
-    code, out, _ = simulate(capsys, "--trace", CSV, "--max-total-tokens", "6000", "--policy",
+    code, out, _ = simulate(capsys, "--requests-file", CSV, "--max-total-tokens", "6000", "--policy",
                             "no_reserve", "--csv", str(path))
     assert code == 0 and f"per-request table: {path} (40 rows)" in out
     rows = list(csv.DictReader(path.open()))
@@ -83,7 +83,7 @@ def test_csv_table_streams_every_request(capsys: pytest.CaptureFixture[str], tmp
 
 def test_sweep_table_and_offline_plot(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
     plot = tmp_path / "sweep.html"
-    code, out, _ = simulate(capsys, "--trace", CSV, "--sweep", "mem_fraction_static=0.8,0.9",
+    code, out, _ = simulate(capsys, "--requests-file", CSV, "--sweep", "mem_fraction_static=0.8,0.9",
                             "--sweep", "page_size=1,64", "--max-total-tokens", "20000",
                             "--plot", str(plot))
     assert code == 0
@@ -92,7 +92,7 @@ def test_sweep_table_and_offline_plot(capsys: pytest.CaptureFixture[str], tmp_pa
     assert "TTFT p50 ms" in out and "pool tokens" in out
     html = plot.read_text()
     assert "<script src=\"https://" not in html and "Plotly.newPlot" in html  # plotly.js inlined
-    data = json.loads(simulate(capsys, "--trace", CSV, "--sweep", "radix_cache=on,off",
+    data = json.loads(simulate(capsys, "--requests-file", CSV, "--sweep", "radix_cache=on,off",
                                "--sweep", "policy=sglang,no_reserve", "--json")[1])
     assert [r["setting"] for r in data["sweep"]] == [
         "radix_cache=on policy=sglang", "radix_cache=on policy=no_reserve",
@@ -111,26 +111,26 @@ def test_ctrl_c_stops_with_the_partial_summary(capsys: pytest.CaptureFixture[str
         return step(self)
 
     monkeypatch.setattr(Scheduler, "step", interrupted_step)
-    code, out, _ = simulate(capsys, "--trace", CHAT)
+    code, out, _ = simulate(capsys, "--requests-file", CHAT)
     assert code == 130
     assert "INTERRUPTED (Ctrl-C): partial summary over the" in out and "of 43 requests" in out
     calls.clear()
-    code, out, _ = simulate(capsys, "--trace", CHAT, "--json")
+    code, out, _ = simulate(capsys, "--requests-file", CHAT, "--json")
     report = json.loads(out)
     assert code == 130 and report["interrupted"] and 0 < report["summary"]["completed"] < 43
 
 
 def test_progress_bar_only_on_a_terminal(capsys: pytest.CaptureFixture[str],
                                          monkeypatch: pytest.MonkeyPatch) -> None:
-    import pagedkv.entrypoints.trace_run as trace_run
+    import pagedkv.entrypoints.long_run as long_run
 
-    monkeypatch.setattr(trace_run, "PROGRESS_DELAY_S", 0.0)
-    assert main(["simulate", "--trace", CHAT]) == 0
+    monkeypatch.setattr(long_run, "PROGRESS_DELAY_S", 0.0)
+    assert main(["simulate", "--requests-file", CHAT]) == 0
     assert "req" not in capsys.readouterr().err  # stderr is not a terminal here
     monkeypatch.setattr(sys.stderr, "isatty", lambda: True)
-    assert main(["simulate", "--trace", CHAT]) == 0
+    assert main(["simulate", "--requests-file", CHAT]) == 0
     assert "43/43" in capsys.readouterr().err
-    assert main(["simulate", "--trace", CHAT, "--quiet"]) == 0
+    assert main(["simulate", "--requests-file", CHAT, "--quiet"]) == 0
     assert "43/43" not in capsys.readouterr().err
 
 
@@ -150,35 +150,38 @@ BAD = [
     (["--chars-per-token", "inf"], {}, "--chars-per-token=inf is invalid"),
     (["--sweep", "mem_fraction_static=0.8,nan"], {}, "--sweep mem_fraction_static=nan is invalid"),
     (["--seed", "-1"], {}, "--seed=-1 is invalid; valid: an integer >= 0"),
-    (["--trace", "missing.jsonl"], {}, "valid: an existing file"),
-    (["--trace", "empty.jsonl"], {"empty.jsonl": ""}, "valid: a file with at least one request"),
-    (["--trace", "bad.jsonl"], {"bad.jsonl": '{"prompt_len": 5, "output_len": 2}\n{"prompt_len": 5,\n'},
+    (["--requests-file", "missing.jsonl"], {}, "valid: an existing file"),
+    (["--requests-file", "empty.jsonl"], {"empty.jsonl": ""}, "valid: a file with at least one request"),
+    (["--requests-file", "bad.jsonl"],
+     {"bad.jsonl": '{"prompt_len": 5, "output_len": 2}\n{"prompt_len": 5,\n'},
      "bad.jsonl line 2="),
-    (["--trace", "bad.json"], {"bad.json": '[{"conversations": ['}, "valid: ShareGPT JSON"),
-    (["--trace", "bad.csv"], {"bad.csv": "prompt,output\n5,2\n"}, "bad.csv line 1 (CSV header)"),
-    (["--trace", "cells.csv"], {"cells.csv": "prompt_len,output_len\n5,2\n5,2,9\n"},
+    (["--requests-file", "bad.json"], {"bad.json": '[{"conversations": ['}, "valid: ShareGPT JSON"),
+    (["--requests-file", "bad.csv"], {"bad.csv": "prompt,output\n5,2\n"}, "bad.csv line 1 (CSV header)"),
+    (["--requests-file", "cells.csv"], {"cells.csv": "prompt_len,output_len\n5,2\n5,2,9\n"},
      "cells.csv line 3='9' is invalid; valid: at most 2 cells"),
-    (["--trace", "neg.jsonl"],
+    (["--requests-file", "neg.jsonl"],
      {"neg.jsonl": '{"prompt_len": 5, "output_len": 2}\n{"prompt_len": 5, "output_len": -2}\n'},
      "neg.jsonl line 2: output_len=-2 is invalid; valid: an integer >= 1"),
-    (["--trace", "miss.csv"], {"miss.csv": "prompt_len,output_len\n5,2\n,3\n"},
+    (["--requests-file", "miss.csv"], {"miss.csv": "prompt_len,output_len\n5,2\n,3\n"},
      "miss.csv line 3: prompt_len=None is invalid; valid: an integer >= 1"),
-    (["--trace", "order.jsonl"], {"order.jsonl": '{"prompt_len": 5, "output_len": 2, "arrival_s": 2}\n'
-                                                 '{"prompt_len": 5, "output_len": 2, "arrival_s": 1}\n'},
+    (["--requests-file", "order.jsonl"],
+     {"order.jsonl": '{"prompt_len": 5, "output_len": 2, "arrival_s": 2}\n'
+                     '{"prompt_len": 5, "output_len": 2, "arrival_s": 1}\n'},
      "order.jsonl line 2: arrival_s=1 is invalid; valid: >= 2.0, the request before it"),
-    (["--trace", "big.jsonl"], {"big.jsonl": '{"prompt_len": 100000000000000000000, "output_len": 5}\n'},
+    (["--requests-file", "big.jsonl"],
+     {"big.jsonl": '{"prompt_len": 100000000000000000000, "output_len": 5}\n'},
      "big.jsonl line 1: prompt_len=100000000000000000000 is invalid; valid: an integer from 1 to "
      "9223372036854775807 (2**63 - 1)"),
-    (["--trace", "big.csv"], {"big.csv": "prompt_len,output_len\n5,100000000000000000000\n"},
+    (["--requests-file", "big.csv"], {"big.csv": "prompt_len,output_len\n5,100000000000000000000\n"},
      "big.csv line 2: output_len=100000000000000000000 is invalid; valid: an integer from 1 to "
      "9223372036854775807"),
-    (["--trace", "long.jsonl"], {"long.jsonl": '{"prompt_len": 8000, "output_len": 500}\n'},
+    (["--requests-file", "long.jsonl"], {"long.jsonl": '{"prompt_len": 8000, "output_len": 500}\n'},
      "long.jsonl line 1: prompt_len + output_len=8500 is invalid; valid: <= the model's context "
      "length, 8192"),
     (["--csv", "t.csv", "--sweep", "page_size=1,16"], {},
      "--csv='t.csv' is invalid; valid: only without --sweep"),
     (["--plot", "p.html"], {}, "--plot='p.html' is invalid; valid: only with --sweep"),
-    (["--trace", "t.jsonl", "--all-at-once", "--rate", "3"],
+    (["--requests-file", "t.jsonl", "--all-at-once", "--rate", "3"],
      {"t.jsonl": '{"prompt_len": 5, "output_len": 2}\n'},
      "--rate=3.0 is invalid; valid: omitted with --all-at-once"),
     (["--sweep", "colour=red"], {}, "valid: NAME=V1,V2,... with NAME one of mem_fraction_static"),
@@ -198,8 +201,8 @@ def test_bad_input_is_a_named_error(capsys: pytest.CaptureFixture[str], tmp_path
 
 def test_bad_input_exits_2_without_traceback_in_a_real_process(tmp_path: Path) -> None:
     for argv in (["--weights-gib", "nan"], ["--seed", "-3"],
-                 ["--trace", jsonl(tmp_path, "n.jsonl", '{"prompt_len": -1, "output_len": 2}')],
-                 ["--trace", jsonl(tmp_path, "b.jsonl", '{"prompt_len": 100000000000000000000, '
+                 ["--requests-file", jsonl(tmp_path, "n.jsonl", '{"prompt_len": -1, "output_len": 2}')],
+                 ["--requests-file", jsonl(tmp_path, "b.jsonl", '{"prompt_len": 100000000000000000000, '
                                                         '"output_len": 5}')]):
         proc = subprocess.run([sys.executable, "-m", "pagedkv", "simulate", *argv],
                               capture_output=True, text=True, check=False)
@@ -208,15 +211,15 @@ def test_bad_input_exits_2_without_traceback_in_a_real_process(tmp_path: Path) -
 
 
 def readme_commands() -> list[list[str]]:
-    """The README's ``pagedkv simulate --trace`` commands, continuation lines joined."""
+    """The README's ``pagedkv simulate --requests-file`` commands, continuation lines joined."""
     import shlex
 
     text = (Path(__file__).parents[2] / "README.md").read_text().replace("\\\n", " ")
     return [shlex.split(line.split(">")[0])[1:] for line in text.splitlines()
-            if line.startswith(".venv/bin/pagedkv simulate --trace")]
+            if line.startswith(".venv/bin/pagedkv simulate --requests-file")]
 
 
-def test_readme_trace_examples_run(capsys: pytest.CaptureFixture[str], tmp_path: Path,
+def test_readme_request_file_examples_run(capsys: pytest.CaptureFixture[str], tmp_path: Path,
                                    monkeypatch: pytest.MonkeyPatch) -> None:
     commands = readme_commands()
     assert len(commands) >= 4 and any("--sweep" in c for c in commands)
@@ -239,15 +242,15 @@ def test_sigint_in_a_real_process_exits_130_without_traceback(tmp_path: Path) ->
 
     from pagedkv.workloads.synthetic import sharegpt_like
 
-    trace = tmp_path / "long.jsonl"
-    trace.write_text("".join(f'{{"prompt_len": {s.prompt_len}, "output_len": {s.output_len}}}\n'
+    path = tmp_path / "long.jsonl"
+    path.write_text("".join(f'{{"prompt_len": {s.prompt_len}, "output_len": {s.output_len}}}\n'
                              for s in sharegpt_like(100_000, seed=1)))
-    proc = subprocess.Popen([sys.executable, "-m", "pagedkv", "simulate", "--trace", str(trace),
+    proc = subprocess.Popen([sys.executable, "-m", "pagedkv", "simulate", "--requests-file", str(path),
                              "--disable-radix-cache", "--quiet", "--log"],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, bufsize=0,
                             env={**os.environ, "PYTHONUNBUFFERED": "1"})
     try:
-        seen, deadline = b"", time.monotonic() + 300  # generous: reading the trace under load
+        seen, deadline = b"", time.monotonic() + 300  # generous: reading the file under load
         while b"Prefill batch" not in seen:  # the first step's log line: the loop is running
             left = deadline - time.monotonic()
             assert left > 0 and select.select([proc.stdout], [], [], left)[0], \
@@ -264,3 +267,11 @@ def test_sigint_in_a_real_process_exits_130_without_traceback(tmp_path: Path) ->
     assert proc.returncode == 130, err
     assert "Traceback" not in err
     assert "INTERRUPTED (Ctrl-C): partial summary" in out, (out[-2000:], err)
+
+
+def test_the_old_trace_flag_names_its_new_name(capsys: pytest.CaptureFixture[str]) -> None:
+    """``--trace FILE`` (the flag's name before "trace" meant only the run's record) exits 2 with
+    a pointer to ``--requests-file``, not argparse's bare "unrecognized arguments"."""
+    code, _, err = simulate(capsys, "--trace", CHAT)
+    assert code == 2
+    assert "--trace" in err and "--requests-file FILE" in err and "Traceback" not in err

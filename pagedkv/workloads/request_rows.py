@@ -1,14 +1,14 @@
-"""Requests read from a trace file, checked row by row and kept column by column.
+"""Requests read from a requests file, checked row by row and kept column by column.
 
-Every reader (:mod:`pagedkv.workloads.trace_files` for JSON Lines and CSV,
+Every reader (:mod:`pagedkv.workloads.request_files` for JSON Lines and CSV,
 :mod:`pagedkv.workloads.sharegpt` for ShareGPT JSON) hands each request to
-:meth:`TraceBuilder.add` with where it came from (``"requests.csv line 7"``); a bad value is
+:meth:`RequestFileBuilder.add` with where it came from (``"requests.csv line 7"``); a bad value is
 refused there with that place, the field, the value and the valid range (a file of plain
 rows, lengths and times only, is first checked column by column with numpy, and read row by
 row only if that finds something to name). The result,
-:class:`TraceRequests`, keeps lengths and times as numpy columns (a million requests take
-tens of MB) and makes the scheduler's entries (:class:`TraceEntry`, the fields of
-:class:`~pagedkv.workloads.synthetic.RequestSpec`) one at a time (:meth:`TraceRequests.specs`).
+:class:`RequestFile`, keeps lengths and times as numpy columns (a million requests take
+tens of MB) and makes the scheduler's entries (:class:`RequestEntry`, the fields of
+:class:`~pagedkv.workloads.synthetic.RequestSpec`) one at a time (:meth:`RequestFile.specs`).
 
 Conversations. A request with a ``conversation_id`` is a turn of that conversation; its turns
 are served in file order (a ``turn`` number, if given, must grow), and each turn is sent
@@ -33,7 +33,7 @@ import numpy as np
 from pagedkv.errors import bad_value
 
 NO_CONVERSATION = -1
-_CHUNK = 65_536  # requests turned into Python values at a time by TraceRequests.specs
+_CHUNK = 65_536  # requests turned into Python values at a time by RequestFile.specs
 PLAIN_KEYS = frozenset({"prompt_len", "output_len", "max_new_tokens", "arrival_s", "ignore_eos"})
 INT64_MAX = 2**63 - 1  # the columns are int64: a larger length or id cannot be kept
 _MADE_UP_BASE = np.int64(1) << 50  # above any vocabulary and the scheduler's own made-up ids
@@ -88,7 +88,7 @@ def _seconds(value: int | float) -> float:
         return math.inf
 
 
-class TraceEntry(NamedTuple):
+class RequestEntry(NamedTuple):
     """One request as the scheduler reads it: the fields of
     :class:`~pagedkv.workloads.synthetic.RequestSpec`, as a named tuple because a run makes
     one per request (a million of them four times faster than the frozen dataclass)."""
@@ -104,8 +104,8 @@ class TraceEntry(NamedTuple):
 
 
 @dataclass
-class TraceRequests:
-    """A trace's requests in file order (request ``i`` is the scheduler's ``rid = i``).
+class RequestFile:
+    """A requests file's requests in file order (request ``i`` is the scheduler's ``rid = i``).
 
     Attributes:
         source: the file, as named to the user.
@@ -140,7 +140,7 @@ class TraceRequests:
     def __len__(self) -> int:
         return len(self.prompt_len)
 
-    def specs(self, arrivals: np.ndarray) -> Iterator[TraceEntry]:
+    def specs(self, arrivals: np.ndarray) -> Iterator[RequestEntry]:
         """The scheduler's entries, one at a time, with ``arrivals`` (seconds, one per
         request; a later turn is sent no earlier than the turn before it finishes). A
         shorter ``arrivals`` gives the first ``len(arrivals)`` requests.
@@ -165,11 +165,11 @@ class TraceRequests:
                     if out is None:
                         out = made_up_ids(i, p, p + o)
                     history[conv] = np.concatenate((ids, out))
-                yield TraceEntry(p, o, cap, t, ids, out, None if prev < 0 else prev, eos)
+                yield RequestEntry(p, o, cap, t, ids, out, None if prev < 0 else prev, eos)
 
 
-class TraceBuilder:
-    """Collects checked requests; :meth:`done` returns the :class:`TraceRequests`.
+class RequestFileBuilder:
+    """Collects checked requests; :meth:`done` returns the :class:`RequestFile`.
 
     Args:
         source: the file's name as shown in messages.
@@ -272,15 +272,15 @@ class TraceBuilder:
         self._conv_last[conv] = (len(self), turn, p + o)
         return conv, turn, prev
 
-    def done(self, notes: list[str] | None = None) -> TraceRequests:
+    def done(self, notes: list[str] | None = None) -> RequestFile:
         """The collected requests. Raises ConfigError if there are none."""
         if not len(self):
-            raise bad_value("trace", self.source, "a file with at least one request")
+            raise bad_value("--requests-file", self.source, "a file with at least one request")
         c = self._cols
         i64 = {k: np.asarray(c[k], dtype=np.int64) for k in
                ("line", "prompt_len", "output_len", "max_new_tokens", "follows", "conversation",
                 "turn")}
-        return TraceRequests(
+        return RequestFile(
             self.source, i64["line"], i64["prompt_len"], i64["output_len"], i64["max_new_tokens"],
             np.asarray(c["arrival_s"], dtype=np.float64) if self._has_times else None,
             np.asarray(c["ignore_eos"], dtype=bool), i64["follows"], i64["conversation"],

@@ -12,9 +12,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-import pagedkv.workloads.trace_files as trace_files
+import pagedkv.workloads.request_files as request_files
 from pagedkv.errors import ConfigError
-from pagedkv.workloads.trace_files import load_trace
+from pagedkv.workloads.request_files import load_requests
 
 COLUMNS = ("line", "prompt_len", "output_len", "max_new_tokens", "arrival_s", "ignore_eos",
            "follows", "conversation", "turn")
@@ -37,22 +37,22 @@ odd = st.sampled_from([
 
 
 def read_both(text: str, context_len: int | None = None) -> tuple[object, object]:
-    """``load_trace`` of ``text`` (as bytes, line ends kept) with the whole-text reader and
-    with it switched off: each a TraceRequests or the ConfigError's message."""
+    """``load_requests`` of ``text`` (as bytes, line ends kept) with the whole-text reader and
+    with it switched off: each a RequestFile or the ConfigError's message."""
     out = []
     with tempfile.TemporaryDirectory() as tmp:
         path = Path(tmp) / "t.jsonl"
         path.write_bytes(text.encode())
         for fast in (True, False):
-            saved = trace_files._jsonl_plain_columns
+            saved = request_files._jsonl_plain_columns
             if not fast:
-                trace_files._jsonl_plain_columns = lambda _text: None
+                request_files._jsonl_plain_columns = lambda _text: None
             try:
-                out.append(load_trace(str(path), context_len=context_len))
+                out.append(load_requests(str(path), context_len=context_len))
             except ConfigError as exc:
                 out.append(str(exc))
             finally:
-                trace_files._jsonl_plain_columns = saved
+                request_files._jsonl_plain_columns = saved
     return out[0], out[1]
 
 
@@ -85,11 +85,11 @@ def test_whole_text_reader_equals_line_by_line(lines: list[str], end: str, last_
     '{"prompt_len": 6, "output_len": 3, "arrival_s": 1.5}\n'])
 def test_whole_text_reader_takes_plain_files(text: str, monkeypatch: pytest.MonkeyPatch) -> None:
     """These files are read by the whole-text reader (not handed on), with their line numbers."""
-    monkeypatch.setattr(trace_files, "_jsonl_rows", None)  # the line by line reader is not used
+    monkeypatch.setattr(request_files, "_jsonl_rows", None)  # the line by line reader is not used
     with tempfile.TemporaryDirectory() as tmp:
         path = Path(tmp) / "t.jsonl"
         path.write_bytes(text.encode())
-        t = load_trace(str(path))
+        t = load_requests(str(path))
     assert t.prompt_len.tolist() == [5, 6] and t.output_len.tolist() == [2, 3]
     assert t.line.tolist() == ([1, 4] if "\n\n" in text else [1, 2])
 

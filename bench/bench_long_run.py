@@ -1,21 +1,21 @@
-"""A million-request trace through ``pagedkv simulate``: CPU time, wall time and peak memory.
+"""A million requests through ``pagedkv simulate``: CPU time, wall time and peak memory.
 
-Writes a ShareGPT-like JSON Lines trace (``pagedkv.workloads.synthetic.sharegpt_like``, seed
+Writes a ShareGPT-like JSON Lines requests file (``pagedkv.workloads.synthetic.sharegpt_like``, seed
 0: log-normal prompt and output lengths with the vLLM paper's ShareGPT means, max_new_tokens
 2048; all requests at t=0 unless ``--rate``), then runs, in a child process pinned to one
 CPU core, once per radix-cache mode (``--radix off``, ``on`` or ``both``)::
 
-    python -m pagedkv simulate --trace FILE [--disable-radix-cache] --quiet --csv PER_REQUEST.csv
+    python -m pagedkv simulate --requests-file FILE [--disable-radix-cache] --quiet --csv PER_REQUEST.csv
 
 on Llama-3-8B's pool on one H100 SXM 80GB, and reports the child's CPU seconds (user +
-system, its own ``rusage``), its wall time (start-up, reading the trace, simulating, writing
+system, its own ``rusage``), its wall time (start-up, reading the requests file, simulating, writing
 the per-request table), the part spent simulating (as the CLI reports it, wall time) and its
 peak resident memory (``ru_maxrss``). Targets (issue 24): under 60 CPU-seconds and under
-2 GiB for 1,000,000 requests with the radix cache off. The trace's requests share no
+2 GiB for 1,000,000 requests with the radix cache off. Its requests share no
 prefix, so the radix cache on measures the tree's upkeep, not reuse. On a shared machine
 wall time counts the time the child waited for its core: compare CPU seconds.
 
-Run: ``python bench/bench_trace.py [--requests N] [--rate R] [--radix off|on|both]
+Run: ``python bench/bench_long_run.py [--requests N] [--rate R] [--radix off|on|both]
 [--keep DIR] [--out FILE.json]``; ``--out`` writes the figures with the machine, load and
 commit they were taken on (``bench/cpu_provenance.py``).
 """
@@ -40,8 +40,8 @@ TARGET_CPU_S = 60.0
 TARGET_BYTES = 2 * 2**30
 
 
-def write_trace(path: Path, n: int, rate: float | None) -> None:
-    """The ShareGPT-like trace, one JSON object per line."""
+def write_requests(path: Path, n: int, rate: float | None) -> None:
+    """The ShareGPT-like requests, one JSON object per line."""
     specs = sharegpt_like(n, rate=rate, seed=0)
     with path.open("w") as f:
         for s in specs:
@@ -83,7 +83,8 @@ def main() -> None:
     parser.add_argument("--rate", type=float, help="Poisson arrivals in requests/s (default: all at t=0)")
     parser.add_argument("--radix", choices=("off", "on", "both"), default="off",
                         help="the radix cache off (the target's case), on, or both runs")
-    parser.add_argument("--keep", type=Path, help="write the trace and the table here (default: a temp dir)")
+    parser.add_argument("--keep", type=Path,
+                        help="write the requests file and the table here (default: a temp dir)")
     parser.add_argument("--out", type=Path, help="write the figures as JSON here")
     args = parser.parse_args()
     env = environment()
@@ -91,14 +92,14 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         folder = args.keep or Path(tmp)
         folder.mkdir(parents=True, exist_ok=True)
-        trace, table = folder / f"sharegpt_{args.requests}.jsonl", folder / "per_request.csv"
+        requests, table = folder / f"sharegpt_{args.requests}.jsonl", folder / "per_request.csv"
         start = time.perf_counter()
-        write_trace(trace, args.requests, args.rate)
-        print(f"trace: {args.requests:,} requests, {trace.stat().st_size / 2**20:,.0f} MiB, "
+        write_requests(requests, args.requests, args.rate)
+        print(f"requests file: {args.requests:,} requests, {requests.stat().st_size / 2**20:,.0f} MiB, "
               f"written in {time.perf_counter() - start:.1f} s")
         for mode in (("off", "on") if args.radix == "both" else (args.radix,)):
             load = os.getloadavg()[0]
-            cmd = [sys.executable, "-m", "pagedkv", "simulate", "--trace", str(trace), "--quiet",
+            cmd = [sys.executable, "-m", "pagedkv", "simulate", "--requests-file", str(requests), "--quiet",
                    "--csv", str(table)] + (["--disable-radix-cache"] if mode == "off" else [])
             r = run_child(cmd, folder)
             print(r["stdout"], end="")
@@ -121,7 +122,7 @@ def main() -> None:
                                                  "peak_bytes")}})
     if args.out:
         args.out.parent.mkdir(parents=True, exist_ok=True)
-        args.out.write_text(json.dumps({"benchmark": "bench/bench_trace.py", **env,
+        args.out.write_text(json.dumps({"benchmark": "bench/bench_long_run.py", **env,
                                         "targets": {"cpu_s": TARGET_CPU_S, "peak_bytes": TARGET_BYTES},
                                         "results": results}, indent=1) + "\n")
         print(f"wrote {args.out}")

@@ -1,4 +1,4 @@
-"""Read a trace file: JSON Lines, CSV or ShareGPT JSON, one request per row.
+"""Read a requests file: JSON Lines, CSV or ShareGPT JSON, one request per row.
 
 JSON Lines: one JSON object per line (blank lines skipped), for example::
 
@@ -8,8 +8,8 @@ JSON Lines: one JSON object per line (blank lines skipped), for example::
 
 CSV: a header row naming the same columns; an empty cell is a missing value; token ids are
 written as integers separated by spaces. ShareGPT: see :mod:`pagedkv.workloads.sharegpt`.
-The columns and the rules for conversations are :class:`~pagedkv.workloads.trace_rows.
-TraceBuilder`'s.
+The columns and the rules for conversations are :class:`~pagedkv.workloads.request_rows.
+RequestFileBuilder`'s.
 
 The format comes from ``fmt`` or else the file's name (``.jsonl``/``.ndjson``, ``.csv``); a
 ``.json`` file (or any other name) is ShareGPT if it starts with ``[``, JSON Lines if it
@@ -29,7 +29,7 @@ from typing import TextIO
 import numpy as np
 
 from pagedkv.errors import bad_value
-from pagedkv.workloads.trace_rows import NO_CONVERSATION, PLAIN_KEYS, TraceBuilder, TraceRequests
+from pagedkv.workloads.request_rows import NO_CONVERSATION, PLAIN_KEYS, RequestFile, RequestFileBuilder
 
 _CHUNK = 65_536  # JSON Lines lines parsed by one json.loads call
 _NONE = type(None)
@@ -50,16 +50,16 @@ def detect_format(path: str, head: str) -> str:
     return {"[": "sharegpt", "{": "jsonl"}.get(first, "csv")
 
 
-def open_trace(path: str) -> TextIO:
+def open_requests(path: str) -> TextIO:
     """Open ``path`` for reading as UTF-8; a missing file or a folder is a named error."""
     if not os.path.isfile(path):
-        raise bad_value("--trace", path, "an existing file (JSON Lines, CSV or ShareGPT JSON)")
+        raise bad_value("--requests-file", path, "an existing file (JSON Lines, CSV or ShareGPT JSON)")
     return open(path, encoding="utf-8", newline="")
 
 
-def load_trace(path: str, fmt: str | None = None, *, context_len: int | None = None,
-               **sharegpt_options: object) -> TraceRequests:
-    """Read every request of a trace file.
+def load_requests(path: str, fmt: str | None = None, *, context_len: int | None = None,
+               **sharegpt_options: object) -> RequestFile:
+    """Read every request of a requests file.
 
     Args:
         path: the file.
@@ -73,13 +73,13 @@ def load_trace(path: str, fmt: str | None = None, *, context_len: int | None = N
             line, field, value and the valid range), arrival times out of order.
     """
     if fmt is not None and fmt not in FORMATS:
-        raise bad_value("--trace-format", fmt, ", ".join(FORMATS))
-    with open_trace(path) as f:
+        raise bad_value("--requests-format", fmt, ", ".join(FORMATS))
+    with open_requests(path) as f:
         try:
             head = f.read(4096)
             f.seek(0)
             if not head.strip():
-                raise bad_value("--trace", path, "a file with at least one request (it is empty)")
+                raise bad_value("--requests-file", path, "a file with at least one request (it is empty)")
             fmt = fmt or detect_format(path, head)
             if fmt == "sharegpt":
                 from pagedkv.workloads.sharegpt import read_sharegpt
@@ -90,14 +90,15 @@ def load_trace(path: str, fmt: str | None = None, *, context_len: int | None = N
             if fast is None:
                 f.seek(0)
                 fast = _plain_columns(read(f, path))
-            if fast is not None and (trace := plain_requests(path, context_len, *fast)) is not None:
-                return trace
+            if fast is not None and (reqs := plain_requests(path, context_len, *fast)) is not None:
+                return reqs
             f.seek(0)  # irregular rows, or a bad value: row by row, naming the first bad line
-            builder = TraceBuilder(path, context_len)
+            builder = RequestFileBuilder(path, context_len)
             for line, row in read(f, path):
                 builder.add(line, row)
         except UnicodeDecodeError as exc:
-            raise bad_value("--trace", path, f"UTF-8 text ({exc.reason} at byte {exc.start})") from None
+            raise bad_value("--requests-file", path,
+                            f"UTF-8 text ({exc.reason} at byte {exc.start})") from None
     return builder.done()
 
 
@@ -226,10 +227,10 @@ def _clip(text: str, n: int = 60) -> str:
 
 def plain_requests(source: str, context_len: int | None, line: list[int], prompt: list[object],
                    output: list[object], cap: list[object], arrival: list[object],
-                   ignore_eos: list[object]) -> TraceRequests | None:
+                   ignore_eos: list[object]) -> RequestFile | None:
     """The requests of a file whose every row has only :data:`PLAIN_KEYS`, checked column by
     column with numpy (a million rows in well under a second); None if any value is off,
-    and then :class:`TraceBuilder`, row by row, finds the first bad line and names it.
+    and then :class:`RequestFileBuilder`, row by row, finds the first bad line and names it.
 
     Args are the rows' values in file order (None where a row has no such key).
     """
@@ -243,7 +244,7 @@ def plain_requests(source: str, context_len: int | None, line: list[int], prompt
         p, o = np.asarray(prompt, dtype=np.int64), np.asarray(output, dtype=np.int64)
         c = np.asarray(cap if _NONE not in kinds["cap"] else
                        [o_ if v is None else v for v, o_ in zip(cap, output, strict=True)], dtype=np.int64)
-    except OverflowError:  # a value past int64: TraceBuilder names it
+    except OverflowError:  # a value past int64: RequestFileBuilder names it
         return None
     ok = (p >= 1).all() and (o >= 1).all() and (c >= o).all()
     if context_len is not None:  # o <= context_len - p: p + o could wrap past int64 unseen
@@ -254,7 +255,7 @@ def plain_requests(source: str, context_len: int | None, line: list[int], prompt
             return None
         try:
             times = np.asarray(arrival, dtype=np.float64)
-        except OverflowError:  # an integer past float's range: TraceBuilder names it
+        except OverflowError:  # an integer past float's range: RequestFileBuilder names it
             return None
         ok = ok and bool(np.isfinite(times).all() and times[0] >= 0 and (np.diff(times) >= 0).all())
     elif kinds["arrival"] != {_NONE}:
@@ -264,6 +265,6 @@ def plain_requests(source: str, context_len: int | None, line: list[int], prompt
     eos = (np.zeros(n, dtype=bool) if kinds["eos"] == {_NONE}
            else np.asarray([v is True for v in ignore_eos], dtype=bool))
     none = np.full(n, NO_CONVERSATION, dtype=np.int64)  # no conversation, no turn before
-    return TraceRequests(source, np.asarray(line, dtype=np.int64), p, o, c, times,
+    return RequestFile(source, np.asarray(line, dtype=np.int64), p, o, c, times,
                          eos, none, none.copy(),
                          np.zeros(n, dtype=np.int64), [])

@@ -1,4 +1,4 @@
-"""bench/bench_trace_read.py: both readers run in their own process and agree."""
+"""bench/bench_request_read.py: both readers run in their own process and agree."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-SCRIPT = Path(__file__).resolve().parents[2] / "bench" / "bench_trace_read.py"
+SCRIPT = Path(__file__).resolve().parents[2] / "bench" / "bench_request_read.py"
 
 
 def test_small_run_reports_both_readers(tmp_path: Path) -> None:
