@@ -10,7 +10,9 @@ no cell above 60 s.
 
     PYTHONPATH=. python bench/bench_book.py [--chapters 05 07] [--top 5] [--out bench/results]
 
-Writes ``<out>/book-<UTC time>.json``: per chapter ``wall_s``, ``cpu_s`` and the ``top``
+Writes ``<out>/book-<UTC time>.json``: the commit, load and versions it ran on
+(``cpu_provenance.environment``), whether the visualizers' run cache was on
+(``PAGEDKV_RUN_CACHE=off`` measures a clean build), and per chapter ``wall_s``, ``cpu_s`` and the ``top``
 slowest cells (``index``, ``wall_s``, ``cpu_s``, first source line); prints a table.
 """
 
@@ -28,6 +30,7 @@ from typing import Any
 
 import nbformat
 import psutil
+from cpu_provenance import environment
 from nbclient import NotebookClient
 
 from pagedkv_widgets.budget import BOOK_BUILD_ENV
@@ -98,6 +101,7 @@ def main(argv: list[str] | None = None) -> int:
     args.out.mkdir(parents=True, exist_ok=True)
     target = args.out / time.strftime("book-%Y%m%dT%H%M%SZ.json", time.gmtime())
     chapters: list[dict[str, Any]] = []
+    env = environment()
     for path in paths:
         result = run_chapter(path)
         result["cells"] = sorted(result["cells"], key=lambda c: -c["wall_s"])
@@ -110,6 +114,8 @@ def main(argv: list[str] | None = None) -> int:
         target.write_text(json.dumps({  # after each chapter: a failed chapter keeps the others
             "machine": {"cpus": psutil.cpu_count(), "python": sys.version.split()[0],
                         "platform": platform.platform()},
+            # commit, load when it started, versions; and whether the run cache could answer
+            "environment": env, "run_cache": os.environ.get("PAGEDKV_RUN_CACHE", "default"),
             "budget_cpu_s": BUDGET_CPU_S, "cell_limit_s": CELL_LIMIT_S,
             "total_cpu_s": cpu, "chapters": chapters}, indent=1) + "\n")
     cpu = sum(c["cpu_s"] for c in chapters)
