@@ -101,7 +101,7 @@ def allocatable(r: Release) -> str:
     s = Scheduler([RequestSpec(4, 1, 1)], max_total_num_tokens=64,
                   config=_normal_loop(r, max_running_requests=4))
     s.req_to_token_pool.alloc(1)  # a row held outside the running batch
-    return f"admits up to {s.num_allocatable_reqs(0)}"
+    return f"admits up to {s.prefill_manager.num_allocatable_reqs(0)}"
 
 
 def filter_finished(r: Release) -> str:

@@ -6,9 +6,9 @@ Modules, bottom-up: ``config`` (constants, policies, the SGLang release followed
 the scheduler writes: every row, or totals for long runs), ``in_flight_recorder`` and
 ``page_recorder`` (the visualizer's page record), ``scheduler_components`` (the
 scheduler's parts: ratio tracker, waiting queue, batch result processor, metrics reporter,
-step recorder, invariant checker, decode fast-forward, overlap result queue, pool stats,
-request tracker and validator), ``scheduler_init`` (what the scheduler builds when it
-starts), ``scheduler`` (the loops, admission and the decode check). What runs it is above,
+step recorder, invariant checker, prefill manager, decode fast-forward, overlap result
+queue, pool stats, request tracker and validator), ``scheduler_init`` (what the scheduler
+builds when it starts), ``scheduler`` (the loops). What runs it is above,
 in :mod:`pagedkv.entrypoints` (``Engine``, ``simulate``, the ``pagedkv`` command); a run's
 summary numbers are in :mod:`pagedkv.metrics`; the step-time model is
 ``pagedkv.model_executor.sim_executor``; the book's analyses are in ``pagedkv.lessons``.

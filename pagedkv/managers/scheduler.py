@@ -7,7 +7,8 @@ Follows SGLang 0.5.23's ``python/sglang/srt/managers/scheduler.py`` (0.5.9 where
 ``process_batch_result``, ``on_idle``. The batch work is
 :class:`~pagedkv.managers.schedule_batch.ScheduleBatch`'s; every other job is a component
 (:mod:`pagedkv.managers.scheduler_components`, built by :mod:`pagedkv.managers.scheduler_init`),
-the decode step's included (:class:`DecodeMemoryChecker`, :class:`DecodeStepRunner`). The
+the prefill pass's and the decode step's included (:class:`PrefillManager`,
+:class:`DecodeMemoryChecker`, :class:`DecodeStepRunner`). The
 normal loop (``disable_overlap_schedule``) processes each pass's result at once; the overlap
 loop (SGLang's default) a step later: batch ``N + 1`` is scheduled while batch ``N`` runs.
 CONTRIBUTING.md walks one step method by method; ``tests/reference`` checks both loops step
@@ -18,16 +19,15 @@ decoding or disaggregation.
 from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
-from typing import NamedTuple
 
 from pagedkv.errors import bad_value
 from pagedkv.managers.config import SchedulerConfig
 from pagedkv.managers.in_flight_recorder import joining_requests
 from pagedkv.managers.req import Req, RequestLike
 from pagedkv.managers.schedule_batch import ScheduleBatch
-from pagedkv.managers.schedule_policy import AddReqResult, PrefillAdder
 from pagedkv.managers.scheduler_components import (
     InFlight,
+    PrefillPass,
     default_max_running_requests,
     validate_requests,
     validate_sizes,
@@ -40,18 +40,9 @@ from pagedkv.managers.scheduler_init import (
 )
 from pagedkv.managers.trace import Trace, TraceMeta
 from pagedkv.managers.trace_summary import SummaryTrace
-from pagedkv.mem_cache.mamba_pool import HybridReqToTokenPool, MambaPool
+from pagedkv.mem_cache.mamba_pool import MambaPool
 from pagedkv.model_executor.forward_batch_info import Executor, ForwardBatch, ForwardResult
 from pagedkv.model_executor.sim_executor import SimExecutor, StepTime
-
-
-class PrefillPass(NamedTuple):
-    """A prefill pass chosen and prepared (SGLang's new batch after ``prepare_for_extend``),
-    its adder (the log line's numbers) and the running batch's size when it was chosen."""
-
-    batch: ForwardBatch
-    adder: PrefillAdder
-    running_bs: int
 
 
 class Scheduler:
@@ -104,7 +95,6 @@ class Scheduler:
         pools = build_kv_cache(self.reqs, cfg, p, total, self.max_running_requests,
                                radix_cache, mamba_pool, swa)
         self.allocator, self.req_to_token_pool, self.tree_cache = pools
-        self.is_hybrid_swa = swa is not None
         self.executor = executor or SimExecutor(step_time)
         # an executor that predicts its step times is a model of the GPU: it samples no tokens
         self.real_tokens = not self.executor.predicts_step_times
@@ -117,15 +107,14 @@ class Scheduler:
                                 radix_cache=radix_cache, record_page_tables=record_page_tables,
                                 record_pages=record_pages)
         self.running = ScheduleBatch(self.req_to_token_pool, self.allocator, self.tree_cache)
-        self.chunked_req: Req | None = None
         (self.counters, self.waiting, self.ratio_tracker, self.result_queue,
          self.request_tracker, self.pool_stats, self.metrics_reporter, self.step_recorder,
-         self.invariant_checker, self.batch_result_processor, self.fast_forward,
-         self.decode_memory_checker, self.decode_step_runner) = init_components(
+         self.invariant_checker, self.batch_result_processor, self.prefill_manager,
+         self.fast_forward, self.decode_memory_checker, self.decode_step_runner) = init_components(
             self.reqs, pools, self.trace, self.executor, config=cfg, page_size=p,
             max_total_num_tokens=total, max_running_requests=self.max_running_requests,
             fast_forward=fast_forward and not record_page_tables and swa is None,
-            get_running_batch=lambda: self.running, get_chunked_req=lambda: self.chunked_req,
+            is_hybrid_swa=swa is not None, get_running_batch=lambda: self.running,
             page_view=self if self.trace.page_events is not None else None)
 
     # ----- state --------------------------------------------------------------------------
@@ -147,6 +136,11 @@ class Scheduler:
     @new_token_ratio.setter
     def new_token_ratio(self, value: float) -> None:
         self.ratio_tracker.current = value
+
+    @property
+    def chunked_req(self) -> Req | None:
+        """The request being prefilled chunk by chunk (:class:`PrefillManager`); None: none."""
+        return self.prefill_manager.chunked_req
 
     @property
     def num_finished(self) -> int:
@@ -244,7 +238,7 @@ class Scheduler:
             self.result_queue.in_flight = InFlight(launch, result.next_token_ids,
                                                    self.counters.num_decode_steps, self.clock)
             if isinstance(batch, PrefillPass):
-                self.log_prefill(batch, result.seconds)
+                self.prefill_manager.log_prefill(batch, self.num_steps, result.seconds)
             else:
                 runner.log_decode(len(launch.reqs))
         if previous is not None:
@@ -272,10 +266,7 @@ class Scheduler:
     def prepare_step(self) -> None:
         """``get_next_batch_to_run`` before the merge and admission: ``stash_chunked_request``
         and (0.5.23) finished requests dropped (a shrink clears ``batch_is_full``)."""
-        chunked = self.chunked_req
-        # a chunk parked by a sliding-window hybrid's admission computed nothing: no stash
-        if chunked is not None and chunked.kv_committed_len > chunked.prefix_len:
-            self.tree_cache.cache_unfinished_req(chunked)
+        self.prefill_manager.stash_chunked_request()
         if self.config.release.filter_finished_every_step and self.running.filter_finished():
             self.running.batch_is_full = False
 
@@ -288,68 +279,11 @@ class Scheduler:
         self.running.merge_batch(reqs)
 
     # ----- choosing the batch -------------------------------------------------------------
-    def num_allocatable_reqs(self, running_bs: int, held_rows: int = 0) -> int:
-        """``max_running_requests - running_bs`` (0.5.23: also at most the free rows plus
-        ``held_rows``, rows held by requests counted against the result: a continuing chunk
-        in the admitted list; a linear-attention hybrid: also at most the free state slots
-        plus ``held_rows``, pagedkv's own bound: SGLang's rows never outnumber its slots,
-        but pagedkv's 0.5.9 pool keeps a row more). Source: ``get_num_allocatable_reqs``."""
-        n = self.max_running_requests - running_bs
-        if self.config.release.allocatable_counts_free_rows:
-            n = min(n, self.req_to_token_pool.available_size() + held_rows)
-        if isinstance(self.req_to_token_pool, HybridReqToTokenPool):
-            n = min(n, self.req_to_token_pool.mamba_allocator.available_size() + held_rows)
-        return n
-
     def get_new_batch_prefill(self) -> PrefillPass | None:
-        """SGLang's ``get_new_batch_prefill``: the chunked request first (always admitted),
-        then the queue in FCFS order, each matched against the tree, until one does not
-        fit; the admitted leave the queue and the pass is prepared. None: nobody admitted.
-        Sets ``batch_is_full`` when the pass stops for memory (0.5.23: only if something is
-        admitted or running) or for request rows."""
-        busy_rule, release = self.config.release.batch_full_only_when_busy, self.config.release
-        running = self.running
-        if self.is_hybrid_swa or (busy_rule and not len(running)):  # SGLang: every pass on SWA
-            running.batch_is_full = False
-        if (running.batch_is_full or not self.waiting) and self.chunked_req is None:
-            return None
-        running_bs, chunked = len(running), self.chunked_req
-        carried = int(chunked is not None and chunked.req_pool_idx >= 0)  # its row and slot
-        if self.num_allocatable_reqs(running_bs, carried) <= 0 and (chunked is None) == busy_rule:
-            running.batch_is_full = True
-            return None
-        if release.touch_waiting_prefixes:
-            self.waiting.touch_waiting_prefixes(self.tree_cache)
-        adder = PrefillAdder(self.config, self.tree_cache, self.allocator, running,
-                             self.new_token_ratio)
-        if self.chunked_req is not None:
-            self.chunked_req = adder.add_chunked_req(self.chunked_req)
-        for req in self.waiting:
-            if release.stop_pass_at_spent_budget and adder.budget_state() is AddReqResult.OTHER:
-                break
-            # a carried chunk holds its row whether or not this pass finishes it (SGLang
-            # counts ``req.kv.holds_kv`` over the admitted list, not ``chunked_req``)
-            held = sum(r.req_pool_idx >= 0 for r in adder.can_run_list)
-            if len(adder.can_run_list) >= self.num_allocatable_reqs(running_bs, held):
-                running.batch_is_full = True
-            if running.batch_is_full:
-                break
-            req.init_next_round_input(self.tree_cache)
-            result = adder.add_one_req(req)
-            if result is not AddReqResult.CONTINUE:
-                if result is AddReqResult.NO_TOKEN:
-                    running.batch_is_full = (not busy_rule or bool(adder.can_run_list)
-                                             or bool(len(running)))
-                break
-        if not adder.can_run_list:
-            return None
-        if adder.new_chunked_req is not None:
-            self.chunked_req = adder.new_chunked_req
-        self.request_tracker.admit(adder.can_run_list, adder.new_chunked_req, self.num_steps,
-                                   self.clock)
-        batch = ScheduleBatch.init_new(adder.can_run_list, self.req_to_token_pool,
-                                       self.allocator, self.tree_cache)
-        return PrefillPass(batch.prepare_for_extend(self.chunked_req), adder, running_bs)
+        """SGLang's ``get_new_batch_prefill`` beside the running batch: the carried chunk, then
+        the queue in FCFS order, until one does not fit (:class:`PrefillManager`); None:
+        nobody admitted."""
+        return self.prefill_manager.get_new_batch_prefill(self.running, self.num_steps, self.clock)
 
     def update_running_batch(self) -> bool:
         """Drop finished requests, check memory (retract, or decay the ratio). False when no
@@ -392,15 +326,7 @@ class Scheduler:
         done = processor.process_batch_result_prefill(batch.batch, result.next_token_ids, self.clock)
         self.counters.decoded += int(batch.batch.sample.sum())
         self.merge_prefill(done, len(batch.batch.reqs))
-        self.log_prefill(batch, result.seconds)
-
-    def log_prefill(self, batch: PrefillPass, seconds: float) -> None:
-        """SGLang's prefill line for ``batch`` (after its result in the normal loop, its
-        launch in the overlap loop)."""
-        c = self.chunked_req
-        self.metrics_reporter.report_prefill_stats(
-            self.num_steps, batch.adder, batch.running_bs, int(batch.batch.extend_lens.sum()),
-            seconds, 0 if c is None else c.fill_len - c.kv_committed_len)
+        self.prefill_manager.log_prefill(batch, self.num_steps, result.seconds)
 
     # ----- the idle path ------------------------------------------------------------------
     def on_idle(self) -> None:

@@ -27,6 +27,7 @@ from pagedkv.managers.scheduler_components import (
     LoopCounters,
     NewTokenRatioTracker,
     OverlapResultQueue,
+    PrefillManager,
     SchedulerBatchResultProcessor,
     SchedulerInvariantChecker,
     SchedulerMetricsReporter,
@@ -161,6 +162,7 @@ class SchedulerComponents(NamedTuple):
     step_recorder: SchedulerStepRecorder
     invariant_checker: SchedulerInvariantChecker
     batch_result_processor: SchedulerBatchResultProcessor
+    prefill_manager: PrefillManager
     fast_forward: DecodeFastForward | None
     decode_memory_checker: DecodeMemoryChecker
     decode_step_runner: DecodeStepRunner
@@ -169,13 +171,13 @@ class SchedulerComponents(NamedTuple):
 def init_components(reqs: Sequence[Req], pools: KVCache, trace: Trace | SummaryTrace,
                     executor: Executor, *, config: SchedulerConfig, page_size: int,
                     max_total_num_tokens: int, max_running_requests: int, fast_forward: bool,
-                    get_running_batch: Callable[[], ScheduleBatch],
-                    get_chunked_req: Callable[[], Req | None],
+                    is_hybrid_swa: bool, get_running_batch: Callable[[], ScheduleBatch],
                     page_view: SchedulerView | None) -> SchedulerComponents:
     """Every component, each given what it uses. The decode fast-forward only for an
     executor that predicts its step times and ``fast_forward`` (the caller turns it off
-    when page tables are recorded: they need every step). ``page_view``: the scheduler,
-    when its trace records page events (a fast-forward window records its steps' pages)."""
+    when page tables are recorded: they need every step). ``is_hybrid_swa``: the pools are
+    a sliding-window hybrid's. ``page_view``: the scheduler, when its trace records page
+    events (a fast-forward window records its steps' pages)."""
     cfg, p, total = config, page_size, max_total_num_tokens
     counters = LoopCounters()
     mem = {"token_to_kv_pool_allocator": pools.allocator, "tree_cache": pools.tree_cache}
@@ -192,10 +194,14 @@ def init_components(reqs: Sequence[Req], pools: KVCache, trace: Trace | SummaryT
                                        waiting=waiting, get_tokens_in_use=pool_stats.tokens_in_use)
     shared = {**mem, "req_to_token_pool": pools.req_to_token_pool, "waiting": waiting,
               "ratio_tracker": ratio}
+    prefill = PrefillManager(config=cfg, max_running_requests=max_running_requests, **shared,
+                             request_tracker=request_tracker, metrics_reporter=metrics,
+                             is_hybrid_swa=is_hybrid_swa)
     recorder = SchedulerStepRecorder(trace=trace, page_size=p, max_total_num_tokens=total, **shared)
     checker = SchedulerInvariantChecker(
         page_size=p, max_total_num_tokens=total, max_running_requests=max_running_requests,
-        **shared, get_running_batch=get_running_batch, get_chunked_req=get_chunked_req,
+        **shared, get_running_batch=get_running_batch,
+        get_chunked_req=lambda: prefill.chunked_req,
         get_num_finished=lambda: request_tracker.num_finished,
         get_in_flight_reqs=result_queue.in_flight_reqs)
     processor = SchedulerBatchResultProcessor(
@@ -220,4 +226,5 @@ def init_components(reqs: Sequence[Req], pools: KVCache, trace: Trace | SummaryT
         batch_result_processor=processor, metrics_reporter=metrics, fast_forward=ff,
         page_view=page_view)
     return SchedulerComponents(counters, waiting, ratio, result_queue, request_tracker, pool_stats,
-                               metrics, recorder, checker, processor, ff, memory_checker, runner)
+                               metrics, recorder, checker, processor, prefill, ff, memory_checker,
+                               runner)

@@ -19,6 +19,7 @@ from pagedkv.managers.scheduler_components.metrics_reporter import SchedulerMetr
 from pagedkv.managers.scheduler_components.new_token_ratio_tracker import NewTokenRatioTracker
 from pagedkv.managers.scheduler_components.overlap_result_queue import OverlapResultQueue
 from pagedkv.managers.scheduler_components.pool_stats_observer import SchedulerPoolStatsObserver
+from pagedkv.managers.scheduler_components.prefill_manager import PrefillManager, PrefillPass
 from pagedkv.managers.scheduler_components.request_tracker import SchedulerRequestTracker
 from pagedkv.managers.scheduler_components.request_validator import (
     default_max_running_requests,
@@ -38,6 +39,8 @@ __all__ = [
     "LoopCounters",
     "NewTokenRatioTracker",
     "OverlapResultQueue",
+    "PrefillManager",
+    "PrefillPass",
     "SchedulerBatchResultProcessor",
     "SchedulerInvariantChecker",
     "SchedulerMetricsReporter",
