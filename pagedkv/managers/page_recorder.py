@@ -254,7 +254,7 @@ def _marks(sched: SchedulerView) -> tuple[int, ...]:
     and node count, the chunked request; last, the free slots (checked separately)."""
     tree = sched.tree_cache
     chunked = -1 if sched.chunked_req is None else sched.chunked_req.rid
-    nodes = getattr(tree, "_num_nodes", 0)
+    nodes = getattr(tree, "num_nodes", 0)
     return (len(sched.trace.events), tree.evictable_size(), tree.protected_size(), nodes,
             chunked, sched.allocator.available_size())
 

@@ -12,12 +12,9 @@ spells a token prefix; a request whose prompt starts with that prefix reuses tho
   longest cached prefix; a match that ends inside a node splits it in two.
 - :meth:`RadixTree.insert` adds a key and its slots, splitting where the key leaves an
   edge, and returns how much was already there.
-- ``lock_ref``: a running request locks the path to its last matched node, so eviction
-  cannot free slots it reads (:meth:`inc_lock_ref` / :meth:`dec_lock_ref`).
-- :meth:`RadixTree.evict` frees least-recently-used unlocked leaves until enough slots are
-  freed; a parent whose last child goes becomes a leaf and a candidate in turn.
-  :meth:`RadixTree.evict_for_alloc` (0.5.23's ``evict_for_alloc``) instead stops as soon as
-  the allocator has enough free slots.
+- locks and eviction (:meth:`inc_lock_ref` / :meth:`dec_lock_ref`, :meth:`RadixTree.evict`,
+  :meth:`RadixTree.evict_for_alloc`) are functions over the tree in
+  :mod:`pagedkv.mem_cache.radix_eviction`, which these methods call.
 
 With ``page_size`` p > 1 keys are cut to whole pages, children are keyed by their first page
 of token ids and matches advance a page at a time.
@@ -28,22 +25,20 @@ this core as 0.5.23 builds ``UnifiedRadixCache`` on its tree core.
 
 Where we simplify: access times come from an integer clock, not ``time.monotonic()``: one
 tick per match or insert for every node it walks, a later tick for every node it creates.
-For sequential calls this is the order both releases produce. LRU is the only eviction
-policy (SGLang's default ``--radix-eviction-policy``); no ``extra_key`` namespaces, no host
-(hierarchical) cache. Unlocked leaves wait in a heap kept across calls (SGLang rebuilds it
-on every ``evict``); the order popped is the same.
+For sequential calls this is the order both releases produce. No ``extra_key`` namespaces,
+no host (hierarchical) cache.
 """
 
 from __future__ import annotations
 
-import heapq
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from itertools import count
 
 import numpy as np
 
-from pagedkv.errors import AllocatorError, bad_value, check_positive_int
+from pagedkv.errors import AllocatorError, bad_value
+from pagedkv.mem_cache import radix_eviction
 from pagedkv.mem_cache.allocator import IN_USE, BaseTokenToKVPoolAllocator, IntsLike, as_i64
 from pagedkv.release_behaviours import FREE_ORDERS
 from pagedkv.releases import DEFAULT_RELEASE
@@ -104,6 +99,9 @@ class RadixTree:
         evictable_size_: slots in nodes no running request locks (SGLang's name).
         protected_size_: slots in locked nodes.
         evicted_tokens: slots evicted so far (a counter of ours, for the book).
+        num_nodes: nodes in the tree, the root included.
+        lru_heap: ``(last_access_time, id, node)`` of unlocked leaves, a heap that
+            :mod:`~pagedkv.mem_cache.radix_eviction` keeps (stale entries pruned lazily).
     """
 
     def __init__(self, allocator: BaseTokenToKVPoolAllocator, *,
@@ -123,8 +121,8 @@ class RadixTree:
         self.root_node = TreeNode(id=next(self._ids), lock_ref=1)
         self.evictable_size_ = 0
         self.protected_size_ = 0
-        self._heap: list[tuple[int, int, TreeNode]] = []  # candidate leaves, lazily pruned
-        self._num_nodes = 1
+        self.lru_heap: list[tuple[int, int, TreeNode]] = []
+        self.num_nodes = 1
         self.evicted_tokens = 0  # slots evicted since the last reset
 
     # ----- sizes ------------------------------------------------------------------------
@@ -168,22 +166,13 @@ class RadixTree:
 
     def _stamp(self, node: TreeNode, tick: int) -> None:
         node.last_access_time = tick
-        self._maybe_candidate(node)
-
-    def _maybe_candidate(self, node: TreeNode) -> None:
-        """Queue ``node`` for eviction if it is now an unlocked leaf."""
-        if not node.children and node.lock_ref == 0 and node is not self.root_node:
-            heapq.heappush(self._heap, (node.last_access_time, node.id, node))
-            if len(self._heap) > 4 * self._num_nodes + 64:  # mostly stale entries: rebuild
-                self._heap = [(n.last_access_time, n.id, n) for n in self.nodes()
-                              if not n.children and n.lock_ref == 0 and n is not self.root_node]
-                heapq.heapify(self._heap)
+        radix_eviction.push_if_evictable(self, node)
 
     def _new_node(self, parent: TreeNode, key: np.ndarray, value: np.ndarray,
                   lock_ref: int = 0) -> TreeNode:
         node = TreeNode(id=next(self._ids), key=key, value=value, parent=parent,
                         lock_ref=lock_ref, last_access_time=next(self._clock))
-        self._num_nodes += 1
+        self.num_nodes += 1
         return node
 
     # ----- match and insert -------------------------------------------------------------
@@ -269,7 +258,7 @@ class RadixTree:
             leaf = self._new_node(node, key[done:].copy(), slots[done:].copy())
             node.children[self._child_key(leaf.key)] = leaf
             self.evictable_size_ += len(leaf.key)
-            self._maybe_candidate(leaf)
+            radix_eviction.push_if_evictable(self, leaf)
             node = leaf
         return done, node, overlaps
 
@@ -306,104 +295,35 @@ class RadixTree:
             node = node.parent
         return np.concatenate(parts[::-1]) if parts else _EMPTY
 
-    # ----- locks ------------------------------------------------------------------------
+    def detach_leaf(self, leaf: TreeNode) -> TreeNode:
+        """Unlink ``leaf`` from its parent (its slots and the size counters are the caller's:
+        :func:`~pagedkv.mem_cache.radix_eviction.evict_leaf`); return the parent."""
+        parent = leaf.parent
+        assert parent is not None and not leaf.children
+        del parent.children[self._child_key(leaf.key)]
+        leaf.parent = None
+        self.num_nodes -= 1
+        return parent
+
+    # ----- locks and eviction (pagedkv.mem_cache.radix_eviction) -------------------------
     def inc_lock_ref(self, node: TreeNode) -> None:
         """Lock the path from ``node`` up to the root: its slots stop being evictable."""
-        while node is not self.root_node:
-            if node.lock_ref == 0:
-                self.evictable_size_ -= len(node.key)
-                self.protected_size_ += len(node.key)
-            node.lock_ref += 1
-            assert node.parent is not None
-            node = node.parent
+        radix_eviction.inc_lock_ref(self, node)
 
     def dec_lock_ref(self, node: TreeNode) -> None:
         """Undo one :meth:`inc_lock_ref` on the same node; AllocatorError if not locked."""
-        walk = node
-        while walk is not self.root_node:
-            if walk.lock_ref < 1:
-                raise AllocatorError(f"dec_lock_ref on node {node.id}: node {walk.id} is not "
-                                     "locked (unlocked twice?)")
-            assert walk.parent is not None
-            walk = walk.parent
-        while node is not self.root_node:
-            if node.lock_ref == 1:
-                self.evictable_size_ += len(node.key)
-                self.protected_size_ -= len(node.key)
-            node.lock_ref -= 1
-            if node.lock_ref == 0:
-                self._maybe_candidate(node)
-            assert node.parent is not None
-            node = node.parent
-
-    # ----- eviction ---------------------------------------------------------------------
-    def _pop_lru_leaf(self) -> TreeNode | None:
-        """The least recently used unlocked leaf, or None (stale heap entries dropped)."""
-        heap = self._heap
-        while heap:
-            t, _, node = heapq.heappop(heap)
-            if (node.parent is not None and not node.children and node.lock_ref == 0
-                    and node.last_access_time == t):
-                return node
-        return None
-
-    def _evict_leaf(self, leaf: TreeNode, free: bool = True) -> int:
-        """Take ``leaf`` out of the tree; free its slots too unless ``free`` is False (the
-        caller frees them)."""
-        parent = leaf.parent
-        assert parent is not None
-        if free:
-            self.allocator.free_run(leaf.value, self.free_order)
-        del parent.children[self._child_key(leaf.key)]
-        leaf.parent = None
-        self._num_nodes -= 1
-        self.evictable_size_ -= len(leaf.key)
-        self.evicted_tokens += len(leaf.key)
-        self._maybe_candidate(parent)
-        return len(leaf.key)
+        radix_eviction.dec_lock_ref(self, node)
 
     def evict(self, num_tokens: int) -> int:
-        """Free unlocked leaves, least recently used first, until ``num_tokens`` slots are
-        freed or nothing unlocked is left; return the slots freed (may exceed the ask by up
-        to one node). Source: ``RadixCache.evict``."""
-        check_positive_int("num_tokens", num_tokens, minimum=0)
-        freed = 0
-        while freed < num_tokens:
-            leaf = self._pop_lru_leaf()
-            if leaf is None:
-                break
-            freed += self._evict_leaf(leaf)
-        return freed
+        """Free LRU unlocked leaves until ``num_tokens`` slots are freed or none is left;
+        return the slots freed (:func:`~pagedkv.mem_cache.radix_eviction.evict`)."""
+        return radix_eviction.evict(self, num_tokens)
 
     def evict_for_alloc(self, num_tokens: int) -> int:
-        """Free LRU unlocked leaves one at a time until the allocator has ``num_tokens``
-        free slots or nothing unlocked is left; return the slots freed.
-        Source: 0.5.23 ``UnifiedRadixCache.evict_for_alloc``."""
-        if self.free_order == "sorted":  # free() sorts each call's pages: one leaf a call
-            freed = 0
-            while self.allocator.available_size() < num_tokens:
-                leaf = self._pop_lru_leaf()
-                if leaf is None:
-                    break
-                freed += self._evict_leaf(leaf)
-            return freed
-        # One free_segment over all the evicted leaves leaves the free list as one call per
-        # leaf would: pages go to the back (page size 1), so in eviction order, or to the
-        # front (page size > 1), so the last leaf's first. A leaf holds whole pages, so the
-        # room grows by its length.
-        freed, room, evicted = 0, self.allocator.available_size(), []
-        while room + freed < num_tokens:
-            leaf = self._pop_lru_leaf()
-            if leaf is None:
-                break
-            evicted.append(leaf.value)
-            freed += self._evict_leaf(leaf, free=False)
-        if len(evicted) > 1:
-            self.allocator.free_segment(np.concatenate(
-                evicted if self.page_size == 1 else evicted[::-1]))
-        elif evicted:
-            self.allocator.free_segment(evicted[0])
-        return freed
+        """Free LRU unlocked leaves until the allocator has ``num_tokens`` free slots or none
+        is left; return the slots freed (0.5.23's, :func:`~pagedkv.mem_cache.radix_eviction.
+        evict_for_alloc`)."""
+        return radix_eviction.evict_for_alloc(self, num_tokens)
 
     # ----- reading the tree -------------------------------------------------------------
     def nodes(self) -> Iterator[TreeNode]:
