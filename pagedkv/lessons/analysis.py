@@ -15,7 +15,7 @@ import numpy as np
 
 from pagedkv.entrypoints.engine_outcome import EngineResult
 from pagedkv.errors import bad_value
-from pagedkv.managers.schedule_batch import retract_ratio
+from pagedkv.managers.retract_decode import retract_ratio
 from pagedkv.managers.scheduler import Scheduler
 from pagedkv.managers.trace import Trace
 from pagedkv.mem_cache.allocator import decode_need

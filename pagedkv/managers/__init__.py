@@ -1,7 +1,7 @@
 """SGLang's scheduler: admission, ``new_token_ratio``, retraction, the trace it writes.
 
 Modules, bottom-up: ``config`` (constants, policies, the SGLang release followed), ``req``
-(one request), ``schedule_batch`` (the running batch, ``retract_decode``),
+(one request), ``schedule_batch`` (the running batch), ``retract_decode`` (retraction),
 ``schedule_policy`` (``PrefillAdder``), ``trace`` and ``trace_summary`` (the step record
 the scheduler writes: every row, or totals for long runs), ``in_flight_recorder`` and
 ``page_recorder`` (the visualizer's page record), ``scheduler_components`` (the

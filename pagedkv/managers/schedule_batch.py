@@ -1,10 +1,11 @@
-"""A batch of requests: a prefill pass's slots, the decode memory check, ``retract_decode``.
+"""A batch of requests: a prefill pass's slots, the running batch, the decode memory check.
 
 Follows SGLang's ``python/sglang/srt/managers/schedule_batch.py`` (``ScheduleBatch``: ``init_new``,
 ``prepare_for_extend``, ``merge_batch``, ``filter_batch``, ``new_tokens_required_next_decode``,
 ``check_decode_mem``, ``retract_decode``, ``release_req``, ``prepare_for_decode``; 0.5.9's
 ``get_model_worker_batch``), 0.5.23 and 0.5.9 alike except where
-:meth:`ScheduleBatch.retract_decode` says. The scheduler keeps one running batch and builds one per
+:meth:`ScheduleBatch.retract_decode` says (retraction is :mod:`pagedkv.managers.retract_decode`,
+whose functions these methods call). The scheduler keeps one running batch and builds one per
 prefill pass (:meth:`ScheduleBatch.init_new`). The running batch is kept as numpy arrays, one entry
 per request, so a decode step costs a handful of vector operations whatever the batch size; the
 :class:`~pagedkv.managers.req.Req` objects are brought up to date (:meth:`sync`) whenever something
@@ -31,10 +32,11 @@ from operator import itemgetter
 import numpy as np
 
 from pagedkv.errors import OutOfMemoryError
+from pagedkv.managers import retract_decode as retraction
 from pagedkv.managers.req import Req
 from pagedkv.mem_cache.allocator import BaseTokenToKVPoolAllocator, decode_need
 from pagedkv.mem_cache.base_prefix_cache import BasePrefixCache
-from pagedkv.mem_cache.common import alloc_req_slots, release_kv_cache
+from pagedkv.mem_cache.common import alloc_req_slots
 from pagedkv.mem_cache.memory_pool import ReqToTokenPool
 from pagedkv.mem_cache.swa_cache import SWAPrefixCache
 from pagedkv.model_executor.forward_batch_info import ForwardBatch
@@ -42,17 +44,6 @@ from pagedkv.releases import DEFAULT_RELEASE
 
 _FIELDS = ("prompt_len", "max_new_tokens", "stop_at", "generated", "kv_len", "req_pool_idx",
            "last_loc")
-
-
-def retract_ratio(decoded: Sequence[int] | np.ndarray, max_new_tokens: Sequence[int] | np.ndarray,
-                  retract_decode_steps: int = 20) -> float:
-    """``min(1, (sum decoded + steps * n) / (sum max_new_tokens + 1))`` over ``n`` survivors.
-
-    Source: ``ScheduleBatch.retract_decode`` (0.5.9), ``NewTokenRatioTracker.
-    estimate_new_token_ratio_after_retract`` (0.5.23); ``SGLANG_RETRACT_DECODE_STEPS``.
-    """
-    n = len(decoded)
-    return min(1.0, (int(np.sum(decoded)) + retract_decode_steps * n) / (int(np.sum(max_new_tokens)) + 1))
 
 
 class ScheduleBatch:
@@ -206,68 +197,26 @@ class ScheduleBatch:
         self.tree_cache.evict_from_tree_cache(need)
         return self.allocator.available_size() >= need
 
+    # ----- retraction (pagedkv.managers.retract_decode) --------------------------------
     def retraction_order(self) -> list[int]:
-        """Batch indices sorted the way ``retract_decode`` sorts them; victims are popped
-        from the END: fewest output tokens first, then the longest prompt, and among exact
-        ties the later batch index (Python's stable sort with ``reverse=True``)."""
-        order = list(range(len(self.reqs)))
-        gen, prompt = self.generated.tolist(), self.prompt_len.tolist()
-        order.sort(key=lambda i: (gen[i], -prompt[i]), reverse=True)
-        return order
+        """Batch indices in ``retract_decode``'s order; victims are popped from the END
+        (:func:`~pagedkv.managers.retract_decode.retraction_order`)."""
+        return retraction.retraction_order(self)
 
     def release_req(self, i: int, remaining: int, retract_decode_steps: int) -> None:
-        """Free victim ``i``'s KV without inserting it (its prompt prefix stays in the tree,
-        now evictable) and its row, then evict ``remaining * retract_decode_steps`` slots'
-        worth of room. Source: ``ScheduleBatch.release_req``."""
-        self.sync([i])
-        req = self.reqs[i]
-        req.kept_at_retract = req.cache_protected_len
-        release_kv_cache(req, self.tree_cache, self.req_to_token_pool, is_insert=False)
-        self.tree_cache.evict_from_tree_cache(remaining * retract_decode_steps)
+        """Free victim ``i``'s KV (not inserted) and row, then evict room for the
+        ``remaining`` requests (:func:`~pagedkv.managers.retract_decode.release_req`)."""
+        retraction.release_req(self, i, remaining, retract_decode_steps)
 
     def retract_decode(self, retract_decode_steps: int = 20, *,
                        abort_last_request: bool = DEFAULT_RELEASE.abort_last_request,
                        ) -> tuple[list[Req], float, list[Req]]:
-        """Retract requests until the rest of the batch's next step fits.
-
-        Victims in :meth:`retraction_order`, at least one, never the last one: each is
-        released (:meth:`release_req`) as it is chosen; then the survivors stay in sorted
-        order. If even one request cannot decode, it is aborted (frees its KV, empties the
-        batch) with ``abort_last_request`` (0.5.23, ``Release.abort_last_request``); 0.5.9
-        raises. The new ``new_token_ratio`` is
-        :func:`retract_ratio` over the survivors.
-
-        Returns:
-            ``(retracted in pop order, new ratio, aborted)``; the retracted requests have
-            no KV and no row, their ``generated`` kept.
-        Raises:
-            OutOfMemoryError: a single request cannot take its next step and
-                ``abort_last_request`` is False (0.5.9).
-        Source: ``ScheduleBatch.retract_decode`` (0.5.9 and 0.5.23).
-        """
-        order = self.retraction_order()
-        retracted: list[Req] = []
-        first = True
-        while first or not self.check_decode_mem(order):
-            if len(order) == 1:
-                break
-            first = False
-            i = order.pop()
-            retracted.append(self.reqs[i])
-            self.release_req(i, len(order), retract_decode_steps)
-        aborted: list[Req] = []
-        if len(order) <= 1 and not self.check_decode_mem(order):
-            if not abort_last_request:
-                raise OutOfMemoryError(
-                    "Out of memory even after retracting all other requests in the decode "
-                    f"batch: {self.allocator.available_size()} slots free, kv_len="
-                    f"{int(self.kv_len[order[0]])}; the pool is too small for one request")
-            last = order.pop()
-            self.release_req(last, 0, retract_decode_steps)
-            aborted.append(self.reqs[last])
-        self.filter_batch(order)
-        ratio = retract_ratio(self.generated, self.max_new_tokens, retract_decode_steps)
-        return retracted, ratio, aborted
+        """Retract requests until the rest of the batch's next step fits; returns
+        ``(retracted, new ratio, aborted)``. OutOfMemoryError when even one request cannot
+        decode and ``abort_last_request`` is False (0.5.9)
+        (:func:`~pagedkv.managers.retract_decode.retract_decode`)."""
+        return retraction.retract_decode(self, retract_decode_steps,
+                                         abort_last_request=abort_last_request)
 
     def prepare_for_decode(self) -> None:
         """Give every request a slot for its newest token (evicting from the tree first if

@@ -10,7 +10,8 @@ import pytest
 from pagedkv.errors import OutOfMemoryError
 from pagedkv.lessons.examples import running_batch
 from pagedkv.managers import Req, SchedulerConfig
-from pagedkv.managers.schedule_batch import ScheduleBatch, retract_ratio
+from pagedkv.managers.retract_decode import retract_ratio
+from pagedkv.managers.schedule_batch import ScheduleBatch
 from pagedkv.mem_cache.allocator import make_allocator
 from pagedkv.mem_cache.chunk_cache import ChunkCache
 from pagedkv.mem_cache.common import release_kv_cache

@@ -5,7 +5,7 @@ Follows SGLang 0.5.23's ``managers/scheduler_components/new_token_ratio_tracker.
 ``init_new_token_ratio``, ``min_new_token_ratio``, ``new_token_ratio_decay``). The ratio
 starts at ``init``, falls by ``decay`` per decode step that needs no retraction down to
 ``min``, is set to the retraction estimate after a retraction
-(:func:`pagedkv.managers.schedule_batch.retract_ratio`), and goes back to ``init`` when
+(:func:`pagedkv.managers.retract_decode.retract_ratio`), and goes back to ``init`` when
 the scheduler idles (when depends on the release: ``Release.reset_ratio_only_when_idle``).
 """
 
