@@ -136,6 +136,7 @@ def retraction(setup: Setup) -> Report:
     # plus, each time, the newest output token, whose KV no step had written yet. Counted from
     # the requests, not the trace's reprefill event, which gives only the first chunk's length.
     again = {r.rid: r.recomputed_tokens + r.num_retractions for r in victims}
+    reprefills = sum(r.num_retractions for r in victims)  # one re-prefill per retraction
     rows = [(r.rid, r.num_retractions, r.generated, held[r.rid], kept[r.rid], again[r.rid],
              r.recomputed_tokens, "yes" if same[r.rid] else "no") for r in victims]
     kept_same = sum(same[r.rid] for r in victims)
@@ -152,8 +153,10 @@ def retraction(setup: Setup) -> Report:
         "freed for the requests that stay). Admitted again, "
         f"{'it' if len(victims) == 1 else 'they'} had {sum(again.values()):,} tokens prefilled "
         "(prompt and output so far, minus what the radix cache still held): "
-        f"{res.metrics.recomputed_tokens:,} tokens of KV computed a second time, and the newest "
-        "output token each time.",
+        f"{res.metrics.recomputed_tokens:,} tokens of KV computed a second time, and "
+        + (f"at each of the {reprefills} re-prefills the newest output token"
+           if reprefills != 1 else "at the one re-prefill the newest output token")
+        + ", whose KV no step had written yet.",
         f"The re-prefills took {reprefill_s:.3f} s of the run's {res.metrics.duration_s:.2f} s.",
         f"Each output is compared with the same prompt served from a pool 16 times larger, where "
         f"nothing was retracted: {kept_same} of {len(victims)} retracted requests and "

@@ -71,6 +71,12 @@ def test_retraction_report_counts_agree() -> None:
         assert kept <= held and recomputed <= held
         assert again == recomputed + row[col["retractions"]]
     assert "freeing" not in " ".join(report.lines) and "their KV; when" not in " ".join(report.lines)
+    # the newest token is prefilled once per re-prefill: the words follow the run's count
+    reprefills = sum(row[col["retractions"]] for row in report.rows)
+    text = " ".join(report.lines)
+    assert "each time" not in text
+    assert ("at the one re-prefill" in text) == (reprefills == 1)
+    assert (f"at each of the {reprefills} re-prefills" in text) == (reprefills != 1)
 
 
 def test_a_gpu_without_the_hub_falls_back_at_once(monkeypatch: pytest.MonkeyPatch) -> None:
