@@ -56,17 +56,29 @@ def compiled_table(rows: Sequence[dict], gpus: Sequence[TargetGPU],
 
 
 def compiled_summary(rows: Sequence[dict]) -> str:
-    """One sentence over the whole table: how many kernels compiled, failed, spilled, and
-    the largest register count."""
-    ok = [r for r in rows if "error" not in r and not r["dot_fp32"]]
+    """One sentence over the whole compile table, which set each count covers: the kernels
+    the benchmark and the chapter launch (how many, failed, spilled, the most registers),
+    then the contrast kernels with fp32-widened dots, which are compiled but never launched
+    (how many, on which targets, how many spill and how much)."""
+    ok = [r for r in rows if "error" not in r]
     failed = [r for r in rows if "error" in r]
-    top = max(ok, key=lambda r: r["registers"])
-    spilled = sum(1 for r in ok if r["spill_bytes"])
-    return (f"{len(ok)} kernels compiled ({sum(r['purpose'] == 'benchmark' for r in ok)} for "
-            f"the benchmark in bf16 and fp16, {sum(r['purpose'] == 'book' for r in ok)} for "
-            f"this chapter's own examples), {len(failed)} failed; {spilled} spill. The most "
-            f"registers: {top['registers']} ({top['kernel']}, {top['dtype']}, "
+    launched = [r for r in ok if not r["dot_fp32"]]
+    widened = sorted((r for r in ok if r["dot_fp32"]), key=lambda r: r["arch"])
+    top = max(launched, key=lambda r: r["registers"])
+    text = (f"{len(ok)} kernels compiled, {len(failed)} failed. The {len(launched)} that the "
+            f"benchmark and this chapter launch ({sum(r['purpose'] == 'benchmark' for r in launched)} "
+            f"for the benchmark in bf16 and fp16, {sum(r['purpose'] == 'book' for r in launched)} "
+            f"for this chapter's own examples): {sum(1 for r in launched if r['spill_bytes'])} "
+            f"spill; the most registers: {top['registers']} ({top['kernel']}, {top['dtype']}, "
             f"head dim {top['head_dim']}, sm_{top['arch']}).")
+    if widened:
+        spilled = [r["spill_bytes"] for r in widened if r["spill_bytes"]]
+        targets = ", ".join(f"sm_{r['arch']}" for r in widened)
+        text += (f" The {len(widened)} contrast kernels with their dots widened to fp32 "
+                 f"({targets}; compiled, never launched, "
+                 f"compared below): {len(spilled)} spill"
+                 + (f", {_span(spilled)} bytes." if spilled else "."))
+    return text
 
 
 def contrast_table(rows: Sequence[dict], gpus: Sequence[TargetGPU]) -> Markdown:
