@@ -18,13 +18,17 @@ FREE_ORDERS = ("sorted", "row")
 
 
 def _behaviour(what: str, source: str, description: str,
-               shows: tuple[str, str] | dict[object, str] | None = None) -> Any:
-    """A field's metadata; ``shows``: each value in words (a flag: what False, True mean)."""
+               shows: tuple[str, str] | dict[object, str] | None = None,
+               parts: tuple[str, ...] | None = None) -> Any:
+    """A field's metadata; ``shows``: each value in words (a flag: what False, True mean);
+    ``parts``: for a tuple of names, what each position is (the table labels each value)."""
     meta: dict[str, object] = {"what": what, "source": source, "description": description}
     if isinstance(shows, tuple):
         meta["shows"] = {False: shows[0], True: shows[1]}
     elif shows is not None:
         meta["shows"] = shows
+    if parts is not None:
+        meta["parts"] = parts
     return field(metadata=meta)
 
 
@@ -162,10 +166,10 @@ class Release:
         "chunked_prefill_size, 20-35 GiB GPUs", "arg_groups/memory_hook.py: handle_gpu_memory_settings",
         "Tokens per prefill chunk on a card with 20-35 GiB (RTX 4090, L4).")
     cuda_graph_max_bs_20_35_gib: tuple[int, int] = _behaviour(
-        "decode CUDA-graph max batch, 20-35 GiB GPUs (tp < 4, tp >= 4)",
+        "decode CUDA-graph max batch, 20-35 GiB GPUs",
         "arg_groups/memory_hook.py: handle_gpu_memory_settings",
         "The largest decode batch captured in a CUDA graph on a 20-35 GiB card, at tp < 4 and "
-        "at tp >= 4.")
+        "at tp >= 4.", parts=("tp < 4", "tp >= 4"))
     prefill_cuda_graph_reserve: bool = _behaviour(
         "memory kept for prefill CUDA graphs", "arg_groups/memory_hook.py: reserve_for_graph_mb",
         "The default mem_fraction_static keeps 8 MiB per captured prefill CUDA graph size "
@@ -192,8 +196,8 @@ class Release:
         "get_context_length multiplies max_position_embeddings by rope_scaling's factor; "
         "for Gemma 3 the release's transformers (5.x; 0.5.9 pins 4.57.1, which keeps the "
         "config's one rope_scaling dict) keeps the rope per layer type, so no factor is found.",
-        ("max_position_embeddings x the rope factor (Gemma 3: 1,048,576)",
-         "max_position_embeddings (Gemma 3: 131,072)"))
+        ("max_position_embeddings x the rope scaling factor (rope_scaling's factor)",
+         "max_position_embeddings (no rope scaling factor found)"))
     req_rows_from_final_pool: bool = _behaviour(
         "request rows from which pool size",
         "mem_cache/kv_cache_configurator.py: KVCacheConfigurator.resolve_max_num_reqs",
@@ -285,12 +289,18 @@ class Release:
         "arg_groups/model_override_base.py: get_default_attn_backend",
         "Below sm_90, a model with attention sinks gets triton, not flashinfer.", ("flashinfer", "triton"))
     dsa_attention_backend: tuple[str, str] = _behaviour(
-        "DeepSeek DSA backends (sm_90)", "arg_groups/overrides.py: _dsa_split_backend_resolution",
-        "(DeepSeek V3.2's attention backend, which names its log lines; fp8_e4m3 prefill, sm_90).")
+        "DeepSeek V3.2 (DSA) backends, sm_90", "arg_groups/overrides.py: _dsa_split_backend_resolution",
+        "The attention backend of DeepSeek V3.2's sparse attention (DSA; SGLang 0.5.9 calls it "
+        "NSA), which names its start-up line, and the prefill backend of an fp8_e4m3 KV cache on "
+        "sm_90.", parts=("attention", "fp8_e4m3 prefill"))
     dsa_fp8_latent_profiled_as_stored: bool = _behaviour(
-        "DeepSeek DSA fp8 cell", "model_executor/pool_configurator.py: _compute_cell_size",
-        "An fp8_e4m3 DeepSeek V3.2 latent is profiled as its pool stores it (fp8 scales, bf16 "
-        "rope), not as 576 fp8 bytes.", ("576 B per layer (the pool stores 656)", "656 B per layer"))
+        "DeepSeek V3.2 (DSA) fp8_e4m3 bytes per token",
+        "model_executor/pool_configurator.py: _compute_cell_size",
+        "An fp8_e4m3 DeepSeek V3.2 latent is profiled as its pool stores it (the fp8 latent, a "
+        "float32 scale per 128 values, the rope part in bf16), not as one fp8 byte per number. "
+        "configs/dsa_config.py's latent_bytes_per_token computes the stored bytes.",
+        ("kv_lora_rank + qk_rope_head_dim fp8 bytes per layer, fewer than the pool stores",
+         "what the pool stores per layer: the fp8 latent, its float32 scales, the rope part in bf16"))
 
     def __repr__(self) -> str:
         return f"<SGLang {self.name}>"

@@ -114,6 +114,8 @@ def describe(release: Release, behaviour: str) -> str:
     value = getattr(release, behaviour)
     if "shows" in meta:
         return meta["shows"][value]
+    if "parts" in meta:  # a tuple whose positions mean different things: label each
+        return ", ".join(f"{part}: {v}" for part, v in zip(meta["parts"], value, strict=True))
     if isinstance(value, tuple):
         return ", ".join(map(str, value)) if value and not isinstance(value[0], tuple) else \
             "; ".join(f"{b}: {'/'.join(map(str, ok))} -> {to}" for b, ok, to in value)

@@ -69,6 +69,22 @@ def test_the_rule_list_is_the_fields_that_differ() -> None:
     assert len(version_changes()) == len(differ)
 
 
+def test_tuple_rows_label_their_parts_and_the_dsa_rows_type_no_numbers() -> None:
+    """A tuple whose positions mean different things is read through its ``parts`` key, like
+    a flag through ``shows``; the DeepSeek V3.2 rows say their rule in words and names, so the
+    bytes (chapter 5 computes them from the preset) cannot drift from what pagedkv sizes."""
+    assert describe(DEFAULT_RELEASE, "dsa_attention_backend") == (
+        "attention: dsa, fp8_e4m3 prefill: flashmla_kv")
+    assert describe(OLDEST, "dsa_attention_backend") == (
+        "attention: nsa, fp8_e4m3 prefill: flashmla_auto")
+    assert describe(OLDEST, "cuda_graph_max_bs_20_35_gib") == "tp < 4: 24, tp >= 4: 80"
+    for release in (OLDEST, DEFAULT_RELEASE):
+        for field in ("dsa_attention_backend", "dsa_fp8_latent_profiled_as_stored",
+                      "context_len_skips_layered_rope"):
+            words = re.sub(r"\b(fp8_e4m3|fp8|float32|bf16)\b", "", describe(release, field))
+            assert not re.search(r"\d", words), (release, field, words)
+
+
 @pytest.mark.parametrize("behaviour", BEHAVIOURS)
 def test_every_field_has_a_demonstration_that_it_alone_changes(behaviour: str) -> None:
     demo = DEMOS[behaviour]

@@ -129,7 +129,8 @@ DEMOS: dict[str, Demo] = {
         "a Mistral or Mixtral config without head_dim starts",
         "Mixtral-8x7B (no head_dim in its config) on two H100s", startup.null_head_dim),
     "context_len_skips_layered_rope": Demo(
-        "Gemma 3's context length leaves out its rope factor",
+        "Gemma 3's context length leaves out its rope scaling factor (`rope_scaling`'s "
+        "`factor`, by which a model stretches its rotary position embedding to longer contexts)",
         "Gemma-3-27B on an H100", startup.layered_rope_context),
     "cap_running_at_half_pool": Demo(
         "`--max-running-requests` is capped at half the pool",
@@ -179,7 +180,9 @@ DEMOS: dict[str, Demo] = {
         "no FlashInfer by default for a model with attention sinks",
         "an L40 (sm_89), a model with attention sinks", startup.sinks),
     "dsa_attention_backend": Demo(
-        "DeepSeek's sparse attention is the dsa backend (nsa before), fp8 prefill flashmla_kv",
+        "the backend of DeepSeek V3.2's sparse attention (DSA, which 0.5.9 calls NSA: a small "
+        "indexer picks the cached tokens each query attends to) is renamed, and an fp8 KV cache "
+        "is prefilled by another backend",
         "DeepSeek-V3.2 on eight H200 with an fp8_e4m3 KV cache", startup.dsa_backends),
     "dsa_fp8_latent_profiled_as_stored": Demo(
         "an fp8 DeepSeek V3.2 pool is sized by the bytes it stores (scales, bf16 rope)",
