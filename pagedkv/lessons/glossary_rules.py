@@ -88,7 +88,9 @@ LENGTHS: tuple[Term, ...] = (
          r"\bseq_len"),
     Term("`kv_len`", 1, "The tokens whose K and V are in the pool: `seq_len` - 1 between decode "
          "steps (the newest sampled token has no KV yet). The next decode step writes the KV of "
-         "token number `kv_len`.", "`Req.kv.kv_committed_len` (0.5.23)", r"\bkv_len"),
+         "token number `kv_len`.",
+         ("`Req.kv.kv_committed_len` (0.5.23, a `ReqKvInfo`; 0.5.9: `Req.kv_committed_len`; "
+          "`managers/schedule_batch.py` in both)"), r"\bkv_len"),
     Term("`prefix_len`", 1, "The tokens at the start of a request whose KV is already in the pool "
          "when a prefill begins: the prefix the radix cache matched, plus earlier chunks of a "
          "chunked prompt. mini-sglang (a small teaching implementation from SGLang's developers, "

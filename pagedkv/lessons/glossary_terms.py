@@ -126,6 +126,19 @@ TERMS: tuple[Term, ...] = (
          "model checks in one forward pass, keeping those it agrees with: fewer passes per token, "
          "with KV slots allocated a few tokens ahead. The book leaves it out.",
          "`--speculative-algorithm`", r"speculative", listed=False, first_use="draft model"),
+    Term("tensor parallelism (tp), pipeline parallelism (pp)", 1, "Two ways to spread one "
+         "model over several GPUs: tensor parallelism (`--tp-size` $t$) splits every layer's "
+         "weights and KV heads over $t$ GPUs that compute each layer together; pipeline "
+         "parallelism (`--pp-size` $q$) gives each of $q$ GPUs a consecutive share of the layers.",
+         "`--tp-size`, `--pp-size`", r"tensor[- ]parallel|tensor- and pipeline-parallel",
+         listed=False, first_use="splits every layer's weights"),
+    Term("DSA (NSA)", 1, "DeepSeek Sparse Attention, DeepSeek-V3.2's: a small indexer scores the "
+         "cached tokens with a key per token and layer, kept beside the MLA latent in the same "
+         "pool, and each query attends only to the best-scoring ones. SGLang 0.5.9 calls it NSA "
+         "(native sparse attention).", "`DSATokenToKVPool` (`mem_cache/memory_pool.py`; 0.5.9: "
+         "`NSATokenToKVPool`), `--attention-backend dsa` (0.5.9: `nsa`)",
+         r"\bDSA\b|\bNSA\b|sparse[- ]attention", listed=False,
+         first_use="DeepSeek Sparse Attention"),
     Term("data-parallel attention (dp-attention)", 1, "Each GPU of a tensor-parallel group runs "
          "attention for its own share of the requests, with its own KV pool, instead of every GPU "
          "holding some heads of every request; used mainly for MLA models. The book leaves it out.",

@@ -228,4 +228,22 @@ LATER_TERMS: tuple[Term, ...] = (
          "namespace of their own: only requests with the same salt share KV in the radix cache.",
          "`GenerateReqInput.cache_salt`, `extra_key`", r"cache salts?", listed=False,
          first_use="same salt share prefixes"),
+    # a fourth first read found these used before (or without) a definition
+    Term("tensor cores", 6, "A GPU's units that multiply small matrices of 16-bit (or narrower) "
+         "numbers in one instruction, summing in fp32 (sm_70 and later); Triton's `tl.dot` "
+         "runs on them when its operands are 16-bit.", "", r"tensor[- ]cores?", listed=False,
+         first_use="multiply small matrices"),
+    Term("warp", 6, "32 threads of one program that a GPU issues each instruction to at once; "
+         "a program of chapter 6's kernel runs several.", "", r"\bwarps?\b", listed=False,
+         first_use="32 threads"),
+    Term("`kv_last_page_len`", 6, "FlashInfer's count of the tokens in each request's last "
+         "page: SGLang plans FlashInfer with pages of 1 token, so it is always 1.",
+         "`layers/attention/flashinfer_backend.py`", r"kv_last_page_len", listed=False,
+         first_use="tokens in a request's last page"),
+    Term("rope scaling factor", 5, "`rope_scaling`'s `factor` in a model's `config.json`: how "
+         "far the rotary position embedding is stretched beyond the positions the model was "
+         "trained on. SGLang multiplies `max_position_embeddings` by it to get the context length "
+         "when it finds one (0.5.23 finds none for Gemma 3, chapter 5's table of release changes).",
+         "`get_context_length` (`utils/hf_transformers/common.py`; 0.5.9: "
+         "`utils/hf_transformers_utils.py`)", r"rope scaling|rope factor|rope_scaling", listed=False),
 )

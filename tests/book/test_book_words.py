@@ -286,7 +286,10 @@ GLOSSARY_MUST_HAVE = ("HBM", "$B_{\\max}$ (batch cap)", "MHA, GQA, MQA", "MLA", 
                       "GB, GiB", "internal fragmentation", "external fragmentation",
                       "$\\lceil x \\rceil_\\text{page}$ (`ceil_page`)", "CLIP (`CLIP_MAX_NEW_TOKENS`)",
                       "head-of-line blocking", "mixed chunked prefill", "ModelRunner", "`ptxas`",
-                      "Mamba, Mamba state", "cache salt", "Gated DeltaNet")
+                      "Mamba, Mamba state", "cache salt", "Gated DeltaNet",
+                      # a fourth first read found these used before (or without) a definition
+                      "tensor parallelism (tp), pipeline parallelism (pp)", "DSA (NSA)",
+                      "tensor cores", "warp", "`kv_last_page_len`")
 
 
 def test_the_glossary_defines_every_word_the_book_leans_on() -> None:
@@ -367,3 +370,16 @@ def test_the_cheat_sheet_keys_its_short_names_before_the_first_table() -> None:
     names = " ".join(t.name for t in TERMS)
     assert all(w in names for w in ("FCFS", "LRU", "MLA", "HBM", "schedule_conservativeness",
                                     "ceil_page", "CLIP", "sm_XY"))
+
+
+def test_words_only_the_generated_tables_use_are_glossed_in_them() -> None:
+    """The rope scaling factor and DSA first reach a reader in chapter 5's table of release
+    changes (and the cheat sheet's): the row glosses them, and the glossary has them."""
+    from pagedkv.lessons.versions import version_changes
+
+    rows = {r.change: r for r in version_changes()}
+    rope = next(c for c in rows if "rope scaling factor" in c)
+    assert "`rope_scaling`'s `factor`" in rope and term_chapter("rope scaling factor") == 5
+    dsa = next(c for c in rows if "DSA" in c and "renamed" in c)
+    assert "calls NSA" in dsa and "indexer" in dsa
+    assert term_chapter("DSA (NSA)") == 1
