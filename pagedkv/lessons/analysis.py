@@ -48,7 +48,11 @@ class Episodes:
         return int(((self.gaps >= low) & (self.gaps <= high)).sum())
 
 
-def retraction_episodes(trace: Trace, min_ratio: float, gap: int = 100) -> Episodes:
+#: Retractions fewer decode steps apart than this belong to one episode (chapter 4).
+EPISODE_GAP_STEPS = 100
+
+
+def retraction_episodes(trace: Trace, min_ratio: float, gap: int = EPISODE_GAP_STEPS) -> Episodes:
     """Group retractions less than ``gap`` decode steps apart into episodes.
 
     The ratio an episode "began at" is the ``new_token_ratio`` recorded at the step before

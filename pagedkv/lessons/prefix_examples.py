@@ -133,10 +133,16 @@ def support_bot() -> list[PrefixRequest]:
                                 SUPPORT_ANSWER, seed=0)
 
 
+# The chat service (chapter 8): conversations, turns each, shared system prompt (tokens).
+CHAT_CONVERSATIONS, CHAT_TURNS, CHAT_SYSTEM_LEN = 24, 4, 300
+
+
 def chat_service() -> list[PrefixRequest]:
-    """24 conversations of 4 turns after a shared 300-token system prompt; messages of
-    20-120 tokens, answers of 20-200; each turn resends the conversation so far."""
-    return multi_turn(24, 4, (20, 120), (20, 200), system_len=300, seed=0)
+    """:data:`CHAT_CONVERSATIONS` (24) conversations of :data:`CHAT_TURNS` (4) turns after a
+    shared :data:`CHAT_SYSTEM_LEN` (300)-token system prompt; messages of 20-120 tokens,
+    answers of 20-200; each turn resends the conversation so far."""
+    return multi_turn(CHAT_CONVERSATIONS, CHAT_TURNS, (20, 120), (20, 200),
+                      system_len=CHAT_SYSTEM_LEN, seed=0)
 
 
 SUPPORT_MAX_NEW, CHAT_MAX_NEW = 512, 512  # the cap every client sends (tokens)

@@ -170,3 +170,34 @@ def test_no_markdown_cell_is_tagged_to_hide(chapter: str) -> None:
     tagged = [c for c in nb["cells"] if c["cell_type"] == "markdown"
               and {"hide-cell", "hide-input", "hide-output"} & set(c.get("metadata", {}).get("tags", []))]
     assert tagged == []
+
+
+def typed_phrases() -> list[str]:
+    """Phrases a fourth first read found typed into Markdown although pagedkv holds their
+    numbers: each is now printed by a cell that reads the value."""
+    from pagedkv.gpus import get_gpu
+    from pagedkv.lessons.analysis import EPISODE_GAP_STEPS
+    from pagedkv.lessons.kernel.roofline import MAX_REGISTERS_PER_THREAD, target_gpus
+    from pagedkv.lessons.on_gpu_memory import CPU_CARD_MIB
+    from pagedkv.lessons.on_gpu_serving import GPU_SYSTEM_PROMPT_LEN
+    from pagedkv.lessons.prefix_examples import CHAT_POOL, SUPPORT_SYSTEM_LEN, TIGHT_POOL
+    from pagedkv.managers.config import SchedulerConfig
+    from pagedkv.workloads.cases import LONG_ANSWERS
+    from pagedkv.workloads.synthetic import SHAREGPT_MEAN_PROMPT
+
+    sms = next(g.sms for g in target_gpus() if g.label == "H100 SXM")
+    cfg = SchedulerConfig()
+    return [f"{sms} SMs", f"clipped at {cfg.clip_max_new_tokens}",
+            f"{cfg.max_prefill_tokens:,} prompt tokens per pass",
+            f"{get_gpu('h200-141gb').hbm_bandwidth / 1e12:g} TB/s",
+            f"{MAX_REGISTERS_PER_THREAD} per thread", f"{EPISODE_GAP_STEPS} decode steps apart",
+            f"{CPU_CARD_MIB:,} MiB", f"{GPU_SYSTEM_PROMPT_LEN:,} tokens on a GPU",
+            f"{CHAT_POOL:,}-slot", f"{TIGHT_POOL:,}-slot", f"the {SUPPORT_SYSTEM_LEN:,} tokens",
+            f"{LONG_ANSWERS.requests} long-form", f"{SHAREGPT_MEAN_PROMPT} and",
+            f"decay from {cfg.new_token_ratio_decay_steps} to"]
+
+
+@pytest.mark.parametrize("chapter", (*CHAPTERS, *PAGES))
+def test_numbers_pagedkv_holds_are_not_typed_in_markdown(chapter: str) -> None:
+    text = " ".join(" ".join(c.split()) for c in cells(chapter, "markdown"))
+    assert [p for p in typed_phrases() if p in text] == [], chapter

@@ -38,6 +38,7 @@ ISSUE_PER_CLOCK = 4  # warp-instructions per SM per clock (4 schedulers), sm_70 
 MUFU_PER_CLOCK = 0.5  # warp-instructions: 16 special-function lanes per SM
 ASSUMED_LATENCY_S = 1.0e-6  # DRAM latency under load (idle: about 0.5 us); an assumption
 REGISTER_ALLOCATION = 256  # registers are allocated per warp in blocks of 256
+MAX_REGISTERS_PER_THREAD = 255  # the hardware's cap per thread (all four targets)
 
 
 @dataclass(frozen=True)
@@ -134,10 +135,11 @@ def occupancy(registers: int, shared_bytes: int, num_warps: int, arch: int) -> t
 
 def register_budget(arch: int, programs_per_sm: int, num_warps: int) -> int:
     """Most registers per thread that still let ``programs_per_sm`` programs of
-    ``num_warps`` warps share an SM's register file (at most 255, the hardware's cap)."""
+    ``num_warps`` warps share an SM's register file (at most
+    :data:`MAX_REGISTERS_PER_THREAD`, the hardware's cap)."""
     lim = sm_limits(arch)
     per_warp = lim.registers // (programs_per_sm * num_warps)
-    return min(255, per_warp // REGISTER_ALLOCATION * REGISTER_ALLOCATION // 32)
+    return min(MAX_REGISTERS_PER_THREAD, per_warp // REGISTER_ALLOCATION * REGISTER_ALLOCATION // 32)
 
 
 @dataclass(frozen=True)
