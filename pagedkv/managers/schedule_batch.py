@@ -164,6 +164,16 @@ class ScheduleBatch:
                 r = self.reqs[i]
                 r.generated, r.kv_committed_len = int(self.generated[i]), int(self.kv_len[i])
 
+    def live_index(self, rows: np.ndarray) -> np.ndarray:
+        """int64 ``[len(rows)]``: the batch index of the unfinished request holding each
+        ``req_to_token`` row of ``rows`` (int64, each >= 0), -1 where none of them does. A row
+        is held by one live request at a time, so a live request's row finds it here without
+        comparing objects (a finished request's row may be free or another's)."""
+        live = np.flatnonzero(~self.finished)
+        where = np.full(self.table.shape[0], -1, dtype=np.int64)
+        where[self.req_pool_idx[live]] = live
+        return where[rows]
+
     def filter_batch(self, keep: Sequence[int] | np.ndarray) -> None:
         """Keep the requests at indices ``keep``, in that order (SGLang ``filter_batch``)."""
         keep = np.asarray(keep, dtype=np.int64)

@@ -134,3 +134,26 @@ def test_the_overlap_loops_prefill_result_skips_the_retracted_and_counts_the_sam
     assert proc.process_batch_result(InFlight(batch, None), 0.25, running) == 2
     assert running.generated.tolist() == [1, 1] and running.finished.tolist() == [False, True]
     assert finished == [b] and c.generated == 0 and a.first_token_s == 0.25
+
+
+def test_the_overlap_loops_decode_result_for_a_request_left_out_of_the_running_batch() -> None:
+    # 0.5.23 leaves a request whose in-flight token reaches max_new_tokens out of the next
+    # decode step: its result commits on the request itself; finishes release in batch order
+    proc, finished = setup()
+    batch = prefilled(proc, [RequestSpec(5, 9, 9), RequestSpec(4, 2, 2), RequestSpec(6, 2, 9)])
+    done = proc.process_batch_result_prefill(batch, None, clock=0.0)
+    running = ScheduleBatch(proc.req_to_token_pool, proc.token_to_kv_pool_allocator,
+                            proc.tree_cache)
+    running.merge_batch(done)
+    running.prepare_for_decode()
+    flight = InFlight(running.get_model_worker_batch(), None, 1)
+    a, b, c = running.reqs
+    running.sync([1])  # as leave_out_finishing does
+    running.filter_batch([0, 2])  # b left out of the running batch, holding its KV
+    free = proc.token_to_kv_pool_allocator.available_size()
+    proc.process_batch_result(flight, 0.5, running)
+    assert finished == [b, c] and (b.generated, c.generated) == (2, 2)
+    assert (b.finish_reason, c.finish_reason) == ("length", "stop")
+    assert running.generated.tolist() == [2, 2] and running.finished.tolist() == [False, True]
+    assert b.req_pool_idx == c.req_pool_idx == -1 and a.req_pool_idx >= 0
+    assert proc.token_to_kv_pool_allocator.available_size() == free + 5 + 7  # prompt + decode slot

@@ -140,3 +140,12 @@ def test_get_model_worker_batch_is_the_decode_just_prepared() -> None:
     assert fb.input_ids is not None and fb.input_ids.tolist() == [7, 8]
     b.last_loc[0] = -5  # the pass keeps its own copy
     assert fb.out_cache_loc[0] != -5 and fb.reqs is not b.reqs
+
+
+def test_live_index_finds_the_unfinished_request_holding_each_row() -> None:
+    b = running_batch([4, 5, 6], [1, 1, 1], [9, 9, 9], free=10)
+    rows = b.req_pool_idx.tolist()
+    b.finished[1] = True  # a finished request's row is free (or another's): not found
+    spare = next(r for r in range(b.table.shape[0]) if r not in rows)
+    got = b.live_index(np.array([rows[2], rows[1], spare, rows[0]], dtype=np.int64))
+    assert got.tolist() == [2, -1, -1, 0]

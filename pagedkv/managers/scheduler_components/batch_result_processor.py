@@ -21,6 +21,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from operator import attrgetter
 
 import numpy as np
 
@@ -32,6 +33,8 @@ from pagedkv.mem_cache.common import release_kv_cache
 from pagedkv.mem_cache.memory_pool import ReqToTokenPool
 from pagedkv.mem_cache.radix_cache import RadixCache
 from pagedkv.model_executor.forward_batch_info import ForwardBatch
+
+FINISHED, RETRACTED = attrgetter("finished"), attrgetter("is_retracted")  # read in C, per request
 
 
 @dataclass
@@ -46,10 +49,6 @@ class InFlight:
     tokens: np.ndarray | None
     decode_step: int = 0
     end_s: float = 0.0
-
-    def token(self, i: int) -> int | None:
-        """Request ``i``'s sampled token, or None."""
-        return None if self.tokens is None else int(self.tokens[i])
 
 
 @dataclass(slots=True, kw_only=True, frozen=True)
@@ -109,7 +108,9 @@ class SchedulerBatchResultProcessor:
         group = self.group_prefill_frees
         if group:
             self.token_to_kv_pool_allocator.free_group_begin()
-        index = {} if running is None else {id(r): i for i, r in enumerate(running.reqs)}
+        # a request still live holds the row it was launched with: that finds it in ``running``
+        index = ([-1] * len(batch.reqs) if running is None
+                 else running.live_index(batch.req_pool_indices).tolist())
         table = self.req_to_token_pool.req_to_token.numpy()
         ends = (batch.prefix_lens + batch.extend_lens).tolist()
         done: list[Req] = []
@@ -118,7 +119,7 @@ class SchedulerBatchResultProcessor:
                 continue
             if req.first_token_s is None:
                 req.first_token_s = clock
-            j = index.get(id(req))
+            j = index[i] if index[i] >= 0 else None
             if self.append_token(req, None if tokens is None else int(tokens[i]), running, j):
                 release_kv_cache(req, self.tree_cache, self.req_to_token_pool, is_insert=True)
                 self.on_finish(req)
@@ -152,17 +153,36 @@ class SchedulerBatchResultProcessor:
 
     def process_batch_result_decode_in_flight(self, f: InFlight, running: ScheduleBatch) -> None:
         """The overlap loop's decode result: each request still live commits its token
-        (in ``running``'s columns if it is there); those it ends release their KV (one free
-        group). A request already finished (seen a step late) or retracted is skipped: its
-        slot of this step was freed with the rest of its KV."""
-        index = {id(r): i for i, r in enumerate(running.reqs)}
+        (in ``running``'s columns if it is there, as the normal loop's decode step does, the
+        :class:`Req` brought up to date when it finishes; else on the request); those it ends
+        release their KV, in batch order (one free group). A request already finished (seen
+        a step late) or retracted is skipped: its slot of this step was freed with the rest
+        of its KV. The batch's requests are read once; the tokens are counted on the columns
+        (a decode step's cost must not grow with Python work per request)."""
+        reqs, n = f.batch.reqs, len(f.batch.reqs)
+        live = ~(np.fromiter(map(FINISHED, reqs), bool, n) | np.fromiter(map(RETRACTED, reqs), bool, n))
+        where = np.where(live, running.live_index(f.batch.req_pool_indices), -1)
+        inside = where >= 0
+        cols = where[inside]
+        running.generated[cols] += 1
+        ends = np.zeros(n, dtype=bool)
+        ends[inside] = running.generated[cols] >= running.stop_at[cols]  # Req.should_stop
+        for i in np.flatnonzero(live & ~inside).tolist():  # left out of the running batch
+            reqs[i].generated += 1
+            ends[i] = bool(reqs[i].should_stop())
+        if f.tokens is not None:  # a real model's tokens, and its EOS
+            for i, token in zip(np.flatnonzero(live).tolist(), f.tokens[live].tolist(), strict=True):
+                reqs[i].output_ids.append(int(token))
+                ends[i] |= self.hit_eos(reqs[i])
         self.token_to_kv_pool_allocator.free_group_begin()
-        for i, req in enumerate(f.batch.reqs):
-            if req.finished or req.is_retracted:
-                continue
-            if self.append_token(req, f.token(i), running, index.get(id(req))):
-                release_kv_cache(req, self.tree_cache, self.req_to_token_pool, is_insert=True)
-                self.on_finish(req)
+        for i in np.flatnonzero(ends).tolist():
+            req, j = reqs[i], int(where[i])
+            if j >= 0:
+                running.sync([j])
+                running.finished[j] = True
+            req.finished, req.finish_reason = True, req.should_stop() or "stop"
+            release_kv_cache(req, self.tree_cache, self.req_to_token_pool, is_insert=True)
+            self.on_finish(req)
         self.token_to_kv_pool_allocator.free_group_end()
 
     def process_batch_result(self, f: InFlight, clock: float, running: ScheduleBatch) -> int:

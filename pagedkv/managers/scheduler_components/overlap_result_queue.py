@@ -64,9 +64,11 @@ class OverlapResultQueue:
         f = self.in_flight
         if f is None or not self.skip_finishing_decode_in_flight:
             return []
-        queued = {id(r) for r in f.batch.reqs}
-        ends = (running.generated + 1 >= running.max_new_tokens).tolist()
-        return [i for i, r in enumerate(running.reqs) if ends[i] and id(r) in queued]
+        ends = np.flatnonzero(running.generated + 1 >= running.max_new_tokens).tolist()
+        if not ends:  # most steps: no set of the batch in flight to build
+            return []
+        queued = set(map(id, f.batch.reqs))
+        return [i for i in ends if id(running.reqs[i]) in queued]
 
     def leave_out_finishing(self, running: ScheduleBatch) -> bool:
         """Take the requests :meth:`reqs_finishing_inflight` finds out of ``running``: they
@@ -105,8 +107,8 @@ class OverlapResultQueue:
         window's last step (``k <= stop_at - generated``, as in the normal loop).
         """
         f, b = self.in_flight, running
-        if (f is None or f.batch.mode != "decode" or len(f.batch.reqs) != len(b.reqs)
-                or any(x is not y for x, y in zip(f.batch.reqs, b.reqs, strict=True))):
+        # Req compares by identity (eq=False): list equality is the same objects, in C
+        if f is None or f.batch.mode != "decode" or f.batch.reqs != b.reqs:
             return None
         if not self.skip_finishing_decode_in_flight:
             return MAX_WINDOW
