@@ -41,6 +41,7 @@ class InFlightBatch(Protocol):
 
     mode: str
     reqs: list[Req]
+    req_pool_indices: np.ndarray
     extend_lens: np.ndarray
 
 
@@ -55,6 +56,10 @@ class RunningView(Protocol):
     """What is read of the running batch (:class:`~pagedkv.managers.schedule_batch.ScheduleBatch`)."""
 
     reqs: list[Req]
+
+    def live_index(self, rows: np.ndarray) -> np.ndarray:
+        """The batch index of the unfinished request holding each row (-1: none)."""
+        ...
 
 
 class LoopView(Protocol):
@@ -75,11 +80,11 @@ def joining_requests(sched: LoopView) -> list[Req]:
     f = sched.in_flight
     if f is None or f.batch.mode != "extend":
         return []
-    inside = set(map(id, sched.running.reqs))  # map: no Python frame per request
-    if sched.chunked_req is not None:
-        inside.add(id(sched.chunked_req))
-    return [r for r in f.batch.reqs
-            if id(r) not in inside and not r.finished and r.kv_committed_len > 0]
+    # a request holding KV holds its row, and no other unfinished request holds it: the
+    # running batch is asked for the pass's rows, not walked (it is the larger batch)
+    inside = sched.running.live_index(f.batch.req_pool_indices).tolist()
+    return [r for r, j in zip(f.batch.reqs, inside, strict=True)
+            if j < 0 and r is not sched.chunked_req and not r.finished and r.kv_committed_len > 0]
 
 
 class InFlightRecorder:
