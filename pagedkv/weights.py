@@ -15,6 +15,13 @@ Three sources, in this order:
 The count is of what a checkpoint stores: parameters plus persistent buffers (DeepSeek's
 router correction bias is a buffer in transformers and a tensor in the checkpoint), shared
 (tied) tensors once, rotary tables (non-persistent buffers) not at all.
+
+The same model on the meta device also gives a mixture of experts' routed share: the
+tensors under each MoE layer's ``experts`` module (transformers' name in every MoE class it
+has: Mixtral, Qwen2/3-MoE, Qwen3-Next, DeepSeek V2/V3, gpt-oss, Llama 4), shared experts
+(``shared_expert(s)``) and routers not included. The simulator's step-time model reads it
+(:func:`count_routed_expert_parameters`; the presets' counts are shipped in
+``presets/models/routed_expert_counts.json``).
 """
 
 from __future__ import annotations
@@ -57,6 +64,15 @@ def preset_param_counts() -> dict[str, int]:
     return {k: int(v) for k, v in json.loads(text).items() if not k.startswith("_")}
 
 
+@functools.cache
+def preset_routed_expert_counts() -> dict[str, int]:
+    """Preset name -> routed-expert tensor elements, as :func:`count_routed_expert_parameters`
+    gives them (0 for a dense preset)."""
+    path = "models/routed_expert_counts.json"
+    text = resources.files("pagedkv.presets").joinpath(path).read_text()
+    return {k: int(v) for k, v in json.loads(text).items() if not k.startswith("_")}
+
+
 def count_parameters(config: dict[str, Any]) -> int:
     """Tensor elements a checkpoint of ``config`` stores: the model built on the meta device.
 
@@ -66,11 +82,22 @@ def count_parameters(config: dict[str, Any]) -> int:
     Raises:
         ConfigError: transformers is missing or does not know the model; pass its size.
     """
-    return _count(json.dumps(config, sort_keys=True))
+    return _count(json.dumps(config, sort_keys=True))[0]
+
+
+def count_routed_expert_parameters(config: dict[str, Any]) -> int:
+    """Tensor elements of the routed experts of every MoE layer (0 for a dense model): those
+    under modules named ``experts`` in the model :func:`count_parameters` builds (a shared
+    expert, the router and everything else are not routed).
+
+    Raises:
+        ConfigError: transformers is missing or does not know the model.
+    """
+    return _count(json.dumps(config, sort_keys=True))[1]
 
 
 @functools.lru_cache(maxsize=64)
-def _count(config_json: str) -> int:
+def _count(config_json: str) -> tuple[int, int]:
     config = json.loads(config_json)
     refusal = ("its weight size needs a checkpoint folder with model.safetensors.index.json "
                "or the real size per GPU: pass --weights-gib (weights_bytes=)")
@@ -97,16 +124,18 @@ def _count(config_json: str) -> int:
             f"this transformers ({transformers.__version__}) can build ({type(exc).__name__}: "
             f"{str(exc)[:120]}); {refusal}") from None
     seen: set[int] = set()
-    total = 0
-    for module in model.modules():
+    total = routed = 0
+    for path, module in model.named_modules():
         tensors = list(module.named_parameters(recurse=False))
         tensors += [(n, b) for n, b in module.named_buffers(recurse=False)
                     if n not in module._non_persistent_buffers_set]
+        in_experts = "experts" in path.split(".")  # shared_expert(s) are another name
         for _, tensor in tensors:
             if tensor is not None and id(tensor) not in seen:
                 seen.add(id(tensor))
                 total += tensor.numel()
-    return total
+                routed += tensor.numel() if in_experts else 0
+    return total, routed
 
 
 def quant_method(config: dict[str, Any]) -> str:

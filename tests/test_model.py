@@ -7,7 +7,12 @@ import pytest
 from pagedkv.configs.model_config import ModelSpec
 from pagedkv.configs.model_presets import MODEL_PRESETS, load_model
 from pagedkv.errors import ConfigError
-from pagedkv.weights import count_parameters, preset_param_counts
+from pagedkv.weights import (
+    count_parameters,
+    count_routed_expert_parameters,
+    preset_param_counts,
+    preset_routed_expert_counts,
+)
 
 LLAMA = {"architectures": ["LlamaForCausalLM"], "model_type": "llama"}
 
@@ -50,6 +55,27 @@ def test_shipped_preset_counts_are_the_meta_device_counts():
     assert set(table) == set(MODEL_PRESETS)
     for name in MODEL_PRESETS:
         assert count_parameters(load_model(name).config) == table[name], name
+
+
+def test_shipped_routed_expert_counts_are_the_meta_device_counts():
+    """The routed-expert table equals a fresh count; dense presets have none."""
+    pytest.importorskip("transformers")
+    table = preset_routed_expert_counts()
+    assert set(table) == set(MODEL_PRESETS)
+    for name in MODEL_PRESETS:
+        spec = load_model(name)
+        assert count_routed_expert_parameters(spec.config) == table[name], name
+        assert (table[name] > 0) == spec.is_moe, name
+
+
+@pytest.mark.parametrize(("name", "active"), [
+    ("mixtral-8x7b", 12_879_925_248),  # "12.9B active parameters"
+    ("qwen3-30b-a3b", 3_353_032_704),  # "3.3B activated"
+    ("deepseek-v3", 37_552_297_472),  # "37B activated", embeddings counted here
+    ("llama-3-8b", 8_030_261_248),  # dense: all of them
+])
+def test_active_parameters_match_model_cards(name, active):
+    assert load_model(name).num_active_params == active
 
 
 def test_qwen3_uses_explicit_head_dim_not_hidden_over_heads():

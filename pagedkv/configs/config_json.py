@@ -84,6 +84,7 @@ def spec_fields(config: dict[str, Any], name: str = "custom", checkpoint_bytes: 
         weight_dtype_bytes=weight_bytes,
         num_experts=int(config.get("n_routed_experts") or config.get("num_local_experts")
                         or config.get("num_experts") or 0),
+        num_experts_per_tok=config.get("num_experts_per_tok") or 0,
         quantization=quant_method(config),
         architecture=str((full.get("architectures") or [""])[0]),
         checkpoint_bytes=checkpoint_bytes,

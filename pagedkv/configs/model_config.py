@@ -22,9 +22,15 @@ from pagedkv.configs.config_json import spec_fields
 from pagedkv.configs.dsa_config import indexer_bytes_per_token, latent_bytes_per_token
 from pagedkv.configs.model_family import text_config
 from pagedkv.configs.model_hybrid import gdn_state_bytes
+from pagedkv.configs.moe_config import active_params
 from pagedkv.errors import ConfigError, bad_value, check_positive_int
 from pagedkv.units import kv_dtype_bytes
-from pagedkv.weights import count_parameters, preset_param_counts
+from pagedkv.weights import (
+    count_parameters,
+    count_routed_expert_parameters,
+    preset_param_counts,
+    preset_routed_expert_counts,
+)
 
 if TYPE_CHECKING:
     from pagedkv.releases import Release
@@ -48,6 +54,8 @@ class ModelSpec:
         weight_dtype_bytes: bytes per weight as served: ``torch_dtype``, with float32
             checkpoints served in 16 bits as SGLang's ``--dtype auto`` does.
         num_experts: routed experts per MoE layer (0: a dense MLP).
+        num_experts_per_tok: experts each token is routed to (``num_experts_per_tok``; 0 for
+            a dense model or a config that does not say).
         quantization: the checkpoint's ``quantization_config.quant_method`` ("" if none).
         checkpoint_bytes: ``metadata.total_size`` of the checkpoint's safetensors index
             when the model was loaded from a folder holding one, else None.
@@ -85,6 +93,7 @@ class ModelSpec:
     qk_rope_head_dim: int
     weight_dtype_bytes: int
     num_experts: int = 0
+    num_experts_per_tok: int = 0
     quantization: str = ""
     architecture: str = ""
     checkpoint_bytes: int | None = None
@@ -168,6 +177,35 @@ class ModelSpec:
         if self.name in table:
             return table[self.name]
         return count_parameters(self.config)
+
+    @functools.cached_property
+    def num_routed_expert_params(self) -> int:
+        """Tensor elements of the routed experts, every MoE layer together (0 for a dense
+        model), counted as :attr:`num_params` is
+        (:func:`pagedkv.weights.count_routed_expert_parameters`).
+
+        Raises:
+            ConfigError: transformers cannot build this model.
+        """
+        if not self.is_moe:
+            return 0
+        table = preset_routed_expert_counts()
+        if self.name in table:
+            return table[self.name]
+        return count_routed_expert_parameters(self.config)
+
+    @property
+    def num_active_params(self) -> int:
+        """Parameters one token runs through (:func:`pagedkv.configs.moe_config.active_params`;
+        :attr:`num_params` for a dense model).
+
+        Raises:
+            ConfigError: a MoE config without a valid ``num_experts_per_tok``.
+        """
+        if not self.is_moe:
+            return self.num_params
+        return active_params(self.num_params, self.num_routed_expert_params,
+                             self.num_experts, self.num_experts_per_tok, self.name)
 
     @property
     def is_mla(self) -> bool:
