@@ -27,11 +27,21 @@ TIME_LABELS = {"ttft_s": "TTFT", "tpot_s": "TPOT (mean inter-token)", "e2e_s": "
 
 
 def step_time_text(engine: Engine) -> str:
-    """One sentence naming the step-time model and its peaks."""
+    """One sentence naming the step-time model and its peaks (and, for a mixture of experts,
+    a sliding-window or a linear-attention hybrid, what it reads instead)."""
     st = engine.executor.step_time
+    reads, params = "the weights and the batch's KV", "parameter"
+    if getattr(st, "experts", None) is not None:
+        reads = ("the dense weights, the experts the batch's tokens are routed to (uniform "
+                 "routing assumed) and the batch's KV")
+        params = "active parameter"
+    if st.sliding_window is not None:
+        reads += f" (window layers: at most {st.sliding_window:,} tokens per request)"
+    if getattr(st, "state_bytes", 0):
+        reads += ", and each request's state slot (read and written),"
     return (f"times are modelled, not measured: roofline step-time model (RooflineStepTime): "
-            f"a decode step reads the weights and the batch's KV at {st.hbm_bandwidth / 1e12:.2f} "
-            f"TB/s, a prefill does 2 FLOPs per parameter per token at {st.peak_flops / 1e12:,.0f} "
+            f"a decode step reads {reads} at {st.hbm_bandwidth / 1e12:.2f} "
+            f"TB/s, a prefill does 2 FLOPs per {params} per token at {st.peak_flops / 1e12:,.0f} "
             f"TFLOP/s, the {engine.meta.gpu}'s datasheet peaks; real steps are slower")
 
 
@@ -57,8 +67,7 @@ def print_summary(run: RunOutcome, workload: Workload, out: TextIO | None = None
     if run.engine.mamba_pool is not None:
         slots = run.engine.mamba_pool
         print(f"state slots: {slots.size:,} of {slots.bytes_per_slot / MiB:,.2f} MiB each, one "
-              "held by each running request from admission to finish or retraction (their "
-              "reads are not in the step-time model)", file=out)
+              "held by each running request from admission to finish or retraction", file=out)
     print(f"workload: {workload.description}; arrivals: {workload.arrivals}", file=out)
     for note in workload.notes:
         print(f"note: {note}", file=out)

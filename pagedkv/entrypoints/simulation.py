@@ -21,8 +21,37 @@ from pagedkv.managers.req import RequestLike
 from pagedkv.managers.scheduler_init import SlidingWindowPools
 from pagedkv.managers.trace import TraceMeta
 from pagedkv.mem_cache.mamba_pool import MambaPool
-from pagedkv.model_executor.sim_executor import RooflineStepTime, SimExecutor
+from pagedkv.model_executor.sim_executor import RooflineStepTime, RoutedExperts, SimExecutor
+from pagedkv.pool_plan import KVPoolPlan
 from pagedkv.sizing import gpu_memory_defaults, plan_pool
+
+
+def roofline_step_time(spec: ModelSpec, plan: KVPoolPlan, card: GPUSpec) -> RooflineStepTime:
+    """The step-time model of ``spec`` served on ``plan``'s pools on ``card``
+    (:class:`RooflineStepTime`, a MODEL: see :mod:`pagedkv.model_executor.sim_executor`).
+
+    A dense model: ``plan.weights_bytes``, ``spec.num_params`` and ``plan.cell_size``. A
+    mixture of experts adds its routed share of the weights, ``weights_bytes *
+    routed_params / num_params`` (exact for a checkpoint stored in one dtype; where the
+    experts are quantized more than the rest, gpt-oss's mxfp4, it overstates their share)
+    and its active parameters; a sliding-window hybrid on its two pools the window layers'
+    cell and window; a linear-attention hybrid its state slot's bytes.
+
+    Raises:
+        ConfigError: a MoE config without a valid ``num_experts_per_tok``, or one whose
+            routed experts transformers cannot count.
+    """
+    experts = active = None
+    if spec.is_moe:
+        active = spec.num_active_params  # checks num_experts_per_tok
+        routed = plan.weights_bytes * spec.num_routed_expert_params // spec.num_params
+        experts = RoutedExperts(routed, spec.num_experts, spec.num_experts_per_tok)
+    return RooflineStepTime(
+        plan.weights_bytes, spec.num_params, plan.cell_size, card.hbm_bandwidth,
+        card.bf16_flops, experts=experts, active_params=active,
+        swa_cell_size=plan.swa_cell_size if plan.is_swa else 0,
+        sliding_window=plan.sliding_window if plan.is_swa else None,
+        state_bytes=plan.state_bytes)
 
 
 def simulated_engine(
@@ -76,12 +105,10 @@ def simulated_engine(
         NotEnoughMemoryError: the weights leave no room for a pool.
 
     A sliding-window hybrid (gpt-oss, Llama 4) runs on its full and SWA pools, as SGLang
-    0.5.23's scheduler runs them (the step-time model counts the full-attention KV only).
-    A linear-attention hybrid (Qwen3-Next) runs on its full-attention KV pool and its state
-    slots, sized with the radix cache off (one slot per request) and
-    ``max_running_requests`` when given, as SGLang sizes them; each request holds a slot from
-    admission to finish. The step-time model counts the full-attention KV only (reading
-    the state slots is not modelled).
+    0.5.23's scheduler runs them. A linear-attention hybrid (Qwen3-Next) runs on its
+    full-attention KV pool and its state slots, sized with the radix cache off (one slot
+    per request) and ``max_running_requests`` when given, as SGLang sizes them; each
+    request holds a slot from admission to finish. The step times: :func:`roofline_step_time`.
     """
     spec = model if isinstance(model, ModelSpec) else load_model(model, disable_hybrid_swa_memory)
     linear = spec.family == "linear"
@@ -105,8 +132,7 @@ def simulated_engine(
         **scheduler_options,
         "policy": policy,
     }
-    step_time = RooflineStepTime(plan.weights_bytes, spec.num_params, plan.cell_size,
-                                 card.hbm_bandwidth, card.bf16_flops)
+    step_time = roofline_step_time(spec, plan, card)
     mamba = (MambaPool(plan.mamba_slots, gdn_cache_params(text_config(spec.config), tp, spec.name))
              if linear else None)
     swa = None

@@ -95,3 +95,22 @@ def test_simulate_hybrid_scheduler_follows_0_5_23() -> None:
     with pytest.raises(ConfigError, match=r"0\.5\.23 for a sliding-window hybrid"):
         run_simulate(parse("--model", str(GPT_OSS), "--num-requests", "5", "--weights-gib",
                            "12.8", "--sglang-version", "0.5.9"))
+
+
+@pytest.mark.parametrize(("options", "reads"), [
+    ({"model": "llama-3-8b"}, "a decode step reads the weights and the batch's KV at 3.35 TB/s, a prefill "
+                              "does 2 FLOPs per parameter per token"),
+    ({"model": "gpt-oss-20b", "weights_bytes": 13 << 30},
+     "a decode step reads the dense weights, the experts the batch's tokens are routed to (uniform routing "
+     "assumed) and the batch's KV (window layers: at most 127 tokens per request) at 3.35 "
+     "TB/s, a prefill does 2 FLOPs per active parameter per token"),
+    ({"model": "qwen3-next-80b-a3b", "tp": 4, "radix_cache": False},
+     "routed to (uniform routing assumed) and the batch's KV, and each request's state slot "
+     "(read and written), at 3.35 TB/s"),
+])
+def test_the_report_says_what_a_step_reads(options: dict, reads: str) -> None:
+    from pagedkv.entrypoints.cli_simulate_output import step_time_text
+    from pagedkv.entrypoints.simulation import simulated_engine
+
+    engine = simulated_engine(gpu="h100-sxm-80gb", **options)
+    assert reads in step_time_text(engine)
