@@ -3,7 +3,9 @@
 Each example is a model preset on a card at a tensor-parallel size and a KV dtype;
 :func:`example_plan` sizes it with :func:`pagedkv.sizing.plan_pool` and :func:`hbm_split`
 divides one GPU's memory into the pools SGLang builds (``model_runner.py``,
-``pool_configurator.py``, ``swa_memory_pool.py``, the mamba pools).
+``pool_configurator.py``, ``swa_memory_pool.py``, the mamba pools); :func:`decode_read` says
+what one decode step of an example reads under the simulator's step-time model (a roofline
+MODEL, :mod:`pagedkv.model_executor.sim_executor`).
 """
 
 from __future__ import annotations
@@ -11,7 +13,10 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 
 from pagedkv.configs.model_config import ModelSpec
-from pagedkv.errors import NotEnoughMemoryError
+from pagedkv.configs.model_presets import load_model
+from pagedkv.entrypoints.simulation import roofline_step_time
+from pagedkv.errors import NotEnoughMemoryError, check_positive_int
+from pagedkv.gpus import get_gpu
 from pagedkv.pool_plan import KVPoolPlan
 from pagedkv.sizing import plan_pool
 from pagedkv.units import GiB
@@ -92,3 +97,46 @@ def figure_splits() -> dict[str, dict[str, dict[str, int] | None]]:
             except NotEnoughMemoryError:
                 out[name][gpu] = None
     return out
+
+
+@dataclass(frozen=True)
+class DecodeRead:
+    """One modelled decode step of a worked example on one GPU.
+
+    Attributes:
+        batch_size: running requests, each holding ``tokens`` tokens of KV.
+        experts_touched: expected routed experts read per MoE layer (0: a dense model).
+        weights_bytes: weight bytes read (the dense part plus the experts touched).
+        kv_bytes: KV bytes read (window layers: at most the window per request).
+        state_bytes: state bytes read and written (linear-attention layers).
+        seconds: the step's modelled time.
+    """
+
+    batch_size: int
+    experts_touched: float
+    weights_bytes: float
+    kv_bytes: int
+    state_bytes: int
+    seconds: float
+
+
+def decode_read(name: str, batch_size: int, tokens: int) -> DecodeRead:
+    """What one decode step of example ``name`` reads when ``batch_size`` requests hold
+    ``tokens`` tokens each (its :func:`example_plan`, the step time of
+    :func:`pagedkv.entrypoints.simulation.roofline_step_time`).
+
+    Raises:
+        ConfigError: ``batch_size`` < 1 or ``tokens`` < 0.
+    """
+    check_positive_int("batch_size", batch_size)
+    check_positive_int("tokens", tokens, 0)
+    ex, plan = EXAMPLES[name], example_plan(name)
+    step = roofline_step_time(load_model(ex.model), plan, get_gpu(ex.gpu))
+    touched, weights = 0.0, float(plan.weights_bytes)
+    if step.experts is not None:
+        touched = step.experts.experts_touched(batch_size)
+        weights += step.experts.bytes_read(batch_size) - step.experts.routed_bytes
+    swa = None if step.sliding_window is None else batch_size * min(tokens, step.sliding_window)
+    kv = batch_size * tokens * step.cell_size + (swa or 0) * step.swa_cell_size
+    return DecodeRead(batch_size, touched, weights, kv, 2 * step.state_bytes * batch_size,
+                      step.decode_s(batch_size, batch_size * tokens, swa))

@@ -7,11 +7,13 @@ import pytest
 
 from pagedkv.configs.model_presets import load_model
 from pagedkv.errors import NotEnoughMemoryError
+from pagedkv.gpus import get_gpu
 from pagedkv.lessons.todays_models import (
     EXAMPLES,
     FIGURE_GPUS,
     SEGMENTS,
     cap_at,
+    decode_read,
     example_plan,
     figure_splits,
     hbm_split,
@@ -84,3 +86,16 @@ def test_pools_figure_has_one_menu_entry_per_model() -> None:
         shown = [i for i, v in enumerate(button.args[0]["visible"]) if v]
         assert shown == list(range(mi * len(SEGMENTS), (mi + 1) * len(SEGMENTS)))
     assert "H100 (no start)" in fig.data[2 * len(SEGMENTS)].y
+
+
+@pytest.mark.parametrize("name", ["gpt-oss-120b", "qwen3-next-80b-a3b", "mixtral-8x7b"])
+def test_decode_read_parts_add_up_to_the_step_time(name: str) -> None:
+    """The bytes a decode step reads, part by part, over the card's bandwidth are its time
+    (these steps are memory-bound), and a bigger batch touches more experts."""
+    one, many = decode_read(name, 1, 2048), decode_read(name, 64, 2048)
+    bandwidth = get_gpu(EXAMPLES[name].gpu).hbm_bandwidth
+    for read in (one, many):
+        total = read.weights_bytes + read.kv_bytes + read.state_bytes
+        assert read.seconds == pytest.approx(total / bandwidth, rel=1e-12)
+    assert load_model(name).num_experts_per_tok == one.experts_touched < many.experts_touched
+    assert (one.state_bytes > 0) == (name == "qwen3-next-80b-a3b")
