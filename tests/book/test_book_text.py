@@ -175,6 +175,7 @@ def test_no_markdown_cell_is_tagged_to_hide(chapter: str) -> None:
 def typed_phrases() -> list[str]:
     """Phrases a fourth first read found typed into Markdown although pagedkv holds their
     numbers: each is now printed by a cell that reads the value."""
+    from pagedkv.configs.model_presets import load_model
     from pagedkv.gpus import get_gpu
     from pagedkv.lessons.analysis import EPISODE_GAP_STEPS
     from pagedkv.lessons.kernel.roofline import MAX_REGISTERS_PER_THREAD, target_gpus
@@ -185,6 +186,7 @@ def typed_phrases() -> list[str]:
     from pagedkv.workloads.cases import LONG_ANSWERS
     from pagedkv.workloads.synthetic import SHAREGPT_MEAN_PROMPT
 
+    llama = load_model("llama-3-8b")
     sms = next(g.sms for g in target_gpus() if g.label == "H100 SXM")
     cfg = SchedulerConfig()
     return [f"{sms} SMs", f"clipped at {cfg.clip_max_new_tokens}",
@@ -194,7 +196,10 @@ def typed_phrases() -> list[str]:
             f"{CPU_CARD_MIB:,} MiB", f"{GPU_SYSTEM_PROMPT_LEN:,} tokens on a GPU",
             f"{CHAT_POOL:,}-slot", f"{TIGHT_POOL:,}-slot", f"the {SUPPORT_SYSTEM_LEN:,} tokens",
             f"{LONG_ANSWERS.requests} long-form", f"{SHAREGPT_MEAN_PROMPT} and",
-            f"decay from {cfg.new_token_ratio_decay_steps} to"]
+            f"decay from {cfg.new_token_ratio_decay_steps} to",
+            f"Llama-3-8B has {llama.num_attention_heads} query heads",
+            f"has {llama.num_attention_heads // llama.num_key_value_heads} query heads per KV head",
+            f"`hidden_size` {load_model('qwen3-4b').hidden_size}"]
 
 
 @pytest.mark.parametrize("chapter", (*CHAPTERS, *PAGES))
