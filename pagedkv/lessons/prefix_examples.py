@@ -14,7 +14,8 @@ from dataclasses import dataclass
 from pagedkv.errors import bad_value
 from pagedkv.lessons.prefix_runs import PrefixRun, serve
 from pagedkv.mem_cache.allocator import TokenToKVPoolAllocator
-from pagedkv.mem_cache.radix_tree import RadixTree, TreeNode
+from pagedkv.mem_cache.radix_node import TreeNode
+from pagedkv.mem_cache.radix_tree import RadixTree
 from pagedkv.workloads.prefix import PrefixRequest, multi_turn, shared_system_prompt
 
 

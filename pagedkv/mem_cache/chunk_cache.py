@@ -15,7 +15,7 @@ import numpy as np
 from pagedkv.mem_cache.allocator import BaseTokenToKVPoolAllocator
 from pagedkv.mem_cache.base_prefix_cache import CacheReq
 from pagedkv.mem_cache.memory_pool import ReqToTokenPool
-from pagedkv.mem_cache.radix_tree import MatchResult
+from pagedkv.mem_cache.radix_node import MatchResult
 from pagedkv.releases import DEFAULT_RELEASE, Release, as_release
 
 _EMPTY = np.empty(0, dtype=np.int64)

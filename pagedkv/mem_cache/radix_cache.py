@@ -34,7 +34,8 @@ import numpy as np
 from pagedkv.mem_cache.allocator import BaseTokenToKVPoolAllocator
 from pagedkv.mem_cache.base_prefix_cache import CacheReq
 from pagedkv.mem_cache.memory_pool import ReqToTokenPool
-from pagedkv.mem_cache.radix_tree import RadixTree, TreeNode
+from pagedkv.mem_cache.radix_node import TreeNode
+from pagedkv.mem_cache.radix_tree import RadixTree
 from pagedkv.releases import DEFAULT_RELEASE, Release, as_release
 
 

@@ -29,7 +29,8 @@ import numpy as np
 from pagedkv.errors import AllocatorError, check_positive_int
 
 if TYPE_CHECKING:
-    from pagedkv.mem_cache.radix_tree import RadixTree, TreeNode
+    from pagedkv.mem_cache.radix_node import TreeNode
+    from pagedkv.mem_cache.radix_tree import RadixTree
 
 
 def push_if_evictable(tree: RadixTree, node: TreeNode) -> None:

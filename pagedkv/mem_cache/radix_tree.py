@@ -4,24 +4,16 @@ are KV slots.
 Follows ``python/sglang/srt/mem_cache/radix_cache.py`` (``RadixCache``, 0.5.9) and the
 default tree of 0.5.23, ``mem_cache/unified_radix_cache.py`` (``UnifiedRadixCache`` with a
 Rust core; its matches, inserts, locks and eviction order are those of 0.5.9's tree, checked
-by the reference tests). Each node holds a run of token ids (``key``) and the KV slots that
-hold those tokens' K/V (``value``, one slot per token). The path from the root to a node
-spells a token prefix; a request whose prompt starts with that prefix reuses those slots.
-
-- :meth:`RadixTree.match_prefix` walks the tree along a key and returns the slots of the
-  longest cached prefix; a match that ends inside a node splits it in two.
-- :meth:`RadixTree.insert` adds a key and its slots, splitting where the key leaves an
-  edge, and returns how much was already there.
-- locks and eviction (:meth:`inc_lock_ref` / :meth:`dec_lock_ref`, :meth:`RadixTree.evict`,
-  :meth:`RadixTree.evict_for_alloc`) are functions over the tree in
-  :mod:`pagedkv.mem_cache.radix_eviction`, which these methods call.
-
-With ``page_size`` p > 1 keys are cut to whole pages, children are keyed by their first page
-of token ids and matches advance a page at a time.
-
-What a request's life does to the tree (``cache_unfinished_req``, ``cache_finished_req``,
-where the two releases differ) is :class:`pagedkv.mem_cache.radix_cache.RadixCache`, built on
-this core as 0.5.23 builds ``UnifiedRadixCache`` on its tree core.
+by the reference tests). The path from the root to a node
+(:class:`~pagedkv.mem_cache.radix_node.TreeNode`: token ids cut to whole pages, and their KV
+slots) spells a token prefix; a request whose prompt starts with it reuses those slots.
+:meth:`RadixTree.match_prefix` returns the slots of the longest cached prefix of a key and
+:meth:`RadixTree.insert` adds a key and its slots; both split a node where the key leaves
+its edge. Locks and eviction are functions of :mod:`pagedkv.mem_cache.radix_eviction`, which
+the methods of the same names call. What a request's life does to the tree
+(``cache_unfinished_req``, ``cache_finished_req``, where the two releases differ) is
+:class:`pagedkv.mem_cache.radix_cache.RadixCache`, built on this core as 0.5.23 builds
+``UnifiedRadixCache`` on its tree core.
 
 Where we simplify: access times come from an integer clock, not ``time.monotonic()``: one
 tick per match or insert for every node it walks, a later tick for every node it creates.
@@ -32,7 +24,6 @@ no host (hierarchical) cache.
 from __future__ import annotations
 
 from collections.abc import Iterator
-from dataclasses import dataclass, field
 from itertools import count
 
 import numpy as np
@@ -40,49 +31,16 @@ import numpy as np
 from pagedkv.errors import AllocatorError, bad_value
 from pagedkv.mem_cache import radix_eviction
 from pagedkv.mem_cache.allocator import IN_USE, BaseTokenToKVPoolAllocator, IntsLike, as_i64
+from pagedkv.mem_cache.radix_node import (
+    EMPTY_SLOTS,
+    MatchResult,
+    TreeNode,
+    get_child_key,
+    key_match,
+    page_aligned,
+)
 from pagedkv.release_behaviours import FREE_ORDERS
 from pagedkv.releases import DEFAULT_RELEASE
-
-_EMPTY = np.empty(0, dtype=np.int64)
-
-
-@dataclass(eq=False)
-class TreeNode:
-    """One edge of the tree and the node it leads to.
-
-    Attributes:
-        id: creation order (the root is 0); the tie-break of the eviction order.
-        key: int64 ``[n]`` token ids on the edge into this node, ``n`` a multiple of p.
-        value: int64 ``[n]`` KV slots of those tokens.
-        parent: None for the root.
-        children: child nodes keyed by their first token (first page, as bytes, for p > 1).
-        lock_ref: running requests whose locked path passes through this node.
-        last_access_time: the tree's clock when a match or insert last walked it.
-    """
-
-    id: int
-    key: np.ndarray = field(default_factory=lambda: _EMPTY)
-    value: np.ndarray = field(default_factory=lambda: _EMPTY)
-    parent: TreeNode | None = None
-    children: dict[object, TreeNode] = field(default_factory=dict)
-    lock_ref: int = 0
-    last_access_time: int = 0
-
-    def is_leaf(self) -> bool:
-        return not self.children
-
-
-@dataclass(frozen=True)
-class MatchResult:
-    """What :meth:`RadixTree.match_prefix` found: the slots of the first ``n`` tokens
-    (int64 ``[n]``) and the node the match ended on (the root when nothing matched);
-    a sliding-window hybrid's tree also gives ``swa_branching_seqlen`` (SGLang 0.5.23's:
-    the page-aligned full-KV hit when it reaches past the match the window allows, else
-    None)."""
-
-    device_indices: np.ndarray
-    last_device_node: TreeNode
-    swa_branching_seqlen: int | None = None
 
 
 class RadixTree:
@@ -141,28 +99,7 @@ class RadixTree:
     # ----- keys and the clock -----------------------------------------------------------
     def page_aligned(self, key: IntsLike) -> np.ndarray:
         """``key`` as int64 token ids cut to whole pages; ConfigError if not integers."""
-        if isinstance(key, np.ndarray) and key.dtype == np.int64 and key.ndim == 1:
-            return key[:len(key) // self.page_size * self.page_size]  # the common case, fast
-        if isinstance(key, (str, bytes)):
-            raise bad_value("key", key, "a sequence of integer token ids")
-        a = np.asarray(key)
-        if a.ndim != 1 or (a.size and not np.issubdtype(a.dtype, np.integer)):
-            raise bad_value("key", key if len(a) < 20 else f"{list(a[:20])}...",
-                            "a 1-D sequence of integer token ids")
-        a = a.astype(np.int64, copy=False)
-        return a[:len(a) // self.page_size * self.page_size]
-
-    def _child_key(self, key: np.ndarray) -> object:
-        return int(key[0]) if self.page_size == 1 else key[:self.page_size].tobytes()
-
-    def _key_match(self, a: np.ndarray, b: np.ndarray) -> int:
-        """Length of the common prefix of ``a`` and ``b``, in whole pages."""
-        n = min(len(a), len(b))
-        diff = a[:n] != b[:n]
-        m = int(diff.argmax())  # the first mismatch, or 0 when there is none
-        if not diff[m]:
-            m = n
-        return m // self.page_size * self.page_size
+        return page_aligned(key, self.page_size)
 
     def _stamp(self, node: TreeNode, tick: int) -> None:
         node.last_access_time = tick
@@ -184,7 +121,7 @@ class RadixTree:
         """
         found: list[np.ndarray] = []
         node = self._walk(key, found)
-        slots = np.concatenate(found) if found else _EMPTY
+        slots = np.concatenate(found) if found else EMPTY_SLOTS
         return MatchResult(slots, node)
 
     def _walk(self, key: IntsLike, found: list[np.ndarray] | None) -> TreeNode:
@@ -194,9 +131,9 @@ class RadixTree:
         tick = next(self._clock)
         node = self.root_node
         node.last_access_time = tick
-        while len(key) and (child := node.children.get(self._child_key(key))) is not None:
+        while len(key) and (child := node.children.get(get_child_key(key, self.page_size))) is not None:
             self._stamp(child, tick)
-            n = self._key_match(child.key, key)
+            n = key_match(child.key, key, self.page_size)
             if n < len(child.key):
                 node = self._split_node(child, n)
                 if found is not None:
@@ -217,9 +154,9 @@ class RadixTree:
         parent = child.parent
         assert parent is not None and 0 < n < len(child.key)
         new = self._new_node(parent, child.key[:n], child.value[:n], lock_ref=child.lock_ref)
-        parent.children[self._child_key(new.key)] = new
+        parent.children[get_child_key(new.key, self.page_size)] = new
         child.key, child.value, child.parent = child.key[n:], child.value[n:], new
-        new.children[self._child_key(child.key)] = child
+        new.children[get_child_key(child.key, self.page_size)] = child
         return new
 
     def insert(self, key: IntsLike, value: IntsLike) -> tuple[int, TreeNode, list[tuple[int, int]]]:
@@ -244,19 +181,19 @@ class RadixTree:
             raise bad_value("len(value)", len(slots), f"len(key) = {len(key)}")
         key = self.page_aligned(key)
         slots = slots[:len(key)]
-        tick = next(self._clock)
+        tick, p = next(self._clock), self.page_size
         node, done, overlaps = self.root_node, 0, []
         node.last_access_time = tick
-        while done < len(key) and (child := node.children.get(self._child_key(key[done:]))) is not None:
+        while done < len(key) and (child := node.children.get(get_child_key(key[done:], p))) is not None:
             self._stamp(child, tick)
-            n = self._key_match(child.key, key[done:])
+            n = key_match(child.key, key[done:], p)
             if n < len(child.key):
                 child = self._split_node(child, n)
             overlaps.append((done, done + n))
             node, done = child, done + n
         if done < len(key):
             leaf = self._new_node(node, key[done:].copy(), slots[done:].copy())
-            node.children[self._child_key(leaf.key)] = leaf
+            node.children[get_child_key(leaf.key, self.page_size)] = leaf
             self.evictable_size_ += len(leaf.key)
             radix_eviction.push_if_evictable(self, leaf)
             node = leaf
@@ -293,14 +230,14 @@ class RadixTree:
             parts.append(node.value)
             assert node.parent is not None
             node = node.parent
-        return np.concatenate(parts[::-1]) if parts else _EMPTY
+        return np.concatenate(parts[::-1]) if parts else EMPTY_SLOTS
 
     def detach_leaf(self, leaf: TreeNode) -> TreeNode:
         """Unlink ``leaf`` from its parent (its slots and the size counters are the caller's:
         :func:`~pagedkv.mem_cache.radix_eviction.evict_leaf`); return the parent."""
         parent = leaf.parent
         assert parent is not None and not leaf.children
-        del parent.children[self._child_key(leaf.key)]
+        del parent.children[get_child_key(leaf.key, self.page_size)]
         leaf.parent = None
         self.num_nodes -= 1
         return parent
@@ -315,14 +252,12 @@ class RadixTree:
         radix_eviction.dec_lock_ref(self, node)
 
     def evict(self, num_tokens: int) -> int:
-        """Free LRU unlocked leaves until ``num_tokens`` slots are freed or none is left;
-        return the slots freed (:func:`~pagedkv.mem_cache.radix_eviction.evict`)."""
+        """:func:`~pagedkv.mem_cache.radix_eviction.evict`: free ``num_tokens`` slots' worth."""
         return radix_eviction.evict(self, num_tokens)
 
     def evict_for_alloc(self, num_tokens: int) -> int:
-        """Free LRU unlocked leaves until the allocator has ``num_tokens`` free slots or none
-        is left; return the slots freed (0.5.23's, :func:`~pagedkv.mem_cache.radix_eviction.
-        evict_for_alloc`)."""
+        """:func:`~pagedkv.mem_cache.radix_eviction.evict_for_alloc` (0.5.23): evict until
+        the allocator has ``num_tokens`` free slots."""
         return radix_eviction.evict_for_alloc(self, num_tokens)
 
     # ----- reading the tree -------------------------------------------------------------
@@ -346,7 +281,7 @@ class RadixTree:
         slots = []
         for node in self.nodes():
             for ck, child in node.children.items():
-                if child.parent is not node or ck != self._child_key(child.key):
+                if child.parent is not node or ck != get_child_key(child.key, self.page_size):
                     raise AllocatorError(f"node {child.id} is filed under the wrong parent or key")
                 if node is not self.root_node and child.lock_ref > node.lock_ref:
                     raise AllocatorError(f"node {child.id} has more locks than its parent")
@@ -363,7 +298,7 @@ class RadixTree:
         if (evictable, protected) != (self.evictable_size_, self.protected_size_):
             raise AllocatorError(f"size counters {self.evictable_size_}/{self.protected_size_} "
                                  f"!= evictable/protected totals {evictable}/{protected}")
-        held = np.concatenate(slots) if slots else _EMPTY
+        held = np.concatenate(slots) if slots else EMPTY_SLOTS
         if len(np.unique(held)) != len(held):
             raise AllocatorError("a KV slot is held by two tree nodes")
         if (self.allocator.slot_state.numpy()[held] != IN_USE).any():

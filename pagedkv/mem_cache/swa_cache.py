@@ -50,7 +50,7 @@ from pagedkv.errors import check_positive_int
 from pagedkv.hybrid_pools import SWA_EVICTION_INTERVAL
 from pagedkv.mem_cache.allocator.swa import SWATokenToKVPoolAllocator
 from pagedkv.mem_cache.memory_pool import ReqToTokenPool
-from pagedkv.mem_cache.radix_tree import MatchResult
+from pagedkv.mem_cache.radix_node import MatchResult
 from pagedkv.mem_cache.swa_radix_cache import SWALock, SWANode, SWARadixCache
 from pagedkv.mem_cache.swa_window import (
     free_kv_row,
