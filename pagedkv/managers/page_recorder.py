@@ -30,6 +30,13 @@ finished but not yet seen (:mod:`pagedkv.managers.in_flight_recorder`).
 Cost: most steps only append a page to a few rows; those are recorded from the batch's
 arrays. A step that admits, finishes, retracts, evicts or changes the tree is recorded by
 recomputing every page's owner (:func:`page_owners`) and every row, and comparing.
+
+On a sliding-window hybrid (SGLang 0.5.23's ``SWATokenToKVPoolAllocator``) the owners, rows
+and lengths above are the *full* pool's (rows and the tree address tokens by full slots), and
+``swa`` adds the SWA pool's owner changes, recomputed after every step from the full pages'
+owners and the allocator's full->SWA mapping
+(:func:`~pagedkv.managers.page_owners.swa_page_owners`): a page a request's window left goes
+back to :data:`FREE` there while its full peer stays the request's.
 """
 
 from __future__ import annotations
@@ -39,15 +46,18 @@ from typing import Any, Protocol
 import numpy as np
 
 from pagedkv.managers.in_flight_recorder import InFlightRecorder, InFlightView, joining_requests
+from pagedkv.managers.page_owners import CACHED, FREE, SHARED, OwnerLog, swa_page_owners, tree_pages
 from pagedkv.managers.req import Req
 from pagedkv.managers.schedule_batch import ScheduleBatch
 from pagedkv.managers.trace import Trace
 from pagedkv.mem_cache.allocator import BaseTokenToKVPoolAllocator
+from pagedkv.mem_cache.allocator.swa import SWATokenToKVPoolAllocator
 from pagedkv.mem_cache.chunk_cache import ChunkCache
 from pagedkv.mem_cache.memory_pool import ReqToTokenPool
 from pagedkv.mem_cache.radix_cache import RadixCache
+from pagedkv.mem_cache.swa_cache import SWAPrefixCache
 
-FREE, CACHED, SHARED = -1, -2, -3
+__all__ = ["CACHED", "FREE", "SHARED", "PageRecorder", "SchedulerView", "page_owners"]
 
 
 class SchedulerView(Protocol):
@@ -61,8 +71,8 @@ class SchedulerView(Protocol):
     page_size: int
     max_total_num_tokens: int
     req_to_token_pool: ReqToTokenPool
-    allocator: BaseTokenToKVPoolAllocator
-    tree_cache: RadixCache | ChunkCache
+    allocator: BaseTokenToKVPoolAllocator | SWATokenToKVPoolAllocator
+    tree_cache: RadixCache | ChunkCache | SWAPrefixCache
     running: ScheduleBatch
     chunked_req: Req | None
     trace: Trace  # page events are kept by a Trace only (its events are counted)
@@ -72,21 +82,24 @@ class PageRecorder:
     """Page-owner, row and length changes of one run, as int columns.
 
     Args:
-        num_pages: pages in the pool (page ids 1 .. num_pages; page 0 is never used).
+        num_pages: pages in the pool (page ids 1 .. num_pages; page 0 is never used); on a
+            sliding-window hybrid, the full pool's.
+        num_swa_pages: a sliding-window hybrid's SWA pool pages; None: one pool.
 
     Attributes:
         step, page, owner: ``list[int]`` of equal length, one entry per owner change.
+        swa: the SWA pool's owner changes (:class:`~pagedkv.managers.page_owners.OwnerLog`),
+            or None (one pool).
         rows: ``{"step", "rid", "index", "page"}``, ``list[int]`` each: row entries set.
         lengths: ``{"step", "rid", "tokens"}``, ``list[int]`` each: token counts recorded.
         in_flight: the overlap loop's slots allocated ahead and requests finished but not
             yet seen (:class:`~pagedkv.managers.in_flight_recorder.InFlightRecorder`).
     """
 
-    def __init__(self, num_pages: int) -> None:
-        self._prev = np.full(num_pages + 1, FREE, dtype=np.int64)
-        self.step: list[int] = []
-        self.page: list[int] = []
-        self.owner: list[int] = []
+    def __init__(self, num_pages: int, num_swa_pages: int | None = None) -> None:
+        self.full = OwnerLog(num_pages)
+        self.step, self.page, self.owner = self.full.step, self.full.page, self.full.owner
+        self.swa = None if num_swa_pages is None else OwnerLog(num_swa_pages)
         self.rows: dict[str, list[int]] = {"step": [], "rid": [], "index": [], "page": []}
         self.lengths: dict[str, list[int]] = {"step": [], "rid": [], "tokens": []}
         self._row: dict[int, list[int]] = {}  # rid -> its row as recorded (page ids)
@@ -94,14 +107,14 @@ class PageRecorder:
         self._mark: tuple[int, ...] = ()  # what a quiet step leaves unchanged (see _marks)
         self.in_flight = InFlightRecorder()
 
+    @property
+    def _prev(self) -> np.ndarray:
+        """Every (full) page's owner as last recorded."""
+        return self.full.prev
+
     def observe(self, step: int, owners: np.ndarray) -> None:
         """Record the pages whose owner (int64 ``[num_pages + 1]``) changed since last time."""
-        changed = np.flatnonzero(owners != self._prev)
-        if len(changed):
-            self.step.extend([step] * len(changed))
-            self.page.extend(changed.tolist())
-            self.owner.extend(owners[changed].tolist())
-            self._prev = owners.copy()
+        self.full.observe(step, owners)
 
     def record(self, sched: SchedulerView, kind: str) -> None:
         """Record what step ``sched.num_steps`` (a ``prefill``, ``decode`` or ``idle`` step of
@@ -125,6 +138,12 @@ class PageRecorder:
             self.observe(step, page_owners(sched))
         self._mark = mark
         self.in_flight.record(sched, kind, rids)
+        if self.swa is not None:  # after the full pool's: its owners are now exact
+            alloc = sched.allocator
+            assert isinstance(alloc, SWATokenToKVPoolAllocator)
+            self.swa.observe(step, swa_page_owners(
+                self.full.prev, alloc.full_to_swa_index_mapping.numpy(), sched.tree_cache,
+                p, len(self.swa.prev) - 1))
 
     def record_quiet_decodes(self, sched: SchedulerView, step: int, steps: int) -> None:
         """Record decode steps ``step .. step + steps - 1`` of a fast-forward window, run
@@ -225,11 +244,13 @@ class PageRecorder:
 
     def to_dict(self) -> dict[str, Any]:
         """``{"step", "page", "owner", "rows": {...}, "lengths": {...}, "ahead": {...},
-        "unseen": {...}, "overlap"}``, lists of ints (``overlap`` a bool)."""
+        "unseen": {...}, "overlap"}``, lists of ints (``overlap`` a bool); a sliding-window
+        hybrid's also ``"swa": {"step", "page", "owner"}``, the SWA pool's owner changes."""
         return {"step": list(self.step), "page": list(self.page), "owner": list(self.owner),
                 "rows": {k: list(v) for k, v in self.rows.items()},
                 "lengths": {k: list(v) for k, v in self.lengths.items()},
-                **self.in_flight.to_dict()}
+                **self.in_flight.to_dict(),
+                **({} if self.swa is None else {"swa": self.swa.to_dict()})}
 
 
 def _holders(sched: SchedulerView) -> tuple[list[int], list[int], list[int]]:
@@ -251,19 +272,24 @@ def _holders(sched: SchedulerView) -> tuple[list[int], list[int], list[int]]:
 
 def _marks(sched: SchedulerView) -> tuple[int, ...]:
     """What changes when anything but row growth happens: events so far, the tree's sizes
-    and node count, the chunked request; last, the free slots (checked separately)."""
-    tree = sched.tree_cache
+    and node count, the chunked request; last, the free slots (of the full pool on a
+    sliding-window hybrid, whose window releases free SWA slots only; checked separately)."""
+    tree, alloc = sched.tree_cache, sched.allocator
     chunked = -1 if sched.chunked_req is None else sched.chunked_req.rid
     nodes = getattr(tree, "num_nodes", 0)
+    free = (alloc.full_available_size() if isinstance(alloc, SWATokenToKVPoolAllocator)
+            else alloc.available_size())
     return (len(sched.trace.events), tree.evictable_size(), tree.protected_size(), nodes,
-            chunked, sched.allocator.available_size())
+            chunked, free)
 
 
 def page_owners(sched: SchedulerView) -> np.ndarray:
     """Every page's owner now (int64 ``[num_pages + 1]``) from a scheduler's state.
 
     Requests' own pages are the pages of their row from ``cache_protected_len`` (a whole
-    page boundary) to ``kv_committed_len``; the tree's pages are its nodes' slots.
+    page boundary) to ``kv_committed_len``; the tree's pages are its nodes' slots. On a
+    sliding-window hybrid these are the full pool's pages (its SWA pool's:
+    :func:`~pagedkv.managers.page_owners.swa_page_owners`).
     """
     p = sched.page_size
     owners = np.full(sched.max_total_num_tokens // p + 1, FREE, dtype=np.int64)
@@ -277,9 +303,6 @@ def page_owners(sched: SchedulerView) -> np.ndarray:
     for r in holders:
         own = table[r.req_pool_idx, r.cache_protected_len:r.kv_committed_len:p]
         owners[own // p] = r.rid
-    tree = sched.tree_cache
-    if not tree.disable:
-        for node in tree.nodes():
-            if node is not tree.root_node:
-                owners[node.value[::p] // p] = SHARED if node.lock_ref else CACHED
+    for full, locked, _, _ in tree_pages(sched.tree_cache):
+        owners[full[::p] // p] = SHARED if locked else CACHED
     return owners

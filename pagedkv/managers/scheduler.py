@@ -20,7 +20,6 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
 
-from pagedkv.errors import bad_value
 from pagedkv.managers.config import SchedulerConfig
 from pagedkv.managers.in_flight_recorder import joining_requests
 from pagedkv.managers.req import Req, RequestLike
@@ -60,7 +59,8 @@ class Scheduler:
             :func:`validate_requests`); None: only the pool bounds them.
         executor: what runs the passes (default: :class:`SimExecutor` over ``step_time``).
         step_time: the simulated executor's step-time model (default: 10 ms per step).
-        meta, record_page_tables, record_pages, trace: the record (:func:`init_trace`).
+        meta, record_page_tables, record_pages, trace: the record (:func:`init_trace`; on a
+            sliding-window hybrid the page events follow both pools).
         fast_forward: take quiet decode steps together (``DecodeFastForward``: an executor
             that predicts its step times, no page tables; exact); False: one by one.
         mamba_pool: a linear-attention hybrid's state slots (their count and state): each
@@ -71,8 +71,7 @@ class Scheduler:
 
     Raises:
         ConfigError: a size out of range; a request SGLang would never serve; page tables
-            or page events asked of a trace that keeps none; page events of a
-            sliding-window hybrid.
+            or page events asked of a trace that keeps none.
     """
 
     def __init__(self, requests: Sequence[RequestLike], *, max_total_num_tokens: int,
@@ -100,12 +99,10 @@ class Scheduler:
         self.real_tokens = not self.executor.predicts_step_times
         self.overlap = not cfg.disable_overlap_schedule
         self.record_page_tables = record_page_tables  # no fast-forward windows then
-        if record_pages and swa is not None:  # the page events follow one pool and its tree
-            raise bad_value("record_pages", record_pages, "False on a sliding-window hybrid "
-                            "(page events of its two pools are not recorded)")
         self.trace = init_trace(trace, meta, config=cfg, page_size=p, max_total_num_tokens=total,
                                 radix_cache=radix_cache, record_page_tables=record_page_tables,
-                                record_pages=record_pages)
+                                record_pages=record_pages,
+                                swa_tokens=None if swa is None else swa.max_total_num_tokens_swa)
         self.running = ScheduleBatch(self.req_to_token_pool, self.allocator, self.tree_cache)
         (self.counters, self.waiting, self.ratio_tracker, self.result_queue,
          self.request_tracker, self.pool_stats, self.metrics_reporter, self.step_recorder,

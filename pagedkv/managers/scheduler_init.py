@@ -128,9 +128,10 @@ def build_kv_cache(reqs: Sequence[Req], config: SchedulerConfig, page_size: int,
 def init_trace(trace: Trace | SummaryTrace | None, meta: TraceMeta | None, *,
                config: SchedulerConfig, page_size: int, max_total_num_tokens: int,
                radix_cache: bool, record_page_tables: bool,
-               record_pages: bool) -> Trace | SummaryTrace:
+               record_pages: bool, swa_tokens: int | None = None) -> Trace | SummaryTrace:
     """``trace`` checked, or a new :class:`Trace` over ``meta`` (default: built from the
-    pool) keeping page tables and page events if asked.
+    pool) keeping page tables and page events if asked (``swa_tokens``: a sliding-window
+    hybrid's SWA pool, whose pages the page events follow too).
 
     Raises:
         ConfigError: page tables or page events asked of a trace that keeps none.
@@ -146,7 +147,9 @@ def init_trace(trace: Trace | SummaryTrace | None, meta: TraceMeta | None, *,
     total, p = max_total_num_tokens, page_size
     return Trace(meta or TraceMeta(total, p, policy=config.policy.value,
                                    sglang_version=config.sglang_version, radix_cache=radix_cache),
-                 record_page_tables, PageRecorder(total // p) if record_pages else None)
+                 record_page_tables,
+                 PageRecorder(total // p, None if swa_tokens is None else swa_tokens // p)
+                 if record_pages else None)
 
 
 class SchedulerComponents(NamedTuple):

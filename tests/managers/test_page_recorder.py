@@ -1,15 +1,23 @@
-"""Page events: replaying the owner, row and length changes rebuilds each step exactly."""
+"""Page events: replaying the owner, row and length changes rebuilds each step exactly, on
+one pool and on a sliding-window hybrid's two (whose SWA pages are checked against both
+allocators and the tree after every step)."""
 
 from __future__ import annotations
 
 import numpy as np
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from pagedkv.entrypoints import simulate
 from pagedkv.managers import Scheduler, SchedulerConfig
+from pagedkv.managers.page_owners import OwnerLog, swa_page_owners
 from pagedkv.managers.page_recorder import CACHED, FREE, SHARED, page_owners
+from pagedkv.managers.scheduler_init import SlidingWindowPools
+from pagedkv.mem_cache.allocator.swa import SWATokenToKVPoolAllocator
+from pagedkv.mem_cache.swa_cache import SWAPrefixCache
 from pagedkv.workloads.prefix import as_specs, multi_turn
-from pagedkv.workloads.synthetic import uniform
+from pagedkv.workloads.synthetic import RequestSpec, uniform
 
 
 def _rows_now(s: Scheduler) -> dict[int, tuple[int, list[int]]]:
@@ -37,12 +45,14 @@ def _joining(s: Scheduler) -> list:
 class Replay:
     """What a reader of the record holds: owners, rows and lengths after the last step."""
 
-    def __init__(self, num_pages: int, record) -> None:
+    def __init__(self, num_pages: int, record, num_swa_pages: int | None = None) -> None:
         self.owners = np.full(num_pages + 1, FREE)
         self.rows: dict[int, list[int]] = {}
         self.lens: dict[int, int] = {}
         self.rec = record
         self.seen = [0, 0, 0]
+        self.swa = None if num_swa_pages is None else np.full(num_swa_pages + 1, FREE)
+        self.swa_seen = 0
 
     def step(self, step: int, kind: str) -> None:
         """Apply what the record holds for ``step`` (the steps before it applied already)."""
@@ -63,14 +73,22 @@ class Replay:
             k = rows["index"][r]
             self.rows.setdefault(rows["rid"][r], [])[k:k + 1] = [rows["page"][r]]
             r += 1
-        while o < len(rec.step) and rec.step[o] <= step:
-            assert rec.step[o] == step
-            self.owners[rec.page[o]] = rec.owner[o]
-            o += 1
+        o = _apply(rec.full, o, step, self.owners)
         self.seen = [o, r, n]
+        if self.swa is not None:
+            self.swa_seen = _apply(rec.swa, self.swa_seen, step, self.swa)
 
     def table(self, page_size: int) -> dict[int, tuple[int, list[int]]]:
         return {rid: (n, self.rows[rid][:-(-n // page_size)]) for rid, n in self.lens.items()}
+
+
+def _apply(log: OwnerLog, at: int, step: int, owners: np.ndarray) -> int:
+    """Apply ``log``'s changes of ``step`` from entry ``at`` on; return where it stopped."""
+    while at < len(log.step) and log.step[at] <= step:
+        assert log.step[at] == step
+        owners[log.page[at]] = log.owner[at]
+        at += 1
+    return at
 
 
 @pytest.mark.parametrize(("page", "radix", "version", "overlap"),
@@ -129,3 +147,95 @@ def test_retraction_frees_the_victims_own_pages() -> None:
     assert [int(replay.owners[p]) for p in row] == [SHARED] * kept + [rid] * (len(row) - kept)
     replay.step(step, trace["steps"]["kind"][step])
     assert rid not in replay.lens and rid not in replay.owners
+
+
+def _check_swa_step(s: Scheduler, replay: Replay) -> None:
+    """After a step of a sliding-window hybrid: the replayed owners of both pools are the
+    scheduler's, and they account for both allocators and the tree page by page."""
+    alloc, tree, p = s.allocator, s.tree_cache, s.page_size
+    assert isinstance(alloc, SWATokenToKVPoolAllocator) and isinstance(tree, SWAPrefixCache)
+    full = page_owners(s)
+    mapping = alloc.full_to_swa_index_mapping.numpy()
+    assert np.array_equal(replay.owners, full)
+    assert np.array_equal(replay.swa, swa_page_owners(full, mapping, tree, p, len(replay.swa) - 1))
+    assert replay.table(p) == _rows_now(s)
+    swa = replay.swa
+    # the free pages are each allocator's free pages
+    assert int((full[1:] == FREE).sum()) * p == alloc.full_available_size()
+    assert int((swa[1:] == FREE).sum()) * p == alloc.swa_available_size()
+    # an SWA page is held exactly when some full slot maps to it
+    mapped = np.unique(mapping[:-1][mapping[:-1] > 0] // p)
+    assert np.array_equal(np.flatnonzero(swa != FREE), mapped)
+    # a request's SWA page is the peer of one of its own full pages
+    peers = mapping[:len(full) * p:p]
+    mine = (peers > 0) & (full >= 0)
+    assert np.array_equal(swa[peers[mine] // p], full[mine])
+    assert int((swa >= 0).sum()) == int(mine.sum())
+    # the tree's pages, pool by pool
+    assert int(np.isin(full, (CACHED, SHARED)).sum()) * p == tree.total_size()
+    assert int((swa == SHARED).sum()) * p == tree.swa_protected_size()
+    assert int((swa == CACHED).sum()) * p == tree.swa_evictable_size()
+    s.check_invariants()
+
+
+@st.composite
+def swa_runs(draw: st.DrawFn) -> tuple:
+    """A sliding-window hybrid's small run: page size, window, pools, loop, cache, interval."""
+    page = draw(st.sampled_from([1, 4, 16]))
+    window = draw(st.sampled_from([4, 8, 32]))
+    seed = draw(st.integers(0, 2**16))
+    specs = as_specs(multi_turn(draw(st.integers(1, 5)), 2, (4, 40), (4, 60), system_len=20,
+                                seed=seed), max_new_tokens=70)
+    longest = max(x.prompt_len + x.max_new_tokens for x in specs)
+    full = -(-(longest + 8 * page) // page) * page + draw(st.integers(0, 16)) * page
+    swa = max(full // 2 // page * page, -(-(longest + 4 * page) // page) * page)
+    cfg = SchedulerConfig(chunked_prefill_size=draw(st.sampled_from([None, 16, 64])),
+                          swa_eviction_interval=draw(st.sampled_from([1, 4, 128])),
+                          disable_overlap_schedule=draw(st.booleans()))
+    return specs, page, full, SlidingWindowPools(window, swa), cfg, draw(st.booleans())
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(swa_runs())
+def test_swa_hybrid_events_rebuild_both_pools_each_step(case: tuple) -> None:
+    specs, page, full, swa, cfg, radix = case
+    s = Scheduler(specs, max_total_num_tokens=full, page_size=page, config=cfg,
+                  radix_cache=radix, swa=swa, record_pages=True)
+    rec = s.trace.page_events
+    replay = Replay(full // page, rec, swa.max_total_num_tokens_swa // page)
+    steps = 0
+    while s.step():
+        replay.step(s.num_steps - 1, s.trace.steps["kind"][-1])
+        _check_swa_step(s, replay)
+        steps += 1
+        assert steps < 20_000, "no progress"
+    assert np.isin(replay.swa[1:], (FREE, CACHED)).all() and replay.lens == {}
+    d = rec.to_dict()
+    assert len(d["swa"]["step"]) == len(d["swa"]["page"]) == len(d["swa"]["owner"]) > 0
+
+
+def test_the_swa_pool_frees_as_the_window_slides_while_the_full_pool_grows() -> None:
+    """One request decoding 100 tokens with a window of 8 (released every decode step, page
+    size 4): its full pages only grow, while its SWA pages go back to the free list one by
+    one, so it never holds more than the window's pages there."""
+    s = Scheduler([RequestSpec(20, 100, 100, 0.0)], max_total_num_tokens=256, page_size=4,
+                  config=SchedulerConfig(swa_eviction_interval=1, chunked_prefill_size=None),
+                  swa=SlidingWindowPools(8, 64), record_pages=True)
+    rec = s.trace.page_events
+    replay = Replay(64, rec, 16)
+    held_swa, kv = [], 0
+    while s.step():
+        replay.step(s.num_steps - 1, s.trace.steps["kind"][-1])
+        _check_swa_step(s, replay)
+        if s.reqs[0].finished:
+            break
+        # every token's full page stays: the prompt's in the tree (locked), the rest its own
+        kv = s.reqs[0].kv_committed_len
+        assert int((replay.owners == 0).sum() + (replay.owners == SHARED).sum()) == -(-kv // 4)
+        held_swa.append(int((replay.swa == 0).sum()))
+    assert kv == 119 and max(held_swa) == 5
+    # in the SWA pool only the window stays: 8 tokens, the page being written and one page
+    # the next release frees
+    assert max(held_swa[30:]) == 4
+    freed = [st for st, o in zip(rec.swa.step, rec.swa.owner, strict=True) if o == FREE]
+    assert len(freed) >= 20 and len(set(freed)) >= 20  # the window frees on many steps

@@ -109,12 +109,6 @@ def test_bad_window_or_swa_pool_is_refused(window: int, swa_tokens: int) -> None
         Scheduler([_spec(4, 4)], max_total_num_tokens=64, swa=SlidingWindowPools(window, swa_tokens))
 
 
-def test_page_events_of_two_pools_are_refused() -> None:
-    with pytest.raises(ConfigError, match="record_pages"):
-        Scheduler([_spec(4, 4)], max_total_num_tokens=64, record_pages=True,
-                  swa=SlidingWindowPools(8, 32))
-
-
 def test_swa_eviction_interval_from_the_environment() -> None:
     assert SchedulerConfig.from_env({"SGLANG_SWA_EVICTION_INTERVAL": "4"}).swa_eviction_interval == 4
     with pytest.raises(ConfigError, match="swa_eviction_interval"):

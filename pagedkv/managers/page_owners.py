@@ -1,0 +1,98 @@
+"""Every page's owner, pool by pool: what :class:`~pagedkv.managers.page_recorder.PageRecorder`
+compares step by step, and the log of its changes.
+
+Owners: a request id (>= 0) for a page only that request holds; :data:`FREE`; :data:`CACHED`
+for a page the radix cache holds that no running request locks (evictable); :data:`SHARED`
+for a cached page some running request locks.
+
+A sliding-window hybrid (SGLang 0.5.23's ``SWATokenToKVPoolAllocator``) has two pools. Its
+requests and its tree address tokens by their *full* slots; a full page's SWA peer page (the
+allocator's ``full_to_swa_index_mapping``, page by page: both pools page in step) holds the
+same tokens for the window layers until the window moves past them
+(``ScheduleBatch.maybe_evict_swa``, a checkpoint, or the tree's SWA eviction) and the peer
+goes back to the SWA free list while the full page stays. So an SWA page's owner is its full
+peer's owner (:func:`swa_page_owners`), except in the tree, where the SWA side has locks of
+its own: a tree node locks the SWA of a request's trailing window only
+(``SWARadixTree.lock``), so an SWA page of a locked node outside that window is evictable.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import numpy as np
+
+FREE, CACHED, SHARED = -1, -2, -3
+
+
+class OwnerLog:
+    """One pool's owner changes, as int columns.
+
+    Args:
+        num_pages: pages in the pool (page ids 1 .. num_pages; page 0 is never used).
+
+    Attributes:
+        step, page, owner: ``list[int]`` of equal length, one entry per owner change.
+        prev: int64 ``[num_pages + 1]``: every page's owner as last recorded.
+    """
+
+    def __init__(self, num_pages: int) -> None:
+        self.prev = np.full(num_pages + 1, FREE, dtype=np.int64)
+        self.step: list[int] = []
+        self.page: list[int] = []
+        self.owner: list[int] = []
+
+    def observe(self, step: int, owners: np.ndarray) -> None:
+        """Record the pages whose owner (int64 ``[num_pages + 1]``) changed since last time."""
+        changed = np.flatnonzero(owners != self.prev)
+        if len(changed):
+            self.step.extend([step] * len(changed))
+            self.page.extend(changed.tolist())
+            self.owner.extend(owners[changed].tolist())
+            self.prev = owners.copy()
+
+    def to_dict(self) -> dict[str, list[int]]:
+        """``{"step", "page", "owner"}``, lists of ints."""
+        return {"step": list(self.step), "page": list(self.page), "owner": list(self.owner)}
+
+
+def tree_pages(tree: Any) -> Iterator[tuple[np.ndarray, bool, np.ndarray | None, bool]]:
+    """Every tree node's ``(full slots, full side locked, SWA slots or None, SWA side
+    locked)``: a :class:`~pagedkv.mem_cache.radix_cache.RadixCache` (``value``, ``lock_ref``;
+    one pool: no SWA side) or a :class:`~pagedkv.mem_cache.swa_cache.SWAPrefixCache`
+    (``full``, ``full_lock``, ``swa`` (None: a tombstone), ``swa_lock``). Nothing for a
+    disabled cache or a ``ChunkCache``."""
+    if tree.disable:
+        return
+    swa_tree = getattr(tree, "tree", None)  # SWAPrefixCache: its SWARadixCache
+    if swa_tree is not None:
+        for n in swa_tree.nodes():
+            yield n.full, n.full_lock > 0, n.swa, n.swa_lock > 0
+        return
+    for node in tree.nodes():
+        if node is not tree.root_node:
+            yield node.value, node.lock_ref > 0, None, False
+
+
+def swa_page_owners(full_owners: np.ndarray, full_to_swa: np.ndarray, tree: Any,
+                    page_size: int, num_swa_pages: int) -> np.ndarray:
+    """Every SWA page's owner (int64 ``[num_swa_pages + 1]``).
+
+    Args:
+        full_owners: every full page's owner now (int64 ``[num_full_pages + 1]``).
+        full_to_swa: the allocator's ``full_to_swa_index_mapping`` (int64, full slot ->
+            SWA slot, 0: none).
+        tree: the prefix cache (:func:`tree_pages`).
+        page_size: tokens per page, the same in both pools.
+        num_swa_pages: pages in the SWA pool.
+    """
+    p = page_size
+    owners = np.full(num_swa_pages + 1, FREE, dtype=np.int64)
+    peers = full_to_swa[:len(full_owners) * p:p]  # each full page's first slot's SWA slot
+    held = (peers > 0) & (full_owners != FREE)
+    owners[peers[held] // p] = full_owners[held]
+    for _, _, swa, swa_locked in tree_pages(tree):
+        if swa is not None:
+            owners[swa[::p] // p] = SHARED if swa_locked else CACHED
+    return owners
