@@ -45,6 +45,9 @@ def add_simulate_parser(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--page-size", type=int, default=1, help="tokens per KV page (default 1)")
     p.add_argument("--max-total-tokens", type=int, metavar="TOKENS",
                    help="cap on the pool in tokens (SGLang's --max-total-tokens)")
+    p.add_argument("--max-running-requests", type=int, metavar="N",
+                   help="cap on the running batch, SGLang's --max-running-requests (>= 1; "
+                   "default: the pool's; SGLang 0.5.23 caps it at half the pool)")
     p.add_argument("--tp", type=int, default=1, help="attention tensor-parallel size (default 1)")
     p.add_argument("--weights-gib", type=float, metavar="GIB",
                    help="weights per GPU in GiB, overriding the estimate (quantized models)")
@@ -131,6 +134,8 @@ def check_args(args: argparse.Namespace) -> None:
         check_real("--rate", args.rate, 0.0, open_low=True, unit=" requests/s (omit for all at t=0)")
     check_real("--schedule-conservativeness", args.schedule_conservativeness, 0.0, open_low=True)
     check_real("--chars-per-token", args.chars_per_token, 0.0, open_low=True)
+    if args.max_running_requests is not None:
+        check_positive_int("--max-running-requests", args.max_running_requests)
     if args.weights_gib is not None:
         check_real("--weights-gib", args.weights_gib, 0.0, unit=" GiB")
     if args.mem_fraction_static is not None:

@@ -39,6 +39,8 @@ def engine_options(args: argparse.Namespace, override: dict[str, object] | None 
         "disable_hybrid_swa_memory": args.disable_hybrid_swa_memory,
         "disable_overlap_schedule": args.disable_overlap_schedule,
     }
+    if args.max_running_requests is not None:  # else the pool's (SGLang's default)
+        opts["max_running_requests"] = args.max_running_requests
     opts.update(override or {})
     check_sglang_version(opts["sglang_version"])  # a sweep's value too
     return opts

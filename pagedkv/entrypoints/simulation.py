@@ -95,8 +95,11 @@ def simulated_engine(
         scheduler_options: any :class:`SchedulerConfig` field, e.g.
             ``schedule_conservativeness=0.5`` or ``disable_overlap_schedule=True`` (SGLang's
             ``--disable-overlap-schedule``: the normal loop instead of the default overlap
-            loop); ``chunked_prefill_size`` defaults by GPU memory and
-            ``max_running_requests`` to the pool's, as in SGLang.
+            loop); ``chunked_prefill_size`` defaults by GPU memory, as in SGLang;
+            ``max_running_requests`` (SGLang's ``--max-running-requests``) is sized as SGLang
+            sizes it (:func:`~pagedkv.sizing.plan_pool`: 0.5.23 caps it at half the pool, a
+            linear-attention hybrid's state slots cap it, a sliding-window hybrid without the
+            radix cache sizes its SWA pool from it), and defaults to the pool's.
 
     Raises:
         ConfigError: unknown preset, parameter out of range, a linear-attention hybrid
@@ -122,14 +125,16 @@ def simulated_engine(
                      page_size=page_size, max_total_tokens=max_total_tokens,
                      weights_bytes=weights_bytes, sglang_version=sglang_version,
                      disable_radix_cache=not radix_cache,
-                     max_running_requests=(cast(int | None, scheduler_options.get(
-                         "max_running_requests")) if linear else None))
+                     max_running_requests=cast(int | None, scheduler_options.get(
+                         "max_running_requests")))
     chunk, graph_bs = gpu_memory_defaults(card.memory_mib, tp, sglang_version)
     options: dict[str, object] = {
         "chunked_prefill_size": chunk,
         "cuda_graph_max_bs": graph_bs,
-        "max_running_requests": plan.max_running_requests,
         **scheduler_options,
+        # SGLang's cap: --max-running-requests as its sizing resolves it (0.5.23: at most
+        # half the pool; a linear-attention hybrid's state slots), else the pool's own
+        "max_running_requests": plan.max_running_requests,
         "policy": policy,
     }
     step_time = roofline_step_time(spec, plan, card)

@@ -55,6 +55,8 @@ def test_log_lines_in_sglang_format(capsys: pytest.CaptureFixture[str]) -> None:
     (("--policy", "lifo"), "policy='lifo'"),
     (("--mem-fraction-static", "1.5"), "mem_fraction_static=1.5"),
     (("--gpu", "tpu"), "gpu='tpu'"),
+    (("--max-running-requests", "0"), "--max-running-requests=0 is invalid; valid: an integer >= 1"),
+    (("--max-running-requests", "-3"), "--max-running-requests=-3"),
 ])
 def test_bad_input_names_parameter_value_and_range(argv: tuple[str, ...], message: str) -> None:
     with pytest.raises(ConfigError, match=message.replace("(", r"\(").replace(")", r"\)")):
@@ -114,3 +116,20 @@ def test_the_report_says_what_a_step_reads(options: dict, reads: str) -> None:
 
     engine = simulated_engine(gpu="h100-sxm-80gb", **options)
     assert reads in step_time_text(engine)
+
+
+@pytest.mark.parametrize(("asked", "runs"), [(3, 3), (10_000_000, 2500)])
+def test_max_running_requests_caps_the_running_batch_as_sglang_sizes_it(asked: int, runs: int) -> None:
+    """``--max-running-requests`` is SGLang's: the running batch never exceeds it, and
+    0.5.23 caps it at half the pool (5,000 tokens: 2,500)."""
+    from pagedkv.entrypoints.cli_simulate_run import engine_options
+    from pagedkv.entrypoints.simulation import simulated_engine
+    from pagedkv.workloads.synthetic import uniform
+
+    args = parse("--max-total-tokens", "5000", "--max-running-requests", str(asked))
+    engine = simulated_engine(**engine_options(args))
+    assert engine.config.max_running_requests == runs
+    trace = engine.run(uniform(12, (20, 40), (20, 40), 40, rate=None, seed=1)).trace
+    assert max(trace.steps["num_running"]) == min(runs, 12)
+    plain = simulated_engine(**engine_options(parse("--max-total-tokens", "5000")))
+    assert plain.config.max_running_requests == plain.plan.max_running_requests
