@@ -27,11 +27,13 @@ def visualizer(
     static: bool | None = None,
     simulate: Simulate | None = None,
     prefetch: bool = True,
+    caption: str | None = None,
 ) -> Visualizer | HTML:
     """The memory visualizer for one chapter, live in Jupyter or static in the built book.
 
     ``chapter`` is one of ``"memory"``, ``"paging"``, ``"admission"``, ``"retraction"``,
-    ``"full"`` and picks the views and controls. The keyword settings choose where the
+    ``"full"``, ``"windows"`` (a sliding-window hybrid's two pools) and picks the views and
+    controls. The keyword settings choose where the
     controls start (defaults: the chapter's in ``CATALOG.chapter_defaults``, else
     ``CATALOG.defaults``); ``loop`` is the scheduler loop, ``"overlap"`` (SGLang's default)
     or ``"normal"`` (``--disable-overlap-schedule``). ``static=None`` decides by
@@ -39,6 +41,8 @@ def visualizer(
     every combination of the chapter's controls precomputed; elsewhere an anywidget that
     re-runs ``simulate`` (default ``pagedkv.entrypoints.simulate``) when a control moves;
     with ``prefetch`` it runs the sliders' other positions in a background thread first.
+    ``caption`` replaces the chapter's (what the figure shows, in words; a chapter computes
+    the numbers it quotes).
 
     Raises ``pagedkv.errors.ConfigError`` for an unknown chapter, model, GPU, workload or
     loop.
@@ -49,6 +53,8 @@ def visualizer(
                                 mem_fraction_static=mem_fraction_static, page_size=page_size,
                                 loop=loop)
     config = chapter_config(CATALOG, chapter, settings)
+    if caption is not None:
+        config["caption"] = caption
     runner = make_runner(simulate)
     if in_book_build() if static is None else static:
         return HTML(static_html(config, build_grid(config, runner)))

@@ -6,7 +6,8 @@ that plays the card-scale workloads runs them at the case's ``mem_fraction_stati
 case has one pool and one outcome wherever the book shows it. The admission, retraction and
 full chapters open on that case at 2 requests/s, where the run over-admits and retracts; the
 memory chapter opens on Llama-3-8B on an H100 at the same fraction, and its model and GPU menus
-lead to the case.
+lead to the case. Chapter 9's (``"windows"``) opens on a sliding-window hybrid, gpt-oss-20b on
+an H100, which no menu offers.
 """
 
 from __future__ import annotations
@@ -15,6 +16,9 @@ from dataclasses import replace
 
 from pagedkv.configs.model_presets import MODEL_PRESETS
 from pagedkv.gpus import get_gpu
+from pagedkv.lessons.todays_models import CHECKPOINT_GIB
+from pagedkv.server_args import default_mem_fraction_static
+from pagedkv.units import GiB
 from pagedkv.workloads.cases import LONG_ANSWERS
 from pagedkv_widgets.chapters import Catalog
 from pagedkv_widgets.run_cache import RunCache, default_folder
@@ -39,6 +43,12 @@ _DEFAULTS = Settings(model="llama-3-8b", gpu="h100-sxm-80gb", workload="busy",
                      mem_fraction_static=0.85, page_size=16)
 _CASE = replace(_DEFAULTS, model=LONG_ANSWERS.model, gpu=LONG_ANSWERS.gpu,
                 mem_fraction_static=LONG_ANSWERS.mem_fraction_static)
+# Chapter 9's sliding-window hybrid: gpt-oss-20b on an H100 at SGLang 0.5.23's default
+# fraction for the card, its checkpoint's size as the weights (mxfp4: the config cannot give
+# them), the whole workload at once (every request's window slides while its full row grows).
+SWA_MODEL = "gpt-oss-20b"
+_SWA = replace(_DEFAULTS, model=SWA_MODEL, gpu="h100-sxm-80gb", workload="burst",
+               mem_fraction_static=default_mem_fraction_static(get_gpu("h100-sxm-80gb").memory_mib))
 
 CATALOG = Catalog(
     models={m: model_label(m) for m in ("llama-3-8b", "qwen3-4b")},
@@ -52,7 +62,9 @@ CATALOG = Catalog(
     },
     defaults=_DEFAULTS,
     chapter_defaults={"memory": replace(_DEFAULTS, mem_fraction_static=LONG_ANSWERS.mem_fraction_static),
-                      "admission": _CASE, "retraction": _CASE, "full": _CASE},
+                      "admission": _CASE, "retraction": _CASE, "full": _CASE, "windows": _SWA},
+    fixed_models={SWA_MODEL: model_label(SWA_MODEL)},
+    weights_bytes={SWA_MODEL: int(CHECKPOINT_GIB[SWA_MODEL] * GiB)},
 )
 
 
@@ -70,6 +82,7 @@ def make_runner(simulate: Simulate | None = None, catalog: Catalog = CATALOG) ->
     runner = SceneRunner(simulate=simulate or default_simulate(), workloads=catalog.workloads,
                          teaching_model=catalog.defaults.model,
                          teaching_gpu=catalog.defaults.gpu,
+                         weights_bytes=dict(catalog.weights_bytes),
                          cache=None if folder is None else RunCache(folder))
     if simulate is None:
         _SHARED[id(catalog)] = runner

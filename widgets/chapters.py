@@ -13,6 +13,9 @@ from pagedkv.errors import bad_value
 from pagedkv_widgets.scenes import LOOPS, PAGE_VIEWS, Settings, Workload
 
 VIEWS = ("hbm", "timeline", "pagetable", "pool")
+# A sliding-window hybrid's views: the HBM bar (full and SWA pools), the timeline, and the
+# pool maps of both pools ("swapool": the full pool's map and the SWA pool's, one above the other).
+SWA_VIEWS = ("hbm", "timeline", "swapool")
 MEM_FRACTIONS = tuple(round(0.50 + 0.05 * k, 2) for k in range(10))  # 0.50 ... 0.95
 # Chapters with a card-scale page table record every page of every step (no fast-forward, a
 # few seconds a run), so their slider moves in steps of 0.10: half the runs to build.
@@ -28,13 +31,19 @@ LOOP_LABELS = {"overlap": "overlap (SGLang's default)",
 
 @dataclass(frozen=True)
 class Catalog:
-    """Selectable values: ``{preset name: label}`` for models and GPUs, named workloads."""
+    """Selectable values: ``{preset name: label}`` for models and GPUs, named workloads.
+
+    ``fixed_models``: models a chapter may open on without offering them in its menu
+    (``{preset name: label}``); ``weights_bytes``: the weights of models whose config cannot
+    give them (quantized checkpoints), by preset name."""
 
     models: dict[str, str]
     gpus: dict[str, str]
     workloads: dict[str, Workload]
     defaults: Settings
     chapter_defaults: dict[str, Settings] = field(default_factory=dict)
+    fixed_models: dict[str, str] = field(default_factory=dict)
+    weights_bytes: dict[str, int] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -74,6 +83,12 @@ _PAGES = ("the same run's page table (each running request's req_to_token row, a
           "the radix cache's pages locked by a running request, cached pages it may evict, "
           "free pages; in the overlap loop, the slots the batch in flight has allocated but "
           "not yet written are marked)")
+_BAR_SWA = ("one GPU's memory as a bar (weights, the reserve that 1 - mem_fraction_static keeps, "
+            "the FULL pool's KV in use, cached, reserved and free, and the SWA pool's KV held "
+            "and free) at one step of a simulated run")
+_SWA_PAGES = ("the same run's two pool maps, every physical page of the FULL pool (full-attention "
+              "layers) and of the SWA pool (sliding-window layers) coloured by owner: a request's "
+              "own pages, the radix cache's locked and evictable pages, free pages")
 CHAPTERS = {
     "memory": Chapter("Where the card's memory goes", ("hbm", "timeline"),
                       ("model", "gpu", "mem_fraction_static"),
@@ -100,6 +115,11 @@ CHAPTERS = {
                     page_sizes=CARD_PAGE_SIZES,
                     planes=(("workload", "mem_fraction_static"), ("model", "gpu"),
                             ("workload", "page_size"), ("loop", "mem_fraction_static"))),
+    # Chapter 9: a sliding-window hybrid's two pools in one run (three card runs: the workloads).
+    "windows": Chapter("Two pools: full attention and sliding window", SWA_VIEWS, ("workload",),
+                       f"{_first(_BAR_SWA)}, {_TIMELINE}, and {_SWA_PAGES}, all at the same "
+                       "step; play the run and watch the SWA pool's pages go free as each "
+                       "request's window slides while the FULL pool's keep every token."),
 }
 
 
@@ -110,8 +130,11 @@ def chapter_config(catalog: Catalog, chapter: str, settings: Settings) -> dict[s
     grid (the product of all axes) stays small.
     """
     spec = CHAPTERS[chapter]
+    models = dict(catalog.models)
+    if settings.model in catalog.fixed_models and "model" not in spec.controls:
+        models[settings.model] = catalog.fixed_models[settings.model]
     every = {
-        "model": [[k, v] for k, v in catalog.models.items()],
+        "model": [[k, v] for k, v in models.items()],
         "gpu": [[k, v] for k, v in catalog.gpus.items()],
         "workload": [[k, v.label] for k, v in catalog.workloads.items()],
         "mem_fraction_static": list(PAGE_FRACTIONS if PAGE_VIEWS & set(spec.views)

@@ -9,6 +9,11 @@ rest of the pool. The segments always sum to the card. The JavaScript renderer
 (``hbmBytes``) does the same per-step arithmetic from the constants :func:`hbm_layout` puts
 into every encoded run.
 
+On a sliding-window hybrid the pool is two (SGLang 0.5.23's ``HybridSWAPoolConfigurator``):
+the segments above are the full pool's, and the SWA pool sits between
+them and the rest of the card, out of "other" (``kv_swa_used``: its pages not free, from the
+page record; ``kv_swa_free``).
+
 Source: SGLang ``model_runner.profile_max_num_token`` (pool = f * memory - weights) and
 ``schedule_policy.PrefillAdder`` (reservations).
 """
@@ -21,25 +26,34 @@ SEGMENTS = ("weights", "other", "kv_used", "kv_cached", "kv_reserved", "kv_free"
 
 
 def hbm_layout(meta: dict[str, Any]) -> dict[str, int]:
-    """The constant part of the bar, in bytes: card, weights, other (activations), pool."""
+    """The constant part of the bar, in bytes: card, weights, other (activations), pool;
+    a sliding-window hybrid's (``meta["swa_kv_pool_bytes"]``) also ``swa_pool``, the SWA
+    pool, which is then not counted in ``other``."""
     card, weights, pool = meta["gpu_memory_bytes"], meta["weights_bytes"], meta["kv_pool_bytes"]
-    return {"card": card, "weights": weights, "other": card - weights - pool, "pool": pool}
+    swa = meta.get("swa_kv_pool_bytes")
+    if swa is None:
+        return {"card": card, "weights": weights, "other": card - weights - pool, "pool": pool}
+    return {"card": card, "weights": weights, "other": card - weights - pool - swa,
+            "pool": pool, "swa_pool": swa}
 
 
 def hbm_segments(
-    layout: dict[str, int], cell_size: int, used: int, reserved: int, evictable: int = 0
+    layout: dict[str, int], cell_size: int, used: int, reserved: int, evictable: int = 0,
+    swa_held_bytes: int = 0,
 ) -> dict[str, int]:
     """Bytes per segment at one step; ``used``, ``reserved`` and ``evictable`` are token
     counts (the trace's ``tokens_used``, ``tokens_reserved``, ``tokens_evictable``).
 
     What the pool holds comes first (in use, then cached); reservations are an estimate and
     may exceed what is left: the bar then shows the pool as full (reserved is clipped to
-    the free pool), the timeline the true number.
+    the free pool), the timeline the true number. A sliding-window hybrid's layout adds
+    ``kv_swa_used`` (``swa_held_bytes``: its SWA pages not free, in bytes, at most the SWA
+    pool) and ``kv_swa_free``.
     """
     used_b = min(used * cell_size, layout["pool"])
     cached_b = min(evictable * cell_size, layout["pool"] - used_b)
     reserved_b = min(reserved * cell_size, layout["pool"] - used_b - cached_b)
-    return {
+    out = {
         "weights": layout["weights"],
         "other": layout["other"],
         "kv_used": used_b,
@@ -47,3 +61,7 @@ def hbm_segments(
         "kv_reserved": reserved_b,
         "kv_free": layout["pool"] - used_b - cached_b - reserved_b,
     }
+    if "swa_pool" in layout:
+        held = min(swa_held_bytes, layout["swa_pool"])
+        out.update(kv_swa_used=held, kv_swa_free=layout["swa_pool"] - held)
+    return out

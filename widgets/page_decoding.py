@@ -15,6 +15,7 @@ from typing import Any
 import numpy as np
 
 from pagedkv_widgets.in_flight_encoding import decode_in_flight
+from pagedkv_widgets.swa_encoding import decode_swa
 
 
 @dataclass
@@ -70,7 +71,9 @@ def decode_pages(enc: dict[str, Any], kinds: Sequence[str], page_size: int,
                  num_pages: int) -> dict[str, Any]:
     """Inverse of :func:`encode_pages`: ``{"lifetimes": [Lifetime], "changes": {"step",
     "page", "owner"}}``, the owner changes one per page and step (no-ops dropped), in step
-    order. :func:`owners_at` and :func:`rows_at` read a step from it."""
+    order. :func:`owners_at` and :func:`rows_at` read a step from it. A sliding-window
+    hybrid's record also gives ``"swa"``: the SWA pool's owner changes
+    (:func:`pagedkv_widgets.swa_encoding.decode_swa`)."""
     lives: list[Lifetime] = []
     start = 0
     for rid, ds, span, tokens, exc, pages in enc["life"]:
@@ -116,7 +119,8 @@ def decode_pages(enc: dict[str, Any], kinds: Sequence[str], page_size: int,
                 out["page"].append(page)
                 out["owner"].append(owner)
     return {"lifetimes": lives, "changes": out, "page_size": page_size,
-            "num_pages": num_pages, "decoded": decoded, **decode_in_flight(enc)}
+            "num_pages": num_pages, "decoded": decoded, **decode_in_flight(enc),
+            **({"swa": decode_swa(enc["swa"])} if "swa" in enc else {})}
 
 
 def owners_at(pages: dict[str, Any], step: int) -> np.ndarray:

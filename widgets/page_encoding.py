@@ -20,7 +20,9 @@ consecutive entries of some row. So the encoding keeps:
   entries of a lifetime's row (as of that step).
 
 - ``loop``, ``ahead``, ``unseen``: what the overlap loop leaves half done after each step
-  (:mod:`pagedkv_widgets.in_flight_encoding`).
+  (:mod:`pagedkv_widgets.in_flight_encoding`);
+- ``swa`` (a sliding-window hybrid only): the SWA pool's owner changes
+  (:mod:`pagedkv_widgets.swa_encoding`); the lists above are then the full pool's.
 
 Replay rule, at each step: first every row page that appeared at this step, after the
 lifetime's first step, becomes its request's own; then each group sets its pages' owner.
@@ -41,6 +43,7 @@ import numpy as np
 
 from pagedkv_widgets.in_flight_encoding import encode_in_flight
 from pagedkv_widgets.page_decoding import Lifetime, appear_steps, decoded_steps
+from pagedkv_widgets.swa_encoding import encode_swa
 
 
 def _lifetimes(lengths: dict[str, list[int]]) -> list[Lifetime]:
@@ -118,6 +121,7 @@ def encode_pages(record: dict[str, Any], kinds: Sequence[str], page_size: int) -
                 for v in (li, s, k, page)],
         "grp": groups,
         **encode_in_flight(record),
+        **({"swa": encode_swa(record["swa"])} if "swa" in record else {}),
     }
 
 

@@ -156,7 +156,10 @@ def simulated_engine(
         radix_cache=radix_cache, mem_fraction_static=plan.mem_fraction_static,
         cell_size=plan.cell_size, gpu_memory_bytes=card.memory_bytes,
         weights_bytes=plan.weights_bytes, arrival_rate=arrival_rate,
-        disable_overlap_schedule=config.disable_overlap_schedule)
+        disable_overlap_schedule=config.disable_overlap_schedule,
+        swa_max_total_num_tokens=None if swa is None else swa.max_total_num_tokens_swa,
+        swa_cell_size=plan.swa_cell_size if swa is not None else 0,
+        sliding_window=None if swa is None else swa.sliding_window_size)
     return engine
 
 

@@ -127,6 +127,7 @@ class StepTotals:
 @dataclass(frozen=True)
 class TraceMeta:
     """The run's setting. Bytes are bytes; ``arrival_rate`` is requests/s (None: all at t=0);
+    on a sliding-window hybrid ``max_total_num_tokens`` and ``cell_size`` are the full pool's;
     ``disable_overlap_schedule``: the loop that ran was SGLang's normal one (``event_loop_normal``,
     ``--disable-overlap-schedule``), not its default overlap loop (``event_loop_overlap``)."""
 
@@ -143,6 +144,10 @@ class TraceMeta:
     weights_bytes: int = 0
     arrival_rate: float | None = None
     disable_overlap_schedule: bool = False
+    # a sliding-window hybrid's SWA pool (tokens, bytes per token, the window); None: one pool
+    swa_max_total_num_tokens: int | None = None
+    swa_cell_size: int = 0
+    sliding_window: int | None = None
 
     @property
     def loop(self) -> str:
@@ -161,8 +166,17 @@ class TraceMeta:
         return self.max_total_num_tokens * self.cell_size
 
     def to_dict(self) -> dict[str, Any]:
-        """The ``meta`` block of :meth:`Trace.to_dict`."""
-        return {**asdict(self), "num_pages": self.num_pages, "kv_pool_bytes": self.kv_pool_bytes}
+        """The ``meta`` block of :meth:`Trace.to_dict`; a sliding-window hybrid's also has
+        ``swa_max_total_num_tokens``, ``swa_cell_size``, ``sliding_window``,
+        ``swa_num_pages`` and ``swa_kv_pool_bytes`` (one pool's has none of them)."""
+        swa = ("swa_max_total_num_tokens", "swa_cell_size", "sliding_window")
+        out = {k: v for k, v in asdict(self).items() if k not in swa}
+        out.update(num_pages=self.num_pages, kv_pool_bytes=self.kv_pool_bytes)
+        if self.swa_max_total_num_tokens is not None:
+            out.update({k: getattr(self, k) for k in swa},
+                       swa_num_pages=self.swa_max_total_num_tokens // self.page_size,
+                       swa_kv_pool_bytes=self.swa_max_total_num_tokens * self.swa_cell_size)
+        return out
 
 
 class Trace:

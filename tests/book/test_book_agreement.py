@@ -90,7 +90,8 @@ def test_one_running_case_in_every_chapter() -> None:
     from pagedkv_widgets.chapters import resolve_settings
 
     for name, spec in VIEWS.items():
-        if spec.teaching:
+        fixed = "model" not in spec.controls and resolve_settings(CATALOG, name).model != LONG_ANSWERS.model
+        if spec.teaching or fixed:  # chapter 9's sliding-window model: no menu leads to the case
             continue
         s = resolve_settings(CATALOG, name, model=LONG_ANSWERS.model, gpu=LONG_ANSWERS.gpu)
         assert s.mem_fraction_static == LONG_ANSWERS.mem_fraction_static, name

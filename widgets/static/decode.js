@@ -148,36 +148,64 @@ function decodeInFlight(enc) {
   return { overlap: enc.loop === "overlap", ahead, unseen };
 }
 
-function decodePages(enc, run) {
-  const lives = decodeLifetimes(enc, run);
-  const changes = ownerChanges(enc, lives, run.n);
-  const numPages = run.meta.num_pages;
-  // Snapshots of every page's owner every `every` steps (a few MB at most), so any step is
-  // a snapshot plus a few hundred steps of changes away.
-  const every = Math.max(32, Math.ceil((run.n * (numPages + 1)) / 2e6));
+// One pool's owners over the run: its changes ({offset, page, owner}, offset by step) and
+// snapshots of every page's owner every `every` steps (a few MB at most), so any step is a
+// snapshot plus a few hundred steps of changes away.
+function ownerTrack(changes, numPages, n) {
+  const every = Math.max(32, Math.ceil((n * (numPages + 1)) / 2e6));
   const snapshots = [], owners = new Int32Array(numPages + 1).fill(FREE);
-  for (let s = 0; s < run.n; s++) {
+  for (let s = 0; s < n; s++) {
     if (s % every === 0) snapshots.push(owners.slice());  // the owners before step s
     for (let i = changes.offset[s]; i < changes.offset[s + 1]; i++) owners[changes.page[i]] = changes.owner[i];
   }
-  return { lives, changes, every, snapshots, numPages, pageSize: run.meta.page_size, cursor: null,
-    ...decodeInFlight(enc) };
+  return { changes, every, snapshots, numPages, cursor: null };
 }
 
-// Every page's owner after step s (Int32Array [num_pages + 1]); the array is reused by the
-// next call, so copy it to keep it.
-function ownersAt(run, s) {
-  const pg = run.pages, ch = pg.changes;
-  let cur = pg.cursor;
-  if (!cur || cur.step > s || s - cur.step > pg.every) {
-    const k = Math.floor(s / pg.every);
-    cur = pg.cursor = { step: k * pg.every - 1, owners: pg.snapshots[k].slice() };
+// A sliding-window hybrid's SWA pool (widgets/swa_encoding.py): its owner changes, sorted
+// by step, as a track's changes.
+function decodeSwa(enc, n) {
+  const steps = undelta(enc.step), offset = new Int32Array(n + 1);
+  for (const s of steps) offset[s + 1]++;
+  for (let s = 0; s < n; s++) offset[s + 1] += offset[s];
+  return { offset, page: Int32Array.from(enc.page), owner: Int32Array.from(enc.owner) };
+}
+
+function decodePages(enc, run) {
+  const lives = decodeLifetimes(enc, run);
+  const track = ownerTrack(ownerChanges(enc, lives, run.n), run.meta.num_pages, run.n);
+  const swa = enc.swa ? ownerTrack(decodeSwa(enc.swa, run.n), run.meta.swa_num_pages, run.n) : null;
+  return { lives, ...track, pageSize: run.meta.page_size, swa, ...decodeInFlight(enc) };
+}
+
+// Every page's owner of a track after step s (Int32Array [num_pages + 1]); the array is
+// reused by the next call, so copy it to keep it.
+function trackAt(track, s) {
+  const ch = track.changes;
+  let cur = track.cursor;
+  if (!cur || cur.step > s || s - cur.step > track.every) {
+    const k = Math.floor(s / track.every);
+    cur = track.cursor = { step: k * track.every - 1, owners: track.snapshots[k].slice() };
   }
   for (let t = cur.step + 1; t <= s; t++) {
     for (let i = ch.offset[t]; i < ch.offset[t + 1]; i++) cur.owners[ch.page[i]] = ch.owner[i];
   }
   cur.step = s;
   return cur.owners;
+}
+
+// Every page's owner after step s (the full pool's on a sliding-window hybrid).
+function ownersAt(run, s) {
+  return trackAt(run.pages, s);
+}
+
+// The SWA pool's pages held after step s (not free), or null for one pool.
+function swaHeldAt(run, s) {
+  const swa = run.pages?.swa;
+  if (!swa) return null;
+  const owners = trackAt(swa, s);
+  let held = 0;
+  for (let page = 1; page < owners.length; page++) if (owners[page] !== FREE) held++;
+  return held;
 }
 
 // The rows of every request holding KV after step s, in the order they were admitted:

@@ -28,6 +28,11 @@ const HBM_SEGMENTS = [
   ["kv_reserved", "KV reserved by admission (free pages, held back)", "#E69F00"],
   ["kv_free", "KV free and not reserved", "var(--pkv-free)"],
 ];
+// A sliding-window hybrid's SWA pool, after the full pool's segments (widgets/hbm.py).
+const SWA_SEGMENTS = [
+  ["kv_swa_used", "SWA KV held (sliding-window layers' pages not free)", "#009E73"],
+  ["kv_swa_free", "SWA KV free", "var(--pkv-free)"],
+];
 const EVENT_MARKS = [["admit", "admit", "#009E73"], ["finish", "finish", "#56B4E9"],
   ["retract", "retract", "#D55E00"], ["reprefill", "re-prefill", "#CC79A7"]];
 const HATCH_CSS = "repeating-linear-gradient(45deg,#e4e4e4 0 3px,#a8a8a8 3px 5px)";
@@ -61,33 +66,46 @@ function hbmBytes(run, s) {
   const used = Math.min(run.used[s] * cell, hbm.pool);
   const cached = Math.min(run.evictable[s] * cell, hbm.pool - used);
   const reserved = Math.min(run.reserved[s] * cell, hbm.pool - used - cached);
-  return { weights: hbm.weights, other: hbm.other, kv_used: used, kv_cached: cached,
+  const bytes = { weights: hbm.weights, other: hbm.other, kv_used: used, kv_cached: cached,
     kv_reserved: reserved, kv_free: hbm.pool - used - cached - reserved };
+  if (hbm.swa_pool !== undefined) {  // the SWA pool: its pages held, from the page record
+    const held = Math.min((swaHeldAt(run, s) ?? 0) * meta.page_size * meta.swa_cell_size, hbm.swa_pool);
+    Object.assign(bytes, { kv_swa_used: held, kv_swa_free: hbm.swa_pool - held });
+  }
+  return bytes;
 }
 
-// HBM bar at step s; segments sum to the card (widgets/hbm.py).
+// A bracket over (above: up) or under a span of the bar, with its label.
+function bracket(x, w, up, label, W) {
+  const half = label.length * 3.2;  // about half the label's width at 11 px
+  const tx = clamp(x + w / 2, half + 2, W - half - 2);
+  return up ? `<path d="M${x} 20 v-6 h${w} v6" fill="none" class="pkv-outline"/><text x="${tx}" y="11" class="pkv-axis">${label}</text>`
+    : `<path d="M${x} 62 v6 h${w} v-6" fill="none" class="pkv-outline"/><text x="${tx}" y="80" class="pkv-axis">${label}</text>`;
+}
+
+// HBM bar at step s; segments sum to the card (widgets/hbm.py). A sliding-window hybrid's
+// bar has both pools, each under a bracket with its tokens: FULL above, SWA below.
 function hbmView(run, s, W) {
-  const { hbm, meta } = run, bytes = hbmBytes(run, s);
+  const { hbm, meta } = run, bytes = hbmBytes(run, s), swa = hbm.swa_pool !== undefined;
+  const segments = swa ? [...HBM_SEGMENTS, ...SWA_SEGMENTS] : HBM_SEGMENTS;
   const x0 = 10, barW = W - 20, scale = barW / hbm.card;
   let x = x0, body = "";
-  HBM_SEGMENTS.forEach(([key, label, fill]) => {
+  segments.forEach(([key, label, fill]) => {
     const w = bytes[key] * scale;
     body += `<rect data-segment="${key}" data-bytes="${bytes[key]}" x="${x}" y="24" width="${w}" height="34" style="fill:${fill}" class="pkv-outline" stroke-width="0.5"><title>${esc(label)}: ${gib(bytes[key])}</title></rect>`;
     if (w > 60) body += `<text x="${x + w / 2}" y="46" class="pkv-barlabel">${gib(bytes[key])}</text>`;
     x += w;
   });
   const poolStart = x0 + (hbm.weights + hbm.other) * scale, poolW = hbm.pool * scale;
-  const label = `KV pool · ${gib(hbm.pool)} · ${num(meta.max_total_num_tokens)} tokens`;
-  const half = label.length * 3.2;  // about half the label's width at 11 px
-  body += `<path d="M${poolStart} 20 v-6 h${poolW} v6" fill="none" class="pkv-outline"/>` +
-    `<text x="${clamp(poolStart + poolW / 2, half + 2, W - half - 2)}" y="11" class="pkv-axis">${label}</text>`;
-  const every = hbm.card > 64 * GIB ? (W < 480 ? 40 : 20) : 10;
+  body += bracket(poolStart, poolW, true, `${swa ? "FULL " : ""}KV pool · ${gib(hbm.pool)} · ${num(meta.max_total_num_tokens)} tokens`, W);
+  if (swa) body += bracket(poolStart + poolW, hbm.swa_pool * scale, false, `SWA KV pool · ${gib(hbm.swa_pool)} · ${num(meta.swa_max_total_num_tokens)} tokens`, W);
+  const every = hbm.card > 64 * GIB ? (W < 480 ? 40 : 20) : 10, tickY = swa ? 94 : 72;
   for (let g = 0; g * GIB <= hbm.card; g += every) {
-    body += `<text x="${x0 + g * GIB * scale}" y="72" class="pkv-tick">${g}</text>`;
+    body += `<text x="${x0 + g * GIB * scale}" y="${tickY}" class="pkv-tick">${g}</text>`;
   }
-  const legend = legendHtml(HBM_SEGMENTS.map(([key, label, fill]) =>
+  const legend = legendHtml(segments.map(([key, label, fill]) =>
     [`${label} · ${gib(bytes[key])}`, fill.startsWith("url") ? HATCH_CSS : fill]));
-  return svg(W, 76, body, `HBM bar at step ${s}`) + legend;
+  return svg(W, swa ? 98 : 76, body, `HBM bar at step ${s}`) + legend;
 }
 
 // Timeline: counts on the left axis, fractions on the right. The frame (axes, legend, empty

@@ -301,11 +301,14 @@ function pageTableSpec(run, s, width, zoom, colours) {
 }
 
 // The pool map: every physical page in id order, a cell each, coloured by its owner; the
-// last page of a request that is only partly written shows how much of it is used.
-function poolMapSpec(run, s, width, zoom, colours) {
-  const pg = run.pages, p = pg.pageSize, total = pg.numPages + 1;
-  const owners = ownersAt(run, s).slice(), partial = new Map(), ahead = new Map(), unseen = new Set();
-  for (const row of rowsAt(run, s)) {
+// last page of a request that is only partly written shows how much of it is used. On a
+// sliding-window hybrid, pool "swa" maps the SWA pool: a page is its full peer's owner's
+// until the window leaves it (its partly written pages and slots allocated ahead are marked
+// on the full pool's map only).
+function poolMapSpec(run, s, width, zoom, colours, pool = "full") {
+  const pg = run.pages, p = pg.pageSize, swa = pool === "swa", total = (swa ? pg.swa.numPages : pg.numPages) + 1;
+  const owners = (swa ? trackAt(pg.swa, s) : ownersAt(run, s)).slice(), partial = new Map(), ahead = new Map(), unseen = new Set();
+  for (const row of swa ? [] : rowsAt(run, s)) {
     if (row.unseen) unseen.add(row.rid);
     const last = row.pages.length - 1, used = row.tokens - last * p;
     if (last >= 0 && used < p) partial.set(row.pages[last], [row.rid, used]);
@@ -331,7 +334,7 @@ function poolMapSpec(run, s, width, zoom, colours) {
   const counts = { own, [SHARED]: shared, [CACHED]: cached, [FREE]: freePages };
   return {
     cols, rows, cw, ch, gutter: 0, height: rows * ch, counts, colours,
-    label: `pool map at step ${s}: ${counts.own} pages held by requests, ${counts[SHARED]} shared, ${counts[CACHED]} cached, ${counts[FREE]} free` +
+    label: `${swa ? "SWA pool map" : pg.swa ? "FULL pool map" : "pool map"} at step ${s}: ${counts.own} pages held by requests, ${counts[SHARED]} shared, ${counts[CACHED]} cached, ${counts[FREE]} free` +
       (ahead.size ? `; ${ahead.size} of them hold slots allocated ahead` : ""),
     paint(ctx, v) {
       ctx.canvas.pkvDrawn = { step: s, owners, partial, counts, ahead };

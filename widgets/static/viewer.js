@@ -49,7 +49,7 @@ function nearestInGrid(config, s, keep) {
 
 function layoutHtml(config) {
   const has = (v) => config.views.includes(v);
-  const pages = has("pagetable") || has("pool");
+  const pages = has("pagetable") || has("pool") || has("swapool");
   const teaching = config.teaching;
   return `<div class="pkv-title">${esc(config.title)}</div>
 <div class="pkv-sticky">
@@ -72,6 +72,8 @@ ${has("timeline") ? `<h4>Timeline <small data-role="card-step"></small></h4><div
 ${pages ? `${teaching ? `<h3>Teaching pool: <span data-role="pool-size"></span> <small>(a toy card with the same mem_fraction_static, small enough to read page by page: a run of its own, not a card's)</small></h3>` : `<h4>Page table and pool map of the same run, at the same step</h4>`}
 ${has("pagetable") ? `<h4>Page table (req_to_token): a row per running request, a cell per page of its row</h4><div data-view="pagetable"></div>` : ""}
 ${has("pool") ? `<h4>Pool map: every physical page, in page-id order, coloured by owner</h4><div data-view="pool"></div>` : ""}
+${has("swapool") ? `<h4>FULL pool (full-attention layers): <span data-role="full-pool-size"></span></h4><div data-view="pool"></div>` +
+  `<h4>SWA pool (sliding-window layers): <span data-role="swa-pool-size"></span></h4><div data-view="swapool"></div>` : ""}
 <div class="pkv-caption" data-role="pool-caption"></div>
 ${pageLegend()}` : ""}</section>
 ${config.caption ? `<p class="pkv-figcaption"><strong>Figure:</strong> ${esc(config.caption)}</p>` : ""}`;
@@ -97,9 +99,9 @@ export function createViewer(el, config, source) {
   const part = config.teaching ? "pool" : "card";
   const settings = { ...config.settings };
   const grids = {};
-  for (const view of ["pagetable", "pool"]) {
+  for (const view of ["pagetable", "pool", "swapool"]) {
     if (!views[view]) continue;
-    grids[view] = canvasGrid(views[view], view === "pool" ? "pool map" : "page table");
+    grids[view] = canvasGrid(views[view], { pool: "pool map", swapool: "SWA pool map", pagetable: "page table" }[view]);
     grids[view].onZoom(() => drawStep());
   }
   let run = null, index = 0, timer = null, opened = false, width = 0, asked = 0;
@@ -136,9 +138,22 @@ export function createViewer(el, config, source) {
     const pool = poolMapSpec(run, s, width, grids.pool ? grids.pool.zoom() : 1, colours);
     if (grids.pool) grids.pool.layout(pool);
     const c = pool.counts, held = rowsAt(run, s);
-    q("[data-role=pool-caption]").textContent = `step ${num(s)}: ${held.length} requests hold pages · of ${num(pg.numPages)} pages (${pg.pageSize} tokens each): ` +
+    q("[data-role=pool-caption]").textContent = `step ${num(s)}: ${held.length} requests hold pages · of ${num(pg.numPages)} ${pg.swa ? "FULL pool " : ""}pages (${pg.pageSize} tokens each): ` +
       `${num(c.own)} requests' own, ${num(c[SHARED])} shared (locked in the radix cache), ${num(c[CACHED])} cached (evictable), ${num(c[FREE])} free` +
-      (run.reserved[s] ? ` (admission holds ${num(run.reserved[s])} tokens of room as reserved for running requests)` : "") + inFlightText(held, pg.overlap) + happenedAt(s);
+      (run.reserved[s] ? ` (admission holds ${num(run.reserved[s])} tokens of room as reserved for running requests)` : "") + swaText(s) + inFlightText(held, pg.overlap) + happenedAt(s);
+  }
+
+  // A sliding-window hybrid's SWA pool at step s, in words (and its map, if shown).
+  function swaText(s) {
+    const pg = run.pages, m = run.meta;
+    if (!pg.swa) return "";
+    const spec = poolMapSpec(run, s, width, grids.swapool ? grids.swapool.zoom() : 1, colours, "swa"), c = spec.counts;
+    if (grids.swapool) grids.swapool.layout(spec);
+    const size = (tokens, pages) => `${num(tokens)} tokens in ${num(pages)} pages of ${pg.pageSize}`;
+    const full = q("[data-role=full-pool-size]"), swa = q("[data-role=swa-pool-size]");
+    if (full) full.textContent = size(m.max_total_num_tokens, m.num_pages);
+    if (swa) swa.textContent = `${size(m.swa_max_total_num_tokens, m.swa_num_pages)}, window ${num(m.sliding_window)} tokens`;
+    return ` · of ${num(pg.swa.numPages)} SWA pool pages: ${num(c.own)} requests' own (their windows), ${num(c[SHARED])} shared, ${num(c[CACHED])} cached, ${num(c[FREE])} free`;
   }
 
   // The overlap loop's half-done work after the step, in words (the normal loop has none).
