@@ -69,7 +69,7 @@ function layoutHtml(config) {
 ${teaching ? "" : `<h3>The run: <span data-role="run-name"></span> <small>(GiB = 2<sup>30</sup> bytes)</small></h3>`}
 ${has("hbm") ? `<h4>HBM at card scale</h4><div class="pkv-scroll" data-view="hbm"></div>` : ""}
 ${has("timeline") ? `<h4>Timeline <small data-role="card-step"></small></h4><div class="pkv-scroll" data-view="timeline"></div>` : ""}
-${pages ? `${teaching ? `<h3>Teaching pool: <span data-role="pool-size"></span> <small>(a toy card with the same mem_fraction_static, small enough to read page by page: a run of its own, not a card's)</small></h3>` : `<h4>Page table and pool map of the same run, at the same step</h4>`}
+${pages ? `${teaching ? `<h3>Teaching pool: <span data-role="pool-size"></span> <small>(a toy card with the same mem_fraction_static, small enough to read page by page: a run of its own, not a card's)</small></h3>` : `<h4>${has("swapool") ? "The FULL and SWA pools' maps" : "Page table and pool map"} of the same run, at the same step</h4>`}
 ${has("pagetable") ? `<h4>Page table (req_to_token): a row per running request, a cell per page of its row</h4><div data-view="pagetable"></div>` : ""}
 ${has("pool") ? `<h4>Pool map: every physical page, in page-id order, coloured by owner</h4><div data-view="pool"></div>` : ""}
 ${has("swapool") ? `<h4>FULL pool (full-attention layers): <span data-role="full-pool-size"></span></h4><div data-view="pool"></div>` +
