@@ -13,7 +13,7 @@ runs alike).
                  extra|None], ...],
      "page_tables": None or [per step: [[rid, kv_len, [page ids]], ...]],
      "page_events": None or {"step", "page", "owner", "rows", "lengths", "ahead", "unseen",
-                     "overlap"} (page_recorder),
+                     "overlap", and on a sliding-window hybrid "swa"} (page_recorder),
      "log": [str, ...],
      "log_steps": [int, ...]}
 
@@ -50,7 +50,9 @@ Events' ``extra``: ``admit`` / ``reprefill``: ``extend`` (tokens prefilled now) 
 ``page_events`` (with ``record_pages``) lists every change of a page's owner: after step
 ``step``, page ``page`` belongs to request ``owner`` (>= 0), is free (-1), cached and
 evictable (-2) or cached and locked by a running request (-3); with the row entries and token
-counts that change (``rows``, ``lengths``): see :mod:`pagedkv.managers.page_recorder`.
+counts that change (``rows``, ``lengths``): see :mod:`pagedkv.managers.page_recorder`. On a
+sliding-window hybrid these are the full pool's, and ``swa`` lists the SWA pool's owner changes
+(``step``, ``page``, ``owner``).
 
 ``log`` holds SGLang-format log lines; ``log_steps[i]`` is the step that printed ``log[i]``.
 """
