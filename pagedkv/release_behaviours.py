@@ -262,6 +262,24 @@ class Release:
         "without) is logged as a warning, and no request at all has its own error; 0.5.9 caps "
         "the request rows silently, and TpModelWorker asserts 'max_running_request is zero'.",
         ("silent (an assertion when no request fits)", "a warning saying what to raise"))
+    mamba_slots_taken_ahead: bool = _behaviour(
+        "linear-attention hybrid: state slots in a prefill pass",
+        "managers/scheduler.py: Scheduler._get_new_batch_prefill_raw",
+        "Each prefill pass takes one state slot ahead per waiting request from the front of "
+        "the free list (when that many are free) and appends the unused ones to its back "
+        "when the pass ends (MambaSlotAllocator.alloc_group_begin/end), radix cache on or "
+        "off; without the radix cache none is used, so the pass rotates the free list, which "
+        "decides the slot each admitted request gets. "
+        "0.5.9 has no such group: the free list is only changed by allocations and frees.",
+        ("free list changed only by allocations and frees",
+         "each pass rotates the first len(waiting_queue) free slots to the back"))
+    retract_log_counts_mamba_slots: bool = _behaviour(
+        "linear-attention hybrid: the retraction line",
+        "managers/scheduler.py: Scheduler.update_running_batch",
+        "The 'Retract requests' warning of a model with state slots adds the slots the "
+        "retraction gave back ('#mamba_num_gained: N', after '#new_tokens_gained'); 0.5.9's "
+        "line counts the KV tokens only.",
+        ("KV tokens only", "'#mamba_num_gained' added"))
     kv_dtype_in_allocation_log: bool = _behaviour(
         "start-up log dtype", "mem_cache/memory_pool.py: _finalize_allocation_log",
         "The 'KV Cache is allocated' line names the KV dtype; the 'Load weight end' line no "

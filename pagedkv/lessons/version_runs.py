@@ -9,6 +9,9 @@ from __future__ import annotations
 
 import numpy as np
 
+from pagedkv.configs.mamba_utils import gdn_cache_params
+from pagedkv.configs.model_family import text_config
+from pagedkv.configs.model_presets import load_model
 from pagedkv.errors import OutOfMemoryError
 from pagedkv.lessons.admission import UniformBatch, admission_pass, admission_state
 from pagedkv.lessons.examples import running_batch
@@ -18,6 +21,7 @@ from pagedkv.managers.schedule_policy import running_reservation
 from pagedkv.managers.scheduler import Scheduler
 from pagedkv.mem_cache.allocator import make_allocator
 from pagedkv.mem_cache.chunk_cache import ChunkCache
+from pagedkv.mem_cache.mamba_pool import MambaPool
 from pagedkv.mem_cache.memory_pool import ReqToTokenPool
 from pagedkv.mem_cache.radix_cache import RadixCache
 from pagedkv.releases import Release
@@ -194,6 +198,38 @@ def finishing_in_flight(r: Release) -> str:
         return "retracts request " + ", ".join(str(rid) for rid in retracted)
     n = s.counters.num_decode_skips
     return f"skips {n} decode step{'' if n == 1 else 's'}, retracts nothing"
+
+
+# ----- a linear-attention hybrid's state slots ------------------------------------------------
+def _qwen3_next(specs: list[RequestSpec], slots: int, tokens: int, r: Release,
+                **options: object) -> Scheduler:
+    """Qwen3-Next-80B-A3B's state (one rank) in ``slots`` slots beside a KV pool of ``tokens``,
+    radix cache off, pages of 4, the normal loop."""
+    spec = load_model("qwen3-next-80b-a3b")
+    mamba = MambaPool(slots, gdn_cache_params(text_config(spec.config), 1, spec.name))
+    return Scheduler(specs, max_total_num_tokens=tokens, page_size=4, radix_cache=False,
+                     config=_normal_loop(r, **options), mamba_pool=mamba)
+
+
+def slots_taken_ahead(r: Release) -> str:
+    """``Release.mamba_slots_taken_ahead`` on three 8-token prompts (2, 40 and 2 new tokens),
+    3 state slots, at most 2 running: the first finishes and frees slot 1, then the third is
+    admitted."""
+    specs = [RequestSpec(8, n, n, 0.0) for n in (2, 40, 2)]
+    s = _qwen3_next(specs, 3, 256, r, max_running_requests=2)
+    while s.reqs[2].mamba_pool_idx < 0:
+        s.step()
+    return f"the third request gets slot {s.reqs[2].mamba_pool_idx}"
+
+
+def retract_line(r: Release) -> str:
+    """``Release.retract_log_counts_mamba_slots`` on six 8-token prompts with max_new_tokens 50,
+    6 state slots, a KV pool of 128 tokens, schedule_conservativeness 0.1."""
+    s = _qwen3_next([RequestSpec(8, 50, 50, 0.0) for _ in range(6)], 6, 128, r,
+                    schedule_conservativeness=0.1)
+    s.run()
+    line = next(line for line in s.trace.log if "Retract requests" in line)
+    return line.split("Retract requests. ")[1].split(", #new_token_ratio")[0]
 
 
 # ----- the pools and the prefix cache --------------------------------------------------------

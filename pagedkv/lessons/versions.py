@@ -161,6 +161,14 @@ DEMOS: dict[str, Demo] = {
         "a cap on running requests by the state slots is said",
         "Qwen3-Next-80B-A3B at tp 4, 79 GiB free before the weights and 40 GiB after",
         startup.mamba_cap_line),
+    "mamba_slots_taken_ahead": Demo(
+        "each prefill pass takes a state slot ahead per waiting request (and puts it back)",
+        "Qwen3-Next, 3 state slots, at most 2 running: three 8-token prompts with 2, 40 and 2 "
+        "new tokens", runs.slots_taken_ahead),
+    "retract_log_counts_mamba_slots": Demo(
+        "the retraction line counts the state slots given back",
+        "Qwen3-Next, 6 state slots, a KV pool of 128 tokens: six 8-token prompts with "
+        "max_new_tokens 50, schedule_conservativeness 0.1", runs.retract_line),
     "kv_dtype_in_allocation_log": Demo(
         "the allocation log line names the KV dtype",
         "Qwen3-4B on an RTX 4090 at mem_fraction_static 0.80 (N tokens)", startup.allocation_log),

@@ -222,7 +222,10 @@ def init_components(reqs: Sequence[Req], pools: KVCache, trace: Trace | SummaryT
         token_to_kv_pool_allocator=pools.allocator, ratio_tracker=ratio,
         request_tracker=request_tracker, trace=trace, counters=counters,
         retract_decode_steps=cfg.retract_decode_steps,
-        abort_last_request=cfg.release.abort_last_request)
+        abort_last_request=cfg.release.abort_last_request,
+        mamba_slots=(pools.req_to_token_pool.mamba_allocator
+                     if isinstance(pools.req_to_token_pool, HybridReqToTokenPool)
+                     and cfg.release.retract_log_counts_mamba_slots else None))
     runner = DecodeStepRunner(
         executor=executor, overlap=not cfg.disable_overlap_schedule,
         decode_log_interval=cfg.decode_log_interval, counters=counters, result_queue=result_queue,

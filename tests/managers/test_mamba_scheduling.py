@@ -51,17 +51,41 @@ def test_a_request_holds_its_slot_from_admission_to_finish(disable_overlap_sched
     s.check_memory()
 
 
-def test_slots_go_back_to_the_back_of_the_free_list():
+@pytest.mark.parametrize(("release", "third"), [("0.5.23", 1), ("0.5.9", 3)])
+def test_slots_go_back_to_the_back_of_the_free_list(release: str, third: int):
     """Slots 1 and 2 for the first two; the third waits; the first to finish frees its slot
-    to the back, behind slot 3, so the third request gets slot 3."""
+    to the back, behind slot 3 (free: [3, 1]). 0.5.9: the third request gets slot 3.
+    0.5.23: its pass first takes one slot ahead per waiting request (slot 3) and puts it
+    back at the end (free: [1, 3]), so the third request gets slot 1. SGLang 0.5.23's own
+    loop gives {0: 1, 1: 2, 2: 1} on this case (``tests/reference/test_event_loop_mamba.py``,
+    ``test_slots_taken_ahead_by_each_pass``)."""
     specs = [RequestSpec(8, 2, 2, 0.0), RequestSpec(8, 40, 40, 0.0), RequestSpec(8, 2, 2, 0.0)]
-    s = sched(specs, 3, config={"max_running_requests": 2, "disable_overlap_schedule": True})
+    s = sched(specs, 3, config={"max_running_requests": 2, "disable_overlap_schedule": True,
+                                "sglang_version": release})
     got: dict[int, int] = {}
     while s.step():
         for r in s.reqs:
             if r.mamba_pool_idx >= 0:
                 got.setdefault(r.rid, r.mamba_pool_idx)
-    assert got == {0: 1, 1: 2, 2: 3}
+    assert got == {0: 1, 1: 2, 2: third}
+
+
+@pytest.mark.parametrize(("release", "mamba"), [("0.5.23", True), ("0.5.9", False)])
+def test_the_retraction_line_counts_the_slots_given_back(release: str, mamba: bool):
+    """0.5.23's warning adds ``#mamba_num_gained`` (the slots the retraction freed) after
+    ``#new_tokens_gained``; 0.5.9's counts KV tokens only."""
+    specs = [RequestSpec(8, 50, 50, 0.0) for _ in range(6)]
+    s = sched(specs, 6, tokens=128, config={"schedule_conservativeness": 0.1,
+                                            "sglang_version": release})
+    while s.step():
+        pass
+    lines = [line for line in s.trace.log if "Retract requests" in line]
+    assert lines
+    for line in lines:
+        retracted = int(line.split("#retracted_reqs: ")[1].split(",")[0])
+        assert ("#mamba_num_gained" in line) == mamba
+        if mamba:  # one slot back per retracted request, between the two counts
+            assert f", #mamba_num_gained: {retracted}, #new_token_ratio: " in line
 
 
 def test_retraction_frees_the_slot():

@@ -151,3 +151,36 @@ def test_every_slot_is_held_by_one_request_or_free(ops):
             set(range(1, 5)) - set(p.mamba_allocator.free_slots))
         assert p.get_mamba_indices([r.req_pool_idx for r in held]) == [
             r.mamba_pool_idx for r in held]
+
+
+def test_a_pass_takes_slots_ahead_and_puts_the_unused_back_at_the_end():
+    """SGLang 0.5.23 ``MambaSlotAllocator.alloc_group_begin`` / ``alloc_group_end``: the first
+    ``num_reqs`` free slots are taken; ``alloc(1)`` hands them out first; the rest go to the
+    back of the free list, in order."""
+    a = MambaSlotAllocator(6)
+    a.free(a.alloc(2) or [])  # free: [3, 4, 5, 6, 1, 2]
+    a.alloc_group_begin(3)
+    assert a.free_slots == [6, 1, 2] and a.taken_ahead == 3 and a.available_size() == 3
+    assert a.alloc(1) == [3] and a.taken_ahead == 2
+    assert a.alloc(2) == [6, 1]  # more than one: from the free list
+    a.alloc_group_end()
+    assert a.free_slots == [2, 4, 5] and a.taken_ahead == 0
+    a.check_invariants()
+
+
+def test_a_pass_with_more_waiting_than_free_slots_takes_none():
+    a = MambaSlotAllocator(3)
+    a.alloc(1)
+    a.alloc_group_begin(3)  # two free: nothing taken, the list stays as it is
+    assert a.free_slots == [2, 3] and a.taken_ahead == 0
+    a.alloc_group_end()
+    a.alloc_group_begin(0)
+    assert a.free_slots == [2, 3]
+    a.alloc_group_end()
+    assert a.free_slots == [2, 3]
+
+
+@pytest.mark.parametrize("bad", [-1, 1.5, True])
+def test_alloc_group_begin_refuses_a_bad_count(bad: object):
+    with pytest.raises(ConfigError, match="num_reqs"):
+        MambaSlotAllocator(2).alloc_group_begin(bad)  # type: ignore[arg-type]

@@ -21,6 +21,7 @@ from pagedkv.managers.scheduler_components.request_tracker import SchedulerReque
 from pagedkv.managers.trace import Trace
 from pagedkv.managers.trace_summary import SummaryTrace
 from pagedkv.mem_cache.allocator import BaseTokenToKVPoolAllocator
+from pagedkv.mem_cache.allocator.mamba import MambaSlotAllocator
 
 
 @dataclass(slots=True, kw_only=True, frozen=True)
@@ -37,6 +38,9 @@ class DecodeMemoryChecker:
             request that stays).
         abort_last_request: ``Release`` field (0.5.23): a last request that still does not
             fit is aborted rather than left to fail.
+        mamba_slots: a linear-attention hybrid's state slots, whose count before and after
+            the retraction the warning line adds (``#mamba_num_gained``,
+            ``Release.retract_log_counts_mamba_slots``); None: no such count.
     """
 
     token_to_kv_pool_allocator: BaseTokenToKVPoolAllocator
@@ -46,6 +50,7 @@ class DecodeMemoryChecker:
     counters: LoopCounters
     retract_decode_steps: int
     abort_last_request: bool
+    mamba_slots: MambaSlotAllocator | None = None
 
     def check_decode_mem(self, batch: ScheduleBatch, can_skip: bool) -> bool:
         """The running ``batch``'s next decode step: True if it goes ahead (it fits, and the
@@ -70,14 +75,18 @@ class DecodeMemoryChecker:
         is logged (SGLang's text), the retracted rejoin the queue and the aborted finish."""
         allocator, c = self.token_to_kv_pool_allocator, self.counters
         old_available, old_ratio = allocator.available_size(), self.ratio_tracker.current
+        slots = self.mamba_slots
+        old_slots = None if slots is None else slots.available_size()
         batch.sync()
         retracted, ratio, aborted = batch.retract_decode(
             self.retract_decode_steps, abort_last_request=self.abort_last_request)
         gained = allocator.available_size() - old_available
         self.ratio_tracker.set_after_retract(ratio)
+        mamba = ("" if slots is None or old_slots is None
+                 else f"#mamba_num_gained: {slots.available_size() - old_slots}, ")
         self.trace.add_log(c.num_steps, "KV cache pool is full. Retract requests. "
                            f"#retracted_reqs: {len(retracted)}, #new_tokens_gained: {gained}, "
-                           f"#new_token_ratio: {old_ratio:.4f} -> {ratio:.4f}")
+                           f"{mamba}#new_token_ratio: {old_ratio:.4f} -> {ratio:.4f}")
         for req in retracted:
             self.request_tracker.retract(req, c.num_steps, c.clock)
         for req in aborted:

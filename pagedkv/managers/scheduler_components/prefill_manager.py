@@ -87,7 +87,8 @@ class PrefillManager:
         if self.config.release.allocatable_counts_free_rows:
             n = min(n, self.req_to_token_pool.available_size() + held_rows)
         if isinstance(self.req_to_token_pool, HybridReqToTokenPool):
-            n = min(n, self.req_to_token_pool.mamba_allocator.available_size() + held_rows)
+            slots = self.req_to_token_pool.mamba_allocator  # those taken ahead are free too
+            n = min(n, slots.available_size() + slots.taken_ahead + held_rows)
         return n
 
     def stash_chunked_request(self) -> None:
@@ -105,7 +106,9 @@ class PrefillManager:
         FCFS order, each matched against the tree, until one does not fit; the admitted
         leave the queue and the pass is prepared. None: nobody admitted. Sets
         ``running.batch_is_full`` when the pass stops for memory (0.5.23: only if something
-        is admitted or running) or for request rows."""
+        is admitted or running) or for request rows. A linear-attention hybrid's pass (0.5.23)
+        takes one state slot ahead per waiting request and puts the unused ones back at the
+        end of the free list (``Release.mamba_slots_taken_ahead``)."""
         release = self.config.release
         busy_rule = release.batch_full_only_when_busy
         if self.is_hybrid_swa or (busy_rule and not len(running)):  # SGLang: every pass on SWA
@@ -123,6 +126,10 @@ class PrefillManager:
                              running, self.ratio_tracker.current)
         if self.chunked_req is not None:
             self.chunked_req = adder.add_chunked_req(self.chunked_req)
+        hybrid = (isinstance(self.req_to_token_pool, HybridReqToTokenPool)
+                  and release.mamba_slots_taken_ahead)
+        if hybrid:  # slots taken ahead for the pass; unused ones go back to the list's end
+            self.req_to_token_pool.mamba_allocator.alloc_group_begin(len(self.waiting))
         for req in self.waiting:
             if release.stop_pass_at_spent_budget and adder.budget_state() is AddReqResult.OTHER:
                 break
@@ -140,6 +147,8 @@ class PrefillManager:
                     running.batch_is_full = (not busy_rule or bool(adder.can_run_list)
                                              or bool(len(running)))
                 break
+        if hybrid:
+            self.req_to_token_pool.mamba_allocator.alloc_group_end()
         if not adder.can_run_list:
             return None
         if adder.new_chunked_req is not None:
