@@ -68,6 +68,9 @@ class LoopCase:
     sliding_window_size: int | None = None
     swa_pool_tokens: int | None = None
     swa_eviction_interval: int = 128
+    # a linear-attention hybrid (:mod:`drive_loop_mamba`): its state slots, SGLang's
+    # ``max_mamba_cache_size`` (``max_running_requests`` is then already capped by them)
+    mamba_slots: int | None = None
 
 
 def next_token(case: LoopCase, rid: int, index: int) -> int:
@@ -87,11 +90,14 @@ def _ceil(n: int, p: int) -> int:
     return -(-n // p) * p
 
 
-def random_case(seed: int, overlap: bool = False) -> LoopCase:
-    """A random case (see the module docstring); the same seed gives the same case."""
+def random_case(seed: int, overlap: bool = False, radix: bool | None = None) -> LoopCase:
+    """A random case (see the module docstring); the same seed gives the same case.
+    ``radix``: the radix cache on or off whatever the seed draws (None: as drawn; the draw
+    is made either way, so the rest of the case is the seed's)."""
     rng = np.random.default_rng(seed)
     p = int(rng.choice((1, 16)))
-    radix = bool(rng.random() < 0.7)
+    drawn = bool(rng.random() < 0.7)
+    radix = drawn if radix is None else radix
     n = int(rng.integers(2, 8))
     longest_prompt = 40 if p == 1 else 80
     stems = [tuple(int(t) for t in rng.integers(10, VOCAB, int(rng.integers(1, longest_prompt))))

@@ -25,11 +25,18 @@ from typing import Any
 import numpy as np
 from drive_loop import LoopCase
 
+from pagedkv.configs.mamba_utils import Mamba2CacheParams, Mamba2StateShape
 from pagedkv.managers.config import SchedulerConfig
 from pagedkv.managers.scheduler import Scheduler
 from pagedkv.managers.scheduler_init import SlidingWindowPools
+from pagedkv.mem_cache.mamba_pool import HybridReqToTokenPool, MambaPool
 from pagedkv.model_executor.forward_batch_info import ForwardBatch, ForwardResult
 from pagedkv.workloads.synthetic import RequestSpec
+
+#: a linear-attention hybrid's state (tiny: only the slots' bookkeeping is compared), the
+#: shape ``mamba_sglang.SHAPE`` gives SGLang's pool
+MAMBA_SHAPE = dict(intermediate_size=8, n_groups=2, num_heads=2, head_dim=4, state_size=4,
+                   conv_kernel=4)
 
 
 class TableExecutor:
@@ -76,11 +83,14 @@ def build(case: LoopCase, release: str = "0.5.23") -> tuple[Scheduler, TableExec
         swa_eviction_interval=case.swa_eviction_interval, release=release)
     swa = (None if case.sliding_window_size is None
            else SlidingWindowPools(case.sliding_window_size, case.swa_pool_tokens))
+    mamba = (None if case.mamba_slots is None
+             else MambaPool(case.mamba_slots, Mamba2CacheParams(
+                 Mamba2StateShape.create(tp_world_size=1, **MAMBA_SHAPE), (0, 1))))
     executor = TableExecutor()
     sched = Scheduler(specs(case), max_total_num_tokens=case.pool_tokens,
                       page_size=case.page_size, config=config, radix_cache=case.radix,
                       context_len=case.context_len, executor=executor, fast_forward=False,
-                      swa=swa)
+                      swa=swa, mamba_pool=mamba)
     return sched, executor
 
 
@@ -111,5 +121,10 @@ def run(case: LoopCase, release: str = "0.5.23") -> list[dict[str, Any]]:
             rec["swa_free"] = np.asarray(alloc.swa_attn_allocator.free_pages).tolist()
         else:
             rec["free"] = np.asarray(alloc.free_pages).tolist()
+        pool = sched.req_to_token_pool
+        if isinstance(pool, HybridReqToTokenPool):  # state slots and rows, as loop_sglang
+            rec["mamba_available"] = int(pool.mamba_allocator.available_size())
+            rec["mamba_free"] = [int(s) for s in pool.mamba_allocator.free_slots]
+            rec["rows_free"] = [int(r) for r in pool.free_slots]
         records.append(rec)
     return records

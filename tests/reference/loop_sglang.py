@@ -36,6 +36,7 @@ import sgl_boot
 
 sgl_boot.load()
 
+import mamba_sglang  # noqa: E402
 import sgl_objects as sg  # noqa: E402
 import torch  # noqa: E402
 from drive_loop import EOS, VOCAB, LoopCase, max_req_len, next_token  # noqa: E402
@@ -112,12 +113,18 @@ def _server_args(case: LoopCase) -> Any:
     if sg._active is not None:  # another module's arguments: taken down, and forgotten
         sg._active.restore()
         sg._active = sg._configured = None
+    # a linear-attention hybrid: its mamba cache component reads the model's config
+    # through model_path (the Qwen3-Next preset), and the sizing's slot count
+    hybrid = ({} if case.mamba_slots is None else
+              dict(model_path=mamba_sglang.qwen3_next_folder(),
+                   max_mamba_cache_size=case.mamba_slots,
+                   max_running_requests=case.max_running_requests))
     return get_context().override_server_args(
         page_size=case.page_size, disable_radix_cache=not case.radix,
         chunked_prefill_size=case.chunked_prefill_size or -1,
         disable_overlap_schedule=not case.overlap, skip_tokenizer_init=True,
         schedule_policy="fcfs", schedule_conservativeness=case.schedule_conservativeness,
-        device="cpu", attention_backend="triton")
+        device="cpu", attention_backend="triton", **hybrid)
 
 
 def _one_rank() -> dict[str, Any]:
@@ -158,7 +165,12 @@ def build(case: LoopCase) -> Any:
     def build_kv_cache(**kwargs: Any) -> Any:
         pool = sg.req_to_token_pool(rows, case.context_len + 8)
         window = case.sliding_window_size
-        if window is None:
+        if case.mamba_slots is not None:  # a linear-attention hybrid, radix cache off
+            pool = mamba_sglang.hybrid_req_to_token_pool(rows, case.mamba_slots,
+                                                         case.context_len + 8, case.overlap)
+            alloc = sg.allocator(case.page_size, case.pool_tokens)
+            tree = mamba_sglang.mamba_tree_cache(pool, alloc, case.page_size)
+        elif window is None:
             alloc = sg.allocator(case.page_size, case.pool_tokens)
             tree = sg.tree_cache(pool, alloc, case.page_size, case.radix)
         else:  # a sliding-window hybrid: both pools, the (FULL, SWA) tree, on or disabled
@@ -166,7 +178,8 @@ def build(case: LoopCase) -> Any:
             tree = sg.swa_tree_cache(pool, alloc, case.page_size, window,
                                      disable=not case.radix)
         return kv_cache_builder.KVCacheBuildResult(
-            is_hybrid_swa=window is not None, is_hybrid_ssm=False, sliding_window_size=window,
+            is_hybrid_swa=window is not None, is_hybrid_ssm=case.mamba_slots is not None,
+            sliding_window_size=window,
             full_tokens_per_layer=None if window is None else case.pool_tokens,
             swa_tokens_per_layer=case.swa_pool_tokens, req_to_token_pool=pool,
             token_to_kv_pool_allocator=alloc, disable_radix_cache=not case.radix,

@@ -7,6 +7,11 @@ reads and writes: 0.5.23's real ``ReqKvInfo`` (``req.kv``), 0.5.9's fields on th
 itself. The pool is driven as SGLang's scheduler drives it: ``alloc`` for a batch of requests,
 ``free_mamba_cache`` and ``free`` (the row) apart.
 
+For the whole loop (:mod:`loop_sglang`): :func:`hybrid_req_to_token_pool` and
+:func:`mamba_tree_cache`, the request table and the disabled cache SGLang 0.5.23 builds for a
+linear-attention hybrid with ``--disable-radix-cache``, and :func:`qwen3_next_folder`, the model
+folder its mamba cache component reads the config from (``model_path``).
+
 Also here: the state shapes and bytes SGLang computes for a model config
 (``Qwen3NextConfig.mamba2_cache_params`` under the case's attention-TP size) and the bytes of
 the ``MambaPool`` it builds for them, on the meta device (0.5.23).
@@ -14,7 +19,10 @@ the ``MambaPool`` it builds for them, on the meta device (0.5.23).
 
 from __future__ import annotations
 
+import functools
+import tempfile
 import types
+from pathlib import Path
 from typing import Any
 
 import sgl_objects as sg
@@ -29,6 +37,41 @@ if not sg.OLD:
 SHAPE = dict(intermediate_size=8, n_groups=2, num_heads=2, head_dim=4, state_size=4,
              conv_kernel=4)
 LAYERS = [0, 1]
+PRESET = Path(__file__).parents[2] / "pagedkv" / "presets" / "models" / "qwen3-next-80b-a3b.json"
+
+
+@functools.cache
+def qwen3_next_folder() -> str:
+    """A model folder holding the Qwen3-Next preset's ``config.json`` (made once per
+    process): SGLang's mamba cache component reads the model config through
+    ``model_path``."""
+    folder = Path(tempfile.mkdtemp(prefix="pagedkv-qwen3-next-"))
+    (folder / "config.json").write_text(PRESET.read_text())
+    return str(folder)
+
+
+def hybrid_req_to_token_pool(rows: int, slots: int, max_context_len: int,
+                             overlap: bool) -> Any:
+    """0.5.23's ``HybridReqToTokenPool`` as ``KVCacheConfigurator._build_hybrid_req_pool``
+    builds it (``size=max_num_reqs`` rows, ``mamba_size=max_mamba_cache_size`` slots, no
+    extra buffer, no speculative decoding), over the tiny state of :data:`SHAPE`."""
+    params = Mamba2CacheParams(shape=Mamba2StateShape.create(tp_world_size=1, **SHAPE),
+                               layers=LAYERS)
+    return HybridReqToTokenPool(
+        size=rows, mamba_size=slots, mamba_spec_state_size=rows,
+        max_context_len=max_context_len, device="cpu", enable_memory_saver=False,
+        cache_params=params, mamba_layer_ids=LAYERS, enable_mamba_extra_buffer=False,
+        enable_overlap_schedule=overlap)
+
+
+def mamba_tree_cache(pool: Any, alloc: Any, page_size: int) -> Any:
+    """The cache 0.5.23 builds for a linear-attention hybrid with ``--disable-radix-cache``
+    (``registry.create_unified_radix_cache``): ``UnifiedRadixCache``, disabled, components
+    ``(FULL, MAMBA)``; its mamba component frees a request's slot when it is released."""
+    return sg.UnifiedRadixCache(sg.CacheInitParams(
+        disable=True, req_to_token_pool=pool, token_to_kv_pool_allocator=alloc,
+        page_size=page_size, tree_components=(sg.ComponentType.FULL, sg.ComponentType.MAMBA),
+        eviction_policy="lru"))
 
 
 def _request() -> Any:

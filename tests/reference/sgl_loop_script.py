@@ -78,6 +78,11 @@ class ScriptRecorder:
             rec["swa_free"] = alloc.swa_attn_allocator.free_pages.tolist()
         else:
             rec["free"] = alloc.free_pages.tolist()
+        slots = getattr(sched.req_to_token_pool, "mamba_allocator", None)
+        if slots is not None:  # a linear-attention hybrid: its state slots and rows
+            rec["mamba_available"] = int(slots.available_size())
+            rec["mamba_free"] = slots.free_slots.tolist()
+            rec["rows_free"] = [int(r) for r in sched.req_to_token_pool.free_slots]
         return rec
 
 
