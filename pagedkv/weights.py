@@ -4,13 +4,27 @@ Three sources, in this order:
 
 1. the checkpoint's own index: ``model.safetensors.index.json`` ``metadata.total_size``, the
    exact bytes of every stored tensor, quantized ones included, when the model's folder has
-   one;
+   one; for a quantized preset (whose ``config.json`` alone cannot give its bytes) the same
+   number as the real index states it, shipped in ``presets/models/checkpoint_bytes.json``
+   with where it was read (:func:`preset_checkpoint_bytes`; a preset without an entry falls
+   through to 3);
 2. the parameter count of the model instantiated on torch's ``meta`` device with transformers
    (``with torch.device("meta"): Model(config)``: shapes only, no memory), exact for every
    architecture transformers knows, times the bytes of the served dtype; the presets'
    counts, made the same way, are shipped in ``presets/models/param_counts.json`` so that
    sizing a preset does not import transformers (a test recounts them);
 3. otherwise a :class:`~pagedkv.errors.ConfigError` asking for ``--weights-gib``.
+
+The index total is every tensor the checkpoint stores, which is not always what SGLang loads
+for serving. DeepSeek-V3's (and V3.2's, Kimi-K2's: their ``num_nextn_predict_layers``) index
+also counts the multi-token-prediction layer, ``model.layers.61.*``; SGLang 0.5.23's DeepSeek
+loader (``srt/models/deepseek_common/deepseek_weight_loader.py`` ``do_load_weights``, case
+``NextNDisabledConfig``) skips every ``model.layers.N`` with N >= ``num_hidden_layers`` unless
+it is loading the draft model of speculative decoding. pagedkv does not subtract it (the index
+does not say which bytes are that layer's): for such a checkpoint the weights are an
+over-count of SGLang's by that layer, and the KV pool an under-count by the same bytes.
+gpt-oss's index counts exactly the tensors SGLang 0.5.23 loads (mxfp4 ``*_blocks`` and
+``*_scales`` of the experts, bf16 elsewhere).
 
 The count is of what a checkpoint stores: parameters plus persistent buffers (DeepSeek's
 router correction bias is a buffer in transformers and a tensor in the checkpoint), shared
@@ -51,10 +65,43 @@ def checkpoint_total_size(folder: Path) -> int | None:
     except (json.JSONDecodeError, AttributeError) as exc:
         raise ConfigError(f"{path} is not a safetensors index ({exc}); valid: the checkpoint's "
                           "own model.safetensors.index.json, or remove it") from None
+    return _valid_total_size(size, f"{path}: metadata.total_size")
+
+
+def _valid_total_size(size: object, where: str) -> int:
+    """``size`` if it is a positive integer (an index's ``total_size``), else ConfigError."""
     if isinstance(size, bool) or not isinstance(size, int) or size <= 0:
-        raise ConfigError(f"{path}: metadata.total_size={size!r} is invalid; valid: the byte "
-                          "count of the checkpoint's tensors (an integer >= 1)")
+        raise ConfigError(f"{where}={size!r} is invalid; valid: the byte count of the "
+                          "checkpoint's tensors (an integer >= 1)")
     return size
+
+
+@functools.cache
+def preset_checkpoint_bytes() -> dict[str, int]:
+    """Preset name -> ``metadata.total_size`` (bytes) of its checkpoint's
+    ``model.safetensors.index.json``, for the quantized presets whose index is quoted in public
+    sources (``presets/models/checkpoint_bytes.json``; its ``source`` and ``how`` say where).
+
+    Raises:
+        ConfigError: an entry whose ``total_size`` is not a positive integer (a broken package).
+    """
+    text = resources.files("pagedkv.presets").joinpath("models/checkpoint_bytes.json").read_text()
+    return checkpoint_sizes(json.loads(text))
+
+
+def checkpoint_sizes(table: dict[str, Any]) -> dict[str, int]:
+    """``{preset: {"total_size": N, ...}}`` (keys starting with ``_`` are notes) -> ``{preset: N}``.
+
+    Raises:
+        ConfigError: an entry whose ``total_size`` is not a positive integer.
+    """
+    sizes = {}
+    for name, entry in table.items():
+        if name.startswith("_"):
+            continue
+        size = entry.get("total_size") if isinstance(entry, dict) else None
+        sizes[name] = _valid_total_size(size, f"checkpoint_bytes.json: {name}.total_size")
+    return sizes
 
 
 @functools.cache

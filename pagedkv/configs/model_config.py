@@ -279,8 +279,10 @@ class ModelSpec:
         across the same ranks (tensor-parallel experts by default; ``--ep-size`` equal to
         ``tp`` gives each rank whole experts: the same share); norms and routers are
         replicated, a few MiB pagedkv splits with the rest. A safetensors index also counts
-        DeepSeek's multi-token-prediction layer, which SGLang loads only for speculative
-        decoding.
+        DeepSeek's multi-token-prediction layer, which SGLang 0.5.23 loads only for speculative
+        decoding; pagedkv keeps it (a documented over-count: :mod:`pagedkv.weights`). A
+        quantized preset's index total is shipped with the package
+        (:func:`pagedkv.weights.preset_checkpoint_bytes`) where public sources quote it.
 
         Raises:
             ConfigError: a quantized checkpoint without an index (its bytes depend on the

@@ -25,6 +25,7 @@ from pagedkv.gpus import GPU_PRESETS, get_gpu
 from pagedkv.releases import DEFAULT_SGLANG_VERSION, SGLANG_VERSIONS, as_release
 from pagedkv.sizing import KVPoolPlan, plan_pool
 from pagedkv.units import KV_DTYPE_BYTES, gib
+from pagedkv.weights import preset_checkpoint_bytes
 
 
 def add_size_parser(subparsers: argparse._SubParsersAction) -> None:
@@ -155,6 +156,8 @@ def pool_summary(model: ModelSpec, args: argparse.Namespace) -> str:
         weights = "the two free-memory readings"
     elif args.weights_gib is not None:
         weights = "--weights-gib"
+    elif model.checkpoint_bytes is not None and model.name in preset_checkpoint_bytes():
+        weights = "the checkpoint's model.safetensors.index.json total, shipped with the preset"
     elif model.checkpoint_bytes is not None:
         weights = "the checkpoint's model.safetensors.index.json"
     else:
