@@ -41,6 +41,10 @@ class WindowFacts:
         """FULL pages held per SWA page held at the FULL pool's peak."""
         return self.full_peak / max(1, self.swa_at_peak)
 
+    def tokens_per_running(self, pages: int) -> int:
+        """``pages`` held at the FULL pool's peak, in tokens per running request (rounded)."""
+        return round(pages * self.page_size / max(1, self.running_at_peak))
+
 
 def _held(owners: np.ndarray) -> np.ndarray:
     """1 where a page is held for a running request (its own, or locked in the tree)."""

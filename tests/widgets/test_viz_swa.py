@@ -84,6 +84,9 @@ def test_window_facts_are_the_runs() -> None:
     assert facts.window == meta["sliding_window"] == 127 and facts.swa_pages == meta["swa_num_pages"]
     assert 0 < facts.window_frees <= len(trace["page_events"]["swa"]["step"])
     assert np.array_equal(held_per_step(trace["page_events"]["swa"], n)[0], held)
+    running = run["num_running"][facts.peak_step]
+    assert facts.running_at_peak == running > 0
+    assert facts.tokens_per_running(facts.full_peak) == round(facts.full_peak * 4 / running)
 
 
 def test_window_facts_refuse_a_run_of_one_pool() -> None:
