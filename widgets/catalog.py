@@ -16,9 +16,7 @@ from dataclasses import replace
 
 from pagedkv.configs.model_presets import MODEL_PRESETS
 from pagedkv.gpus import get_gpu
-from pagedkv.lessons.todays_models import CHECKPOINT_GIB
 from pagedkv.server_args import default_mem_fraction_static
-from pagedkv.units import GiB
 from pagedkv.workloads.cases import LONG_ANSWERS
 from pagedkv_widgets.chapters import Catalog
 from pagedkv_widgets.run_cache import RunCache, default_folder
@@ -44,8 +42,8 @@ _DEFAULTS = Settings(model="llama-3-8b", gpu="h100-sxm-80gb", workload="busy",
 _CASE = replace(_DEFAULTS, model=LONG_ANSWERS.model, gpu=LONG_ANSWERS.gpu,
                 mem_fraction_static=LONG_ANSWERS.mem_fraction_static)
 # Chapter 9's sliding-window hybrid: gpt-oss-20b on an H100 at SGLang 0.5.23's default
-# fraction for the card, its checkpoint's size as the weights (mxfp4: the config cannot give
-# them), the whole workload at once (every request's window slides while its full row grows).
+# fraction for the card (its weights: the preset's checkpoint index), the whole workload at
+# once (every request's window slides while its full row grows).
 SWA_MODEL = "gpt-oss-20b"
 _SWA = replace(_DEFAULTS, model=SWA_MODEL, gpu="h100-sxm-80gb", workload="burst",
                mem_fraction_static=default_mem_fraction_static(get_gpu("h100-sxm-80gb").memory_mib))
@@ -64,7 +62,6 @@ CATALOG = Catalog(
     chapter_defaults={"memory": replace(_DEFAULTS, mem_fraction_static=LONG_ANSWERS.mem_fraction_static),
                       "admission": _CASE, "retraction": _CASE, "full": _CASE, "windows": _SWA},
     fixed_models={SWA_MODEL: model_label(SWA_MODEL)},
-    weights_bytes={SWA_MODEL: int(CHECKPOINT_GIB[SWA_MODEL] * GiB)},
 )
 
 
@@ -82,7 +79,6 @@ def make_runner(simulate: Simulate | None = None, catalog: Catalog = CATALOG) ->
     runner = SceneRunner(simulate=simulate or default_simulate(), workloads=catalog.workloads,
                          teaching_model=catalog.defaults.model,
                          teaching_gpu=catalog.defaults.gpu,
-                         weights_bytes=dict(catalog.weights_bytes),
                          cache=None if folder is None else RunCache(folder))
     if simulate is None:
         _SHARED[id(catalog)] = runner

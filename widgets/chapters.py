@@ -34,8 +34,7 @@ class Catalog:
     """Selectable values: ``{preset name: label}`` for models and GPUs, named workloads.
 
     ``fixed_models``: models a chapter may open on without offering them in its menu
-    (``{preset name: label}``); ``weights_bytes``: the weights of models whose config cannot
-    give them (quantized checkpoints), by preset name."""
+    (``{preset name: label}``)."""
 
     models: dict[str, str]
     gpus: dict[str, str]
@@ -43,7 +42,6 @@ class Catalog:
     defaults: Settings
     chapter_defaults: dict[str, Settings] = field(default_factory=dict)
     fixed_models: dict[str, str] = field(default_factory=dict)
-    weights_bytes: dict[str, int] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)

@@ -155,15 +155,12 @@ class SceneRunner:
 
     The teaching run always uses ``teaching_model`` on ``teaching_gpu``, capped by
     ``max_total_tokens`` (SGLang's ``--max-total-tokens``) to :func:`teaching_tokens` tokens.
-    ``weights_bytes``: the weights of models whose config cannot give them (a quantized
-    checkpoint's size, ``--weights-gib``), by preset name.
     """
 
     simulate: Simulate
     workloads: dict[str, Workload]
     teaching_model: str
     teaching_gpu: str
-    weights_bytes: dict[str, int] = field(default_factory=dict)
     memo: dict[tuple[str, str, bool], dict[str, Any]] = field(
         default_factory=dict, compare=False, repr=False)
     cache: RunCache | None = field(default=None, compare=False, repr=False)
@@ -172,8 +169,7 @@ class SceneRunner:
         """The real-scale run's pool and requests (``plan_pool`` raises
         ``NotEnoughMemoryError`` where the weights leave no pool)."""
         plan = plan_pool(load_model(s.model), gpu=get_gpu(s.gpu),
-                         mem_fraction_static=s.mem_fraction_static, page_size=s.page_size,
-                         weights_bytes=self.weights_bytes.get(s.model))
+                         mem_fraction_static=s.mem_fraction_static, page_size=s.page_size)
         return plan, self.workloads[s.workload].card_requests()
 
     def pool_setup(self, s: Settings) -> tuple[KVPoolPlan, list[RequestSpec]]:
@@ -205,8 +201,6 @@ class SceneRunner:
             arrival_rate=load.rate, record_pages=pages,
             max_running_requests=min(plan.max_running_requests, len(requests)),
             disable_overlap_schedule=s.disable_overlap_schedule,
-            **({"weights_bytes": self.weights_bytes[s.model]} if s.model in self.weights_bytes
-               else {}),
         )
         return encode_run(result.trace.to_dict())
 
@@ -268,8 +262,6 @@ class SceneRunner:
                                 "workload": repr(self.workloads[s.workload])}
         if part == "pool":
             args["teaching"] = [self.teaching_model, self.teaching_gpu]
-        elif s.model in self.weights_bytes:
-            args["weights_bytes"] = self.weights_bytes[s.model]
         return args
 
     @staticmethod

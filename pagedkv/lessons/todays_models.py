@@ -23,7 +23,7 @@ from pagedkv.units import GiB
 
 # Quantized checkpoints carry no weight size in their config.json: the size of the published
 # checkpoint (its safetensors files, GiB), the same inputs tests/preset_answers.json uses.
-CHECKPOINT_GIB = {"gpt-oss-20b": 12.8, "gpt-oss-120b": 60.8, "deepseek-v3": 642.0, "kimi-k2": 959.0}
+CHECKPOINT_GIB = {"gpt-oss-120b": 60.8, "deepseek-v3": 642.0, "kimi-k2": 959.0}
 
 
 @dataclass(frozen=True)

@@ -24,8 +24,7 @@ from pagedkv_widgets.swa_facts import held_per_step, window_facts
 def _swa_trace(page: int = 4, overlap: bool = True, radix: bool = True, rate: float = 20.0) -> dict:
     """gpt-oss-20b (window 127) on a 4,096-token full pool: long enough rows that windows slide."""
     specs = uniform(16, (100, 300), (100, 400), 400, rate=rate, seed=0)
-    return simulate(specs, model=SWA_MODEL, gpu="h100-sxm-80gb",
-                    weights_bytes=CATALOG.weights_bytes[SWA_MODEL], max_total_tokens=4096,
+    return simulate(specs, model=SWA_MODEL, gpu="h100-sxm-80gb", max_total_tokens=4096,
                     page_size=page, radix_cache=radix, record_pages=True,
                     disable_overlap_schedule=not overlap).trace.to_dict()
 

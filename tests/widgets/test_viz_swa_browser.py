@@ -60,8 +60,7 @@ def test_both_pool_maps_and_the_bar_show_the_run(tmp_path: Path) -> None:
         f'<!doctype html><html lang="en"><head><meta charset="utf-8"><title>windows</title></head>'
         f"<body>{html}</body></html>", encoding="utf-8")
     settings = resolve_settings(CATALOG, "windows")
-    runner = SceneRunner(_small, CATALOG.workloads, CATALOG.defaults.model, CATALOG.defaults.gpu,
-                         weights_bytes=dict(CATALOG.weights_bytes))
+    runner = SceneRunner(_small, CATALOG.workloads, CATALOG.defaults.model, CATALOG.defaults.gpu)
     run = decode_run(runner.run("card", settings, True))
     meta, pages = run["meta"], run["pages"]
     assert scene_keys(settings)["card"] in html or "data-pkv-inline" in html
