@@ -119,7 +119,8 @@ class Release:
         "waits or runs.", ("every step without a batch", "only when fully idle"))
     group_prefill_frees: bool = _behaviour(
         "frees after a prefill pass",
-        "managers/scheduler_output_processor_mixin.py: process_batch_result_prefill",
+        "managers/scheduler_components/batch_result_processor.py: "
+        "SchedulerBatchResultProcessor.process_batch_result_prefill",
         "The KV freed by requests that finish at their first token is returned in one "
         "free group (free_group_begin / free_group_end), not call by call.",
         ("one free call per request", "one free group per pass"))
