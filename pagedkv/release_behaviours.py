@@ -295,10 +295,13 @@ class Release:
     attention_backends: tuple[str, ...] = _behaviour(
         "attention backends offered", "layers/attention/attention_registry.py",
         "The `--attention-backend` values the release offers (of those the book covers).")
-    forced_page_sizes: tuple[tuple[str, tuple[int, ...], int], ...] = _behaviour(
-        "page sizes a backend forces", "arg_groups/overrides.py: _mla_backend_page_constraints",
-        "(backend, page sizes it accepts, what any other becomes) for each backend that "
-        "forces a page size.")
+    forced_page_sizes: tuple[tuple[str, tuple[int, ...], int] | tuple[str, tuple[int, ...], int, str],
+                             ...] = _behaviour(
+        "page sizes a backend forces", "arg_groups/overrides.py: _mla_backend_page_constraints, "
+        "_fa4_page_constraint",
+        "(backend, page sizes it accepts, what any other becomes[, when the rule holds, in "
+        "words]) for each backend that forces a page size; without the fourth part the rule "
+        "holds whenever the backend runs.")
     fa4_for_asymmetric_kv: bool = _behaviour(
         "default backend, sm_100, K and V of different widths",
         "arg_groups/model_override_base.py: get_default_attn_backend",

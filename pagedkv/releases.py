@@ -19,6 +19,10 @@ from dataclasses import fields
 from pagedkv.errors import bad_value
 from pagedkv.release_behaviours import Release
 
+# fa4's page size 128 holds only under these conditions (0.5.23 arg_groups/overrides.py
+# _fa4_page_constraint; 0.5.9 server_args.py _handle_attention_backend_compatibility)
+_FA4_WHEN_0523 = "for a non-MLA model on sm_100 with EAGLE topk <= 1, fa4 in any backend flag"
+_FA4_WHEN_0509 = "for a non-MLA model, only through `--prefill-attention-backend fa4`"
 _BACKENDS = ("triton", "flashinfer", "fa3", "fa4", "trtllm_mha", "trtllm_mla", "flashmla", "aiter")
 
 RELEASES: dict[str, Release] = {r.name: r for r in (
@@ -48,7 +52,7 @@ RELEASES: dict[str, Release] = {r.name: r for r in (
         attention_backends=(*_BACKENDS, "cutedsl_mla", "hpc_ops"),
         forced_page_sizes=(("flashmla", (64,), 64), ("trtllm_mla", (32, 64), 64),
                            ("cutedsl_mla", (32, 64), 64), ("trtllm_mha", (16, 32, 64, 128), 64),
-                           ("hpc_ops", (64,), 64), ("fa4", (128,), 128)),
+                           ("hpc_ops", (64,), 64), ("fa4", (128,), 128, _FA4_WHEN_0523)),
         fa4_for_asymmetric_kv=True, flashinfer_avoids_attention_sinks=True,
         dsa_attention_backend=("dsa", "flashmla_kv"), dsa_fp8_latent_profiled_as_stored=True),
     Release(
@@ -78,7 +82,7 @@ RELEASES: dict[str, Release] = {r.name: r for r in (
         attention_backends=(*_BACKENDS, "cutlass_mla"),
         forced_page_sizes=(("flashmla", (64,), 64), ("cutlass_mla", (128,), 128),
                            ("trtllm_mla", (32, 64), 64), ("trtllm_mha", (16, 32, 64), 64),
-                           ("fa4", (128,), 128)),
+                           ("fa4", (128,), 128, _FA4_WHEN_0509)),
         fa4_for_asymmetric_kv=False, flashinfer_avoids_attention_sinks=False,
         dsa_attention_backend=("nsa", "flashmla_auto"), dsa_fp8_latent_profiled_as_stored=False),
 )}
@@ -121,7 +125,8 @@ def describe(release: Release, behaviour: str) -> str:
         return ", ".join(f"{part}: {v}" for part, v in zip(meta["parts"], value, strict=True))
     if isinstance(value, tuple):
         return ", ".join(map(str, value)) if value and not isinstance(value[0], tuple) else \
-            "; ".join(f"{b}: {'/'.join(map(str, ok))} -> {to}" for b, ok, to in value)
+            "; ".join(f"{b}: {'/'.join(map(str, ok))} -> {to}{f' ({when[0]})' if when else ''}"
+                      for b, ok, to, *when in value)
     return str(value)
 
 

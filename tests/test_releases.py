@@ -49,7 +49,7 @@ def test_every_field_says_what_where_and_why() -> None:
         if f.name == "name":
             continue
         assert f.metadata["what"] and f.metadata["description"], f.name
-        assert re.fullmatch(r"[\w/.]+\.py(: [\w.]+)?", f.metadata["source"]), f.name
+        assert re.fullmatch(r"[\w/.]+\.py(: [\w.]+(, [\w.]+)*)?", f.metadata["source"]), f.name
         if f.type == "bool":  # a flag says what each answer means
             assert set(f.metadata["shows"]) == {False, True}, f.name
 

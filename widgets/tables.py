@@ -238,7 +238,7 @@ def forced_page_sizes_table(backends: Sequence[str] = ("trtllm_mha", "flashmla",
     """Chapter 3: per backend and release, the page sizes it accepts and what any other
     ``--page-size`` (or none) becomes (``pagedkv.lessons.attention_backends``)."""
     from pagedkv.errors import ConfigError
-    from pagedkv.lessons.attention_backends import forced_page_sizes
+    from pagedkv.lessons.attention_backends import forced_page_size_when, forced_page_sizes
 
     def cell(backend: str, v: str) -> str:
         try:
@@ -248,7 +248,8 @@ def forced_page_sizes_table(backends: Sequence[str] = ("trtllm_mha", "flashmla",
         if rule is None:
             return "any"
         accepted, forced = rule
-        return f"{', '.join(map(str, accepted))}; anything else -> {forced}"
+        when = forced_page_size_when(backend, v)
+        return f"{', '.join(map(str, accepted))}; anything else -> {forced}" + (f", {when}" if when else "")
 
     return markdown_table(("backend", *(f"SGLang {v}" for v in RELEASES), "the kernel is handed"),
                           ([f"`{b}`", *(cell(b, v) for v in RELEASES), _indexing(b)]

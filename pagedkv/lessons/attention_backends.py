@@ -156,14 +156,31 @@ def forced_page_sizes(backend: str, sglang_version: str | Release = DEFAULT_SGLA
                       ) -> tuple[tuple[int, ...], int] | None:
     """``(page sizes the backend accepts, the size any other becomes)``, or None when the
     backend takes any page size (``Release.forced_page_sizes``). Raises ConfigError for a
-    backend the release lacks."""
+    backend the release lacks. Some rules hold only under conditions:
+    :func:`forced_page_size_when`."""
+    rule = _rule(backend, sglang_version)
+    return None if rule is None else (rule[1], rule[2])
+
+
+def forced_page_size_when(backend: str, sglang_version: str | Release = DEFAULT_SGLANG_VERSION
+                          ) -> str:
+    """When ``backend``'s forced page size holds, in words (``""``: whenever the backend runs,
+    or it forces none). fa4's 128 has conditions in both releases: 0.5.23
+    ``_fa4_page_constraint`` (non-MLA, sm_100, EAGLE topk <= 1); 0.5.9
+    ``_handle_attention_backend_compatibility`` (non-MLA, ``--prefill-attention-backend fa4``).
+    Raises ConfigError for a backend the release lacks."""
+    rule = _rule(backend, sglang_version)
+    return rule[3] if rule is not None and len(rule) > 3 else ""
+
+
+def _rule(backend: str, sglang_version: str | Release) -> tuple | None:
+    """The release's ``forced_page_sizes`` entry for ``backend`` (None: it forces none)."""
     release = as_release(sglang_version)
     if backend not in BACKENDS or backend not in release.attention_backends:
         offered = sorted(n for n in BACKENDS if n in release.attention_backends)
         raise bad_value("backend", backend,
                         f"a backend of SGLang {release.name}: {', '.join(offered)}")
-    return next(((accepted, forced) for name, accepted, forced in release.forced_page_sizes
-                 if name == backend), None)
+    return next((rule for rule in release.forced_page_sizes if rule[0] == backend), None)
 
 
 def resolve_page_size(backend: str, page_size: int | None = None,
@@ -174,7 +191,9 @@ def resolve_page_size(backend: str, page_size: int | None = None,
     ``--prefill-attention-backend`` and ``--decode-attention-backend``; 0.5.9 forces fa4's
     128 only through the prefill flag). A backend that accepts only some sizes turns any
     other, and an unset one, into its default (a warning in SGLang's log); otherwise an unset
-    page size becomes 1. For fa4 the rule applies to non-MLA models (in 0.5.23 on sm_100).
+    page size becomes 1. Where the rule has conditions (:func:`forced_page_size_when`: fa4's
+    128, for a non-MLA model, in 0.5.23 on sm_100 with EAGLE topk <= 1, in 0.5.9 through the
+    prefill flag), this function assumes they hold.
 
     Raises:
         ConfigError: ``page_size`` below 1, or a backend the release lacks.

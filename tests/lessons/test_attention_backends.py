@@ -12,9 +12,11 @@ from pagedkv.lessons.attention_backends import (
     TOKEN,
     backend_rows,
     default_attention_backend,
+    forced_page_size_when,
     forced_page_sizes,
     resolve_page_size,
 )
+from pagedkv.releases import differences
 
 
 @pytest.mark.parametrize("version", ["0.5.23", "0.5.9"])
@@ -77,6 +79,23 @@ def test_backends_present_in_one_release_only() -> None:
     with pytest.raises(ConfigError, match=r"backend='hpc_ops' is invalid; valid: a backend of "
                                           r"SGLang 0.5.9"):
         forced_page_sizes("hpc_ops", "0.5.9")
+
+
+def test_fa4_page_size_conditions() -> None:
+    # 0.5.23 overrides.py _fa4_page_constraint: non-MLA, sm_100, EAGLE topk <= 1, any flag;
+    # 0.5.9 server_args.py: non-MLA, only `prefill_attention_backend == "fa4"`
+    assert forced_page_sizes("fa4", "0.5.23") == forced_page_sizes("fa4", "0.5.9") == ((128,), 128)
+    assert forced_page_size_when("fa4", "0.5.23") == (
+        "for a non-MLA model on sm_100 with EAGLE topk <= 1, fa4 in any backend flag")
+    assert forced_page_size_when("fa4", "0.5.9") == (
+        "for a non-MLA model, only through `--prefill-attention-backend fa4`")
+    assert forced_page_size_when("flashmla", "0.5.23") == forced_page_size_when("fa3", "0.5.9") == ""
+    with pytest.raises(ConfigError, match=r"backend='hpc_ops' is invalid"):
+        forced_page_size_when("hpc_ops", "0.5.9")
+    row = next(d for d in differences() if d[0] == "page sizes a backend forces")
+    assert row[1].endswith("fa4: 128 -> 128 (for a non-MLA model, only through "
+                           "`--prefill-attention-backend fa4`)")
+    assert "fa4: 128 -> 128 (for a non-MLA model on sm_100 with EAGLE topk <= 1" in row[2]
 
 
 def test_errors() -> None:

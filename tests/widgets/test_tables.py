@@ -198,8 +198,12 @@ def test_attention_backend_tables() -> None:
                        "page size 1, one per token) |")
     assert rows[3].startswith("| Blackwell data centre (sm_100) |") and "| `trtllm_mha` | 64 |" in rows[3]
     assert "| Ada (sm_89) | L4, L40, RTX 4090 | `flashinfer` | 1 | one slot id per token |" in rows
-    forced = forced_page_sizes_table(("trtllm_mha", "cutlass_mla")).data.splitlines()
+    forced = forced_page_sizes_table(("trtllm_mha", "cutlass_mla", "fa4")).data.splitlines()
     assert forced[2] == ("| `trtllm_mha` | 16, 32, 64, 128; anything else -> 64 | "
                          "16, 32, 64; anything else -> 64 | one page id per page |")
     assert forced[3] == ("| `cutlass_mla` | not in this release | 128; anything else -> 128 | "
+                         "one page id per page |")
+    assert forced[4] == ("| `fa4` | 128; anything else -> 128, for a non-MLA model on sm_100 with "
+                         "EAGLE topk <= 1, fa4 in any backend flag | 128; anything else -> 128, "
+                         "for a non-MLA model, only through `--prefill-attention-backend fa4` | "
                          "one page id per page |")
