@@ -121,8 +121,11 @@ def default_attention_backend(sm: int, sglang_version: str | Release = DEFAULT_S
             :class:`~pagedkv.releases.Release`.
         platform: ``"cuda"`` or ``"rocm"``.
         flashinfer_installed: whether ``flashinfer`` imports (the SGLang wheel depends on it).
-        attention_sinks: the model has attention sinks (0.5.23 then avoids FlashInfer:
-            ``Release.flashinfer_avoids_attention_sinks``).
+        attention_sinks: the model has attention sinks and no backend rule of its own, as
+            MiMo-V2-Flash below sm_100 (0.5.23 then avoids FlashInfer:
+            ``Release.flashinfer_avoids_attention_sinks``). gpt-oss has sinks but its own rule
+            in both releases (fa3 on sm_90, trtllm_mha on sm_100, else triton), which this
+            function does not model.
         asymmetric_kv: K and V rows differ in width (0.5.23 then picks fa4 on sm_100:
             ``Release.fa4_for_asymmetric_kv``).
 

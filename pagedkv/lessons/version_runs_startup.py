@@ -178,7 +178,7 @@ def fa4(r: Release) -> str:
 
 def sinks(r: Release) -> str:
     """``Release.flashinfer_avoids_attention_sinks`` on an L40 (sm_89), a model with attention
-    sinks."""
+    sinks and no backend rule of its own (e.g. MiMo-V2-Flash)."""
     return default_attention_backend(89, r, attention_sinks=True)
 
 

@@ -185,8 +185,9 @@ DEMOS: dict[str, Demo] = {
         "fa4 by default for K and V of different widths on sm_100",
         "a B200, K and V rows of different widths", startup.fa4),
     "flashinfer_avoids_attention_sinks": Demo(
-        "no FlashInfer by default for a model with attention sinks",
-        "an L40 (sm_89), a model with attention sinks", startup.sinks),
+        "no FlashInfer by default for a model with attention sinks and no backend rule of its own",
+        "an L40 (sm_89), a model with attention sinks and no rule of its own, e.g. MiMo-V2-Flash "
+        "(gpt-oss has its own rule in both releases: triton here)", startup.sinks),
     "dsa_attention_backend": Demo(
         "the backend of DeepSeek V3.2's sparse attention (DSA, which 0.5.9 calls NSA: a small "
         "indexer picks the cached tokens each query attends to) is renamed, and an fp8 KV cache "

@@ -80,7 +80,8 @@ def test_the_newer_rows_give_the_answer_worked_out_by_hand() -> None:
         "page size 128", "not offered")
     assert rows["trtllm_mha accepts pages of 128"] == ("page size 64", "page size 128")
     assert rows["fa4 by default for K and V of different widths on sm_100"] == ("trtllm_mha", "fa4")
-    assert rows["no FlashInfer by default for a model with attention sinks"] == (
+    assert rows["no FlashInfer by default for a model with attention sinks and no backend rule "
+                "of its own"] == (
         "flashinfer", "triton")
 
 
