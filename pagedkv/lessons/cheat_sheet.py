@@ -28,6 +28,8 @@ class Constant:
 
 
 _ENV = "`python/sglang/srt/environ.py`"
+_TRACKER = ("`managers/scheduler_components/new_token_ratio_tracker.py`, `NewTokenRatioTracker` "
+            "(0.5.9: `managers/scheduler.py`, `Scheduler.__init__`)")
 
 CONSTANTS: tuple[Constant, ...] = (
     Constant("clip_max_new_tokens",
@@ -46,12 +48,12 @@ CONSTANTS: tuple[Constant, ...] = (
              "The floor of the ratio, as a share of its first value: however long a server runs "
              "without a retraction, admission still reserves that much of every running "
              "request's remaining budget.",
-             f"{_ENV}; `NewTokenRatioTracker` (0.5.9: `Scheduler.__init__`)", 4),
+             f"{_ENV}; {_TRACKER}", 4),
     Constant("new_token_ratio_decay_steps",
              "The decode steps without a retraction that take the ratio from its first value down "
              "to its floor, in equal decrements: how long a server needs to turn optimistic again "
              "after a start, an idle moment or a retraction.",
-             f"{_ENV}; `NewTokenRatioTracker` (0.5.9: `Scheduler.__init__`)", 4),
+             f"{_ENV}; {_TRACKER}", 4),
     Constant("retract_decode_steps",
              "After a retraction, the tokens each remaining request is assumed to write at least: "
              "added per request to the new ratio, and the free slots `release_req` makes room for "
