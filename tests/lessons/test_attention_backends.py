@@ -86,7 +86,8 @@ def test_fa4_page_size_conditions() -> None:
     # 0.5.9 server_args.py: non-MLA, only `prefill_attention_backend == "fa4"`
     assert forced_page_sizes("fa4", "0.5.23") == forced_page_sizes("fa4", "0.5.9") == ((128,), 128)
     assert forced_page_size_when("fa4", "0.5.23") == (
-        "for a non-MLA model on sm_100 with EAGLE topk <= 1, fa4 in any backend flag")
+        "for a non-MLA model on sm_100 with `--speculative-eagle-topk` unset or at most 1, whichever "
+        "of the three backend flags names fa4")
     assert forced_page_size_when("fa4", "0.5.9") == (
         "for a non-MLA model, only through `--prefill-attention-backend fa4`")
     assert forced_page_size_when("flashmla", "0.5.23") == forced_page_size_when("fa3", "0.5.9") == ""
@@ -95,7 +96,7 @@ def test_fa4_page_size_conditions() -> None:
     row = next(d for d in differences() if d[0] == "page sizes a backend forces")
     assert row[1].endswith("fa4: 128 -> 128 (for a non-MLA model, only through "
                            "`--prefill-attention-backend fa4`)")
-    assert "fa4: 128 -> 128 (for a non-MLA model on sm_100 with EAGLE topk <= 1" in row[2]
+    assert "fa4: 128 -> 128 (for a non-MLA model on sm_100 with `--speculative-eagle-topk`" in row[2]
 
 
 def test_errors() -> None:
