@@ -95,7 +95,18 @@ LATER_TERMS: tuple[Term, ...] = (
          "`ScheduleBatch.release_req`", r"release_req"),
     Term("ShareGPT", 2, "A public data set of real ChatGPT conversations; its prompt and answer "
          "lengths are the usual stand-in for real traffic in serving benchmarks.", "",
-         r"ShareGPT", listed=False),
+         r"ShareGPT", listed=False, first_use="a public set of ChatGPT conversations"),
+    Term("vLLM", 2, "An open-source LLM server; its paper (Kwon et al., SOSP 2023) introduced "
+         "paged KV memory (PagedAttention) and is the book's source for the cost of keeping "
+         "each request in one contiguous run.", "", r"\bvLLM\b", listed=False,
+         first_use="vLLM is an LLM server"),
+    Term("ROCm", 1, "AMD's GPU software stack, its counterpart of NVIDIA's CUDA: SGLang runs on "
+         "AMD GPUs through it.", "", r"\bROCm\b", listed=False,
+         first_use="AMD's GPU software stack"),
+    Term("FasterTransformer", 6, "NVIDIA's earlier inference library, which kept each "
+         "request's KV in one contiguous buffer; the vLLM paper compares its paged kernel "
+         "with it.", "", r"FasterTransformer", listed=False,
+         first_use="NVIDIA's earlier inference library"),
     Term("`#token`", 2, "In SGLang's decode log line: the pool's tokens that are neither free "
          "nor evictable, `max_total_num_tokens` - `available_size` - evictable (the running "
          "requests' KV and the prefixes they hold in the radix cache).",

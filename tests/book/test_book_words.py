@@ -289,7 +289,9 @@ GLOSSARY_MUST_HAVE = ("HBM", "$B_{\\max}$ (batch cap)", "MHA, GQA, MQA", "MLA", 
                       "Mamba, Mamba state", "cache salt", "Gated DeltaNet",
                       # a fourth first read found these used before (or without) a definition
                       "tensor parallelism (tp), pipeline parallelism (pp)", "DSA (NSA)",
-                      "tensor cores", "warp", "`kv_last_page_len`")
+                      "tensor cores", "warp", "`kv_last_page_len`",
+                      # a fifth first read found these used without a definition
+                      "vLLM", "ROCm", "FasterTransformer")
 
 
 def test_the_glossary_defines_every_word_the_book_leans_on() -> None:
