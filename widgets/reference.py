@@ -100,7 +100,7 @@ def defaults_md(config: SchedulerConfig | None = None) -> Markdown:
     rows = [
         ("`--mem-fraction-static`", "by the card's memory (chapter 1)"),
         ("`--page-size`", "1"),
-        ("`--chunked-prefill-size`", f"by the card's memory; {c.chunked_prefill_size:,} on an 80 GB card"),
+        ("`--chunked-prefill-size`", f"by the card's memory; {c.chunked_prefill_size:,} on an H100"),
         ("`--max-prefill-tokens`", f"{c.max_prefill_tokens:,}"),
         ("`--max-running-requests`", max_running_default()),
         ("`--schedule-conservativeness`", f"{c.schedule_conservativeness:g}"),

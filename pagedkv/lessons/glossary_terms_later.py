@@ -195,7 +195,8 @@ LATER_TERMS: tuple[Term, ...] = (
          "(`mem_cache/memory_pool.py`)", r"state slot"),
     # the third first read found these used without a definition
     Term("GB, GiB", 1, f"Two units of memory: a GB is $10^9$ bytes, a GiB $2^{{30}}$ bytes, "
-         f"{_GIB_OVER_GB:.1f} % more. Datasheets count in GB; SGLang's start-up log divides by "
+         f"{_GIB_OVER_GB:.1f} % more. A card's name rounds its memory (the H100's \"80GB\" is "
+         "neither); the book sizes a card by what its driver reports. SGLang's start-up log divides by "
          "$2^{30}$ but prints \"GB\". The book always says which one it means.", "",
          r"\bGiB\b", listed=False, first_use="$10^9$ against $2^{30}$ bytes"),
     Term("internal fragmentation", 2, "Memory wasted inside a block that was handed out: its "

@@ -33,7 +33,7 @@ def graph_default(r: Release) -> str:
 
 
 def prefill_graph_reserve(r: Release) -> str:
-    """``Release.prefill_cuda_graph_reserve`` on an H100 (80 GB), tp 1."""
+    """``Release.prefill_cuda_graph_reserve`` on an H100, tp 1."""
     f = default_mem_fraction_static(get_gpu("h100-sxm-80gb").memory_mib, sglang_version=r)
     return f"mem_fraction_static {f:.3f}"
 

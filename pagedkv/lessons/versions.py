@@ -117,7 +117,7 @@ DEMOS: dict[str, Demo] = {
         "bigger decode CUDA graphs on 20-35 GiB cards", "an RTX 4090 (24 GB), tp 1",
         startup.graph_default),
     "prefill_cuda_graph_reserve": Demo(
-        "memory is kept aside for prefill CUDA graphs", "an H100 (80 GB), tp 1",
+        "memory is kept aside for prefill CUDA graphs", "an H100, tp 1",
         startup.prefill_graph_reserve),
     "req_to_token_rows_are_cap": Demo(
         "the page table hands out max_running_requests rows",
