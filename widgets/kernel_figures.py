@@ -29,7 +29,7 @@ def _owners(case: DecodeCase) -> tuple[list[list[float | None]], list[list[str]]
     reading it; and a hover line. Cells past the pool's end are None."""
     num_slots, p = case.k_cache.shape[0], case.page_size
     owner: list[float | None] = [float(RESERVED if s < p else FREE) for s in range(num_slots)]
-    text = [f"slot {s}: page 0, reserved for padded tokens" if s < p
+    text = [f"slot {s}: page 0, withheld for padded tokens" if s < p
             else f"slot {s} = page {s // p}: free" for s in range(num_slots)]
     for b, (row, length) in enumerate(zip(case.req_pool_indices.tolist(),
                                           case.seq_lens.tolist(), strict=True)):

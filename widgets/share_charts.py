@@ -9,7 +9,7 @@ from plotly.subplots import make_subplots
 
 from pagedkv_widgets.axes import log_axis, nice_log_ticks
 
-CATEGORY_COLORS = {"tokens": "#2ca02c", "reserved": "#1f77b4", "internal": "#ff7f0e",
+CATEGORY_COLORS = {"tokens": "#2ca02c", "held_ahead": "#1f77b4", "internal": "#ff7f0e",
                    "external": "#d62728", "free": "#cccccc"}
 
 
@@ -21,9 +21,9 @@ def shares_bar(shares: Sequence[object], title: str,
     e.g. the vLLM paper's figures), labelled above the plot by key (keep keys short).
     """
     names = [getattr(s, "label", s.scheme) for s in shares]
-    fig = go.Figure([go.Bar(y=names, x=[100 * getattr(s, c) for s in shares], name=c,
+    fig = go.Figure([go.Bar(y=names, x=[100 * getattr(s, c) for s in shares], name=c.replace("_", " "),
                             orientation="h", marker_color=color,
-                            hovertemplate="%{y}: %{x:.1f} % " + c + "<extra></extra>")
+                            hovertemplate="%{y}: %{x:.1f} % " + c.replace("_", " ") + "<extra></extra>")
                      for c, color in CATEGORY_COLORS.items()])
     for label, pct in (reference or {}).items():
         fig.add_vline(x=pct, line_dash="dash", annotation_text=label,

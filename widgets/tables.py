@@ -30,8 +30,8 @@ def _cell(value: object) -> str:
 
 def shares_table(shares: Sequence[object]) -> Markdown:
     """Chapter 2: ``pagedkv.lessons.fragmentation.MemoryShare`` per scheme, shares in percent."""
-    cols = ("tokens", "reserved", "internal", "external", "free")
-    return markdown_table(("scheme", *cols),
+    cols = ("tokens", "held_ahead", "internal", "external", "free")
+    return markdown_table(("scheme", *(c.replace("_", " ") for c in cols)),
                           ([getattr(s, "label", s.scheme), *(f"{getattr(s, c):.1%}" for c in cols)]
                            for s in shares))
 

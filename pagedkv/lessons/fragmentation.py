@@ -5,7 +5,9 @@ workload through the real allocators and, at every decode step while a request i
 for memory (the pool is the bottleneck), split the pool into
 
 - ``tokens``: slots holding a token's K/V;
-- ``reserved``: held for tokens the request will still generate (filled later);
+- ``held_ahead``: slots already held for tokens the request will still generate (filled
+  later): the rest of a contiguous run, or the unfilled tail of the last page up to the
+  request's final length. Not admission's *reserved* of chapter 1, which holds no slot;
 - ``internal``: held but never filled (reservation beyond the true length; the unused
   tail of the last page);
 - ``external``: free, yet the waiting request cannot use it (no contiguous run);
@@ -45,7 +47,7 @@ from pagedkv.lessons.contiguous import (
 from pagedkv.mem_cache.allocator import PagedTokenToKVPoolAllocator, TokenToKVPoolAllocator
 from pagedkv.workloads.synthetic import RequestSpec, sharegpt_like
 
-CATEGORIES = ("tokens", "reserved", "internal", "external", "free")
+CATEGORIES = ("tokens", "held_ahead", "internal", "external", "free")
 SCHEME_LABELS = {"max": "Orca (Max)", "pow2": "Orca (Pow2)", "oracle": "Orca (Oracle)"}
 # vLLM paper (Kwon et al., SOSP 2023), Fig. 2: percent of KV-cache memory holding token states
 # in the experiment of section 6.2, per system.
@@ -55,6 +57,7 @@ VLLM_FIG2_TOKEN_STATES = {"max": 20.4, "pow2": 26.8, "oracle": 38.2, "vllm": 96.
 FRAGMENTATION_REQUESTS = 200
 FRAGMENTATION_POOL = 16_384
 FRAGMENTATION_MAX_LEN = 1024  # prompt and output each: every request fits ORCA_MAX_SEQ_LEN
+_NO_CLIP = 2**31 - 1  # a clip no log-normal draw of the fit's size reaches
 
 
 def fragmentation_workload(seed: int = 0) -> list[RequestSpec]:
@@ -64,6 +67,37 @@ def fragmentation_workload(seed: int = 0) -> list[RequestSpec]:
     maximum sequence length that Orca (Max) reserves; all arrive at t = 0."""
     return sharegpt_like(FRAGMENTATION_REQUESTS, max_new_tokens=FRAGMENTATION_MAX_LEN,
                          max_prompt_len=FRAGMENTATION_MAX_LEN, seed=seed)
+
+
+@dataclass(frozen=True)
+class ClippedMeans:
+    """Mean lengths (tokens) of :func:`fragmentation_workload`'s requests before and after the
+    clip, and how many lengths the clip cut."""
+
+    drawn_prompt: float
+    drawn_output: float
+    prompt: float
+    output: float
+    prompts_clipped: int
+    outputs_clipped: int
+
+
+def clipped_means(seed: int = 0) -> ClippedMeans:
+    """What the clip to :data:`FRAGMENTATION_MAX_LEN` does to :func:`fragmentation_workload`:
+    the same seed draws the same lengths whatever the clip (it is applied after the draw), so
+    the unclipped draw differs from the chapter's workload by the clip alone. The drawn means
+    differ from the fit's (``SHAREGPT_MEAN_*``) by sampling: a few hundred draws of a
+    long-tailed distribution."""
+    unclipped = sharegpt_like(FRAGMENTATION_REQUESTS, max_new_tokens=_NO_CLIP,
+                              max_prompt_len=_NO_CLIP, seed=seed)
+    clipped = fragmentation_workload(seed)
+    return ClippedMeans(
+        float(np.mean([s.prompt_len for s in unclipped])),
+        float(np.mean([s.output_len for s in unclipped])),
+        float(np.mean([s.prompt_len for s in clipped])),
+        float(np.mean([s.output_len for s in clipped])),
+        sum(s.prompt_len > FRAGMENTATION_MAX_LEN for s in unclipped),
+        sum(s.output_len > FRAGMENTATION_MAX_LEN for s in unclipped))
 
 
 def scheme_label(scheme: str) -> str:
@@ -77,7 +111,7 @@ class MemoryShare:
 
     scheme: str
     tokens: float
-    reserved: float
+    held_ahead: float
     internal: float
     external: float
     free: float
@@ -210,16 +244,16 @@ def measure(specs: list[RequestSpec], pool_tokens: int, scheme: str,
 def _split(mem: _Contiguous | _Paged, specs: list[RequestSpec], running: list[int],
            lens: dict[int, int], head: int, pool: int) -> np.ndarray:
     """The five shares of the pool right now (see the module docstring)."""
-    tokens = reserved = internal = 0
+    tokens = held_ahead = internal = 0
     for i in running:
         final = specs[i].prompt_len + specs[i].output_len
         held = mem.held(i, lens[i])
         tokens += lens[i]
         internal += max(0, held - final)
-        reserved += held - lens[i] - max(0, held - final)
-    held_total = tokens + reserved + internal
+        held_ahead += held - lens[i] - max(0, held - final)
+    held_total = tokens + held_ahead + internal
     external = mem.external(specs[head])
-    return np.array([tokens, reserved, internal, external,
+    return np.array([tokens, held_ahead, internal, external,
                      pool - held_total - external]) / pool
 
 

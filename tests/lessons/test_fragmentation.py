@@ -40,12 +40,12 @@ def test_hand_checked_pow2_rounds_only_the_output() -> None:
     # 3 requests of 4 prompt + 5 output tokens: Orca (Pow2) reserves 4 + 8 = 12 slots each (not
     # next_pow2(9) = 16), so two fit in 24 slots and the third waits while the two grow from 4
     # to 8 tokens (5 sampled steps; at 9 they finish). Per runner and step: internal 12 - 9 = 3,
-    # reserved 9 - length, i.e. 5, 4, 3, 2, 1.
+    # held ahead 9 - length, i.e. 5, 4, 3, 2, 1.
     share = measure(fixed(3, 4, 5), 24, "pow2")
     assert share.steps == 5
     assert share.tokens == pytest.approx(2 * (4 + 5 + 6 + 7 + 8) / 5 / 24)
     assert share.internal == pytest.approx(2 * 3 / 24)
-    assert share.reserved == pytest.approx(2 * 3 / 24)
+    assert share.held_ahead == pytest.approx(2 * 3 / 24)
     assert share.external == share.free == pytest.approx(0.0)
 
 
@@ -53,7 +53,7 @@ def test_hand_checked_oracle_has_no_internal_fragmentation() -> None:
     # Orca (Oracle) reserves 4 + 5 = 9 slots: two fit in 18 slots, nothing is ever held unused.
     share = measure(fixed(3, 4, 5), 18, "oracle")
     assert share.steps == 5 and share.internal == 0.0
-    assert share.reserved == pytest.approx(2 * (5 + 4 + 3 + 2 + 1) / 5 / 18)
+    assert share.held_ahead == pytest.approx(2 * (5 + 4 + 3 + 2 + 1) / 5 / 18)
 
 
 def test_chapter_workload_fits_the_model_maximum() -> None:
@@ -73,7 +73,7 @@ def test_schemes_order_on_a_sharegpt_like_workload() -> None:
     assert by["max"].tokens < by["pow2"].tokens < by["oracle"].tokens < by["page=256"].tokens
     assert by["oracle"].internal == 0.0
     assert by["page=256"].tokens < by["page=16"].tokens <= by["page=1"].tokens
-    assert by["page=1"].internal == by["page=1"].reserved == 0.0
+    assert by["page=1"].internal == by["page=1"].held_ahead == 0.0
 
 
 def test_errors() -> None:
@@ -94,3 +94,17 @@ def test_chapter_two_order_matches_the_paper() -> None:
     assert by["max"].tokens < by["pow2"].tokens < by["oracle"].tokens < by["page=16"].tokens
     assert by["oracle"].external > 0 and by["max"].internal > by["pow2"].internal > 0
     assert by["page=16"].tokens > 0.95
+
+
+def test_clipped_means_are_the_chapters_workload_and_the_clip_explains_the_gap() -> None:
+    """Chapter 2 prints the workload's means below the fit's; clipped_means says how much is the
+    sample and how much the clip: the clipped means are the workload's, and the unclipped draw
+    is the same draw (every unclipped length is the clipped one where it fits)."""
+    from pagedkv.lessons.fragmentation import FRAGMENTATION_MAX_LEN, clipped_means
+
+    m = clipped_means()
+    specs = fragmentation_workload()
+    assert m.prompt == pytest.approx(sum(s.prompt_len for s in specs) / len(specs))
+    assert m.output == pytest.approx(sum(s.output_len for s in specs) / len(specs))
+    assert m.outputs_clipped == sum(s.output_len == FRAGMENTATION_MAX_LEN for s in specs) > 0
+    assert m.drawn_output > m.output and m.drawn_prompt >= m.prompt

@@ -30,6 +30,10 @@ def test_markdown_table() -> None:
 
 def test_shares_table() -> None:
     share = MemoryShare("page=16", 0.9, 0.05, 0.03, 0.0, 0.02, steps=10)
+    # "reserved" is admission's word (chapter 1: no slot held); the share of slots held for
+    # tokens still to come is "held ahead"
+    assert shares_table([share]).data.splitlines()[0] == (
+        "| scheme | tokens | held ahead | internal | external | free |")
     assert shares_table([share]).data.splitlines()[2] == (
         "| page=16 | 90.0% | 5.0% | 3.0% | 0.0% | 2.0% |")
 
