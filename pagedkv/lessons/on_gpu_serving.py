@@ -136,9 +136,15 @@ def retraction(setup: Setup) -> Report:
     # plus, each time, the newest output token, whose KV no step had written yet. Counted from
     # the requests, not the trace's reprefill event, which gives only the first chunk's length.
     again = {r.rid: r.recomputed_tokens + r.num_retractions for r in victims}
+    # What the tree still held when the victim came back: eviction may take some of what it
+    # kept in between, starting with the retraction's own release_req, which evicts room for
+    # the requests that stay (hence a #new_tokens_gained above the victim's own slots).
+    still: dict[int, int] = {}
+    for e in trace.events_of("reprefill"):
+        still[e.rid] = still.get(e.rid, 0) + e.extra["cached"]
     reprefills = sum(r.num_retractions for r in victims)  # one re-prefill per retraction
-    rows = [(r.rid, r.num_retractions, r.generated, held[r.rid], kept[r.rid], again[r.rid],
-             r.recomputed_tokens, "yes" if same[r.rid] else "no") for r in victims]
+    rows = [(r.rid, r.num_retractions, r.generated, held[r.rid], kept[r.rid], still[r.rid],
+             again[r.rid], r.recomputed_tokens, "yes" if same[r.rid] else "no") for r in victims]
     kept_same = sum(same[r.rid] for r in victims)
     others = [r for r in res.requests if not r.num_retractions]
     lines = [
@@ -148,10 +154,19 @@ def retraction(setup: Setup) -> Report:
         f"bold admission). {plural(len(victims), 'request')} "
         f"{'was' if len(victims) == 1 else 'were'} retracted (the log line below was printed "
         f"{plural(res.metrics.retraction_events, 'time')}), holding {sum(held.values()):,} KV "
-        f"tokens, of which the radix cache kept {sum(kept.values()):,} as cached prompt pages "
-        "(the log's #new_tokens_gained counts the slots that came back, with what eviction "
-        "freed for the requests that stay). Admitted again, "
-        f"{'it' if len(victims) == 1 else 'they'} had {sum(again.values()):,} tokens prefilled "
+        f"tokens, of which the radix cache kept {sum(kept.values()):,} as cached prompt pages"
+        + (f". Kept is not safe: by the time {'it was' if len(victims) == 1 else 'they were'} "
+           f"admitted again the tree still held {sum(still.values()):,} of them, since eviction "
+           f"had taken {sum(kept.values()) - sum(still.values()):,} to make room for the "
+           "requests that stay, starting with the retraction's own `release_req` when the free "
+           "list lacked that room (the log's #new_tokens_gained counts the slots the victims "
+           "held outside the tree plus what that eviction freed). "
+           if sum(still.values()) < sum(kept.values()) else
+           ", and still held all of them when the victims were admitted again (the log's "
+           "#new_tokens_gained counts the slots they held outside the tree, plus what "
+           "`release_req` evicted for the requests that stay). ")
+        + f"Admitted again, {'it' if len(victims) == 1 else 'they'} had "
+        f"{sum(again.values()):,} tokens prefilled "
         "(prompt and output so far, minus what the radix cache still held): "
         f"{res.metrics.recomputed_tokens:,} tokens of KV computed a second time, and "
         + (f"at each of the {reprefills} re-prefills the newest output token"
@@ -169,7 +184,8 @@ def retraction(setup: Setup) -> Report:
                      "greedy decoding follows a near tie either way. In float32 on the CPU every "
                      "token matches.")
     header = ("request", "retractions", "output tokens", "KV held when retracted",
-              "of it kept in the tree", "prefilled again", "of it recomputed KV", "same tokens")
+              "of it kept in the tree", "of that still in the tree when admitted again",
+              "prefilled again", "of it recomputed KV", "same tokens")
     log = [line for line in trace.log if line.startswith("KV cache pool is full")][:5]
     return Report(setup, lines, header, rows, log,
                   meaningless="The re-prefill seconds are CPU times and mean nothing, and which "

@@ -129,6 +129,17 @@ class PrefixRun:
         sp = self.split
         return len(admits), computed, int(sp.own[0] + sp.protected[0])
 
+    def first_prefill_chunk(self) -> int:
+        """Prompt tokens the first prefill pass computed for a request whose prompt it did not
+        finish (the chunk that the chunk budget cut), 0 if it finished every prompt. Those
+        slots stay the request's own after the pass: the next pass first puts the chunk into
+        the tree, which frees the part the tree already holds (SGLang's
+        ``Scheduler.get_next_batch_to_run`` calls ``stash_chunked_request``, both releases)."""
+        prompt = {r.rid: r.prompt_len for r in self.scheduler.reqs}
+        admits = [e for e in self.scheduler.trace.events_of("admit") if e.step == 0]
+        return sum(e.extra["extend"] for e in admits
+                   if e.extra["cached"] + e.extra["extend"] < prompt[e.rid])
+
 
 def serve(reqs: Sequence[PrefixRequest], size: int, page_size: int = 1, max_running: int = 8,
           radix: bool = True, max_new_tokens: int | None = None, check: bool = False,

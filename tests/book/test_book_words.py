@@ -113,12 +113,17 @@ def test_max_prefill_tokens_is_told_alike_on_both_pages() -> None:
     assert "chunked prefill or not" in rows[0] and "only without chunked prefill" in rows[1]
     ch4 = [p for p in paragraphs("04-admission") if "`max_prefill_tokens`" in p and "exempt" in p]
     assert len(ch4) == 1
-    for words in ("In both releases the first request of a pass is exempt",
+    for words in ("In both releases the first request of a pass is exempt from `max_prefill_tokens`",
                   "SGLang 0.5.9 refuses a request that would cross it, chunked prefill or not",
                   "SGLang 0.5.23 refuses it only without chunked prefill"):
         assert words in ch4[0], words
     for name, text in every_text():
         assert "checked always" not in text, (name, text[:200])
+        # the mixed decode tokens lower both budgets (PrefillBudget.total_offset); they are
+        # not where a budget starts
+        assert "start from `num_mixed_decode_tokens`" not in text, (name, text[:200])
+    assert any("budgets are lowered by `num_mixed_decode_tokens`" in p
+               for p in paragraphs("04-admission"))
 
 
 PAIRS = (("alloc_for_decode", "alloc_paged_token_slots_decode"),

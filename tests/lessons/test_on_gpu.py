@@ -70,6 +70,10 @@ def test_retraction_report_counts_agree() -> None:
         again, recomputed = row[col["prefilled again"]], row[col["of it recomputed KV"]]
         assert kept <= held and recomputed <= held
         assert again == recomputed + row[col["retractions"]]
+        # the recomputed KV is what the tree no longer held when the victim came back, which
+        # eviction may have cut below what it kept at the retraction
+        still = row[col["of that still in the tree when admitted again"]]
+        assert still <= kept and recomputed == held - still
     assert "freeing" not in " ".join(report.lines) and "their KV; when" not in " ".join(report.lines)
     # the newest token is prefilled once per re-prefill: the words follow the run's count
     reprefills = sum(row[col["retractions"]] for row in report.rows)

@@ -91,3 +91,20 @@ def test_figures_have_one_slider_step_per_frame_and_run(chats):
         story.unlock("zzz")
     table = prefix_runs_table(chats).data
     assert table.count("\n") == len(chats) + 1 and "p = 64" in table
+
+
+def test_the_first_pass_keeps_its_chunked_chats_copy_until_the_next_pass(bot):
+    """Chapter 8's first pass: the chats that finished their prompt leave one copy of the system
+    prompt in the tree; the chunked chat's part of it stays its own (first_prefill_chunk) until
+    the next pass puts the chunk into the tree, where it is freed as a duplicate."""
+    from pagedkv.lessons.prefix_examples import SUPPORT_SYSTEM_LEN
+
+    run = bot[True]
+    admitted, computed, held = run.first_prefill()
+    chunk = run.first_prefill_chunk()
+    assert 0 < chunk < SUPPORT_SYSTEM_LEN  # the chunk ends inside the system prompt
+    finished = admitted - 1
+    own_questions = computed - chunk - finished * SUPPORT_SYSTEM_LEN
+    assert held == SUPPORT_SYSTEM_LEN + own_questions + chunk
+    assert computed - held == (finished - 1) * SUPPORT_SYSTEM_LEN
+    assert int(run.split.own[0]) == chunk and int(run.split.own[1]) < chunk
