@@ -70,6 +70,8 @@ class RunFacts:
     ratio_floor: float
     floor_step: int
     peak_usage: float
+    decode_step_s: float  # mean seconds of a decode step (the run's modelled step times)
+    request_s: float  # mean seconds from a request's first admission to its finish
 
     @property
     def retractions(self) -> int:
@@ -84,6 +86,10 @@ def run_facts(run: dict[str, Any]) -> RunFacts:
     ratio = np.asarray(run["new_token_ratio"])
     retracts = [s for s, _ in run["events"].get("retract", [])]
     held = pool - np.asarray(run["tokens_free"]) - np.asarray(run["tokens_evictable"])
+    t = np.asarray(run["time_s"], dtype=float)  # each step's end
+    step_s = np.diff(t, prepend=0.0)
+    admitted = {rid: s for s, rid in reversed(run["events"].get("admit", []))}  # the first
+    finished = [(s, rid) for s, rid in run["events"].get("finish", []) if rid in admitted]
     return RunFacts(
         pool_tokens=pool, num_pages=meta["num_pages"], page_size=meta["page_size"],
         cell_size=meta["cell_size"], sglang_version=meta["sglang_version"],
@@ -96,6 +102,8 @@ def run_facts(run: dict[str, Any]) -> RunFacts:
         ratio_start=float(ratio[0]), ratio_floor=float(ratio.min()),
         floor_step=int(np.argmax(ratio <= ratio.min())),
         peak_usage=float(held.max() / pool),
+        decode_step_s=float(step_s[np.asarray(run["kind"]) == "decode"].mean()),
+        request_s=float(np.mean([t[s] - t[admitted[rid]] for s, rid in finished])),
     )
 
 
