@@ -34,6 +34,8 @@ nodes are deleted at once). The branching point of a match the window cut short
 
 from __future__ import annotations
 
+import heapq
+
 import numpy as np
 
 from pagedkv.errors import AllocatorError, bad_value, check_positive_int
@@ -257,14 +259,25 @@ class SWARadixCache(SWARadixTree):
         def reached(target: int | None, available: int) -> bool:
             return target is not None and available >= target
 
-        # the full walk: with a target it may go on past num_tokens until the target is met
+        # the full walk: with a target it may go on past num_tokens until the target is met.
+        # SGLang's heap of leaves: collected once, a parent pushed when its last full child
+        # goes (deleting a leaf changes no other node's leafness). Access times are unique
+        # (ticks 1.0 apart; a match's ancestors 1e-5 apart below its tick, on paths far
+        # shorter than 100,000 nodes), so each pop is the least recent leaf a fresh scan
+        # would pick; the id only keeps nodes from being compared.
         quota = num_tokens if full_target is None else max(num_tokens, self.full_evictable)
+        leaves: list[tuple[float, int, SWANode]] | None = None
         while full_freed < quota and not reached(full_target, a.full_available_size()):
-            leaves = [n for n in self.nodes() if self._is_leaf(n)]
+            if leaves is None:
+                leaves = [(n.time, n.id, n) for n in self.nodes() if self._is_leaf(n)]
+                heapq.heapify(leaves)
             if not leaves:
                 break
-            f, s = self._delete_leaf(min(leaves, key=lambda n: n.time))
+            leaf = heapq.heappop(leaves)[2]
+            f, s = self._delete_leaf(leaf)
             full_freed, swa_freed = full_freed + f, swa_freed + s
+            if self._is_leaf(leaf.parent):
+                heapq.heappush(leaves, (leaf.parent.time, leaf.parent.id, leaf.parent))
         if swa_freed >= swa_num_tokens or reached(swa_target, a.swa_available_size()):
             return full_freed, swa_freed
         cursor = self._prev_unlocked(len(self._lru))
