@@ -34,8 +34,6 @@ nodes are deleted at once). The branching point of a match the window cut short
 
 from __future__ import annotations
 
-import heapq
-
 import numpy as np
 
 from pagedkv.errors import AllocatorError, bad_value, check_positive_int
@@ -88,6 +86,7 @@ class SWARadixCache(SWARadixTree):
         t, cur = self._tick(), best
         while cur is not None:
             cur.time = t
+            self._push_if_leaf(cur)
             t -= 0.00001
             cur = cur.parent
         slots = np.concatenate(chunks[:best_len]) if best_len else NO_SLOTS
@@ -134,6 +133,7 @@ class SWARadixCache(SWARadixTree):
         while total < len(key) and self._child_key(key[total:]) in node.children:
             child = node.children[self._child_key(key[total:])]
             child.time = self._tick()
+            self._push_if_leaf(child)
             n = self._match_len(child.key, key[total:])
             if n < len(child.key):
                 child = self._split(child, n)
@@ -187,6 +187,7 @@ class SWARadixCache(SWARadixTree):
         leaf = self._node(key, parent)
         leaf.full = value.copy()
         parent.children[self._child_key(key)] = leaf
+        self._push_if_leaf(leaf)
         self.full_evictable += len(key)
         end = start + len(key)
         live = max(start, evicted)
@@ -216,6 +217,7 @@ class SWARadixCache(SWARadixTree):
         if swa_n:
             self.allocator.free_swa_segment(leaf.full, 0)
         leaf.swa = None
+        self._push_if_leaf(leaf.parent)
         return full_n, swa_n
 
     def _prev_unlocked(self, at: int) -> SWANode | None:
@@ -259,25 +261,14 @@ class SWARadixCache(SWARadixTree):
         def reached(target: int | None, available: int) -> bool:
             return target is not None and available >= target
 
-        # the full walk: with a target it may go on past num_tokens until the target is met.
-        # SGLang's heap of leaves: collected once, a parent pushed when its last full child
-        # goes (deleting a leaf changes no other node's leafness). Access times are unique
-        # (ticks 1.0 apart; a match's ancestors 1e-5 apart below its tick, on paths far
-        # shorter than 100,000 nodes), so each pop is the least recent leaf a fresh scan
-        # would pick; the id only keeps nodes from being compared.
+        # the full walk: with a target it may go on past num_tokens until the target is met
         quota = num_tokens if full_target is None else max(num_tokens, self.full_evictable)
-        leaves: list[tuple[float, int, SWANode]] | None = None
         while full_freed < quota and not reached(full_target, a.full_available_size()):
-            if leaves is None:
-                leaves = [(n.time, n.id, n) for n in self.nodes() if self._is_leaf(n)]
-                heapq.heapify(leaves)
-            if not leaves:
+            leaf = self.pop_lru_leaf()
+            if leaf is None:
                 break
-            leaf = heapq.heappop(leaves)[2]
             f, s = self._delete_leaf(leaf)
             full_freed, swa_freed = full_freed + f, swa_freed + s
-            if self._is_leaf(leaf.parent):
-                heapq.heappush(leaves, (leaf.parent.time, leaf.parent.id, leaf.parent))
         if swa_freed >= swa_num_tokens or reached(swa_target, a.swa_available_size()):
             return full_freed, swa_freed
         cursor = self._prev_unlocked(len(self._lru))

@@ -17,6 +17,7 @@ its LRU list, which only the window of a match's or insert's last node refreshes
 
 from __future__ import annotations
 
+import heapq
 from dataclasses import dataclass, field
 from itertools import count
 
@@ -80,6 +81,10 @@ class SWARadixTree:
         self.root = self._node(NO_SLOTS, None)
         self.root.full = NO_SLOTS
         self._lru: list[SWANode] = []  # SWA LRU, most recent first
+        # the full side's LRU leaves: (time, id, node), pushed whenever a node may have
+        # become a leaf or changed its time; stale entries are dropped when popped
+        self._leaf_heap: list[tuple[float, int, SWANode]] = []
+        self._leaf_heap_built = 0  # its length when last rebuilt
         self.full_evictable = self.full_protected = 0
         self.swa_evictable = self.swa_protected = 0
 
@@ -125,6 +130,39 @@ class SWARadixTree:
         return (node is not self.root and node.full is not None and node.full_lock == 0
                 and node.swa_lock == 0 and all(c.full is None for c in node.children.values()))
 
+    def _push_if_leaf(self, node: SWANode) -> None:
+        """Queue ``node`` for the full side's eviction if it is a leaf now (called whenever
+        a node may have become one or its time changed); rebuild the queue once it is mostly
+        stale entries."""
+        if not self._is_leaf(node):
+            return
+        heapq.heappush(self._leaf_heap, (node.time, node.id, node))
+        if len(self._leaf_heap) > 4 * self._leaf_heap_built + 1024:
+            self._leaf_heap = [(n.time, n.id, n) for n in self.nodes() if self._is_leaf(n)]
+            heapq.heapify(self._leaf_heap)
+            self._leaf_heap_built = len(self._leaf_heap)
+
+    def _queued_leaf(self, entry: tuple[float, int, SWANode]) -> bool:
+        """Whether a queue entry is current: its node still in the tree, a leaf, its time
+        unchanged since it was queued."""
+        t, _, node = entry
+        parent = node.parent
+        return (node.time == t and parent is not None
+                and parent.children.get(self._child_key(node.key)) is node
+                and self._is_leaf(node))
+
+    def pop_lru_leaf(self) -> SWANode | None:
+        """The least recently used leaf on the full side (SGLang's heap of device leaves
+        by last access time), or None; stale queue entries are dropped on the way. Access
+        times are unique (ticks 1.0 apart; a match's ancestors 1e-5 apart below its tick,
+        on paths far shorter than 100,000 nodes), so this is the leaf with the least time."""
+        heap = self._leaf_heap
+        while heap:
+            entry = heapq.heappop(heap)
+            if self._queued_leaf(entry):
+                return entry[2]
+        return None
+
     def _lru_remove(self, node: SWANode) -> None:
         self._lru.remove(node)
 
@@ -167,6 +205,7 @@ class SWARadixTree:
         if new.swa is not None:  # beside the child, just less recent
             self._lru.insert(self._lru.index(child) + 1, new)
         child.time = self._tick()
+        self._push_if_leaf(child)
         return new
 
     # ----- keys ---------------------------------------------------------------------------
@@ -211,6 +250,7 @@ class SWARadixTree:
                 self.swa_evictable += len(cur.swa)
                 self.swa_protected -= len(cur.swa)
             cur.swa_lock -= 1
+            self._push_if_leaf(cur)
             if handle.boundary is not None and cur.boundary == handle.boundary:
                 break
             cur = cur.parent
@@ -222,6 +262,7 @@ class SWARadixTree:
                 self.full_evictable += len(cur.full)
                 self.full_protected -= len(cur.full)
             cur.full_lock -= 1
+            self._push_if_leaf(cur)
             cur = cur.parent
 
     # ----- checks -------------------------------------------------------------------------
@@ -261,3 +302,6 @@ class SWARadixTree:
             raise AllocatorError(f"ledgers {got} != counted {tuple(sizes.values())}")
         if {n.id for n in self._lru} != with_swa or len(self._lru) != len(with_swa):
             raise AllocatorError("the SWA LRU list and the nodes holding SWA slots differ")
+        queued = {e[1] for e in self._leaf_heap if self._queued_leaf(e)}
+        if any(self._is_leaf(n) and n.id not in queued for n in self.nodes()):
+            raise AllocatorError("a full-side leaf is missing from the eviction queue")
