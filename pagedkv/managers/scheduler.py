@@ -110,6 +110,13 @@ class Scheduler:
          self.fast_forward, self.decode_memory_checker, self.decode_step_runner) = init_components(
             self.reqs, pools, self.trace, self.executor, config=cfg, page_size=p,
             max_total_num_tokens=total, max_running_requests=self.max_running_requests,
+            # a linear-attention hybrid takes windows (its state slots change only at
+            # admission, finish and retraction; decode_seconds counts their reads). A
+            # sliding-window hybrid does not: each decode step may release a request's old
+            # window (maybe_evict_swa_decode, every swa_eviction_interval tokens), allocates
+            # and evicts in two pools (SWATokenToKVPoolAllocator) and reads
+            # sum(min(len, window)) per step, none of which a window's arithmetic
+            # (decode_many, decode_seconds(batch, kv_sum)) reproduces yet
             fast_forward=fast_forward and not record_page_tables and swa is None,
             is_hybrid_swa=swa is not None, get_running_batch=lambda: self.running,
             page_view=self if self.trace.page_events is not None else None)

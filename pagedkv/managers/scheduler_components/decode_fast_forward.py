@@ -10,7 +10,10 @@ single steps' order (:func:`decode_many`), so page tables and the free list are 
 same too. What it skips is only the per-step Python work. The scheduler builds one only for
 an executor that predicts its step times (``Executor.predicts_step_times``) and only when
 per-step page tables are not recorded (they would need a snapshot per step);
-``Scheduler(fast_forward=False)`` builds none.
+``Scheduler(fast_forward=False)`` builds none. A linear-attention hybrid takes windows too (a
+request's state slot is taken at admission and given back at finish or retraction, never
+inside a window; the step time counts each slot's read and write); a sliding-window hybrid
+takes none (the scheduler says why).
 """
 
 from __future__ import annotations
