@@ -114,7 +114,7 @@ op = st.tuples(st.sampled_from(["insert", "match", "lock", "unlock", "evict"]),
 @given(p=st.sampled_from([1, 4]), window=st.integers(1, 12), ops=st.lists(op, max_size=25))
 def test_ledgers_pools_and_tree_agree(p, window, ops) -> None:
     """After every step the tree's ledgers equal its nodes' slots, each node's SWA slots are
-    its full slots' peers, the pools hold exactly the tree's slots, an eviction falls short
+    its full slots' peers, the eviction queue's next leaf is the least recent one, the pools hold exactly the tree's slots, an eviction falls short
     only when nothing more is evictable; unlocking everything and evicting everything empties
     both pools."""
     alloc, tree = make(p, window, 30, 12)
@@ -137,8 +137,13 @@ def test_ledgers_pools_and_tree_agree(p, window, ops) -> None:
                 assert not any(tree._is_leaf(n) for n in tree.nodes())
             if swa < c:  # short only when every SWA slot left is locked
                 assert all(n.swa_lock > 0 for n in tree.nodes() if n.swa is not None)
-        tree.check_invariants()
+        tree.check_invariants()  # every leaf queued for eviction with its current time
         alloc.check_invariants()
+        leaves = [n for n in tree.nodes() if tree._is_leaf(n)]
+        if leaves:  # the queue's next pick is the least recent leaf a full scan finds
+            assert len({n.time for n in leaves}) == len(leaves)
+            assert min(e for e in tree._leaf_heap if tree._queued_leaf(e))[2] is min(
+                leaves, key=lambda n: n.time)
         held = sum(len(n.full) for n in tree.nodes())
         assert alloc.full_available_size() == alloc.size_full - held
         live = sum(len(n.swa) for n in tree.nodes() if n.swa is not None)
