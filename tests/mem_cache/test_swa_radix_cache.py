@@ -114,9 +114,9 @@ op = st.tuples(st.sampled_from(["insert", "match", "lock", "unlock", "evict"]),
 @given(p=st.sampled_from([1, 4]), window=st.integers(1, 12), ops=st.lists(op, max_size=25))
 def test_ledgers_pools_and_tree_agree(p, window, ops) -> None:
     """After every step the tree's ledgers equal its nodes' slots, each node's SWA slots are
-    its full slots' peers, the eviction queue's next leaf is the least recent one, the pools hold exactly the tree's slots, an eviction falls short
-    only when nothing more is evictable; unlocking everything and evicting everything empties
-    both pools."""
+    its full slots' peers, the eviction queue's next leaf is the least recent one, the pools
+    hold exactly the tree's slots, an eviction falls short only when nothing more is
+    evictable; unlocking everything and evicting everything empties both pools."""
     alloc, tree = make(p, window, 30, 12)
     keys = [[(i * 7 + j) % 5 for j in range(40)] for i in range(3)]
     locks = []
