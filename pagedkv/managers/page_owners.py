@@ -75,15 +75,35 @@ def tree_pages(tree: Any) -> Iterator[tuple[np.ndarray, bool, np.ndarray | None,
             yield node.value, node.lock_ref > 0, None, False
 
 
-def swa_page_owners(full_owners: np.ndarray, full_to_swa: np.ndarray, tree: Any,
-                    page_size: int, num_swa_pages: int) -> np.ndarray:
+def tree_swa_pages(tree: Any, page_size: int) -> tuple[np.ndarray, np.ndarray]:
+    """The SWA pages the tree holds and their owners: ``(pages, owners)``, int64 arrays of
+    equal length, :data:`SHARED` where the node's SWA side is locked, else :data:`CACHED`
+    (empty for a one-pool tree, a disabled cache or a ``ChunkCache``). Nodes hold whole
+    pages, so no page appears twice. It changes only when the SWA tree's ``version`` does,
+    so a caller may keep it between steps keyed on that."""
+    p = page_size
+    firsts, locked = [], []
+    for _, _, swa, swa_locked in tree_pages(tree):
+        if swa is not None and len(swa):
+            firsts.append(swa[::p] // p)
+            locked.append(swa_locked)
+    if not firsts:
+        return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64)
+    kind = np.where(np.asarray(locked), SHARED, CACHED).astype(np.int64)
+    return np.concatenate(firsts).astype(np.int64), np.repeat(kind, [len(f) for f in firsts])
+
+
+def swa_page_owners(full_owners: np.ndarray, full_to_swa: np.ndarray,
+                    tree_pages_owners: tuple[np.ndarray, np.ndarray], page_size: int,
+                    num_swa_pages: int) -> np.ndarray:
     """Every SWA page's owner (int64 ``[num_swa_pages + 1]``).
 
     Args:
         full_owners: every full page's owner now (int64 ``[num_full_pages + 1]``).
         full_to_swa: the allocator's ``full_to_swa_index_mapping`` (int64, full slot ->
             SWA slot, 0: none).
-        tree: the prefix cache (:func:`tree_pages`).
+        tree_pages_owners: the tree's SWA pages and their owners (:func:`tree_swa_pages`),
+            which override their full peers' owners.
         page_size: tokens per page, the same in both pools.
         num_swa_pages: pages in the SWA pool.
     """
@@ -92,7 +112,6 @@ def swa_page_owners(full_owners: np.ndarray, full_to_swa: np.ndarray, tree: Any,
     peers = full_to_swa[:len(full_owners) * p:p]  # each full page's first slot's SWA slot
     held = (peers > 0) & (full_owners != FREE)
     owners[peers[held] // p] = full_owners[held]
-    for _, _, swa, swa_locked in tree_pages(tree):
-        if swa is not None:
-            owners[swa[::p] // p] = SHARED if swa_locked else CACHED
+    pages, tree_owners = tree_pages_owners
+    owners[pages] = tree_owners
     return owners

@@ -46,7 +46,15 @@ from typing import Any, Protocol
 import numpy as np
 
 from pagedkv.managers.in_flight_recorder import InFlightRecorder, InFlightView, joining_requests
-from pagedkv.managers.page_owners import CACHED, FREE, SHARED, OwnerLog, swa_page_owners, tree_pages
+from pagedkv.managers.page_owners import (
+    CACHED,
+    FREE,
+    SHARED,
+    OwnerLog,
+    swa_page_owners,
+    tree_pages,
+    tree_swa_pages,
+)
 from pagedkv.managers.req import Req
 from pagedkv.managers.schedule_batch import ScheduleBatch
 from pagedkv.managers.trace import Trace
@@ -106,6 +114,9 @@ class PageRecorder:
         self._len: dict[int, int] = {}  # rid -> its token count as recorded
         self._mark: tuple[int, ...] = ()  # what a quiet step leaves unchanged (see _marks)
         self.in_flight = InFlightRecorder()
+        # the tree's SWA pages and owners, kept while the SWA tree's version stays the same
+        # (walking every node every step was most of the cost of recording an SWA run)
+        self._swa_tree: tuple[object, int, tuple[np.ndarray, np.ndarray]] | None = None
 
     @property
     def _prev(self) -> np.ndarray:
@@ -142,8 +153,19 @@ class PageRecorder:
             alloc = sched.allocator
             assert isinstance(alloc, SWATokenToKVPoolAllocator)
             self.swa.observe(step, swa_page_owners(
-                self.full.prev, alloc.full_to_swa_index_mapping.numpy(), sched.tree_cache,
-                p, len(self.swa.prev) - 1))
+                self.full.prev, alloc.full_to_swa_index_mapping.numpy(),
+                self._tree_swa_pages(sched.tree_cache, p), p, len(self.swa.prev) - 1))
+
+    def _tree_swa_pages(self, cache: Any, p: int) -> tuple[np.ndarray, np.ndarray]:
+        """:func:`tree_swa_pages`, walked again only when the SWA tree has changed."""
+        tree = getattr(cache, "tree", None)  # SWAPrefixCache's SWARadixCache
+        version = getattr(tree, "version", None)
+        held = self._swa_tree
+        if version is not None and held is not None and held[0] is tree and held[1] == version:
+            return held[2]
+        pages = tree_swa_pages(cache, p)
+        self._swa_tree = None if version is None else (tree, version, pages)
+        return pages
 
     def record_quiet_decodes(self, sched: SchedulerView, step: int, steps: int) -> None:
         """Record decode steps ``step .. step + steps - 1`` of a fast-forward window, run

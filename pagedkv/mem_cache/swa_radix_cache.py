@@ -167,6 +167,7 @@ class SWARadixCache(SWARadixTree):
                 alloc.free_full_segment(fresh, 0)
             else:  # adopt the incoming slots, free the old full ones
                 old, node.full = node.full, fresh.copy()
+                self.version += 1
                 alloc.free_full_segment(old, 0)
                 swa = alloc.translate_loc_from_full_to_swa(node.full).numpy()
             self._set_swa(node, swa)
@@ -189,6 +190,7 @@ class SWARadixCache(SWARadixTree):
         parent.children[self._child_key(key)] = leaf
         self._push_if_leaf(leaf)
         self.full_evictable += len(key)
+        self.version += 1
         end = start + len(key)
         live = max(start, evicted)
         if live < end:
@@ -208,6 +210,7 @@ class SWARadixCache(SWARadixTree):
         Source: ``_delete_unbacked_device_leaf``, ``_drain_device_frees``."""
         full_n, swa_n = len(leaf.full), 0
         self.full_evictable -= full_n
+        self.version += 1
         if leaf.swa is not None:
             swa_n = len(leaf.swa)
             self.swa_evictable -= swa_n
@@ -283,6 +286,7 @@ class SWARadixCache(SWARadixTree):
                 self.swa_evictable -= len(x.swa)
                 self._lru_remove(x)
                 x.swa = None
+                self.version += 1
                 self.allocator.free_swa_segment(x.full, 0)
             if reached(swa_target, a.swa_available_size()):
                 break

@@ -72,6 +72,7 @@ class SWARadixTree:
         self.allocator = allocator
         self.page_size = allocator.page_size
         self.window = check_positive_int("sliding_window_size", sliding_window_size)
+        self.version = 0
         self.reset()
 
     def reset(self) -> None:
@@ -87,6 +88,10 @@ class SWARadixTree:
         self._leaf_heap_built = 0  # its length when last rebuilt
         self.full_evictable = self.full_protected = 0
         self.swa_evictable = self.swa_protected = 0
+        # bumped by every change to which slots the nodes hold or to whether a node's side is
+        # locked (what the page recorder reads); a split moves slots between nodes but changes
+        # neither, so it leaves the count alone
+        self.version += 1
 
     @property
     def sliding_window_size(self) -> int:
@@ -181,6 +186,7 @@ class SWARadixTree:
     def _set_swa(self, node: SWANode, swa: np.ndarray) -> None:
         """``set_component_device_value``: store SWA slots, MRU, on the ledger."""
         node.swa = swa
+        self.version += 1
         self._lru.insert(0, node)
         if node.swa_lock > 0:
             self.swa_protected += len(swa)
@@ -223,6 +229,7 @@ class SWARadixTree:
             if cur.swa_lock == 0 and cur.swa is not None:
                 self.swa_evictable -= len(cur.swa)
                 self.swa_protected += len(cur.swa)
+                self.version += 1
             cur.swa_lock += 1
             covered += len(cur.key)
             if covered >= self.window:
@@ -235,6 +242,7 @@ class SWARadixTree:
             if cur.full_lock == 0:
                 self.full_evictable -= len(cur.full)
                 self.full_protected += len(cur.full)
+                self.version += 1
             cur.full_lock += 1
             cur = cur.parent
         return SWALock(node, boundary)
@@ -249,6 +257,7 @@ class SWARadixTree:
             if cur.swa_lock == 1 and cur.swa is not None:
                 self.swa_evictable += len(cur.swa)
                 self.swa_protected -= len(cur.swa)
+                self.version += 1
             cur.swa_lock -= 1
             self._push_if_leaf(cur)
             if handle.boundary is not None and cur.boundary == handle.boundary:
@@ -261,6 +270,7 @@ class SWARadixTree:
             if cur.full_lock == 1:
                 self.full_evictable += len(cur.full)
                 self.full_protected -= len(cur.full)
+                self.version += 1
             cur.full_lock -= 1
             self._push_if_leaf(cur)
             cur = cur.parent

@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 
 from pagedkv.entrypoints import simulate
 from pagedkv.managers import Scheduler, SchedulerConfig
-from pagedkv.managers.page_owners import OwnerLog, swa_page_owners
+from pagedkv.managers.page_owners import OwnerLog, swa_page_owners, tree_swa_pages
 from pagedkv.managers.page_recorder import CACHED, FREE, SHARED, page_owners
 from pagedkv.managers.scheduler_init import SlidingWindowPools
 from pagedkv.mem_cache.allocator.swa import SWATokenToKVPoolAllocator
@@ -157,7 +157,8 @@ def _check_swa_step(s: Scheduler, replay: Replay) -> None:
     full = page_owners(s)
     mapping = alloc.full_to_swa_index_mapping.numpy()
     assert np.array_equal(replay.owners, full)
-    assert np.array_equal(replay.swa, swa_page_owners(full, mapping, tree, p, len(replay.swa) - 1))
+    swa_now = swa_page_owners(full, mapping, tree_swa_pages(tree, p), p, len(replay.swa) - 1)
+    assert np.array_equal(replay.swa, swa_now)
     assert replay.table(p) == _rows_now(s)
     swa = replay.swa
     # the free pages are each allocator's free pages
