@@ -65,7 +65,9 @@ def formulas_md(config: SchedulerConfig | None = None) -> Markdown:
          r"$\text{max_total_num_tokens} = \lfloor \text{rest} / \text{cell} \rfloor$, rounded down "
          "to whole pages", 1),
         ("pool on an empty card", r"$f \cdot \text{HBM} - \text{weights}$", 1),
-        ("batch cap", r"$B_{\max} = \lfloor \text{pool} / (c \cdot \text{cell}) \rfloor$ at context $c$", 1),
+        ("batch cap", r"$B_{\max} = \lfloor \text{pool} / (c \cdot \text{cell}) \rfloor$ at context $c$ "
+         "(a hybrid: the smallest such count over its pools, at most `max_running_requests`, "
+         "chapter 9)", 1),
         ("longest prompt", r"$\min(\text{context}, \text{max_total_num_tokens}) - 7$", 1),
         ("KV a request holds", r"$\text{kv_len} = \text{seq_len} - 1$ between steps", 1),
         ("pages a prefill opens", r"$\lceil \text{seq_len}/p \rceil - \lceil \text{prefix_len}/p \rceil$", 3),

@@ -23,7 +23,9 @@ TERMS: tuple[Term, ...] = (
          "full context $c$: $\\lfloor \\text{pool} / (c \\cdot \\text{cell}) \\rfloor$, the "
          "KV pool divided by the KV of $c$ tokens, rounded down. Chapter 1's rough upper "
          "estimate $B_{\\text{upper}}$ puts (HBM - weights) in place of the pool. A bound the book "
-         "computes, not a setting of SGLang's.", "", r"B_\{\\max\}|B_max", listed=False),
+         "computes, not a setting of SGLang's. For a model with more than one pool, chapter 9 "
+         "takes the smallest such count over its pools, and never more than the requests the "
+         "server lets run at once.", "", r"B_\{\\max\}|B_max", listed=False),
     Term("MHA, GQA, MQA", 1, "How many key/value heads a layer keeps: multi-head attention (MHA) "
          "one per query head, grouped-query attention (GQA) one per group of query heads, "
          "multi-query attention (MQA) a single one. A token's KV shrinks with the KV heads "

@@ -170,10 +170,12 @@ LATER_TERMS: tuple[Term, ...] = (
          "gated delta rule plus a short convolution buffer, the same size at any length.",
          "`Qwen3GatedDeltaNet` (`models/qwen3_next.py`)", r"Gated DeltaNet", listed=False,
          first_use="keeps no per-token K and V"),
-    Term("hybrid model", 9, "A model whose layers are not all full attention: some attend only "
+    Term("hybrid model", 1, "A model whose layers are not all full attention: some attend only "
          "to a sliding window of recent tokens, or keep a fixed-size linear-attention state "
-         "(Gated DeltaNet, Mamba). SGLang gives those layers their own pool beside the KV pool.",
-         "", r"\bhybrid models?\b", listed=False),
+         "instead of a K and a V per token (chapter 9 names the kinds). SGLang gives those "
+         "layers their own pool beside the KV pool.",
+         "", r"\bhybrid (models?|presets?)\b", listed=False,
+         first_use="models whose layers are not all full attention"),
     Term("mixture of experts (MoE)", 9, "Many expert MLPs per layer, a few of them used for each "
          "token; every expert stays in memory, so the weights are the whole checkpoint's. The KV "
          "cache is the attention's, as without experts.", "", r"\bMoE\b|mixture of experts"),
@@ -243,7 +245,8 @@ LATER_TERMS: tuple[Term, ...] = (
     # a fourth first read found these used before (or without) a definition
     Term("tensor cores", 6, "A GPU's units that multiply small matrices of 16-bit (or narrower) "
          "numbers in one instruction, summing in fp32 (sm_70 and later); Triton's `tl.dot` "
-         "runs on them when its operands are 16-bit.", "", r"tensor[- ]cores?", listed=False,
+         "runs on them for 16-bit operands from sm_80 on (Triton 3.9 does not use the "
+         "Turing cards' tensor cores, sm_75: chapter 6).", "", r"tensor[- ]cores?", listed=False,
          first_use="multiply small matrices"),
     Term("warp", 6, "32 threads of one program that a GPU issues each instruction to at once; "
          "a program of chapter 6's kernel runs several.", "", r"\bwarps?\b", listed=False,
