@@ -174,7 +174,11 @@ class Release:
     prefill_cuda_graph_reserve: bool = _behaviour(
         "memory kept for prefill CUDA graphs", "arg_groups/memory_hook.py: reserve_for_graph_mb",
         "The default mem_fraction_static keeps 8 MiB per captured prefill CUDA graph size "
-        "(1.5 GiB for an MLA model) aside, on CUDA.", ("nothing", "8 MiB per size (MLA: 1.5 GiB)"))
+        "(1.5 GiB for an MLA model) aside, on CUDA. 0.5.9 captures none by default; its "
+        "--enable-piecewise-cuda-graph keeps 8 MiB per size for any model (server_args.py: "
+        "ServerArgs._handle_gpu_memory_settings).",
+        ("nothing by default (`--enable-piecewise-cuda-graph`: 8 MiB per size)",
+         "8 MiB per size (MLA: 1.5 GiB)"))
     req_to_token_rows_are_cap: bool = _behaviour(
         "request rows handed out (size)",
         "mem_cache/kv_cache_configurator.py: KVCacheConfigurator.resolve_max_num_reqs",

@@ -181,8 +181,9 @@ LATER_TERMS: tuple[Term, ...] = (
          "cache is the attention's, as without experts.", "", r"\bMoE\b|mixture of experts"),
     Term("sliding-window pool (SWA pool)", 9, "A sliding-window hybrid's second KV pool, for its "
          "window layers: a request needs window + 1 tokens there, and holds up to "
-         "`SGLANG_SWA_EVICTION_INTERVAL` more, since SGLang frees the tokens that left the window "
-         "in batches (`maybe_evict_swa`, chapter 9). SGLang sizes it at "
+         "`SGLANG_SWA_EVICTION_INTERVAL` more (0.5.23; 0.5.9 has no such variable and frees "
+         "every `sliding_window_size` decode steps), since SGLang frees the tokens that left "
+         "the window in batches (`maybe_evict_swa`, chapter 9). SGLang sizes it at "
          "`--swa-full-tokens-ratio` times the full pool's tokens: 0.5.23 with "
          "`HybridSWAPoolConfigurator`; 0.5.9 profiles the pool at full length and splits it in "
          "`set_num_tokens_hybrid_swa`.",
