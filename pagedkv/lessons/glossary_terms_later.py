@@ -96,7 +96,8 @@ LATER_TERMS: tuple[Term, ...] = (
     Term("ShareGPT", 2, "A public data set of real ChatGPT conversations; its prompt and answer "
          "lengths are the usual stand-in for real traffic in serving benchmarks.", "",
          r"ShareGPT", listed=False, first_use="a public set of ChatGPT conversations"),
-    Term("vLLM", 2, "An open-source LLM server; its paper (Kwon et al., SOSP 2023) introduced "
+    Term("vLLM", 2, "An open-source LLM server; its paper (Kwon et al., SOSP 2023: the ACM Symposium on "
+         "Operating Systems Principles) introduced "
          "paged KV memory (PagedAttention) and is the book's source for the cost of keeping "
          "each request in one contiguous run.", "", r"\bvLLM\b", listed=False,
          first_use="vLLM is an LLM server"),
