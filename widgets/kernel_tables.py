@@ -83,7 +83,8 @@ def compiled_summary(rows: Sequence[dict]) -> str:
 
 def contrast_table(rows: Sequence[dict], gpus: Sequence[TargetGPU]) -> Markdown:
     """The bf16 per-page kernel against the same kernel with its dots widened to fp32, per
-    target from sm_80: registers, spills, tensor-core and fp32 FMA instructions per tile."""
+    target from sm_80: registers, spills, shared memory per program, tensor-core and fp32 FMA
+    instructions per tile."""
     def pick(arch: int, fp32: bool) -> dict:
         return next(r for r in rows if "error" not in r and r["arch"] == arch
                     and r["kernel"] == "stage1 per-page" and r["dtype"] == "bfloat16"
@@ -95,9 +96,10 @@ def contrast_table(rows: Sequence[dict], gpus: Sequence[TargetGPU]) -> Markdown:
         for fp32 in (False, True):
             r = pick(arch, fp32)
             lines.append((_gpus_of(arch, gpus), "fp32 (widened)" if fp32 else "bf16",
-                          r["registers"], r["spill_bytes"], _tensor_ops(r),
-                          r["loop_ops"]["FFMA"], r["loop_instructions"], _fits(r)))
-    return markdown_table(("target", "dots in", "registers", "spilled bytes",
+                          r["registers"], r["spill_bytes"], f"{r['shared_bytes'] / KiB:.1f} KiB",
+                          _tensor_ops(r), r["loop_ops"]["FFMA"], r["loop_instructions"],
+                          _fits(r)))
+    return markdown_table(("target", "dots in", "registers", "spilled bytes", "shared memory",
                            "tensor-core instructions / tile", "fp32 FMAs / tile",
                            "instructions / tile", "programs per SM (limit)"), lines)
 

@@ -109,7 +109,7 @@ def test_kernel_tables_on_a_hand_made_compile_table() -> None:
                         " | 9 | 312 | 5 (shared memory) |")
     assert table[3].startswith("| sm_90 (H200) | stage2 | 23 | 0 | 0.0 KiB | - | - | - |")
     contrast = contrast_table(rows, gpus).data.splitlines()
-    assert contrast[3] == ("| sm_90 (H200) | fp32 (widened) | 255 | 256 | none | 1026 | 1726 "
+    assert contrast[3] == ("| sm_90 (H200) | fp32 (widened) | 255 | 256 | 38.2 KiB | none | 1026 | 1726 "
                            "| 2 (registers) |")
     # the count says which set it covers: the launched kernels do not spill, the contrast does
     assert compiled_summary(rows) == (
