@@ -66,7 +66,7 @@ CONSTANTS: tuple[Constant, ...] = (
              "freed: releasing in batches spares a free call per request per step, at the cost "
              "of holding up to that many slots more per request, which SGLang counts in the "
              "sliding-window slots a running request may hold.",
-             f"{_ENV} (SGLang 0.5.23; 0.5.9 has no variable and frees every "
+             f"{_ENV} (SGLang 0.5.23; 0.5.9 has none, and frees them every "
              "`sliding_window_size` decode steps); `managers/schedule_batch.py`, "
              "`maybe_evict_swa`; `model_executor/pool_configurator.py`", 9),
 )
