@@ -151,7 +151,7 @@ TERMS: tuple[Term, ...] = (
          "buffers on the card. The book leaves it out.", "`--moe-a2a-backend deepep`", r"DeepEP",
          listed=False, first_use="sends tokens"),
     *LENGTHS,
-    Term("`req_to_token`", 3, "The request table, the page table with one entry per token: "
+    Term("`req_to_token`", 1, "The request table, the page table with one entry per token: "
          "each request row holds the KV slot of each of its request's tokens. "
          + REQUEST_ROWS_RULE.replace("The request table `req_to_token` hands out", "It hands out"),
          "`ReqToTokenPool.req_to_token`", r"req_to_token"),

@@ -69,10 +69,12 @@ def example_plan(name: str, gpu: str | None = None, *, model: ModelSpec | None =
 def hbm_split(plan: KVPoolPlan) -> dict[str, int]:
     """One GPU's memory in bytes by :data:`SEGMENTS`: weights, the full-attention KV pool, the
     sliding-window KV pool, the state slots, and the rest (activations, CUDA graphs, what
-    ``1 - mem_fraction_static`` keeps back). Sums to the card (``pre_free_bytes``)."""
+    ``1 - mem_fraction_static`` keeps back). Sums to the card (``pre_free_bytes``). The state
+    slots count the padding slot SGLang allocates beside the ``mamba_slots`` usable ones, as
+    its "Mamba Cache is allocated" line does."""
     full = plan.max_total_num_tokens * plan.cell_size
     swa = (plan.swa_max_total_num_tokens or 0) * plan.swa_cell_size
-    state = plan.mamba_slots * plan.state_bytes
+    state = (plan.mamba_slots + 1) * plan.state_bytes if plan.mamba_slots else 0
     parts = {"weights": plan.weights_bytes, "full KV": full, "SWA KV": swa, "state slots": state}
     return {**parts, "the rest": plan.pre_free_bytes - sum(parts.values())}
 

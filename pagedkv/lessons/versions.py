@@ -137,7 +137,8 @@ DEMOS: dict[str, Demo] = {
         "`--max-running-requests` 4000 on a 1,000-token pool", startup.running_cap),
     "page_pool_before_cap": Demo(
         "the profiled pool is paged before `--max-total-tokens` caps it",
-        "Qwen3-4B on an RTX 4090, pages of 64, `--max-total-tokens` above the pool",
+        "Qwen3-4B on an RTX 4090 at mem_fraction_static 0.80, pages of 64, "
+        "`--max-total-tokens` above the pool",
         startup.paged_before_cap),
     "sized_by_pool_configurator": Demo(
         "a pool configurator class sizes the pools",

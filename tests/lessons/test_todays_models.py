@@ -30,6 +30,8 @@ def test_the_pools_of_one_gpu_add_up_to_the_card(name: str) -> None:
     assert split["full KV"] == plan.max_total_num_tokens * plan.cell_size
     assert (split["SWA KV"] > 0) == plan.is_swa
     assert (split["state slots"] > 0) == bool(plan.mamba_slots)
+    if plan.mamba_slots:  # the usable slots and the padding slot, as the start-up line counts
+        assert split["state slots"] == (plan.mamba_slots + 1) * plan.state_bytes
 
 
 def test_quantized_checkpoints_are_split_over_the_gpus() -> None:
