@@ -56,8 +56,9 @@ REQUEST_ROWS_RULE = ("The request table `req_to_token` hands out `size` request 
                      "`max_running_requests`, and the table has `size + 1` rows: row 0 is a "
                      "padding row, never handed out, that CUDA-graph batches padded to a fixed "
                      "size point at. In SGLang 0.5.9 `size` comes from the pool and the context "
-                     "length unless `--max-running-requests` is set (`max_running_requests` may "
-                     "then be smaller), and the table has `size` rows, all handed out.")
+                     "length unless `--max-running-requests` is set (`max_running_requests`, "
+                     "with the flag unset the smaller of `size` and half the pool's tokens, may "
+                     "be smaller than `size`), and the table has `size` rows, all handed out.")
 
 
 

@@ -50,7 +50,9 @@ LATER_TERMS: tuple[Term, ...] = (
          "ends), `OTHER` (another budget, the chunk or `max_prefill_tokens`, ends the pass).",
          "`AddReqResult`", r"\bCONTINUE\b|NO_TOKEN"),
     Term("`batch_is_full`", 4, "Set when admission refuses a request for memory (0.5.23: only if "
-         "something was admitted or is running); while set, the scheduler does not walk the "
+         "something was admitted or is running), or when the requests it admits reach the "
+         "number that may still be admitted (`max_running_requests` less the running ones; "
+         "0.5.23: also at most the free request rows); while set, the scheduler does not walk the "
          "queue again, until the running batch shrinks (0.5.23: or nothing is running).",
          "`ScheduleBatch.batch_is_full`", r"batch_is_full"),
     Term("`#pending-token`", 4, "In 0.5.23's prefill log line: the prompt tokens still to "
