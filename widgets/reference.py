@@ -8,6 +8,8 @@ from __future__ import annotations
 
 from IPython.display import Markdown
 
+from pagedkv.configs.dsa_config import QUANT_BLOCK_SIZE, SCALE_BYTES, indexer_bytes_per_token
+from pagedkv.configs.model_presets import load_model
 from pagedkv.errors import bad_value
 from pagedkv.lessons.cheat_sheet import constant_rows
 from pagedkv.lessons.glossary import (
@@ -58,9 +60,13 @@ def formulas_md(config: SchedulerConfig | None = None) -> Markdown:
     """The book's formulas, one line each, with the constants of ``config`` filled in."""
     c = config or SchedulerConfig()
     clip, n20 = c.clip_max_new_tokens, c.retract_decode_steps
+    dim = load_model("deepseek-v3.2").index_head_dim
+    key = indexer_bytes_per_token(dim)
     rows = [
         ("bytes per token (cell size)", r"$2 \cdot L \cdot H_{kv} \cdot d_{head} \cdot \text{bytes}$; "
-         r"MLA: $(\text{kv_lora_rank} + \text{qk_rope_head_dim}) \cdot L \cdot \text{bytes}$", 1),
+         r"MLA: $(\text{kv_lora_rank} + \text{qk_rope_head_dim}) \cdot L \cdot \text{bytes}$; "
+         rf"DeepSeek-V3.2 adds $L \cdot {key}$ B, its index key: {dim} fp8 bytes plus a "
+         rf"{SCALE_BYTES}-byte scale per {QUANT_BLOCK_SIZE} of them, in any KV dtype", 1),
         ("pool from two free-memory readings", r"$\text{rest} = \text{post} - \text{pre} \cdot (1 - f)$, "
          r"$\text{max_total_num_tokens} = \lfloor \text{rest} / \text{cell} \rfloor$, rounded down "
          "to whole pages", 1),
