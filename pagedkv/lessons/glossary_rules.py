@@ -99,5 +99,6 @@ LENGTHS: tuple[Term, ...] = (
          "`ScheduleBatch.prefix_lens`", r"\bprefix_len|cached_len"),
     Term("`extend_input_len`", 1, "The prompt tokens a prefill must still compute: `seq_len` - "
          "`prefix_len` (at most one chunk at a time with chunked prefill).",
-         "`Req.extend_input_len`", r"extend_input_len"),
+         "`Req.extend_len` (0.5.23, a property; 0.5.9: `Req.extend_input_len`)",
+         r"extend_input_len"),
 )
