@@ -32,8 +32,8 @@ from operator import itemgetter
 import numpy as np
 
 from pagedkv.errors import OutOfMemoryError
-from pagedkv.managers import retract_decode as retraction
 from pagedkv.managers.req import Req
+from pagedkv.managers.retract_decode import release_req, retract_decode, retraction_order
 from pagedkv.mem_cache.allocator import BaseTokenToKVPoolAllocator, decode_need
 from pagedkv.mem_cache.base_prefix_cache import BasePrefixCache
 from pagedkv.mem_cache.common import alloc_req_slots
@@ -211,12 +211,12 @@ class ScheduleBatch:
     def retraction_order(self) -> list[int]:
         """Batch indices in ``retract_decode``'s order; victims are popped from the END
         (:func:`~pagedkv.managers.retract_decode.retraction_order`)."""
-        return retraction.retraction_order(self)
+        return retraction_order(self)
 
     def release_req(self, i: int, remaining: int, retract_decode_steps: int) -> None:
         """Free victim ``i``'s KV (not inserted) and row, then evict room for the
         ``remaining`` requests (:func:`~pagedkv.managers.retract_decode.release_req`)."""
-        retraction.release_req(self, i, remaining, retract_decode_steps)
+        release_req(self, i, remaining, retract_decode_steps)
 
     def retract_decode(self, retract_decode_steps: int = 20, *,
                        abort_last_request: bool = DEFAULT_RELEASE.abort_last_request,
@@ -225,8 +225,8 @@ class ScheduleBatch:
         ``(retracted, new ratio, aborted)``. OutOfMemoryError when even one request cannot
         decode and ``abort_last_request`` is False (0.5.9)
         (:func:`~pagedkv.managers.retract_decode.retract_decode`)."""
-        return retraction.retract_decode(self, retract_decode_steps,
-                                         abort_last_request=abort_last_request)
+        return retract_decode(self, retract_decode_steps,
+                              abort_last_request=abort_last_request)
 
     def prepare_for_decode(self) -> None:
         """Give every request a slot for its newest token (evicting from the tree first if
