@@ -15,7 +15,9 @@ Where we simplify: a key is an int64 array of token ids, without SGLang's ``Radi
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 
@@ -57,11 +59,15 @@ class MatchResult:
     """What a match found: the slots of the first ``n`` tokens (int64 ``[n]``) and the node
     the match ended on (the root when nothing matched); a sliding-window hybrid's tree also
     gives ``swa_branching_seqlen`` (SGLang 0.5.23's: the page-aligned full-KV hit when it
-    reaches past the match the window allows, else None)."""
+    reaches past the match the window allows, else None), a linear-attention hybrid's
+    ``mamba_branching_seqlen`` (the full-KV hit rounded down to the state checkpoint grid,
+    when that is past the match, else None; its node is a
+    :class:`~pagedkv.mem_cache.mamba_radix_tree.MambaNode`)."""
 
     device_indices: np.ndarray
     last_device_node: TreeNode
     swa_branching_seqlen: int | None = None
+    mamba_branching_seqlen: int | None = None
 
 
 def page_aligned(key: IntsLike, page_size: int) -> np.ndarray:
@@ -97,3 +103,22 @@ def key_match(a: np.ndarray, b: np.ndarray, page_size: int) -> int:
     if not diff[m]:
         m = n
     return m // page_size * page_size
+
+
+def descendants(root: Any) -> Iterator[Any]:
+    """Every node below ``root`` (any node with ``children``), parents before children."""
+    stack = list(root.children.values())
+    while stack:
+        node = stack.pop()
+        yield node
+        stack.extend(node.children.values())
+
+
+def path_full(node: Any, root: Any) -> np.ndarray:
+    """The full-attention slots (``node.full``) from below ``root`` down to ``node``, in
+    path order, of a hybrid's tree (sliding-window or linear-attention)."""
+    chunks = []
+    while node is not root:
+        chunks.append(node.full)
+        node = node.parent
+    return np.concatenate(chunks[::-1]) if chunks else EMPTY_SLOTS

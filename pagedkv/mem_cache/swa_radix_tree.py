@@ -18,6 +18,7 @@ its LRU list, which only the window of a match's or insert's last node refreshes
 from __future__ import annotations
 
 import heapq
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from itertools import count
 
@@ -26,6 +27,7 @@ import numpy as np
 from pagedkv.errors import AllocatorError, check_positive_int
 from pagedkv.mem_cache.allocator import IntsLike, as_i64
 from pagedkv.mem_cache.allocator.swa import SWATokenToKVPoolAllocator
+from pagedkv.mem_cache.radix_node import descendants, path_full
 
 NO_SLOTS = np.empty(0, dtype=np.int64)
 
@@ -276,21 +278,13 @@ class SWARadixTree:
             cur = cur.parent
 
     # ----- checks -------------------------------------------------------------------------
-    def nodes(self):
+    def nodes(self) -> Iterator[SWANode]:
         """Every node but the root, parents before children."""
-        stack = list(self.root.children.values())
-        while stack:
-            node = stack.pop()
-            yield node
-            stack.extend(node.children.values())
+        return descendants(self.root)
 
     def path_full(self, node: SWANode) -> np.ndarray:
         """The full slots from the root to ``node``."""
-        chunks = []
-        while node is not self.root:
-            chunks.append(node.full)
-            node = node.parent
-        return np.concatenate(chunks[::-1]) if chunks else NO_SLOTS
+        return path_full(node, self.root)
 
     def check_invariants(self) -> None:
         """Raise AllocatorError unless the ledgers add up, the SWA LRU list holds exactly
