@@ -119,7 +119,8 @@ def simulated_engine(
         raise ConfigError(
             f"model={spec.name!r} is a linear-attention hybrid: radix_cache=True is invalid; "
             "valid: False (pass --disable-radix-cache): pagedkv runs its state slots without "
-            "SGLang's radix cache over them (its mamba radix cache), which is not modelled")
+            "SGLang's radix cache over them (its mamba radix cache): the tree is modelled, the "
+            "scheduler's state checkpoints into it are not")
     card = gpu if isinstance(gpu, GPUSpec) else get_gpu(gpu)
     plan = plan_pool(spec, gpu=card, mem_fraction_static=mem_fraction_static, tp=tp,
                      page_size=page_size, max_total_tokens=max_total_tokens,

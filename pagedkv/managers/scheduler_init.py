@@ -79,9 +79,10 @@ def build_kv_cache(reqs: Sequence[Req], config: SchedulerConfig, page_size: int,
     SGLang 0.5.23's (``is_hybrid_swa``).
 
     Raises:
-        ConfigError: ``mamba_pool`` with the radix cache on: SGLang 0.5.23 then runs its
-            mamba radix cache (``MambaRadixCache``-style checkpoints of the state, three
-            slots per running request), which pagedkv does not model; ``swa`` with a release
+        ConfigError: ``mamba_pool`` with the radix cache on: SGLang 0.5.23's scheduler then
+            checkpoints states into its radix tree over the state slots (its tree is
+            :class:`~pagedkv.mem_cache.mamba_radix_cache.MambaRadixCache`; the checkpoints,
+            ping-pong track slots and copy-on-write matches are not modelled); ``swa`` with a release
             whose tree is not 0.5.23's unified one (the hybrid scheduler follows 0.5.23
             only), a window or SWA pool below 1 (a page).
     Source: 0.5.23 ``mem_cache/kv_cache_builder.py``, ``build_kv_cache``;
@@ -89,8 +90,9 @@ def build_kv_cache(reqs: Sequence[Req], config: SchedulerConfig, page_size: int,
     """
     if mamba_pool is not None and radix_cache:
         raise bad_value("radix_cache", radix_cache, "False on a linear-attention hybrid "
-                        "(pass --disable-radix-cache): SGLang's radix cache over the state "
-                        "slots (its mamba radix cache) is not modelled")
+                        "(pass --disable-radix-cache): the scheduler's state checkpoints into "
+                        "SGLang's radix cache over the state slots (its mamba radix cache) are "
+                        "not modelled")
     if swa is not None:
         # the hybrid scheduler follows 0.5.23, whose tree checkpoints and splits as its
         # UnifiedRadixCache does (split_output_from_prompt is that tree's behaviour)

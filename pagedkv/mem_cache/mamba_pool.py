@@ -13,7 +13,8 @@ Where we simplify: no tensors. :class:`MambaPool` keeps the shapes, dtypes and b
 allocates (``size + 1`` slots, the padding slot 0 included), not the tensors; the request ->
 slot map (SGLang's ``req_index_to_mamba_index_mapping``, an int32 tensor) is a list of ints.
 Not modelled: the extra ping-pong tracking slots SGLang takes for the mamba radix cache
-(``enable_mamba_extra_buffer``; pagedkv runs these models without the radix cache),
+(``enable_mamba_extra_buffer``; pagedkv's scheduler runs these models without the radix cache,
+whose tree is :mod:`pagedkv.mem_cache.mamba_radix_cache`),
 speculative decoding's intermediate states, ReplaySSM rings, the int8 checkpoint pool and
 the PLE side pools (all off for Qwen3-Next by default).
 """
