@@ -56,14 +56,17 @@ class Release:
         "instead of new_token_ratio.", ("ratio new_token_ratio", "ratio 1.0"))
     max_prefill_tokens_with_chunking: bool = _behaviour(
         "max_prefill_tokens", "managers/schedule_policy.py: PrefillAdder.add_one_req",
-        "max_prefill_tokens refuses a request that would cross it also when chunked prefill "
+        "max_prefill_tokens refuses a later request whose page-rounded prompt would reach or "
+        "cross what is left of it (input_tokens >= rem_input_tokens) also when chunked prefill "
         "is on (0.5.9 tests it before the prefix lock too, as its add_one_req does). In both "
         "releases the first request of a pass is exempt, and a pass whose prompt budget is "
         "spent ends (budget_state).",
-        ("refuses a request that would cross it only without chunked prefill (with it, the "
-         "default, admits it and ends the pass); the first request of a pass is exempt",
-         "refuses a request that would cross it, chunked prefill or not (before and after the "
-         "prefix lock); the first request of a pass is exempt"))
+        ("refuses a later request whose page-rounded prompt would reach or cross what is left "
+         "of it only without chunked prefill (with it, the default, admits it and ends the "
+         "pass); the first request of a pass is exempt",
+         "refuses a later request whose page-rounded prompt would reach or cross what is left "
+         "of it, chunked prefill or not (before and after the prefix lock); the first request "
+         "of a pass is exempt"))
     chunk_ends_on_page_boundary: bool = _behaviour(
         "a new chunk's end", "managers/schedule_policy.py: PrefillAdder.add_one_req",
         "A request cut into chunks is cut where the sequence (cached prefix + chunk) ends on "

@@ -49,7 +49,7 @@ DEMOS: dict[str, Demo] = {
         "a running ignore-EOS request reserves all it has left",
         "100 tokens to go, new_token_ratio 0.5", runs.ignore_eos_reservation),
     "max_prefill_tokens_with_chunking": Demo(
-        "with chunked prefill, max_prefill_tokens admits the request that crosses it",
+        "with chunked prefill, max_prefill_tokens admits the request that reaches or crosses it",
         "two 60-token prompts, max_prefill_tokens 100, chunks of 1,000",
         runs.prefill_budget_with_chunking),
     "chunk_ends_on_page_boundary": Demo(

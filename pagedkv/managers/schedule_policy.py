@@ -16,8 +16,9 @@ being evictable) happens before the test is final. The per-pass prompt budget
 
 SGLang 0.5.23 (the default) differs from 0.5.9: every admitted piece costs one more page on
 both memory budgets and in the newcomer test; a running ignore-EOS request reserves at ratio
-1.0; ``max_prefill_tokens`` refuses a request only without chunked prefill (with it, the pass
-ends after the request that crosses it), and only after locking;
+1.0; ``max_prefill_tokens`` refuses a later request whose page-rounded prompt would reach or
+cross what is left of it (``>=``, as in both releases) only without chunked prefill (with it,
+the pass ends after the request that reaches or crosses it), and only after locking;
 a new request's chunk ends on a page boundary of its whole sequence; ``#new-token`` counts
 raw tokens. With the radix cache off, ignore-EOS requests take
 :meth:`PrefillAdder.add_one_req_ignore_eos` (a worst-case simulation of the batch), as in SGLang.

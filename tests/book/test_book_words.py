@@ -100,25 +100,38 @@ def _admitted(release: str, prompts: list[int], chunked: int | None) -> int:
 def test_max_prefill_tokens_is_told_alike_on_both_pages() -> None:
     """The cheat sheet's release table and chapter 4 say what pagedkv does (SGLang's
     PrefillAdder.add_one_req and budget_state): the first request of a pass is exempt in both
-    releases; after it 0.5.9 refuses a crossing request whether or not chunked prefill is on,
+    releases; after it 0.5.9 refuses a request whose page-rounded prompt would reach or cross
+    what is left (``input_tokens >= rem_input_tokens``) whether or not chunked prefill is on,
     0.5.23 only without it."""
     for release in RELEASES:
         assert _admitted(release, [150], chunked=1000) == 1  # the first one is exempt
         assert _admitted(release, [150], chunked=None) == 1
         assert _admitted(release, [60, 60], chunked=None) == 1
+        # reaching the budget is refused as crossing it is: 50 >= 100 - 50; 49 < 50 is not
+        assert _admitted(release, [50, 50], chunked=None) == 1
+        assert _admitted(release, [50, 49], chunked=None) == 2
     assert _admitted("0.5.9", [60, 60], chunked=1000) == 1
+    assert _admitted("0.5.9", [50, 50], chunked=1000) == 1
     assert _admitted("0.5.23", [60, 60], chunked=1000) == 2
     rows = {what: (old, new) for what, old, new, _ in differences()}["max_prefill_tokens"]
     assert all("the first request of a pass is exempt" in rule for rule in rows)
     assert "chunked prefill or not" in rows[0] and "only without chunked prefill" in rows[1]
-    ch4 = [p for p in paragraphs("04-admission") if "`max_prefill_tokens`" in p and "exempt" in p]
+    ch4 = [re.sub(r'"\s*"', "", p) for p in paragraphs("04-admission")  # adjacent literals joined
+           if "`max_prefill_tokens`" in p and "exempt" in p]
     assert len(ch4) == 1
+    refuses = "refuses a later request whose page-rounded prompt would reach or cross what is left of it"
     for words in ("In both releases the first request of a pass is exempt from `max_prefill_tokens`",
-                  "SGLang 0.5.9 refuses a request that would cross it, chunked prefill or not",
-                  "SGLang 0.5.23 refuses it only without chunked prefill"):
+                  f"SGLang 0.5.9 {refuses}, chunked prefill or not",
+                  "SGLang 0.5.23 refuses it only without chunked prefill",
+                  "admits the request that reaches or crosses it"):
         assert words in ch4[0], words
+    assert all(refuses in rule for rule in rows)
+    glossary = next(t.definition for t in TERMS if t.name == "`max_prefill_tokens`")
+    assert "would reach or cross what is left of it" in glossary
     for name, text in every_text():
         assert "checked always" not in text, (name, text[:200])
+        # both releases refuse at >=: a prompt that would only reach the budget is refused too
+        assert not re.search(r"(would|that) cross(es)? it\b", text), (name, text[:200])
         # the mixed decode tokens lower both budgets (PrefillBudget.total_offset); they are
         # not where a budget starts
         assert "start from `num_mixed_decode_tokens`" not in text, (name, text[:200])

@@ -14,7 +14,7 @@ def test_each_change_gives_the_answer_worked_out_by_hand() -> None:
     # ceil64(3000) = 3008 plus min(2000, 4096); 0.5.23 adds one page of 64
     assert rows["every admitted request costs one page more"] == ("charged 5,008", "charged 5,072")
     # 0.5.9: 64 >= 100 - 64 left -> OTHER; 0.5.23 checks the prompt budget only without chunks
-    crossing = "with chunked prefill, max_prefill_tokens admits the request that crosses it"
+    crossing = "with chunked prefill, max_prefill_tokens admits the request that reaches or crosses it"
     assert rows[crossing] == ("1 admitted", "2 admitted")
     assert rows["the prefill log counts raw tokens"] == ("#new-token: 32", "#new-token: 23")
     # 45 free, 46 needed: 0.5.9 evicts 46 tokens' worth (all three 5-token leaves), 0.5.23 one
