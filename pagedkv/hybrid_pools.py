@@ -86,11 +86,33 @@ def swa_request_cap(*, page_size: int, window: int, max_running_requests: int,
         (window + eviction_interval + page + page) * requests
             + chunks_in_flight * chunked_prefill_size + page
 
-    ``chunks_in_flight`` is 2 with the overlap scheduler (SGLang's default), else 1.
+    ``chunks_in_flight`` is 2 with the overlap scheduler (SGLang's default), else 1; the
+    per-request term is :func:`swa_tokens_per_request`.
     """
-    per_request = window + SWA_EVICTION_INTERVAL + page_size + page_size
+    per_request = swa_tokens_per_request(page_size=page_size, window=window)
     chunks = 2 if overlap_schedule else 1
     return per_request * max(1, max_running_requests) + chunks * chunked_prefill_size + page_size
+
+
+def swa_tokens_per_request(*, page_size: int, window: int) -> int:
+    """SWA-pool tokens SGLang 0.5.23's ``compute_swa_request_cap`` budgets for one running
+    request (no speculative decoding)::
+
+        window + eviction_interval + page_size + page_size
+
+    A decoding request needs ``window + 1`` tokens (its window and the token being written)
+    but releases the ones that left the window only in batches (``maybe_evict_swa``, every
+    ``SGLANG_SWA_EVICTION_INTERVAL`` tokens), so it may hold up to that many more; SGLang adds
+    a page of padding that keeps the release point page-aligned and counts the next decode
+    step's token as a whole page: ``2 * page_size - 1`` tokens above ``window + 1 +
+    eviction_interval``.
+
+    Raises:
+        ConfigError: ``page_size`` or ``window`` below 1.
+    """
+    check_positive_int("page_size", page_size)
+    check_positive_int("window", window)
+    return window + SWA_EVICTION_INTERVAL + page_size + page_size
 
 
 def _ratio_split(tokens: int, *, page_size: int, ratio: float, window: int | None

@@ -10,7 +10,7 @@ from pagedkv.configs.model_config import ModelSpec
 from pagedkv.configs.model_hybrid import window_from_attention_chunk
 from pagedkv.configs.model_presets import load_model
 from pagedkv.errors import ConfigError, NotEnoughMemoryError
-from pagedkv.hybrid_pools import cap_by_mamba, swa_request_cap
+from pagedkv.hybrid_pools import cap_by_mamba, swa_request_cap, swa_tokens_per_request
 from pagedkv.sizing import plan_pool
 from pagedkv.units import GiB
 
@@ -59,6 +59,15 @@ def test_the_request_cap_is_sglang_formula():
     """(window + eviction interval 128 + page + page) * requests + 2 chunks + page."""
     assert swa_request_cap(page_size=16, window=127, max_running_requests=64,
                            chunked_prefill_size=8192) == (127 + 128 + 32) * 64 + 16384 + 16
+
+
+def test_a_request_s_swa_budget_is_its_need_plus_the_interval_plus_two_pages_less_one():
+    # gpt-oss's window 127 at page size 1: need 128, held up to 128 more, budget 257
+    assert swa_tokens_per_request(page_size=1, window=127) == 257 == (127 + 1) + 128 + 1
+    assert swa_tokens_per_request(page_size=16, window=127) == (127 + 1) + 128 + 2 * 16 - 1
+    for bad in ({"page_size": 0, "window": 127}, {"page_size": 1, "window": 0}):
+        with pytest.raises(ConfigError, match=next(iter(k for k, v in bad.items() if v == 0))):
+            swa_tokens_per_request(**bad)
 
 
 def test_a_swa_pool_too_small_for_one_window_is_sglang_error():

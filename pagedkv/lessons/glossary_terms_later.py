@@ -18,8 +18,8 @@ LATER_TERMS: tuple[Term, ...] = (
     Term("`max_prefill_tokens`", 4, "A cap on the prompt tokens one admission pass takes "
          "(`--max-prefill-tokens`; the cheat sheet gives the default). The first request of a "
          "pass is exempt; chapter 4 says when each release refuses a later one whose page-rounded "
-         "prompt would reach or cross what is left of it.", "`PrefillAdder.rem_input_tokens`", r"max_prefill_tokens|max-prefill-tokens",
-         listed=False),
+         "prompt would reach or cross what is left of it.", "`PrefillAdder.rem_input_tokens`",
+         r"max_prefill_tokens|max-prefill-tokens", listed=False),
     Term("`rem_total_tokens`", 4, "`PrefillAdder`'s room for newcomers in one admission pass: "
          "`available_size` plus evictable KV, minus the running requests' reservations, minus "
          "the charges of the requests admitted earlier in the pass.",

@@ -279,3 +279,23 @@ def test_computed_start_up_lines_are_labelled_computed() -> None:
         for line in c.splitlines():
             if re.search(r"log_lines\(\)|sizing_lines", line) and "def startup" not in c:
                 assert line.lstrip().startswith("startup("), line
+
+
+def test_a_request_s_swa_footprint_is_told_one_way() -> None:
+    """A sliding-window request needs w + 1 tokens of the SWA pool and holds up to
+    SGLANG_SWA_EVICTION_INTERVAL more between releases (maybe_evict_swa frees in batches): a
+    total or bound built on w + 1 alone is no upper bound (chapter 9 once said "at most w + 1
+    ... in all" beside "up to 128 more"), and the request cap's per-request budget comes from
+    the one function that computes it."""
+    texts = [(n, p) for n in (*CHAPTERS, *PAGES) for p in prose(n)]
+    texts += [("glossary", f"{t.name}: {t.definition}") for t in TERMS]
+    told = 0
+    for name, text in texts:
+        text = re.sub(r'"\s*f?"', "", text)  # a code cell's adjacent string literals, joined
+        if re.search(r"SWA pool|sliding-window pool", text) and re.search(r"\bw \+ 1|window \+ 1", text):
+            told += 1
+            assert "SGLANG_SWA_EVICTION_INTERVAL" in text, (name, text[:200])
+            assert not re.search(r"at most \$?(w|window) \+ 1", text), (name, text[:200])
+    assert told >= 2  # chapter 9's worked example and the glossary's SWA pool
+    ch9 = "\n".join(text_of(c) for c in cells("09-todays-models"))
+    assert "swa_tokens_per_request(" in ch9 and "2 * oss.page_size" not in ch9
