@@ -122,6 +122,13 @@ def conservativeness_runs(values: Sequence[float] = (0.3, 0.5, 1.0, 1.5)) -> dic
     return {c: LONG_UNIFORM.run(schedule_conservativeness=c) for c in values}
 
 
+def conservativeness_retractions(values: Sequence[float] = (0.3, 0.5, 1.0, 1.5)
+                                 ) -> dict[float, int]:
+    """Retractions of :func:`conservativeness_runs` at each ``schedule_conservativeness``,
+    in the order of ``values``: the data behind chapter 4's table and chapter 5's advice."""
+    return {c: r.metrics.num_retractions for c, r in conservativeness_runs(values).items()}
+
+
 def short_answers_run() -> EngineResult:
     """Chapter 4's second workload, :data:`SHORT_UNIFORM`."""
     return SHORT_UNIFORM.run()

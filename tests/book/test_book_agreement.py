@@ -299,3 +299,27 @@ def test_a_request_s_swa_footprint_is_told_one_way() -> None:
     assert told >= 2  # chapter 9's worked example and the glossary's SWA pool
     ch9 = "\n".join(text_of(c) for c in cells("09-todays-models"))
     assert "swa_tokens_per_request(" in ch9 and "2 * oss.page_size" not in ch9
+
+
+def test_advice_on_schedule_conservativeness_reads_chapter_4_s_runs() -> None:
+    """Chapter 4's table shows retractions that do not fall steadily as the setting rises;
+    advice to raise it elsewhere (chapter 5's misconception) must come from the same runs,
+    not be typed as a flat rule."""
+    import inspect
+
+    from pagedkv.lessons.examples import conservativeness_retractions, conservativeness_runs
+
+    for name in (*CHAPTERS, *PAGES):
+        for c in cells(name):
+            if c["cell_type"] == "markdown":
+                text = " ".join(text_of(c).split()).lower()
+                assert not re.search(r"raise `?--schedule-conservativeness", text), (name, text[:200])
+    ch5 = "\n".join(text_of(c) for c in cells("05-retraction"))
+    assert "conservativeness_retractions()" in ch5 and "--schedule-conservativeness" in ch5
+    ch4 = "\n".join(text_of(c) for c in cells("04-admission"))
+    runs = re.search(r"conservativeness_runs\((\([^)]*\))?\)", ch4)
+    assert runs is not None
+    # chapter 4's table and chapter 5's advice run the same settings
+    same = inspect.signature(conservativeness_retractions).parameters["values"].default
+    assert same == inspect.signature(conservativeness_runs).parameters["values"].default
+    assert runs.group(1) in (None, str(same)), runs.group(1)
