@@ -323,3 +323,15 @@ def test_advice_on_schedule_conservativeness_reads_chapter_4_s_runs() -> None:
     same = inspect.signature(conservativeness_retractions).parameters["values"].default
     assert same == inspect.signature(conservativeness_runs).parameters["values"].default
     assert runs.group(1) in (None, str(same)), runs.group(1)
+
+
+@pytest.mark.parametrize("name", CHAPTERS)
+def test_a_log_field_the_text_points_at_was_quoted_before(name: str) -> None:
+    """"The log's `max_running_requests=2049`" sends the reader back to the log: the field
+    must be among the lines the chapter quoted earlier (chapter 1 once compared with a field
+    of SGLang's documentation log that its quote of that log left out)."""
+    paragraphs = prose(name)
+    for k, text in enumerate(paragraphs):
+        for field in re.findall(r"[Tt]he log's `([^`]+=[^`]+)`", text):
+            earlier = " ".join(paragraphs[:k]) + text.split(f"log's `{field}`")[0]
+            assert f"`{field}`" in earlier, (name, field)
