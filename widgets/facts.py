@@ -246,7 +246,9 @@ class LoopFacts:
     (the step the visualizer opens on): ``ahead_slots`` slots of ``ahead_requests`` requests
     allocated ahead (the batch in flight has not written them); over the whole run,
     ``late`` of its ``finishes`` finishes were seen a step after the GPU sampled the last
-    token (all of them in the overlap loop, none in the normal loop)."""
+    token (all of them in the overlap loop, none in the normal loop). ``first_retraction``:
+    the step of the run's first retraction (None without one), which decides where the
+    visualizer opens (:func:`pagedkv_widgets.encoding.opening_step`)."""
 
     loop: str
     step: int
@@ -254,6 +256,14 @@ class LoopFacts:
     ahead_requests: int
     late: int
     finishes: int
+    first_retraction: int | None
+
+    @property
+    def opens_where(self) -> str:
+        """Where the visualizer opens this run, in words: two runs open at their own steps."""
+        if self.first_retraction is None:
+            return "where its KV in use plus reserved peaks"
+        return f"{self.first_retraction - self.step} steps before its first retraction"
 
 
 def loop_facts(run: dict[str, Any]) -> LoopFacts:
@@ -264,6 +274,8 @@ def loop_facts(run: dict[str, Any]) -> LoopFacts:
         raise ValueError("loop_facts needs a run with its page record")
     step = run["open"]
     ahead = ahead_at(pages, step)
+    retracts = run["events"].get("retract", [])
     return LoopFacts(loop=pages["loop"], step=step, ahead_slots=sum(ahead.values()),
                      ahead_requests=len(ahead), late=len(pages["unseen"]),
-                     finishes=len(run["events"].get("finish", [])))
+                     finishes=len(run["events"].get("finish", [])),
+                     first_retraction=min((s for s, _ in retracts), default=None))

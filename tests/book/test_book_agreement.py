@@ -335,3 +335,19 @@ def test_a_log_field_the_text_points_at_was_quoted_before(name: str) -> None:
         for field in re.findall(r"[Tt]he log's `([^`]+=[^`]+)`", text):
             earlier = " ".join(paragraphs[:k]) + text.split(f"log's `{field}`")[0]
             assert f"`{field}`" in earlier, (name, field)
+
+
+@pytest.mark.parametrize("name", CHAPTERS)
+def test_a_run_s_opening_step_is_quoted_with_where_it_opens(name: str) -> None:
+    """Each run opens the visualizer at its own step (a few steps before its own first
+    retraction): a text that quotes a run's opening step says where that is, so two runs
+    compared at different steps (chapter 7's loops, once 5,116 and 5,114 unexplained) read
+    as what they are."""
+    for c in cells(name):
+        code = text_of(c)
+        if c["cell_type"] != "code" or "loop_facts(" not in code:
+            continue
+        quoted = set(re.findall(r"\{(\w+)\.step\b", code))
+        assert quoted, name
+        for facts in quoted:
+            assert f"{{{facts}.opens_where}}" in code, (name, facts)

@@ -27,3 +27,18 @@ def test_run_facts_times_decode_steps_and_requests() -> None:
     f = run_facts(run)
     assert f.decode_step_s == pytest.approx((0.5 + 1.0 + 0.5) / 3)
     assert f.request_s == pytest.approx(((2.5 - 1.0) + (3.5 - 3.0)) / 2)
+
+
+def test_loop_facts_say_where_each_run_opens() -> None:
+    """Chapter 7 compares the two loops at the steps their runs open on, which differ: each
+    opens a few steps before its own first retraction, and the text says so."""
+    from pagedkv_widgets.facts import loop_facts
+
+    pages = {"loop": "normal", "decoded": [0, 1, 2, 3], "lifetimes": [], "ahead": [],
+             "unseen": []}
+    run = {"open": 2, "pages": pages, "events": {"retract": [(12, 4), (10, 3)], "finish": [(3, 1)]}}
+    f = loop_facts(run)
+    assert (f.step, f.first_retraction, f.ahead_slots, f.finishes) == (2, 10, 0, 1)
+    assert f.opens_where == "8 steps before its first retraction"
+    calm = loop_facts({**run, "events": {}})
+    assert calm.first_retraction is None and "peaks" in calm.opens_where
