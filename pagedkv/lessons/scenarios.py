@@ -67,9 +67,10 @@ def paged_slot_labels(alloc: BaseTokenToKVPoolAllocator,
 class PageTableState:
     """A page table plus allocator, with each live row's length and label.
 
-    ``rows`` maps a request name to its row; ``free_rows`` describes every row that holds no
-    live request (the grey rows of the book's figure); ``next_row`` is the row the next
-    request gets."""
+    ``rows`` maps a request name to its row; ``batch`` names the requests in the order of
+    their prefill batch (rows and pages were handed out in that order); ``free_rows``
+    describes every row that holds no live request (the grey rows of the book's figure);
+    ``next_row`` is the row the next request gets."""
 
     pool: ReqToTokenPool
     alloc: PagedTokenToKVPoolAllocator
@@ -78,14 +79,27 @@ class PageTableState:
     rows: dict[str, int]
     free_rows: dict[int, str]
     next_row: int
+    batch: tuple[str, ...]
+
+    def first_page(self, name: str) -> int:
+        """The page that holds ``name``'s token 0: read from its row, which a finished
+        request's row still holds (SGLang does not clear a freed row)."""
+        return int(self.pool.req_to_token[self.rows[name], 0]) // self.alloc.page_size
+
+
+#: Chapter 3's prefill batch, in order, and each request's four words.
+PAGE_TABLE_BATCH = ("A", "x", "B")
+_WORDS = {"A": "The cat sat down", "x": "Hi there you all", "B": "A dog ran off"}
 
 
 def page_table_example(sglang_version: str = DEFAULT_SGLANG_VERSION) -> PageTableState:
     """Chapter 3's page table: three request rows of 8 positions at page size 4.
 
-    Requests x, B, A get three rows in one prefill batch and take pages 2, 3, 1 (A, x, B are
-    allocated in that order: slots 4-7, 8-11, 12-15); then x finishes, so its row and page 2
-    are free again. Which rows they get follows ``sglang_version``
+    Requests A, x, B are prefilled in one batch, in that order: as SGLang 0.5.23's
+    ``alloc_for_extend`` (``mem_cache/allocation.py``) does, the batch takes its request rows
+    in one call (``alloc_req_slots``) and its pages in the same request order, so A, x and B
+    get pages 1, 2, 3 (slots 4-7, 8-11, 12-15); then x finishes, so its row and page 2 are
+    free again. Which rows they get follows ``sglang_version``
     (:class:`~pagedkv.mem_cache.memory_pool.ReqToTokenPool`): in 0.5.9 rows 0, 1, 2 of a
     4-row table, row 3 never used and the next request taking it; in 0.5.23 rows 1, 2, 3 of
     a 3 + 1-row table, row 0 the padding row, and the next request taking x's row.
@@ -94,15 +108,16 @@ def page_table_example(sglang_version: str = DEFAULT_SGLANG_VERSION) -> PageTabl
     # the same four rows either way: 0.5.23's padding row is one of them
     pool = ReqToTokenPool.for_release(4 - release.req_pool_padding_row, 8, release)
     alloc = PagedTokenToKVPoolAllocator(12, 4)
-    row_x, row_b, row_a = pool.alloc(3)
-    words = {row_a: "The cat sat down", row_x: "Hi there you all", row_b: "A dog ran off"}
-    order = [row_a, row_x, row_b]
-    out = alloc.alloc_extend([0, 0, 0], [4, 4, 4], [-1, -1, -1], 12)
-    for k, row in enumerate(order):
-        pool.write(row, [0, 1, 2, 3], out[4 * k:4 * k + 4])
-    alloc.free(out[4:8])
+    rows = dict(zip(PAGE_TABLE_BATCH, pool.alloc(len(PAGE_TABLE_BATCH)), strict=True))
+    # the pages in the batch's request order too: one alloc_extend over the whole batch
+    n = len(PAGE_TABLE_BATCH)
+    out = alloc.alloc_extend([0] * n, [4] * n, [-1] * n, 4 * n)
+    for k, name in enumerate(PAGE_TABLE_BATCH):
+        pool.write(rows[name], [0, 1, 2, 3], out[4 * k:4 * k + 4])
+    row_x = rows["x"]
+    alloc.free(pool.req_to_token[row_x, :4].long())
     pool.free(row_x)
-    names = {row_a: "A", row_b: "B"}
+    live = {rows[name]: name for name in PAGE_TABLE_BATCH if name != "x"}
     next_row = pool.free_slots[-1 if release.req_pool_reuses_last_freed else 0]
     free_rows = {}
     for row in range(pool.rows):
@@ -110,12 +125,12 @@ def page_table_example(sglang_version: str = DEFAULT_SGLANG_VERSION) -> PageTabl
             free_rows[row] = "padding row: never handed out, zeros from start-up (slot 0)"
         elif row == row_x:
             free_rows[row] = "free row (x finished): stale slots, nobody reads them"
-        elif row not in names:
+        elif row not in live:
             free_rows[row] = "free row, never used: zeros from start-up (slot 0)"
     free_rows[next_row] += "; the next request takes it"
-    return PageTableState(pool, alloc, {row_a: 4, row_b: 4},
-                          {row: f'request {names[row]}: "{words[row]}"' for row in names},
-                          {"A": row_a, "B": row_b, "x": row_x}, free_rows, next_row)
+    return PageTableState(pool, alloc, dict.fromkeys(live, 4),
+                          {row: f'request {name}: "{_WORDS[name]}"' for row, name in live.items()},
+                          rows, free_rows, next_row, PAGE_TABLE_BATCH)
 
 
 def free_slot_ids(mem: ContiguousAllocator) -> list[int]:
@@ -201,18 +216,24 @@ def page_reuse_story(st: PageTableState) -> ReuseStory:
     takes 6 tokens through ``alloc_extend``. Mutates ``st`` (E keeps its pages)."""
     alloc, table = st.alloc, st.pool.req_to_token
     owned = {"A": table[st.rows["A"], :4].long(), "B": table[st.rows["B"], :4].long()}
-    frames = [("A and B hold pages 1 and 3", paged_slot_labels(alloc, owned))]
+    frames = [(f"A and B hold pages {st.first_page('A')} and {st.first_page('B')}",
+               paged_slot_labels(alloc, owned))]
     alloc.free(owned.pop("B"))
     alloc.free(owned.pop("A"))
     st.pool.free([st.rows["B"], st.rows["A"]])
     free_pages = alloc.free_pages.tolist()
     frames.append(("A and B finish", paged_slot_labels(alloc, owned)))
     d = alloc.alloc(8)
-    frames.append(("D takes 2 pages", paged_slot_labels(alloc, {"D": d})))
+    frames.append((f"D takes {_pages(d, alloc.page_size)} pages", paged_slot_labels(alloc, {"D": d})))
     alloc.free(d)
     e = alloc.alloc_extend([0], [6], [-1], 6)
-    frames.append(("E: 6 tokens in 2 pages", paged_slot_labels(alloc, {"E": e})))
+    frames.append((f"E: {len(e)} tokens in {_pages(e, alloc.page_size)} pages",
+                   paged_slot_labels(alloc, {"E": e})))
     return ReuseStory(frames, free_pages, d, e)
+
+
+def _pages(slots: torch.Tensor, page_size: int) -> int:
+    return len(torch.unique(slots // page_size))
 
 
 def decode_walk(alloc: PagedTokenToKVPoolAllocator, kv_len: int, last_loc: int,

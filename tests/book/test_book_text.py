@@ -206,3 +206,26 @@ def typed_phrases() -> list[str]:
 def test_numbers_pagedkv_holds_are_not_typed_in_markdown(chapter: str) -> None:
     text = " ".join(" ".join(c.split()) for c in cells(chapter, "markdown"))
     assert [p for p in typed_phrases() if p in text] == [], chapter
+
+
+def test_chapter_3_tells_its_page_table_example_from_the_scenario() -> None:
+    """Chapter 3's example (which rows and pages the prefill batch took, which page x freed,
+    what E holds in the exercise) is printed from pagedkv.lessons.scenarios, not typed: the
+    rows and pages follow the batch's order, and prose typed around an earlier order went
+    wrong with it."""
+    from pagedkv.lessons.scenarios import page_reuse_story, page_table_example
+
+    numbers = set()
+    for version in SGLANG_VERSIONS:
+        st = page_table_example(version)
+        numbers |= {f"row {r}" for r in st.rows.values()} | {f"page {st.first_page(n)}" for n in st.batch}
+        story = page_reuse_story(st)
+        numbers |= {f"page {p}" for p in story.free_pages} | {str(story.e.tolist())[1:-1]}
+    for text in cells("03-paging", "markdown"):
+        for para in re.split(r"\n\s*\n", text):
+            para = " ".join(para.split())
+            if re.search(r"\b(x|E)\b|A and B", para):
+                typed = [n for n in numbers if re.search(rf"\b{re.escape(n)}\b", para)]
+                assert typed == [], (typed, para[:200])
+    code = "\n".join(cells("03-paging", "code"))
+    assert "st.first_page(" in code and "st.rows[" in code

@@ -33,29 +33,43 @@ def test_contiguous_story_ends_in_the_fragmented_picture() -> None:
 
 
 def test_page_table_example_0_5_9() -> None:
+    # A, x, B take rows 0, 1, 2 from the front of [0, 1, 2, 3] and pages 1, 2, 3: the same order
     st = page_table_example("0.5.9")
     table = st.pool.req_to_token
-    assert st.rows == {"x": 0, "B": 1, "A": 2}
-    assert table[1, :4].tolist() == [12, 13, 14, 15] and table[2, :4].tolist() == [4, 5, 6, 7]
-    assert table[0, :4].tolist() == [8, 9, 10, 11]  # x's stale slots stay in its free row
-    assert table[3].tolist() == [0] * 8 and st.pool.free_slots == [3, 0] and st.next_row == 3
-    assert sorted(st.free_rows) == [0, 3] and "never used" in st.free_rows[3]
+    assert st.rows == {"A": 0, "x": 1, "B": 2} and st.batch == ("A", "x", "B")
+    assert table[0, :4].tolist() == [4, 5, 6, 7] and table[2, :4].tolist() == [12, 13, 14, 15]
+    assert table[1, :4].tolist() == [8, 9, 10, 11]  # x's stale slots stay in its free row
+    assert table[3].tolist() == [0] * 8 and st.pool.free_slots == [3, 1] and st.next_row == 3
+    assert sorted(st.free_rows) == [1, 3] and "never used" in st.free_rows[3]
+    assert st.alloc.free_pages.tolist() == [2]  # x's page
     check_pool_agreement(st.pool, st.alloc, st.lens)
-    labels = paged_slot_labels(st.alloc, {"A": table[2, :4].long(), "B": table[1, :4].long()})
+    labels = paged_slot_labels(st.alloc, {"A": table[0, :4].long(), "B": table[2, :4].long()})
     assert labels[:4] == [RESERVED] * 4 and labels[8:12] == [""] * 4
     assert labels[4:8] == ["A0", "A1", "A2", "A3"]
 
 
 def test_page_table_example_0_5_23() -> None:
-    # Row 0 pads; x, B, A get rows 1, 2, 3 (free_slots[-3:] of [1, 2, 3]); x's row is reused next.
+    # Row 0 pads; A, x, B get rows 1, 2, 3 (free_slots[-3:] of [1, 2, 3]); x's row is reused next.
     st = page_table_example()
     table = st.pool.req_to_token
-    assert st.rows == {"x": 1, "B": 2, "A": 3} and table.shape == (4, 8)
-    assert table[0].tolist() == [0] * 8 and table[1, :4].tolist() == [8, 9, 10, 11]
-    assert st.pool.free_slots == [1] and st.next_row == 1
-    assert sorted(st.free_rows) == [0, 1] and st.free_rows[0].startswith("padding row")
-    assert st.free_rows[1].endswith("the next request takes it")
+    assert st.rows == {"A": 1, "x": 2, "B": 3} and table.shape == (4, 8)
+    assert table[0].tolist() == [0] * 8 and table[2, :4].tolist() == [8, 9, 10, 11]
+    assert st.pool.free_slots == [2] and st.next_row == 2
+    assert sorted(st.free_rows) == [0, 2] and st.free_rows[0].startswith("padding row")
+    assert st.free_rows[2].endswith("the next request takes it")
     check_pool_agreement(st.pool, st.alloc, st.lens)
+
+
+@pytest.mark.parametrize("version", ["0.5.23", "0.5.9"])
+def test_a_prefill_batch_takes_rows_and_pages_in_one_request_order(version: str) -> None:
+    """SGLang's alloc_for_extend takes a batch's rows in one call (alloc_req_slots) and its
+    pages in the same request order: the batch's rows and its pages rise together (the book
+    once gave x the first row but the second page)."""
+    st = page_table_example(version)
+    rows = [st.rows[name] for name in st.batch]
+    pages = [st.first_page(name) for name in st.batch]
+    assert rows == sorted(rows) and pages == sorted(pages) == [1, 2, 3]
+    assert st.first_page("x") == 2 and st.alloc.free_pages.tolist() == [st.first_page("x")]
 
 
 def test_decode_oom_case_numbers() -> None:
@@ -99,8 +113,8 @@ def test_free_slot_ids_and_div_ceil() -> None:
 def test_page_table_lookups() -> None:
     got = page_table_lookups(page_table_example("0.5.9"), positions=2)
     assert [(x.row, x.pos, x.name, x.word, x.slot) for x in got] == [
-        (2, 0, "request A", "The", 4), (2, 1, "request A", "cat", 5),
-        (1, 0, "request B", "A", 12), (1, 1, "request B", "dog", 13)]
+        (2, 0, "request B", "A", 12), (2, 1, "request B", "dog", 13),
+        (0, 0, "request A", "The", 4), (0, 1, "request A", "cat", 5)]
 
 
 def test_layout_check() -> None:

@@ -119,7 +119,7 @@ def test_strip_and_lookup_text() -> None:
     assert last == ["y finishes  A  A  A  A  .  .  B  B  B  B  .  .  C  C  C  C"]
     text = lookups_text(page_table_lookups(page_table_example("0.5.9"), positions=1))
     assert text.splitlines()[0] == (
-        "page_table[2, 0] =  4 -> request A token 'The' has its K/V at physical slot 4")
+        "page_table[2, 0] = 12 -> request B token 'A' has its K/V at physical slot 12")
 
 
 def test_page_cost_and_admission_tables() -> None:
@@ -175,12 +175,12 @@ def test_page_table_shows_free_rows_as_stored() -> None:
 
     st = page_table_example("0.5.9")
     table = st.pool.req_to_token.tolist()
-    assert table[0][:4] == [8, 9, 10, 11] and st.pool.free_slots == [3, 0]
-    free = {0: "x finished", 3: "never used"}
+    assert table[1][:4] == [8, 9, 10, 11] and st.pool.free_slots == [3, 1]
+    free = {1: "x finished", 3: "never used"}
     header, rows = page_table_rows(table, st.lens, st.labels, free)
     assert header[0] == "request row" and header[1:4] == ["0", "1", "2"] and header[-1] == "holds"
     cells = [values for values, _ in rows]
-    assert cells[0][1:6] == ["8", "9", "10", "11", "0"] and cells[0][-1] == "x finished"
+    assert cells[1][1:6] == ["8", "9", "10", "11", "0"] and cells[1][-1] == "x finished"
     assert cells[3][1:9] == ["0"] * 8 and cells[3][-1] == "never used"
     assert cells[2][5] == ".."  # a live row shows only the positions it has reached
     assert [free_row for _, free_row in rows] == [i in free for i in range(len(table))]
