@@ -201,6 +201,10 @@ def layout_check(slot: int = 13, size: int = 12, page_size: int = 4, layer: int 
                        k_bytes, v_bytes)
 
 
+#: Chapter 3's reuse replay: after A and B finish, D takes this many slots, then E this many tokens.
+REUSE_D_SLOTS, REUSE_E_TOKENS = 8, 6
+
+
 @dataclass
 class ReuseStory:
     """Chapter 3's reuse replay on its 16-slot pool (see :func:`page_reuse_story`)."""
@@ -212,8 +216,9 @@ class ReuseStory:
 
 
 def page_reuse_story(st: PageTableState) -> ReuseStory:
-    """On :func:`page_table_example`'s state: A and B finish, D takes 8 slots and finishes, E
-    takes 6 tokens through ``alloc_extend``. Mutates ``st`` (E keeps its pages)."""
+    """On :func:`page_table_example`'s state: A and B finish, D takes :data:`REUSE_D_SLOTS`
+    slots and finishes, E takes :data:`REUSE_E_TOKENS` tokens through ``alloc_extend``.
+    Mutates ``st`` (E keeps its pages)."""
     alloc, table = st.alloc, st.pool.req_to_token
     owned = {"A": table[st.rows["A"], :4].long(), "B": table[st.rows["B"], :4].long()}
     frames = [(f"A and B hold pages {st.first_page('A')} and {st.first_page('B')}",
@@ -223,10 +228,10 @@ def page_reuse_story(st: PageTableState) -> ReuseStory:
     st.pool.free([st.rows["B"], st.rows["A"]])
     free_pages = alloc.free_pages.tolist()
     frames.append(("A and B finish", paged_slot_labels(alloc, owned)))
-    d = alloc.alloc(8)
+    d = alloc.alloc(REUSE_D_SLOTS)
     frames.append((f"D takes {_pages(d, alloc.page_size)} pages", paged_slot_labels(alloc, {"D": d})))
     alloc.free(d)
-    e = alloc.alloc_extend([0], [6], [-1], 6)
+    e = alloc.alloc_extend([0], [REUSE_E_TOKENS], [-1], REUSE_E_TOKENS)
     frames.append((f"E: {len(e)} tokens in {_pages(e, alloc.page_size)} pages",
                    paged_slot_labels(alloc, {"E": e})))
     return ReuseStory(frames, free_pages, d, e)
