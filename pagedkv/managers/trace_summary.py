@@ -83,6 +83,20 @@ class SummaryTrace:
         if self.on_log is not None:
             self.on_log(line)
 
+    def record_totals(self, prefill: int, decode: int, idle: int, chunks: int, retractions: int,
+                      peak_used: int, peak_in_use: int, busy_in_use: int) -> None:
+        """Add totals counted elsewhere (the compiled step core counts its steps, chunk events
+        and retraction lines itself and hands them over once): step counts by kind, chunk
+        events, retraction lines, the peaks of ``tokens_used`` and of the pool's use, and the
+        pool's use summed over busy steps (tokens)."""
+        for kind, count in (("prefill", prefill), ("decode", decode), ("idle", idle)):
+            self._kinds[kind] += count
+        self._chunks += chunks
+        self._retractions += retractions
+        self._peak_used = max(self._peak_used, peak_used)
+        self._peak_in_use = max(self._peak_in_use, peak_in_use)
+        self._busy_in_use += busy_in_use
+
     def totals(self) -> StepTotals:
         """The counts so far."""
         k = self._kinds

@@ -84,11 +84,17 @@ class DecodeMemoryChecker:
         self.ratio_tracker.set_after_retract(ratio)
         mamba = ("" if slots is None or old_slots is None
                  else f"#mamba_num_gained: {slots.available_size() - old_slots}, ")
-        self.trace.add_log(c.num_steps, "KV cache pool is full. Retract requests. "
-                           f"#retracted_reqs: {len(retracted)}, #new_tokens_gained: {gained}, "
-                           f"{mamba}#new_token_ratio: {old_ratio:.4f} -> {ratio:.4f}")
+        self.trace.add_log(c.num_steps, retract_line(len(retracted), gained, old_ratio, ratio, mamba))
         for req in retracted:
             self.request_tracker.retract(req, c.num_steps, c.clock)
         for req in aborted:
             req.finished, req.finish_reason = True, "abort"
             self.request_tracker.finish(req, c.num_steps, c.clock)
+
+
+def retract_line(retracted: int, gained: int, old_ratio: float, ratio: float, mamba: str = "") -> str:
+    """SGLang's retraction warning (``mamba``: a linear-attention hybrid's
+    ``#mamba_num_gained`` field, or empty)."""
+    return ("KV cache pool is full. Retract requests. "
+            f"#retracted_reqs: {retracted}, #new_tokens_gained: {gained}, "
+            f"{mamba}#new_token_ratio: {old_ratio:.4f} -> {ratio:.4f}")

@@ -58,19 +58,11 @@ class SchedulerMetricsReporter:
         """
         if not self.trace.keeps_log:  # nobody reads the line: do not build it
             return
-        n = len(adder.can_run_list)
         rate = extend_tokens / seconds if seconds > 0 else 0.0
-        usage = self.get_tokens_in_use() / self.max_total_num_tokens
-        head = (f"Prefill batch, #new-seq: {n}, #new-token: {adder.log_input_tokens}, "
-                f"#cached-token: {adder.log_hit_tokens}, token usage: {usage:.2f}, "
-                f"#running-req: {running_bs}, #queue-req: {len(self.waiting)}, ")
-        if not self.config.release.prefill_log_pending_tokens:
-            line = f"{head}input throughput (token/s): {rate:.2f}, cuda graph: False"
-        else:
-            pending = self.waiting.tokens + chunked_pending
-            line = (f"{head}#pending-token: {pending}, cuda graph: False, "
-                    f"input throughput (token/s): {rate:.2f}")
-        self.trace.add_log(step, line)
+        self.trace.add_log(step, prefill_line(
+            self.config, len(adder.can_run_list), adder.log_input_tokens, adder.log_hit_tokens,
+            self.get_tokens_in_use() / self.max_total_num_tokens, running_bs, len(self.waiting),
+            self.waiting.tokens + chunked_pending, rate))
 
     def report_decode_stats(self, step: int, clock: float, decoded: int, bs: int,
                             tokens_in_use: int | None = None) -> None:
@@ -90,8 +82,27 @@ class SchedulerMetricsReporter:
             return
         if tokens_in_use is None:
             tokens_in_use = self.get_tokens_in_use()
-        graph = bs <= self.config.cuda_graph_max_bs
-        self.trace.add_log(step, f"Decode batch, #running-req: {bs}, #token: {tokens_in_use}, "
-                                 f"token usage: {tokens_in_use / self.max_total_num_tokens:.2f}, "
-                                 f"cuda graph: {graph}, gen throughput (token/s): "
-                                 f"{rate:.2f}, #queue-req: {len(self.waiting)}")
+        self.trace.add_log(step, decode_line(self.config, bs, tokens_in_use,
+                                             tokens_in_use / self.max_total_num_tokens, rate,
+                                             len(self.waiting)))
+
+
+def prefill_line(config: SchedulerConfig, new_seq: int, new_token: int, cached_token: int,
+                 usage: float, running_bs: int, queue: int, pending: int, rate: float) -> str:
+    """SGLang's prefill line, in ``config``'s release's field order (``#pending-token``:
+    0.5.23's ``prefill_log_pending_tokens``); ``usage`` a fraction, ``rate`` tokens/s."""
+    head = (f"Prefill batch, #new-seq: {new_seq}, #new-token: {new_token}, "
+            f"#cached-token: {cached_token}, token usage: {usage:.2f}, "
+            f"#running-req: {running_bs}, #queue-req: {queue}, ")
+    if not config.release.prefill_log_pending_tokens:
+        return f"{head}input throughput (token/s): {rate:.2f}, cuda graph: False"
+    return f"{head}#pending-token: {pending}, cuda graph: False, input throughput (token/s): {rate:.2f}"
+
+
+def decode_line(config: SchedulerConfig, bs: int, tokens_in_use: int, usage: float, rate: float,
+                queue: int) -> str:
+    """SGLang's decode line (``cuda graph``: ``bs <= cuda_graph_max_bs``)."""
+    graph = bs <= config.cuda_graph_max_bs
+    return (f"Decode batch, #running-req: {bs}, #token: {tokens_in_use}, "
+            f"token usage: {usage:.2f}, cuda graph: {graph}, gen throughput (token/s): "
+            f"{rate:.2f}, #queue-req: {queue}")

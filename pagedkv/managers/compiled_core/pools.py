@@ -1,0 +1,193 @@
+"""The compiled core's pools: the allocator's free list and slot record, the request rows, and a
+request's release (the radix cache off).
+
+Mirrors, over :class:`~pagedkv.managers.compiled_core.layout.State`'s arrays, the Python
+reference's :class:`~pagedkv.mem_cache.allocator.BaseTokenToKVPoolAllocator` (``alloc_extend``,
+``alloc_decode``, ``free``, ``free_page_ids``, free groups; SGLang's
+``mem_cache/allocator/paged.py``, ``base.py``), :class:`~pagedkv.mem_cache.memory_pool.
+ReqToTokenPool` (rows taken from the front, 0.5.9, or the back, 0.5.23, of its free list) and
+:class:`~pagedkv.mem_cache.chunk_cache.ChunkCache` with ``release_kv_cache`` (SGLang's
+``mem_cache/common.py``): a request's slots freed in row order (0.5.23's ``free_segment``) or
+as sorted pages (0.5.9's ``free``). The free list is a ring of page ids (``I_FHEAD``,
+``I_FLEN``): pages are taken from its front and given back at its back (page size 1) or front.
+The ownership record is kept as the reference keeps it (the final state is compared), but its
+misuse checks are not repeated: the loop is the reference's, which never trips them.
+"""
+
+from __future__ import annotations
+
+import numba
+import numpy as np
+
+from pagedkv.managers.compiled_core.layout import (
+    C_FREE_ROW_ORDER,
+    C_NPAGES,
+    C_P,
+    C_ROW_LIFO,
+    C_ROWS_SIZE,
+    I_FHEAD,
+    I_FLEN,
+    I_GLEN,
+    I_GROUP,
+    I_RHEAD,
+    I_RLEN,
+    R_CPL,
+    R_KV,
+    R_PREFIX,
+    R_ROW,
+)
+from pagedkv.mem_cache.allocator.ownership import FREED, IN_USE
+
+jit = numba.njit(cache=True, nogil=True)
+
+
+@jit
+def available_size(s) -> int:
+    """Free slots in whole pages (``available_size``)."""
+    return s.I[I_FLEN] * s.C[C_P]
+
+
+@jit
+def take_page(s) -> int:
+    """Pop the free list's front page (the caller checked there is one)."""
+    cap = s.C[C_NPAGES]
+    page = s.free[s.I[I_FHEAD]]
+    s.I[I_FHEAD] = (s.I[I_FHEAD] + 1) % cap
+    s.I[I_FLEN] -= 1
+    return page
+
+
+@jit
+def push_pages(s, n: int, front: bool) -> None:
+    """Put ``s.pages[:n]`` (in order) at the front or the back of the free list."""
+    cap = s.C[C_NPAGES]
+    if front:
+        head = (s.I[I_FHEAD] - n) % cap
+        for k in range(n):
+            s.free[(head + k) % cap] = s.pages[k]
+        s.I[I_FHEAD] = head
+    else:
+        tail = s.I[I_FHEAD] + s.I[I_FLEN]
+        for k in range(n):
+            s.free[(tail + k) % cap] = s.pages[k]
+    s.I[I_FLEN] += n
+
+
+@jit
+def hand_out(s, slot: int) -> None:
+    """Mark a slot in use (``_hand_out``)."""
+    s.slot_state[slot] = IN_USE
+
+
+@jit
+def new_slot(s, row: int, pos: int, last: int) -> int:
+    """The slot of token ``pos`` of the request in ``row``, whose previous token sits at
+    ``last``: a fresh page's first slot when ``pos`` starts a page, else ``last + 1``
+    (``alloc_decode_kernel``, one request); written to the row."""
+    p = s.C[C_P]
+    slot = take_page(s) * p if pos % p == 0 else last + 1
+    hand_out(s, slot)
+    s.table[row, pos] = slot
+    return slot
+
+
+@jit
+def extend_pages(s, prefix: int, seq: int) -> int:
+    """New pages an extend of ``prefix .. seq - 1`` takes."""
+    p = s.C[C_P]
+    return (seq + p - 1) // p - (prefix + p - 1) // p
+
+
+@jit
+def free_group_begin(s) -> None:
+    """Hold frees back until :func:`free_group_end`."""
+    s.I[I_GROUP] = 1
+    s.I[I_GLEN] = 0
+
+
+@jit
+def free_group_end(s) -> None:
+    """Release the held pages: page size 1 at the back in call order; else at the front, one
+    sorted block (0.5.9's ``free``) or in call order (0.5.23's ``free_page_ids``)."""
+    s.I[I_GROUP] = 0
+    n = s.I[I_GLEN]
+    if n == 0:
+        return
+    if s.C[C_P] > 1 and not s.C[C_FREE_ROW_ORDER]:
+        pages = np.unique(s.group[:n])
+        n = len(pages)
+        s.pages[:n] = pages
+    else:
+        s.pages[:n] = s.group[:n]
+    push_pages(s, n, s.C[C_P] > 1)
+
+
+@jit
+def free_row_slots(s, row: int, kv: int) -> None:
+    """Free the first ``kv`` slots of ``row`` as the release's cache does (``free_run``)."""
+    p = s.C[C_P]
+    n = 0
+    if p == 1:
+        for k in range(kv):
+            slot = s.table[row, k]
+            s.slot_state[slot] = FREED
+            s.pages[k] = slot
+        n = kv
+    elif s.C[C_FREE_ROW_ORDER]:  # free_segment: the first slot of each page, in row order
+        for k in range(0, kv, p):
+            page = s.table[row, k] // p
+            s.slot_state[page * p:page * p + p] = FREED
+            s.pages[n] = page
+            n += 1
+    else:  # free: the pages holding the slots, sorted and de-duplicated
+        for k in range(kv):
+            s.pages[k] = s.table[row, k] // p
+        pages = np.unique(s.pages[:kv])
+        n = len(pages)
+        for k in range(n):
+            s.pages[k] = pages[k]
+            s.slot_state[pages[k] * p:pages[k] * p + p] = FREED
+    if s.I[I_GROUP]:
+        g = s.I[I_GLEN]
+        s.group[g:g + n] = s.pages[:n]
+        s.I[I_GLEN] = g + n
+    else:
+        push_pages(s, n, p > 1)
+
+
+@jit
+def alloc_rows(s, rids, k: int) -> None:
+    """Give the ``k`` requests ``rids[:k]`` a row each, in one call (``alloc_req_slots``):
+    the first ``k`` of the free list (0.5.9) or its last ``k`` in list order (0.5.23)."""
+    cap = s.C[C_ROWS_SIZE]
+    head, n = s.I[I_RHEAD], s.I[I_RLEN]
+    if s.C[C_ROW_LIFO]:
+        start = head + n - k
+    else:
+        start = head
+        s.I[I_RHEAD] = (head + k) % cap
+    for j in range(k):
+        s.R[rids[j], R_ROW] = s.rows[(start + j) % cap]
+    s.I[I_RLEN] = n - k
+
+
+@jit
+def free_row(s, row: int) -> None:
+    """Return ``row`` to the back of the free rows."""
+    cap = s.C[C_ROWS_SIZE]
+    s.rows[(s.I[I_RHEAD] + s.I[I_RLEN]) % cap] = row
+    s.I[I_RLEN] += 1
+
+
+@jit
+def release_kv_cache(s, rid: int) -> None:
+    """``release_kv_cache`` with the radix cache off: every slot of the request's row freed
+    (``ChunkCache.cache_finished_req``), then its row; it holds nothing afterwards."""
+    row, kv = s.R[rid, R_ROW], s.R[rid, R_KV]
+    if kv > 0:
+        free_row_slots(s, row, kv)
+    s.R[rid, R_PREFIX] = 0
+    s.R[rid, R_CPL] = 0
+    free_row(s, row)
+    s.R[rid, R_ROW] = -1
+    s.R[rid, R_KV] = 0
