@@ -16,7 +16,9 @@ Two families, each as SGLang 0.5.23 sizes it (0.5.9's differences, each a field 
   recurrent-state slots (``MambaPool``, plus one padding slot); the KV pool of the
   full-attention layers gets the rest (``KVCacheConfigurator._handle_max_mamba_cache``), and
   ``max_running_requests`` is capped at ``slots // slots_per_request``
-  (``resolve_max_num_reqs``, ``_calculate_mamba_ratio``: 3 with the radix cache, 1 without).
+  (``resolve_max_num_reqs``, ``_calculate_mamba_ratio``: 3 with the radix cache, plus the
+  ping-pong track slots of its ``extra_buffer`` strategy, which 0.5.23 picks by default:
+  :func:`mamba_tracking_slots`; 1 without).
 
 SGLang 0.5.9 sizes both in ``ModelRunnerKVCacheMixin`` (``model_runner_kv_cache_mixin.py``):
 a sliding-window hybrid is profiled as if every layer were full, the token count capped and
@@ -24,7 +26,8 @@ paged, then redistributed so that the SWA pool holds ``ratio`` as many tokens
 (``set_num_tokens_hybrid_swa``: :func:`redistribute_swa_tokens`; no request-capped variant, no
 window check: ``Release.swa_sized_by_configurator``); the state share keeps no padding slot
 (``handle_max_mamba_cache``: ``Release.mamba_share_keeps_padding_slot``), and the cap on requests
-is silent (``Release.mamba_cap_warns``).
+is silent (``Release.mamba_cap_warns``), and counts no track slots
+(``Release.mamba_auto_extra_buffer``: 0.5.9 resolves the strategy to ``no_buffer``).
 
 Budgets are bytes per GPU; the arithmetic mirrors SGLang's, in GiB floats where SGLang's is,
 so that every rounding falls the same way. Errors are SGLang's own start-up errors, raised as
@@ -51,7 +54,8 @@ SWA_EVICTION_INTERVAL = 128
 #: ``--mamba-full-memory-ratio``'s fallback: state bytes per KV byte.
 DEFAULT_MAMBA_FULL_MEMORY_RATIO = 0.9
 #: ``MAMBA_CACHE_SIZE_MAX_RUNNING_REQUESTS_RATIO``: state slots per running request with
-#: the radix cache on (one live, others held by the tree's checkpoints).
+#: the radix cache on (one live, others held by the tree's checkpoints), before the track
+#: slots of the ``extra_buffer`` strategy (:func:`mamba_tracking_slots`).
 MAMBA_SLOTS_PER_REQUEST_WITH_RADIX = 3
 
 
@@ -256,14 +260,35 @@ def mamba_share(rest_gib: float, *, state_bytes: int, full_memory_ratio: float,
     return MambaShare(slots, rest_gib - (slots + 1) * state_bytes / (1 << 30))
 
 
-def mamba_slots_per_request(disable_radix_cache: bool) -> int:
-    """SGLang 0.5.23 ``_calculate_mamba_ratio`` (no extra buffer, default environment)."""
-    return 1 if disable_radix_cache else MAMBA_SLOTS_PER_REQUEST_WITH_RADIX
+def mamba_tracking_slots(*, disable_radix_cache: bool, page_size: int,
+                         disable_overlap_schedule: bool, auto_extra_buffer: bool) -> int:
+    """Ping-pong track slots per running request of a linear-attention hybrid that supports
+    the ``extra_buffer`` strategy (Qwen3-Next), with ``--mamba-radix-cache-strategy auto``.
+
+    SGLang 0.5.23 (``arg_groups/overrides.py``, ``_mamba_radix_cache_resolution``) resolves
+    ``auto`` to ``extra_buffer`` when the radix cache is on and the overlap loop is on or
+    ``page_size`` > 1; ``mem_cache/allocation_sizing.py``, ``get_mamba_tracking_slots``, then
+    gives 2 track slots with the overlap loop, 1 without. Otherwise ``no_buffer``: none.
+    ``auto_extra_buffer=False`` (``Release.mamba_auto_extra_buffer``; 0.5.9 resolves ``auto``
+    to ``no_buffer``): none.
+    """
+    if disable_radix_cache or not auto_extra_buffer:
+        return 0
+    if disable_overlap_schedule and page_size == 1:
+        return 0  # no_buffer (which also turns the overlap loop off)
+    return 1 if disable_overlap_schedule else 2
+
+
+def mamba_slots_per_request(disable_radix_cache: bool, tracking_slots: int = 0) -> int:
+    """SGLang 0.5.23 ``_calculate_mamba_ratio`` (default environment): 1 without the radix
+    cache; with it 3 plus the ``tracking_slots`` of :func:`mamba_tracking_slots`."""
+    return 1 if disable_radix_cache else MAMBA_SLOTS_PER_REQUEST_WITH_RADIX + tracking_slots
 
 
 def cap_by_mamba(max_num_reqs: int, slots: int, disable_radix_cache: bool,
-                 warns: bool = True) -> tuple[int, tuple[str, ...]]:
-    """``resolve_max_num_reqs``'s mamba cap: ``min(reqs, slots // ratio)`` and its warning.
+                 warns: bool = True, tracking_slots: int = 0) -> tuple[int, tuple[str, ...]]:
+    """``resolve_max_num_reqs``'s mamba cap: ``min(reqs, slots // ratio)`` and its warning,
+    ``ratio`` from :func:`mamba_slots_per_request`.
 
     ``warns=False`` (``Release.mamba_cap_warns``; 0.5.9 ``init_memory_pool`` caps the request
     rows silently, and ``TpModelWorker.__init__`` asserts that some request fits).
@@ -271,7 +296,7 @@ def cap_by_mamba(max_num_reqs: int, slots: int, disable_radix_cache: bool,
     Raises:
         NotEnoughMemoryError: SGLang's error when no request fits.
     """
-    ratio = mamba_slots_per_request(disable_radix_cache)
+    ratio = mamba_slots_per_request(disable_radix_cache, tracking_slots)
     cap = slots // ratio
     lines: tuple[str, ...] = ()
     if not warns:

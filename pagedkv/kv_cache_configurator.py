@@ -155,13 +155,14 @@ def profile_tokens(model: ModelSpec, pre_free_bytes: int, post_free_bytes: int,
 def resolve_max_num_reqs(model: ModelSpec, tokens: int, profiled: int, context_len: int,
                          max_running_requests: int | None, release: Release, *,
                          state_slots: int, disable_radix_cache: bool,
-                         ) -> tuple[int, int, list[str]]:
+                         tracking_slots: int = 0) -> tuple[int, int, list[str]]:
     """``max_running_requests`` and the request rows for a pool of ``tokens`` tokens.
 
     Without ``--max-running-requests``: :func:`req_to_token_pool_size` of the final pool
     (0.5.23) or of the ``profiled`` one (0.5.9, ``Release.req_rows_from_final_pool``), at
     most half the pool; with it, 0.5.23 still caps it at half the pool and says so. A
-    linear-attention hybrid's ``state_slots`` cap it further
+    linear-attention hybrid's ``state_slots`` cap it further, each running request counted
+    as 3 + ``tracking_slots`` of them with the radix cache, 1 without
     (:func:`pagedkv.hybrid_pools.cap_by_mamba`).
 
     Returns:
@@ -190,9 +191,11 @@ def resolve_max_num_reqs(model: ModelSpec, tokens: int, profiled: int, context_l
     if model.family == "linear":
         max_running_requests, capped = cap_by_mamba(max_running_requests, state_slots,
                                                     disable_radix_cache,
-                                                    warns=release.mamba_cap_warns)
+                                                    warns=release.mamba_cap_warns,
+                                                    tracking_slots=tracking_slots)
         slots = (max_running_requests if release.req_to_token_rows_are_cap else
-                 min(slots, state_slots // mamba_slots_per_request(disable_radix_cache)))
+                 min(slots, state_slots // mamba_slots_per_request(disable_radix_cache,
+                                                                   tracking_slots)))
     if (release.cap_running_at_half_pool and asked is not None
             and max_running_requests < asked and not capped):
         lines.append(f"max_running_requests was reduced from the requested {asked} to "

@@ -108,8 +108,9 @@ class KVPoolPlan:
     def batch_cap(self) -> int:
         """``B_max``: requests that fit if each grows to ``context_len`` tokens. A
         sliding-window request holds at most ``min(context, window + 1)`` SWA tokens; a
-        linear-attention request one state slot, and with the radix cache SGLang 0.5.23 keeps
-        3 slots per running request (``resolve_max_num_reqs``), so a linear-attention
+        linear-attention request one state slot, and with the radix cache SGLang 0.5.23 counts
+        more per running request (``resolve_max_num_reqs``: 3, plus the track slots of its
+        default ``extra_buffer`` strategy), so a linear-attention
         hybrid's ``B_max`` is at most the ``max_running_requests`` those slots allow."""
         cap = batch_cap(self.max_total_num_tokens * self.cell_size, self.context_len,
                         self.cell_size)

@@ -266,10 +266,22 @@ class Release:
     mamba_cap_warns: bool = _behaviour(
         "linear-attention hybrid: the cap on requests",
         "mem_cache/kv_cache_configurator.py: KVCacheConfigurator.resolve_max_num_reqs",
-        "A cap on running requests by the state slots (slots // 3 with the radix cache, // 1 "
-        "without) is logged as a warning, and no request at all has its own error; 0.5.9 caps "
+        "A cap on running requests by the state slots (slots // 5 with the radix cache by "
+        "default, // 1 without) is logged as a warning, and no request at all has its own error; 0.5.9 caps "
         "the request rows silently, and TpModelWorker asserts 'max_running_request is zero'.",
         ("silent (an assertion when no request fits)", "a warning saying what to raise"))
+    mamba_auto_extra_buffer: bool = _behaviour(
+        "linear-attention hybrid: state slots per request with the radix cache",
+        "arg_groups/overrides.py: _mamba_radix_cache_resolution",
+        "--mamba-radix-cache-strategy auto resolves to extra_buffer for models that support it "
+        "(Qwen3-Next, on CUDA) when the overlap loop is on or pages are longer than one "
+        "token: each running request also holds ping-pong track slots the state is copied "
+        "into at checkpoints, two with the overlap loop (one without; get_mamba_tracking_slots), "
+        "so the cap on running requests counts 3 + 2 = 5 state slots per request "
+        "(_calculate_mamba_ratio); else no_buffer (3, and the overlap loop turned off). "
+        "0.5.9 (ServerArgs.__post_init__) resolves auto to no_buffer: 3.",
+        ("auto is no_buffer: 3 state slots per running request",
+         "auto is extra_buffer: 3 + 2 track slots = 5 per running request"))
     mamba_slots_taken_ahead: bool = _behaviour(
         "linear-attention hybrid: state slots in a prefill pass",
         "managers/scheduler.py: Scheduler._get_new_batch_prefill_raw",

@@ -34,6 +34,7 @@ from pagedkv.errors import (
 from pagedkv.gpus import GPUSpec, get_gpu
 from pagedkv.hybrid_pools import (
     check_hybrid_flags,
+    mamba_tracking_slots,
     redistribute_swa_tokens,
     size_swa_pools,
     swa_request_cap,
@@ -77,6 +78,7 @@ def plan_pool(
     mamba_full_memory_ratio: float | None = None,
     max_mamba_cache_size: int | None = None,
     enable_multimodal: bool = False,
+    disable_overlap_schedule: bool = False,
 ) -> KVPoolPlan:
     """Size the KV pool as SGLang does at start-up.
 
@@ -112,12 +114,16 @@ def plan_pool(
             ``disable_radix_cache`` it makes SGLang size a sliding-window pool from the
             requests' needs (``SWARequestCapPoolConfigurator``).
         disable_radix_cache: ``--disable-radix-cache`` (sliding-window request cap; one
-            state slot per request instead of 3 for linear-attention hybrids).
+            state slot per request for linear-attention hybrids, instead of 3 plus the
+            ``extra_buffer`` strategy's track slots: :func:`pagedkv.hybrid_pools.mamba_tracking_slots`).
         swa_full_tokens_ratio: ``--swa-full-tokens-ratio`` in (0, 1], default 0.8: SWA
             tokens per full token.
         mamba_full_memory_ratio: ``--mamba-full-memory-ratio`` > 0, default 0.9: state
             bytes per KV byte of a linear-attention hybrid.
         max_mamba_cache_size: ``--max-mamba-cache-size``: state slots, instead of the share.
+        disable_overlap_schedule: ``--disable-overlap-schedule``: with the radix cache on, a
+            linear-attention hybrid's requests then hold one track slot (two with the
+            overlap loop), none with pages of one token (0.5.23's strategy resolution).
         enable_multimodal: ``--enable-multimodal``: a multimodal model (Gemma 3, which SGLang
             0.5.23 serves text-only by default) keeps its vision path: 100 MiB of the KV
             budget go to the feature cache (0.5.23; ``Release.multimodal_kv_reservation``)
@@ -251,7 +257,11 @@ def plan_pool(
     max_running_requests, slots, row_lines = resolve_max_num_reqs(
         model, tokens, profiled, context_len, max_running_requests, release,
         state_slots=profile.mamba_slots,
-        disable_radix_cache=disable_radix_cache)
+        disable_radix_cache=disable_radix_cache,
+        tracking_slots=mamba_tracking_slots(
+            disable_radix_cache=disable_radix_cache, page_size=page_size,
+            disable_overlap_schedule=disable_overlap_schedule,
+            auto_extra_buffer=release.mamba_auto_extra_buffer))
     lines += row_lines
     rows = tokens + page_size  # each per-layer buffer has one padding page
     layers = model.num_full_attention_layers

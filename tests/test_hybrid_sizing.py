@@ -83,28 +83,36 @@ def test_max_total_tokens_resizes_both_pools():
                                    "swa_layer_tokens=80000")
 
 
-@pytest.mark.parametrize(("tp", "flags", "tokens", "running", "slots", "mamba_line"), [
-    (1, {}, 1_110_192, 105, 315, "conv_state size: 0.52GB, ssm_state size: 22.22GB "),
-    (1, {"max_running_requests": 64, "disable_radix_cache": True}, 1_899_344, 64, 64,
+@pytest.mark.parametrize(("tp", "flags", "tokens", "running", "slots", "ratio", "mamba_line"), [
+    (1, {}, 1_110_192, 63, 315, 5, "conv_state size: 0.52GB, ssm_state size: 22.22GB "),
+    (1, {"disable_overlap_schedule": True}, 1_110_192, 78, 315, 4,
+     "conv_state size: 0.52GB, ssm_state size: 22.22GB "),
+    (1, {"disable_overlap_schedule": True, "page_size": 1}, 1_110_201, 105, 315, 3,
+     "conv_state size: 0.52GB, ssm_state size: 22.22GB "),
+    (1, {"max_running_requests": 64, "disable_radix_cache": True}, 1_899_344, 64, 64, 1,
      "conv_state size: 0.11GB, ssm_state size: 4.57GB "),
-    (4, {"max_mamba_cache_size": 100}, 4_048_624, 33, 100,
+    (4, {"max_mamba_cache_size": 100}, 4_048_624, 20, 100, 5,
      "conv_state size: 0.04GB, ssm_state size: 1.78GB "),
 ])
-def test_qwen3_next_pools_equal_sglang_own(tp, flags, tokens, running, slots, mamba_line):
+def test_qwen3_next_pools_equal_sglang_own(tp, flags, tokens, running, slots, ratio, mamba_line):
     """Qwen3-Next-80B-A3B: 12 full-attention layers keep KV, 36 gated delta nets one state slot
-    per request (73.7 MiB on one GPU: a bf16 convolution window and an fp32 matrix per layer)."""
+    per request (73.7 MiB on one GPU: a bf16 convolution window and an fp32 matrix per layer).
+    With the radix cache on, each running request counts 3 state slots plus the ping-pong
+    track slots of the strategy SGLang 0.5.23 resolves: ``extra_buffer`` with the overlap
+    loop (2) or, without it, with pages over one token (1); ``no_buffer`` otherwise (0)."""
     m = ModelSpec.from_config(QWEN3_NEXT, name="qwen3-next")
     assert (m.family, m.num_linear_layers, m.num_full_attention_layers) == ("linear", 36, 12)
     assert m.state_bytes(1) == (36 * 8192 * 3 * 2, 36 * 32 * 128 * 128 * 4)
-    plan = plan_pool(m, **H100_READING, tp=tp, **flags)
+    plan = plan_pool(m, **{**H100_READING, **flags}, tp=tp)
     assert (plan.max_total_num_tokens, plan.max_running_requests, plan.mamba_slots) == (
         tokens, running, slots)
+    assert running == slots // ratio or flags.get("disable_radix_cache")
     lines = plan.log_lines()
     assert lines[-3] == f"Mamba Cache is allocated. max_mamba_cache_size: {slots}, {mamba_line}"
     capped = [line for line in lines if line.startswith("max_running_requests is capped to")]
     assert capped == ([] if flags.get("disable_radix_cache") else [
         f"max_running_requests is capped to {running} by the mamba state cache "
-        f"(max_mamba_cache_size={slots}, 3 state slots per request). To raise it: increase "
+        f"(max_mamba_cache_size={slots}, {ratio} state slots per request). To raise it: increase "
         "--mamba-full-memory-ratio or --max-mamba-cache-size, or halve the state size with "
         "--mamba-ssm-dtype bfloat16."])
 
@@ -252,3 +260,16 @@ def test_the_mamba_cap_line_is_sglangs_own_words() -> None:
     (``kv_cache_configurator.py``), plural included: "1 state slots per request"."""
     cap, lines = cap_by_mamba(10, 4, disable_radix_cache=True)
     assert cap == 4 and "(max_mamba_cache_size=4, 1 state slots per request)" in lines[0]
+
+
+def test_size_counts_the_track_slots_of_the_default_strategy(capsys):
+    """``pagedkv size`` on Qwen3-Next, 4 H200s: 5 state slots a request by default (the radix
+    cache's extra_buffer strategy: 3 and two track slots, SGLang 0.5.23), 3 with
+    ``--disable-overlap-schedule`` at pages of one token (its no_buffer strategy)."""
+    from pagedkv.entrypoints.cli import main
+
+    for flags, ratio in (([], 5), (["--disable-overlap-schedule"], 3)):
+        assert main(["size", "--model", "qwen3-next-80b-a3b", "--gpu", "h200-141gb",
+                     "--tp", "4", *flags]) == 0
+        assert f"max_mamba_cache_size=2338, {ratio} state slots per request" in \
+            capsys.readouterr().out

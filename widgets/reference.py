@@ -11,6 +11,11 @@ from IPython.display import Markdown
 from pagedkv.configs.dsa_config import QUANT_BLOCK_SIZE, SCALE_BYTES, indexer_bytes_per_token
 from pagedkv.configs.model_presets import load_model
 from pagedkv.errors import bad_value
+from pagedkv.hybrid_pools import (
+    MAMBA_SLOTS_PER_REQUEST_WITH_RADIX,
+    mamba_slots_per_request,
+    mamba_tracking_slots,
+)
 from pagedkv.lessons.cheat_sheet import constant_rows
 from pagedkv.lessons.glossary import (
     NEWEST_TOKEN_RULE,
@@ -26,6 +31,11 @@ from pagedkv.workloads.cases import LONG_ANSWERS
 from pagedkv_widgets.catalog import gpu_label, model_label
 from pagedkv_widgets.tables import markdown_table
 
+#: The state slots SGLang 0.5.23's default server counts per running request of a
+#: linear-attention hybrid with the radix cache (its extra_buffer strategy, the overlap loop on).
+_DEFAULT_SLOTS = mamba_slots_per_request(False, mamba_tracking_slots(
+    disable_radix_cache=False, page_size=1, disable_overlap_schedule=False,
+    auto_extra_buffer=DEFAULT_RELEASE.mamba_auto_extra_buffer))
 
 def terms_md(chapter: int) -> Markdown:
     """The terms ``chapter`` introduces, as a list, then the newest-token rule (chapter 1).
@@ -97,7 +107,9 @@ def formulas_md(config: SchedulerConfig | None = None) -> Markdown:
          r"\text{evictable}) / \text{max_total_num_tokens}$", term_chapter("token usage")),
         ("running requests of a linear-attention hybrid",
          r"$\min(\text{max_running_requests}, \lfloor \text{state slots} / s \rfloor)$, $s$ state "
-         "slots per request (1 with `--disable-radix-cache`; SGLang 0.5.23)", 9),
+         f"slots per request ({_DEFAULT_SLOTS} by default: {MAMBA_SLOTS_PER_REQUEST_WITH_RADIX} "
+         f"and {_DEFAULT_SLOTS - MAMBA_SLOTS_PER_REQUEST_WITH_RADIX} track slots; 1 with "
+         "`--disable-radix-cache`; SGLang 0.5.23)", 9),
     ]
     return markdown_table(("what", "formula", "chapter"), rows)
 

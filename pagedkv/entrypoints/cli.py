@@ -81,7 +81,11 @@ def add_pool_flags(p: argparse.ArgumentParser) -> None:
                    help="SGLang's prefill chunk (default: the GPU preset's; -1: off)")
     g.add_argument("--disable-radix-cache", action="store_true",
                    help="SGLang's flag: no prefix cache (a sliding-window pool sized from "
-                   "--max-running-requests; one state slot per request instead of 3)")
+                   "--max-running-requests; one state slot per request instead of 3 plus "
+                   "the radix cache's track slots)")
+    g.add_argument("--disable-overlap-schedule", action="store_true",
+                   help="SGLang's flag: with the radix cache, a linear-attention hybrid's "
+                   "requests hold one track slot (none with --page-size 1) instead of two")
     g.add_argument("--swa-full-tokens-ratio", type=float, metavar="R",
                    help="SWA tokens per full token, in (0, 1] (default 0.8)")
     g.add_argument("--mamba-full-memory-ratio", type=float, metavar="R",
@@ -136,6 +140,7 @@ def plan_from_args(args: argparse.Namespace) -> KVPoolPlan:
         mamba_full_memory_ratio=args.mamba_full_memory_ratio,
         max_mamba_cache_size=args.max_mamba_cache_size,
         enable_multimodal=args.enable_multimodal,
+        disable_overlap_schedule=args.disable_overlap_schedule,
     )
 
 

@@ -6,10 +6,20 @@ they follow :mod:`pagedkv.lessons.glossary_terms`'s first words. Data only; read
 
 from __future__ import annotations
 
-from pagedkv.hybrid_pools import MAMBA_SLOTS_PER_REQUEST_WITH_RADIX
+from pagedkv.hybrid_pools import (
+    MAMBA_SLOTS_PER_REQUEST_WITH_RADIX,
+    mamba_slots_per_request,
+    mamba_tracking_slots,
+)
 from pagedkv.lessons.glossary_rules import Term
 from pagedkv.managers.config import SchedulerConfig
 from pagedkv.units import GB, GiB
+
+#: SGLang 0.5.23's default server (the overlap loop on): the radix cache's ``extra_buffer``
+#: strategy, its track slots and the state slots a running request counts.
+_TRACK_SLOTS = mamba_tracking_slots(disable_radix_cache=False, page_size=1,
+                                    disable_overlap_schedule=False, auto_extra_buffer=True)
+_SLOTS_WITH_RADIX = mamba_slots_per_request(False, _TRACK_SLOTS)
 
 _CLIP = SchedulerConfig().clip_max_new_tokens
 _GIB_OVER_GB = (GiB / GB - 1) * 100
@@ -195,8 +205,10 @@ LATER_TERMS: tuple[Term, ...] = (
          r"SWA pool|sliding-window pool"),
     Term("state slot", 9, "A fixed-size state for every linear-attention layer (Gated DeltaNet, "
          "Mamba) of a hybrid, whatever the sequence's length. A running request holds one; with "
-         f"the radix cache on, SGLang 0.5.23 counts {MAMBA_SLOTS_PER_REQUEST_WITH_RADIX} per "
-         "running request when it caps the running requests by the state-slot count.",
+         f"the radix cache on, SGLang 0.5.23 counts {_SLOTS_WITH_RADIX} per running request "
+         f"({MAMBA_SLOTS_PER_REQUEST_WITH_RADIX}, plus {_TRACK_SLOTS} track slots the state is "
+         "copied into at checkpoints) when it caps the running requests by the state-slot "
+         "count.",
          "`MambaPool`, `HybridReqToTokenPool` "
          "(`mem_cache/memory_pool.py`)", r"state slot"),
     # the third first read found these used without a definition

@@ -82,7 +82,7 @@ def hbm_split(plan: KVPoolPlan) -> dict[str, int]:
 def cap_at(plan: KVPoolPlan, context_len: int) -> int:
     """Requests that can run at once if every one grows to ``context_len`` tokens: ``B_max``
     over every pool, and at most ``max_running_requests`` (which a linear-attention hybrid's
-    state slots cap: 3 slots per request with the radix cache, SGLang 0.5.23
+    state slots cap: 5 slots per request with the radix cache by default, SGLang 0.5.23
     ``resolve_max_num_reqs``)."""
     return min(replace(plan, context_len=context_len).batch_cap, plan.max_running_requests)
 

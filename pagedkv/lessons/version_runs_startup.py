@@ -12,6 +12,7 @@ from pagedkv.configs.dsa_config import indexer_bytes_per_token
 from pagedkv.configs.model_presets import load_model
 from pagedkv.errors import ConfigError, NotEnoughMemoryError
 from pagedkv.gpus import get_gpu
+from pagedkv.hybrid_pools import mamba_slots_per_request, mamba_tracking_slots
 from pagedkv.lessons.attention_backends import default_attention_backend, resolve_page_size
 from pagedkv.releases import Release
 from pagedkv.server_args import default_mem_fraction_static, gpu_memory_defaults
@@ -119,11 +120,21 @@ def state_slots(r: Release) -> str:
 
 
 def mamba_cap_line(r: Release) -> str:
-    """``Release.mamba_cap_warns`` on Qwen3-Next-80B-A3B at tp 4 (3 slots per request cap
-    the running requests)."""
+    """``Release.mamba_cap_warns`` on Qwen3-Next-80B-A3B at tp 4 (the state slots per request
+    cap the running requests)."""
     plan = _hybrid_plan("qwen3-next-80b-a3b", r, 4)
     said = any("capped to" in line for line in plan.pool_log_lines())
     return "a warning names the cap" if said else "no line about the cap"
+
+
+def mamba_slots_counted(r: Release) -> str:
+    """``Release.mamba_auto_extra_buffer``: the state slots SGLang counts per running request
+    of Qwen3-Next-80B-A3B with the radix cache and every strategy flag at its default (the
+    overlap loop on, pages of one token), as the cap on running requests counts them."""
+    tracking = mamba_tracking_slots(disable_radix_cache=False, page_size=1,
+                                    disable_overlap_schedule=False,
+                                    auto_extra_buffer=r.mamba_auto_extra_buffer)
+    return f"{mamba_slots_per_request(False, tracking)} state slots per running request"
 
 
 def running_cap(r: Release) -> str:

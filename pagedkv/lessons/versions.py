@@ -162,6 +162,10 @@ DEMOS: dict[str, Demo] = {
         "a cap on running requests by the state slots is said",
         "Qwen3-Next-80B-A3B at tp 4, 79 GiB free before the weights and 40 GiB after",
         startup.mamba_cap_line),
+    "mamba_auto_extra_buffer": Demo(
+        "the radix cache's default strategy adds two ping-pong track slots per request",
+        "Qwen3-Next-80B-A3B with the radix cache, the overlap loop on, pages of one token",
+        startup.mamba_slots_counted),
     "mamba_slots_taken_ahead": Demo(
         "each prefill pass takes a state slot ahead per waiting request (and puts it back)",
         "Qwen3-Next, 3 state slots, at most 2 running: three 8-token prompts with 2, 40 and 2 "

@@ -41,7 +41,8 @@ def test_quantized_checkpoints_are_split_over_the_gpus() -> None:
 
 def test_the_cap_counts_the_state_slots_and_the_kv_pool() -> None:
     qn = example_plan("qwen3-next-80b-a3b")
-    assert qn.max_running_requests == qn.mamba_slots // 3  # the radix cache: 3 slots each
+    # the radix cache, its default extra_buffer strategy: 3 slots each + 2 track slots
+    assert qn.max_running_requests == qn.mamba_slots // 5
     assert cap_at(qn, 2048) == qn.max_running_requests < qn.max_total_num_tokens // 2048
     assert cap_at(qn, 32768) == qn.max_total_num_tokens // 32768
     one_slot = example_plan("qwen3-next-80b-a3b", disable_radix_cache=True)
@@ -49,11 +50,12 @@ def test_the_cap_counts_the_state_slots_and_the_kv_pool() -> None:
     assert cap_at(one_slot, 2048) == one_slot.max_total_num_tokens // 2048
 
 
-def test_batch_cap_of_a_linear_attention_hybrid_counts_three_slots_a_request() -> None:
-    # B_max at a short context was the slot count (2,338), three times what SGLang runs.
+def test_batch_cap_of_a_linear_attention_hybrid_counts_five_slots_a_request() -> None:
+    # B_max at a short context was the slot count (2,338), five times what SGLang runs
+    # (3 slots a request and the two track slots of the radix cache's default strategy)
     from dataclasses import replace
     qn = example_plan("qwen3-next-80b-a3b")
-    assert replace(qn, context_len=2048).batch_cap == qn.max_running_requests == 779
+    assert replace(qn, context_len=2048).batch_cap == qn.max_running_requests == 2338 // 5
     one_slot = example_plan("qwen3-next-80b-a3b", disable_radix_cache=True)
     assert replace(one_slot, context_len=2048).batch_cap == one_slot.max_total_num_tokens // 2048
 

@@ -35,6 +35,8 @@ sgl_boot.load()
 
 import torch  # noqa: E402
 from sgl_model_config import ModelConfigs, captured_logs  # noqa: E402
+from sglang.srt.arg_groups import overrides as overrides_mod  # noqa: E402
+from sglang.srt.arg_groups.model_override_base import resolved_view  # noqa: E402
 from sglang.srt.configs.model_config import AttentionArch, ModelConfig  # noqa: E402
 from sglang.srt.mem_cache import kv_cache_configurator as kvc_mod  # noqa: E402
 from sglang.srt.mem_cache import kv_cache_dtype as kvd_mod  # noqa: E402
@@ -81,6 +83,11 @@ def pool_sizes(config: dict[str, Any], *, pre_gib: float, post_gib: float,
                   kv_cache_dtype=kv_cache_dtype, device="cpu", **server_args)
     override = get_context().override_server_args(**fields)
     sa = override.install()
+    declared = _mamba_strategy(sa, mc)
+    if declared:  # published again with what SGLang's resolution declares
+        override.restore()
+        override = get_context().override_server_args(**{**fields, **declared})
+        sa = override.install()
     graphs = types.SimpleNamespace(
         prefill=types.SimpleNamespace(full_prefill_max_req=None, backend=None))
     get_context().override("pagedkv-reference", cuda_graph_config=graphs)
@@ -88,6 +95,20 @@ def pool_sizes(config: dict[str, Any], *, pre_gib: float, post_gib: float,
         return _run(mc, sa, pre_gib, post_gib, page_size, kv_cache_dtype, sliding_window_size)
     finally:
         override.restore()
+
+
+def _mamba_strategy(sa: Any, mc: ModelConfig) -> dict[str, Any]:
+    """What SGLang's own ``_mamba_radix_cache_resolution`` declares for these arguments
+    (``--mamba-radix-cache-strategy auto`` resolved, as a server's start-up does and a
+    published override does not): ``extra_buffer`` for a linear-attention hybrid with the
+    radix cache on and the overlap loop on or pages over one token; else ``no_buffer``,
+    with the overlap loop off; nothing for other models or with the radix cache off. The
+    model config is handed to it as a fixture would be (``_model_config``: no model folder)."""
+    sa._model_config = mc
+    try:
+        return dict(overrides_mod._mamba_radix_cache_resolution(resolved_view(sa)))
+    finally:
+        del sa._model_config
 
 
 def _run(mc: ModelConfig, sa: Any, pre_gib: float, post_gib: float, page_size: int,

@@ -9,8 +9,11 @@ plus each family's own flags:
   ``HybridSWAPoolConfigurator`` and ``SWARequestCapPoolConfigurator``) and
   ``--max-total-tokens``;
 - linear-attention hybrids (Qwen3-Next): ``--mamba-full-memory-ratio``,
-  ``--max-mamba-cache-size``, ``--max-running-requests``, ``--disable-radix-cache`` and
-  ``--max-total-tokens``.
+  ``--max-mamba-cache-size``, ``--max-running-requests``, ``--disable-radix-cache``,
+  ``--disable-overlap-schedule`` (with the radix cache, 0.5.23 resolves
+  ``--mamba-radix-cache-strategy auto`` from it and the page size, by its own
+  ``_mamba_radix_cache_resolution``, run before its sizing: the track slots each request
+  holds) and ``--max-total-tokens``.
 
 Compared: the configurator SGLang picks (0.5.9 has none), its bytes per token, the context
 length, the full and SWA token counts, the state slots, ``max_running_requests``, the request
@@ -97,6 +100,7 @@ def make_case(family: str, seed: int) -> dict[str, Any]:
         case["mamba_full_memory_ratio"] = (round(float(rng.uniform(0.05, 4.0)), 3)
                                            if rng.random() < 0.4 else None)
         case["max_mamba_cache_size"] = int(rng.integers(1, 3000)) if rng.random() < 0.25 else None
+        case["disable_overlap_schedule"] = bool(rng.random() < 0.3)
     return case
 
 
@@ -110,8 +114,9 @@ def sglang_side(case: dict[str, Any]) -> list[Any]:
     # the two sides disagree for a reason that is not in either's sizing.
     assert "SGLANG_SWA_EVICTION_INTERVAL" not in os.environ, os.environ["SGLANG_SWA_EVICTION_INTERVAL"]
     flags = {k: case[k] for k in FLAGS if case.get(k) is not None}
-    if case["disable_radix_cache"]:
-        flags["disable_radix_cache"] = True
+    for flag in ("disable_radix_cache", "disable_overlap_schedule"):
+        if case.get(flag):
+            flags[flag] = True
     spec = load_model(case["model"])
     config = sglang_config(case["model"])
     kv = "bf16" if case["kv"] == "bf16" else case["kv"]  # gpt-oss names no dtype: bf16 named
@@ -148,7 +153,8 @@ def pagedkv_side(case: dict[str, Any]) -> list[Any]:
             max_running_requests=case["max_running_requests"],
             disable_radix_cache=case["disable_radix_cache"],
             **{k: case[k] for k in ("swa_full_tokens_ratio", "chunked_prefill_size",
-                                    "mamba_full_memory_ratio", "max_mamba_cache_size")
+                                    "mamba_full_memory_ratio", "max_mamba_cache_size",
+                                    "disable_overlap_schedule")
                if k in case})
     except NotEnoughMemoryError as exc:
         return [*head, str(exc).split(":")[0].split(".")[0]]
