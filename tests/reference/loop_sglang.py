@@ -20,7 +20,10 @@ request has finished it raises SGLang's exit flag (``gracefully_exit``); the loo
 more, idle, iteration (whose ``on_idle`` checks SGLang's own memory invariants) and returns.
 ``run_batch`` is wrapped (the real one runs) to note the batch each iteration launches,
 ``update_running_batch`` to note a skipped decode step (it returns None only then), and
-``ScheduleBatch.retract_decode`` to note its victims.
+``ScheduleBatch.retract_decode`` to note its victims. With a linear-attention hybrid's radix
+cache on (the ``extra_buffer`` strategy, which a published override leaves unresolved, so it is
+passed), ``Tensor.pin_memory`` returns the tensor itself while the loop runs (a CPU has no
+pinned memory; the decode step stages its state-tracking mask there).
 """
 
 from __future__ import annotations
@@ -118,13 +121,24 @@ def _server_args(case: LoopCase) -> Any:
     hybrid = ({} if case.mamba_slots is None else
               dict(model_path=mamba_sglang.qwen3_next_folder(),
                    max_mamba_cache_size=case.mamba_slots,
-                   max_running_requests=case.max_running_requests))
+                   max_running_requests=case.max_running_requests,
+                   # what a CUDA server resolves --mamba-radix-cache-strategy auto to
+                   # (_mamba_radix_cache_resolution; a published override does not resolve it)
+                   **({"mamba_radix_cache_strategy": "extra_buffer" if _extra_buffer(case)
+                       else "no_buffer"} if case.radix else {})))
     return get_context().override_server_args(
         page_size=case.page_size, disable_radix_cache=not case.radix,
         chunked_prefill_size=case.chunked_prefill_size or -1,
         disable_overlap_schedule=not case.overlap, skip_tokenizer_init=True,
         schedule_policy="fcfs", schedule_conservativeness=case.schedule_conservativeness,
         device="cpu", attention_backend="triton", **hybrid)
+
+
+def _extra_buffer(case: LoopCase) -> bool:
+    """SGLang 0.5.23's ``_mamba_radix_cache_resolution`` for a linear-attention hybrid with
+    the radix cache: ``extra_buffer`` with the overlap loop or pages over one token, else
+    ``no_buffer``."""
+    return case.overlap or case.page_size > 1
 
 
 def _one_rank() -> dict[str, Any]:
@@ -165,11 +179,15 @@ def build(case: LoopCase) -> Any:
     def build_kv_cache(**kwargs: Any) -> Any:
         pool = sg.req_to_token_pool(rows, case.context_len + 8)
         window = case.sliding_window_size
-        if case.mamba_slots is not None:  # a linear-attention hybrid, radix cache off
+        if case.mamba_slots is not None:  # a linear-attention hybrid
             pool = mamba_sglang.hybrid_req_to_token_pool(rows, case.mamba_slots,
-                                                         case.context_len + 8, case.overlap)
+                                                         case.context_len + 8, case.overlap,
+                                                         extra_buffer=case.radix
+                                                         and _extra_buffer(case))
             alloc = sg.allocator(case.page_size, case.pool_tokens)
-            tree = mamba_sglang.mamba_tree_cache(pool, alloc, case.page_size)
+            tree = mamba_sglang.mamba_tree_cache(pool, alloc, case.page_size,
+                                                 radix=case.radix,
+                                                 extra_buffer=_extra_buffer(case))
         elif window is None:
             alloc = sg.allocator(case.page_size, case.pool_tokens)
             tree = sg.tree_cache(pool, alloc, case.page_size, case.radix)
@@ -327,12 +345,18 @@ def run(case: LoopCase) -> list[dict[str, Any]]:
 
     sched.update_running_batch = update_running_batch
     restore_retract = note_retractions(sg_schedule_batch.ScheduleBatch, receiver)
+    pin_memory = torch.Tensor.pin_memory
+    if case.mamba_slots is not None and case.radix:
+        # the decode step's state-tracking mask is staged in pinned memory, which a CPU
+        # has none of: the tensor itself stands in
+        torch.Tensor.pin_memory = lambda self, *args, **kwargs: self
     try:
         with _env_overrides((envs.SGLANG_DISABLE_CONSECUTIVE_PREFILL_OVERLAP,
                              case.disable_consecutive_prefill_overlap),
                             (envs.SGLANG_SWA_EVICTION_INTERVAL, case.swa_eviction_interval)):
             (sched.event_loop_overlap if case.overlap else sched.event_loop_normal)()
     finally:
+        torch.Tensor.pin_memory = pin_memory
         restore_retract()
         logger.removeHandler(log)
         sched.server_args_override.restore()

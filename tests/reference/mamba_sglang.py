@@ -51,27 +51,31 @@ def qwen3_next_folder() -> str:
 
 
 def hybrid_req_to_token_pool(rows: int, slots: int, max_context_len: int,
-                             overlap: bool) -> Any:
+                             overlap: bool, extra_buffer: bool = False) -> Any:
     """0.5.23's ``HybridReqToTokenPool`` as ``KVCacheConfigurator._build_hybrid_req_pool``
     builds it (``size=max_num_reqs`` rows, ``mamba_size=max_mamba_cache_size`` slots, no
-    extra buffer, no speculative decoding), over the tiny state of :data:`SHAPE`."""
+    speculative decoding; ``extra_buffer``: the radix cache's ping-pong track slots), over
+    the tiny state of :data:`SHAPE`."""
     params = Mamba2CacheParams(shape=Mamba2StateShape.create(tp_world_size=1, **SHAPE),
                                layers=LAYERS)
     return HybridReqToTokenPool(
         size=rows, mamba_size=slots, mamba_spec_state_size=rows,
         max_context_len=max_context_len, device="cpu", enable_memory_saver=False,
-        cache_params=params, mamba_layer_ids=LAYERS, enable_mamba_extra_buffer=False,
+        cache_params=params, mamba_layer_ids=LAYERS, enable_mamba_extra_buffer=extra_buffer,
         enable_overlap_schedule=overlap)
 
 
-def mamba_tree_cache(pool: Any, alloc: Any, page_size: int) -> Any:
-    """The cache 0.5.23 builds for a linear-attention hybrid with ``--disable-radix-cache``
-    (``registry.create_unified_radix_cache``): ``UnifiedRadixCache``, disabled, components
-    ``(FULL, MAMBA)``; its mamba component frees a request's slot when it is released."""
+def mamba_tree_cache(pool: Any, alloc: Any, page_size: int, radix: bool = False,
+                     extra_buffer: bool = True) -> Any:
+    """The cache 0.5.23 builds for a linear-attention hybrid (``registry.create_unified_radix_cache``):
+    ``UnifiedRadixCache`` with the components ``(FULL, MAMBA)``, disabled with
+    ``--disable-radix-cache`` (its mamba component then only frees a request's slot when it
+    is released), else enabled, with the ``extra_buffer`` strategy's track slots or not
+    (``no_buffer``)."""
     return sg.UnifiedRadixCache(sg.CacheInitParams(
-        disable=True, req_to_token_pool=pool, token_to_kv_pool_allocator=alloc,
+        disable=not radix, req_to_token_pool=pool, token_to_kv_pool_allocator=alloc,
         page_size=page_size, tree_components=(sg.ComponentType.FULL, sg.ComponentType.MAMBA),
-        eviction_policy="lru"))
+        eviction_policy="lru", enable_mamba_extra_buffer=radix and extra_buffer))
 
 
 def _request() -> Any:

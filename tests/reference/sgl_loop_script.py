@@ -83,6 +83,9 @@ class ScriptRecorder:
             rec["mamba_available"] = int(slots.available_size())
             rec["mamba_free"] = slots.free_slots.tolist()
             rec["rows_free"] = [int(r) for r in sched.req_to_token_pool.free_slots]
+            if sched.tree_cache.supports_prefix_sharing():  # the radix cache on: its states
+                rec["mamba_in_tree"] = int(sched.tree_cache.mamba_evictable_size()
+                                           + sched.tree_cache.mamba_protected_size())
         return rec
 
 
