@@ -57,6 +57,9 @@ DEFAULT_MAMBA_FULL_MEMORY_RATIO = 0.9
 #: the radix cache on (one live, others held by the tree's checkpoints), before the track
 #: slots of the ``extra_buffer`` strategy (:func:`mamba_tracking_slots`).
 MAMBA_SLOTS_PER_REQUEST_WITH_RADIX = 3
+#: ``--mamba-track-interval``'s default (``arg_groups/fields/exec_.py``): decode tokens between
+#: the states the ``extra_buffer`` strategy records for the radix cache.
+MAMBA_TRACK_INTERVAL = 256
 
 
 def _align(tokens: int, page_size: int) -> int:
@@ -277,6 +280,27 @@ def mamba_tracking_slots(*, disable_radix_cache: bool, page_size: int,
     if disable_overlap_schedule and page_size == 1:
         return 0  # no_buffer (which also turns the overlap loop off)
     return 1 if disable_overlap_schedule else 2
+
+
+def check_mamba_track_interval(page_size: int, tracking_slots: int) -> None:
+    """SGLang 0.5.23's start-up check of the ``extra_buffer`` strategy (``tracking_slots`` > 0,
+    from :func:`mamba_tracking_slots`): ``arg_groups/mamba_hook.py``,
+    ``validate_mamba_extra_buffer``, asserts ``mamba_track_interval % page_size == 0``
+    (:data:`MAMBA_TRACK_INTERVAL`, 256), so pages over 256 tokens, or not dividing 256, stop
+    the server (a bare ``AssertionError``) before anything is sized. ``no_buffer``
+    (``tracking_slots`` 0) is not checked here: ``auto`` resolves to it only with pages of one
+    token.
+
+    Raises:
+        ConfigError: ``page_size`` does not divide the track interval under ``extra_buffer``.
+    """
+    if tracking_slots and MAMBA_TRACK_INTERVAL % page_size:
+        raise bad_value(
+            "page_size", page_size,
+            f"a divisor of mamba_track_interval={MAMBA_TRACK_INTERVAL} with the radix cache on "
+            "(SGLang 0.5.23 resolves --mamba-radix-cache-strategy auto to extra_buffer, whose "
+            "validate_mamba_extra_buffer asserts mamba_track_interval % page_size == 0 and "
+            "refuses to start), or --disable-radix-cache")
 
 
 def mamba_slots_per_request(disable_radix_cache: bool, tracking_slots: int = 0) -> int:

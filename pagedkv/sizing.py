@@ -34,6 +34,7 @@ from pagedkv.errors import (
 from pagedkv.gpus import GPUSpec, get_gpu
 from pagedkv.hybrid_pools import (
     check_hybrid_flags,
+    check_mamba_track_interval,
     mamba_tracking_slots,
     redistribute_swa_tokens,
     size_swa_pools,
@@ -130,8 +131,10 @@ def plan_pool(
             and the default ``f`` shrinks with the encoder.
 
     Raises:
-        ConfigError: any parameter outside its range (named in the message), or a
-            Mistral/Mixtral config without ``head_dim`` under 0.5.9 (its start-up fails).
+        ConfigError: any parameter outside its range (named in the message), a
+            Mistral/Mixtral config without ``head_dim`` under 0.5.9 (its start-up fails), or
+            a linear-attention hybrid with the radix cache on and pages that do not divide
+            ``mamba_track_interval`` (256) under 0.5.23 (SGLang's ``extra_buffer`` assertion).
         NotEnoughMemoryError: the weights leave no room for a pool (SGLang's error; for a
             hybrid also its SWA-pool and state-slot errors).
     """
@@ -190,6 +193,11 @@ def plan_pool(
     chunked_prefill_size = chunk if chunked_prefill_size is None else chunked_prefill_size
     hybrid = check_hybrid_flags(swa_full_tokens_ratio, mamba_full_memory_ratio,
                                 max_mamba_cache_size, max_running_requests)
+    tracking_slots = 0 if model.family != "linear" else mamba_tracking_slots(
+        disable_radix_cache=disable_radix_cache, page_size=page_size,
+        disable_overlap_schedule=disable_overlap_schedule,
+        auto_extra_buffer=release.mamba_auto_extra_buffer)
+    check_mamba_track_interval(page_size, tracking_slots)
     cell = profiled_cell_size(model, kv_cache_dtype, tp, release)
     vision = model.is_multimodal and enable_multimodal
     profile = profile_tokens(
@@ -257,11 +265,7 @@ def plan_pool(
     max_running_requests, slots, row_lines = resolve_max_num_reqs(
         model, tokens, profiled, context_len, max_running_requests, release,
         state_slots=profile.mamba_slots,
-        disable_radix_cache=disable_radix_cache,
-        tracking_slots=mamba_tracking_slots(
-            disable_radix_cache=disable_radix_cache, page_size=page_size,
-            disable_overlap_schedule=disable_overlap_schedule,
-            auto_extra_buffer=release.mamba_auto_extra_buffer))
+        disable_radix_cache=disable_radix_cache, tracking_slots=tracking_slots)
     lines += row_lines
     rows = tokens + page_size  # each per-layer buffer has one padding page
     layers = model.num_full_attention_layers

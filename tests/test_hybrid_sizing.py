@@ -117,6 +117,34 @@ def test_qwen3_next_pools_equal_sglang_own(tp, flags, tokens, running, slots, ra
         "--mamba-ssm-dtype bfloat16."])
 
 
+@pytest.mark.parametrize(("page_size", "flags", "refused"), [
+    (512, {}, True), (48, {}, True), (3, {"disable_overlap_schedule": True}, True),
+    (256, {}, False), (128, {"disable_overlap_schedule": True}, False), (1, {}, False),
+    (512, {"disable_radix_cache": True}, False), (48, {"sglang_version": "0.5.9"}, False),
+])
+def test_extra_buffer_pages_must_divide_the_track_interval(page_size, flags, refused):
+    """SGLang 0.5.23's ``validate_mamba_extra_buffer`` asserts ``mamba_track_interval (256) %
+    page_size == 0`` whenever ``auto`` resolves to ``extra_buffer`` (radix cache on, overlap
+    loop on or pages over one token); off with the radix cache off, and in 0.5.9 (no_buffer)."""
+    m = ModelSpec.from_config(QWEN3_NEXT)
+    call = lambda: plan_pool(m, **{**H100_READING, **flags, "page_size": page_size})  # noqa: E731
+    if refused:
+        with pytest.raises(ConfigError, match=rf"^page_size={page_size} is invalid; valid: a "
+                                              r"divisor of mamba_track_interval=256 .*"
+                                              r"--disable-radix-cache$"):
+            call()
+    else:
+        assert call().page_size == page_size
+
+
+def test_the_track_interval_check_precedes_memory_errors():
+    """A server-argument check: SGLang refuses before it sizes anything."""
+    m = ModelSpec.from_config(QWEN3_NEXT)
+    with pytest.raises(ConfigError, match="mamba_track_interval"):
+        plan_pool(m, pre_free_bytes=79 * GiB, post_free_bytes=1, mem_fraction_static=0.85,
+                  page_size=512)
+
+
 def test_no_state_slot_is_sglang_error():
     m = ModelSpec.from_config(QWEN3_NEXT)
     with pytest.raises(NotEnoughMemoryError, match=r"^Not enough GPU memory for hybrid "
@@ -166,10 +194,17 @@ def test_size_prints_both_pools_and_exits_2_on_bad_flags(tmp_path, capsys):
 def test_simulate_refuses_the_mamba_radix_cache_naming_what_works(capsys):
     from pagedkv.entrypoints.cli import main
 
-    assert main(["simulate", "--model", "qwen3-next-80b-a3b", "--gpu", "h100-sxm-80gb"]) == 2
+    args = ["simulate", "--model", "qwen3-next-80b-a3b", "--gpu", "h100-sxm-80gb", "--tp", "4"]
+    assert main(args) == 2
     err = capsys.readouterr().err
     assert "is a linear-attention hybrid: radix_cache=True is invalid" in err
     assert "(pass --disable-radix-cache)" in err
+    # pages SGLang's extra_buffer strategy refuses are named first, as its start-up does
+    assert main([*args, "--page-size", "512"]) == 2
+    assert "page_size=512 is invalid; valid: a divisor of mamba_track_interval=256" in (
+        capsys.readouterr().err)
+    assert main(["size", *args[1:], "--page-size", "48"]) == 2
+    assert "page_size=48 is invalid" in capsys.readouterr().err
 
 
 def test_gemma3_enable_multimodal_reserves_the_feature_cache():

@@ -115,19 +115,21 @@ def simulated_engine(
     """
     spec = model if isinstance(model, ModelSpec) else load_model(model, disable_hybrid_swa_memory)
     linear = spec.family == "linear"
-    if linear and radix_cache:
-        raise ConfigError(
-            f"model={spec.name!r} is a linear-attention hybrid: radix_cache=True is invalid; "
-            "valid: False (pass --disable-radix-cache): pagedkv runs its state slots without "
-            "SGLang's radix cache over them (its mamba radix cache): the tree is modelled, the "
-            "scheduler's state checkpoints into it are not")
     card = gpu if isinstance(gpu, GPUSpec) else get_gpu(gpu)
     plan = plan_pool(spec, gpu=card, mem_fraction_static=mem_fraction_static, tp=tp,
                      page_size=page_size, max_total_tokens=max_total_tokens,
                      weights_bytes=weights_bytes, sglang_version=sglang_version,
                      disable_radix_cache=not radix_cache,
                      max_running_requests=cast(int | None, scheduler_options.get(
-                         "max_running_requests")))
+                         "max_running_requests")),
+                     disable_overlap_schedule=bool(scheduler_options.get(
+                         "disable_overlap_schedule", False)))
+    if linear and radix_cache:
+        raise ConfigError(
+            f"model={spec.name!r} is a linear-attention hybrid: radix_cache=True is invalid; "
+            "valid: False (pass --disable-radix-cache): pagedkv runs its state slots without "
+            "SGLang's radix cache over them (its mamba radix cache): the tree is modelled, the "
+            "scheduler's state checkpoints into it are not")
     chunk, graph_bs = gpu_memory_defaults(card.memory_mib, tp, sglang_version)
     options: dict[str, object] = {
         "chunked_prefill_size": chunk,

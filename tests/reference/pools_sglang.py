@@ -111,6 +111,44 @@ def _mamba_strategy(sa: Any, mc: ModelConfig) -> dict[str, Any]:
         del sa._model_config
 
 
+def extra_buffer_start_check(config: dict[str, Any], *, page_size: int,
+                             **server_args: Any) -> str | None:
+    """SGLang 0.5.23's start-up check of the mamba radix cache's strategy for these arguments:
+    ``auto`` resolved by ``_mamba_radix_cache_resolution``, then, for ``extra_buffer``, its own
+    ``mamba_hook.validate_mamba_extra_buffer`` (None when it passes, else the exception's
+    class name). Replaced: the platform's support for state snapshots, which a CUDA machine
+    (the default server's) has and this CPU does not."""
+    from sglang.srt.arg_groups import mamba_hook
+
+    mc = model_config(config, False, None)
+    override = get_context().override_server_args(page_size=page_size, device="cpu",
+                                                  **server_args)
+    sa = override.install()
+    try:
+        declared = _mamba_strategy(sa, mc)
+        if declared.get("mamba_radix_cache_strategy") != "extra_buffer":
+            return None
+        override.restore()
+        override = get_context().override_server_args(
+            page_size=page_size, device="cpu", **{**server_args, **declared})
+        sa = override.install()
+        platform = mamba_hook._platform_supports_mamba_cache_extra_buffer
+        mamba_hook._platform_supports_mamba_cache_extra_buffer = lambda: True
+        sa._model_config = mc
+        try:
+            mamba_hook.validate_mamba_extra_buffer(
+                resolved_view(sa), mc.hf_config,
+                mamba_cache_chunk_size_of=lambda: overrides_mod.mamba_cache_chunk_size(sa))
+        except AssertionError as exc:
+            return type(exc).__name__
+        finally:
+            mamba_hook._platform_supports_mamba_cache_extra_buffer = platform
+            del sa._model_config
+        return None
+    finally:
+        override.restore()
+
+
 def _run(mc: ModelConfig, sa: Any, pre_gib: float, post_gib: float, page_size: int,
          kv_cache_dtype: str, window: int | None) -> dict[str, Any]:
     resolved, kv_dtype = kvd_mod.configure_kv_cache_dtype(

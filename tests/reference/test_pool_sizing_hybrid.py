@@ -45,10 +45,10 @@ else:
     import pools_sglang
 
 from pagedkv.configs.model_presets import MODEL_PRESETS, load_model  # noqa: E402
-from pagedkv.errors import NotEnoughMemoryError  # noqa: E402
+from pagedkv.errors import ConfigError, NotEnoughMemoryError  # noqa: E402
 from pagedkv.gpus import GPU_PRESETS  # noqa: E402
 from pagedkv.sizing import plan_pool  # noqa: E402
-from pagedkv.units import MiB  # noqa: E402
+from pagedkv.units import GiB, MiB  # noqa: E402
 
 PRESETS = Path(__file__).parents[2] / "pagedkv" / "presets" / "models"
 FAMILIES: dict[str, list[str]] = {"swa": [], "linear": []}
@@ -170,6 +170,33 @@ def test_hybrid_pool_sizes_equal_sglang_own(family: str) -> None:
         pytest.skip(f"no preset of the {family} family")
     compare.compare_seeds(f"pool sizing ({family})", range(CASES_PER_FAMILY),
                           lambda seed: make_case(family, seed), sglang_side, pagedkv_side)
+
+
+@pytest.mark.skipif(OLD, reason="0.5.9 resolves auto to no_buffer: no track interval check")
+@pytest.mark.parametrize("disable_overlap_schedule", [False, True])
+@pytest.mark.parametrize("disable_radix_cache", [False, True])
+def test_extra_buffer_page_check_equals_sglang_own(disable_radix_cache: bool,
+                                                   disable_overlap_schedule: bool) -> None:
+    """``mamba_track_interval (256) % page_size == 0``, asserted by SGLang's
+    ``validate_mamba_extra_buffer`` when ``auto`` resolves to ``extra_buffer``: pagedkv refuses
+    (a ConfigError naming the interval) exactly the starts SGLang refuses."""
+    config = sglang_config("qwen3-next-80b-a3b")
+    flags = {k: True for k, on in (("disable_radix_cache", disable_radix_cache),
+                                   ("disable_overlap_schedule", disable_overlap_schedule)) if on}
+    refused: list[bool] = []
+    for page_size in (1, 2, 3, 16, 48, 64, 96, 128, 200, 256, 384, 512, 1024):
+        ours = pools_sglang.extra_buffer_start_check(config, page_size=page_size, **flags)
+        try:
+            plan_pool("qwen3-next-80b-a3b", pre_free_bytes=140 * GiB, post_free_bytes=100 * GiB,
+                      mem_fraction_static=0.85, tp=1, page_size=page_size, **flags)
+            theirs = None
+        except ConfigError as exc:
+            assert "mamba_track_interval=256" in str(exc)
+            theirs = "AssertionError"
+        compare.same("extra_buffer start check", ours, theirs, f"page_size={page_size}, {flags}")
+        refused.append(ours is not None)
+    # SGLang refuses 3, 48, 96, 200, 384, 512 and 1024 exactly when extra_buffer is resolved
+    assert sum(refused) == (0 if disable_radix_cache else 7)
 
 
 @pytest.mark.skipif(not OLD, reason="0.5.23 refuses before building the pools (its own error)")
