@@ -101,13 +101,32 @@ def real_pool(setup: Setup) -> Report:
                   "card; only how the rows follow from one another holds.")
 
 
+def peak_note(peaks: Sequence[tuple[int, int, int, int, int]]) -> str:
+    """The line that defines the page-size table's peak columns. ``peaks``: per page size,
+    ``(p, peak step counted from 1, steps in the run, peak pages, tokens held at the peak
+    step)``. The step is the first that holds the most pages; a larger page can reach that
+    sooner, while fewer tokens are written, so the tokens there may differ with p although the
+    run's tokens do not."""
+    line = ("Peak pages: the most pages the run held at once. Peak at step: the first step that "
+            "held them, of the run's steps (prefill steps included). Slots held / with a token "
+            "then: the slots those pages hold, and how many of them hold a token, at that step.")
+    p0, s0, _, _, t0 = peaks[0]
+    early = [pk for pk in peaks[1:] if pk[4] != t0]
+    if early:
+        p, s, _, pages, t = early[-1]
+        line += (f" The steps differ with p: at p = {p} the run holds its {pages:,} pages from "
+                 f"step {s:,}, when {t:,} tokens are written, and at p = {p0} the peak comes at "
+                 f"step {s0:,}, with {t0:,}.")
+    return line
+
+
 def page_sizes(setup: Setup, sizes: Sequence[int] = (1, 16, 64)) -> Report:
     """Serve the same prompts with each page size (radix cache off, so every page belongs to
     one request) and compare what the pool held, what was wasted, and the tokens."""
     gpu = setup.on_gpu
     n, max_new, pool = (16, 128, 16_384) if gpu else (3, 4, 512)
     ids = prompts(setup, n, seed=3)
-    rows, first, cell = [], None, 0
+    rows, first, cell, peaks = [], None, 0, []
     for i, p in enumerate(sizes):
         eng = make_engine(setup, pool, p, radix_cache=False)
         if i == 0:
@@ -117,13 +136,14 @@ def page_sizes(setup: Setup, sizes: Sequence[int] = (1, 16, 64)) -> Report:
         held = np.asarray(steps["pages_used"]) * p
         used = np.asarray(steps["tokens_used"])
         dec = np.asarray(steps["kind"]) == "decode"
-        peak = int(np.argmax(held))
+        peak = int(np.argmax(held))  # the first step that holds the most slots
+        peaks.append((p, peak + 1, len(held), int(held[peak]) // p, int(used[peak])))
         waste = float((held - used)[dec].sum() / max(held[dec].sum(), 1))
         page_ids = sum(-(-(r.prompt_len + r.generated - 1) // p) for r in res.requests)
         ms = 1e3 * step_seconds(res.trace, "decode") / max(int(dec.sum()), 1)
         first = first or res.outputs
         cell = res.trace.meta.cell_size
-        rows.append((p, size(p * cell), f"{held[peak] // p:,}",
+        rows.append((p, size(p * cell), f"{held[peak] // p:,}", f"{peak + 1:,} of {len(held):,}",
                      f"{held[peak]:,} / {used[peak]:,}", f"{waste:.1%}", f"{page_ids:,}",
                      f"{ms:.1f}", "yes" if res.outputs == first else "NO"))
     out_lens = sorted(len(o) for o in first or [])
@@ -138,12 +158,14 @@ def page_sizes(setup: Setup, sizes: Sequence[int] = (1, 16, 64)) -> Report:
              "with one id per page (what FA3 reads) at the end; SGLang's `req_to_token` keeps "
              "one entry per token whatever p is, and hands FlashInfer and Triton those. The "
              "decode kernel reads one slot id per token, so p does "
-             "not change its work, and the tokens are the same for every p."]
+             "not change its work, and the generated tokens are the same for every p (the "
+             "last column).",
+             peak_note(peaks)]
     if not setup.on_gpu:
         lines.append("On the CPU the step times are Triton's interpreter, and they wander from run "
                      "to run with the machine's load: read the GPU's figures for speed.")
-    header = ("p", "bytes per page", "peak pages", "slots held / with tokens at peak", "wasted",
-              "page ids", "decode ms/step", "same tokens as p=1")
+    header = ("p", "bytes per page", "peak pages", "peak at step", "slots held / with a token then",
+              "wasted", "page ids", "decode ms/step", "same generated tokens as p=1")
     return Report(setup, lines, header, rows,
                   meaningless="The decode times are Triton's interpreter on a CPU and say nothing "
                   "about speed, and the bytes per page are the toy model's; the pages, the waste "

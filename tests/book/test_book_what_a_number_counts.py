@@ -1,0 +1,67 @@
+"""A number the book shows says what it counts: a table column read at one step names that
+step, a budget's every term is explained at the page size of the example, and a count from a
+run other than the running case names its run wherever it is quoted."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import pytest
+
+BOOK = Path(__file__).resolve().parents[2] / "book"
+CHAPTERS = tuple(sorted(p.stem for p in BOOK.glob("[0-9][0-9]-*.ipynb")))
+
+
+def cells(name: str) -> list[dict]:
+    return json.loads((BOOK / f"{name}.ipynb").read_text())["cells"]
+
+
+def text_of(cell: dict) -> str:
+    return "".join(cell["source"])
+
+
+def sections(name: str) -> list[list[dict]]:
+    """The chapter's cells cut at each "## " heading (a markdown cell with one starts a section)."""
+    out: list[list[dict]] = [[]]
+    for c in cells(name):
+        if c["cell_type"] == "markdown" and re.search(r"^## ", text_of(c), re.MULTILINE):
+            out.append([])
+        out[-1].append(c)
+    return out
+
+
+def test_the_page_size_table_s_peak_columns_name_their_step() -> None:
+    """Chapter 3's table once showed "slots held / with tokens at peak" 192 / 52 at p = 64
+    beside 61 tokens at p = 1 and "the tokens are the same for every p": the peak was the
+    first step that held the most pages, which p = 64 reaches at its first step. The step is
+    now a column, and a line defines the columns and says why the tokens there differ."""
+    from pagedkv.lessons.on_gpu_memory import peak_note
+
+    note = peak_note([(1, 4, 5, 61, 61), (16, 4, 5, 6, 61), (64, 1, 5, 3, 52)])
+    for column in ("Peak pages:", "Peak at step:", "Slots held / with a token then:"):
+        assert column in note
+    assert "at p = 64 the run holds its 3 pages from step 1, when 52 tokens" in note
+    assert "at p = 1 the peak comes at step 4, with 61" in note
+    assert "differ" not in peak_note([(1, 4, 5, 61, 61), (16, 4, 5, 6, 61)])
+
+
+def test_the_page_size_table_on_the_cpu_defines_what_it_shows() -> None:
+    pytest.importorskip("transformers")
+    import pagedkv.layers.attention  # noqa: F401  (first: sets TRITON_INTERPRET on a CPU)
+    from pagedkv.lessons.on_gpu import detect_setup
+    from pagedkv.lessons.on_gpu_memory import page_sizes
+
+    report = page_sizes(detect_setup(device="cpu"))
+    col = {name: k for k, name in enumerate(report.header)}
+    text = " ".join(report.lines)
+    for name in report.header:
+        if re.search(r"peak|then", name):
+            assert f"{name[0].upper()}{name[1:]}:" in text, name
+    tokens = {row[col["slots held / with a token then"]].split(" / ")[1] for row in report.rows}
+    steps = {row[col["peak at step"]] for row in report.rows}
+    assert len(tokens) == 1 or len(steps) > 1  # tokens there differ only where the step does
+    assert "the tokens are the same" not in text and "generated tokens are the same" in text
+    md = " ".join(text_of(c) for c in cells("03-paging") if c["cell_type"] == "markdown")
+    assert "the first step that held them" in " ".join(md.split())
