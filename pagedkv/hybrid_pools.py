@@ -105,14 +105,18 @@ def swa_tokens_per_request(*, page_size: int, window: int) -> int:
     """SWA-pool tokens SGLang 0.5.23's ``compute_swa_request_cap`` budgets for one running
     request (no speculative decoding)::
 
-        window + eviction_interval + page_size + page_size
+        trailing_tokens = window + eviction_interval + page_size  # the last: a padding page
+        per_request = trailing_tokens + page_size                  # decode_alloc
 
     A decoding request needs ``window + 1`` tokens (its window and the token being written)
     but releases the ones that left the window only in batches (``maybe_evict_swa``, every
-    ``SGLANG_SWA_EVICTION_INTERVAL`` tokens), so it may hold up to that many more; SGLang adds
-    a page of padding that keeps the release point page-aligned and counts the next decode
-    step's token as a whole page: ``2 * page_size - 1`` tokens above ``window + 1 +
-    eviction_interval``.
+    ``SGLANG_SWA_EVICTION_INTERVAL`` tokens), so it may hold up to that many more:
+    ``window + 1 + eviction_interval`` at most. ``decode_alloc``, one page for the next decode
+    step's token, is the ``+ 1`` counted as a whole page. The padding page (``# Padding to make
+    sure eviction point is page-aligned``) is added at every page size, also at ``page_size``
+    1, where every position is page-aligned and it is not needed: the budget is then one token
+    above that most, and ``2 * page_size - 1`` tokens above it in general
+    (``model_executor/pool_configurator.py``, ``compute_swa_request_cap``, 0.5.23).
 
     Raises:
         ConfigError: ``page_size`` or ``window`` below 1.

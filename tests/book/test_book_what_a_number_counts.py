@@ -65,3 +65,29 @@ def test_the_page_size_table_on_the_cpu_defines_what_it_shows() -> None:
     assert "the tokens are the same" not in text and "generated tokens are the same" in text
     md = " ".join(text_of(c) for c in cells("03-paging") if c["cell_type"] == "markdown")
     assert "the first step that held them" in " ".join(md.split())
+
+
+def test_the_swa_request_cap_explains_each_term_at_the_example_s_page_size() -> None:
+    """Chapter 9 once explained the cap's 257 = 256 + 1 as "a page of padding that keeps the
+    release point on a page boundary (pages of 1 token here)", which explains nothing at
+    1-token pages. compute_swa_request_cap (0.5.23) adds a padding page at every page size and
+    a page for the next token (the +1 of w + 1): the text names both, and says at 1-token pages
+    that the padding is not needed."""
+    from pagedkv.hybrid_pools import SWA_EVICTION_INTERVAL, swa_tokens_per_request
+
+    w = 127
+    most = w + 1 + SWA_EVICTION_INTERVAL  # what a request may hold between releases
+    assert swa_tokens_per_request(page_size=1, window=w) - most == 1  # the padding page
+    assert swa_tokens_per_request(page_size=16, window=w) - most == 2 * 16 - 1
+    doc = " ".join((swa_tokens_per_request.__doc__ or "").split())
+    assert "decode_alloc" in doc and "padding page" in doc and "not needed" in doc
+    cap = [text_of(c) for c in cells("09-todays-models")
+           if c["cell_type"] == "code" and "SWARequestCapPoolConfigurator" in text_of(c)]
+    assert cap
+    for text in cap:
+        text = re.sub(r'"\s*f?"', "", " ".join(text.split()))  # adjacent literals, joined
+        assert "swa_tokens_per_request(" in text
+        assert "a page for the next token" in text and "a padding page" in text
+        assert "+1 of $w$ + 1" in text and "it is not needed" in text
+        assert "oss.page_size == 1" in text  # the 1-token clause is chosen by the page size
+        assert "padding that keeps the release point" not in text
