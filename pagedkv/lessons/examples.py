@@ -105,6 +105,13 @@ class UniformRun:
         return exact_budgets(uniform(self.requests, self.prompt, self.output, self.output[1],
                                      rate=self.rate, seed=self.seed))
 
+    def label(self) -> str:
+        """The workload named as the book names it wherever it quotes one of its counts (so a
+        count from it is never read as the running case's), e.g. "800-request H100 SXM 80GB
+        workload (pool capped at 40,000 tokens)"."""
+        return (f"{self.requests:,}-request {get_gpu(self.gpu).label} workload (pool capped at "
+                f"{self.pool:,} tokens)")
+
     def run(self, **options: float) -> EngineResult:
         """:func:`~pagedkv.entrypoints.simulate` of :meth:`specs` (``options``: scheduler settings)."""
         return simulate(self.specs(), model=self.model, gpu=self.gpu, max_total_tokens=self.pool,

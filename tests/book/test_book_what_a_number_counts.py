@@ -91,3 +91,37 @@ def test_the_swa_request_cap_explains_each_term_at_the_example_s_page_size() -> 
         assert "+1 of $w$ + 1" in text and "it is not needed" in text
         assert "oss.page_size == 1" in text  # the 1-token clause is chosen by the page size
         assert "padding that keeps the release point" not in text
+
+
+# Cells that quote a count from chapter 4's conservativeness runs (LONG_UNIFORM); ``runs[``
+# and ``base`` only once ``runs = conservativeness_runs(`` has bound them.
+CONSERVATIVENESS_COUNT = re.compile(r"conservativeness_(retractions|runs|table)\(")
+BOUND_COUNT = re.compile(r"\bbase_ret\b|\bruns\[|\bbase\.metrics\.num_retractions")
+
+
+@pytest.mark.parametrize("name", CHAPTERS)
+def test_a_count_from_the_conservativeness_runs_names_its_run(name: str) -> None:
+    """Chapter 4's "The same workload at four settings" (35 retractions at the default 1) came
+    right after the running case's 6 retractions at the same default, and chapter 5 quoted it
+    as "chapter 4's runs of one workload": the table is the capped H100 run. Wherever a count
+    from those runs is quoted, a cell of the same section, at or before it, names the run with
+    LONG_UNIFORM.label()."""
+    from pagedkv.lessons.examples import LONG_UNIFORM
+
+    assert LONG_UNIFORM.label().startswith(f"{LONG_UNIFORM.requests:,}-request ")
+    bound, quoted = False, 0
+    for section in sections(name):
+        named = False
+        for c in section:
+            text = text_of(c)
+            bound = bound or "runs = conservativeness_runs(" in text
+            if c["cell_type"] != "code":
+                assert "same workload" not in text.lower(), (name, text[:200])
+                continue
+            named = named or bool(re.search(r"\b(lr|LONG_UNIFORM)\.label\(\)", text))
+            if CONSERVATIVENESS_COUNT.search(text) or (bound and BOUND_COUNT.search(text)):
+                quoted += 1
+                assert named, (name, text[:200])
+    if name in ("04-admission", "05-retraction"):  # where the runs are quoted
+        assert quoted >= (4 if name == "04-admission" else 1)
+        assert "runs of one workload" not in "\n".join(text_of(c) for c in cells(name))
