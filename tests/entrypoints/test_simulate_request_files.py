@@ -245,10 +245,17 @@ def test_sigint_in_a_real_process_exits_130_without_traceback(tmp_path: Path) ->
     path = tmp_path / "long.jsonl"
     path.write_text("".join(f'{{"prompt_len": {s.prompt_len}, "output_len": {s.output_len}}}\n'
                              for s in sharegpt_like(100_000, seed=1)))
+    def as_from_a_terminal() -> None:
+        # A child inherits its parent's ignored and blocked signals, and a test runner's worker
+        # may ignore or block SIGINT: the run must start with the disposition a shell gives it
+        # (Python installs its KeyboardInterrupt handler only over SIG_DFL).
+        signal.signal(signal.SIGINT, signal.SIG_DFL)
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
+
     proc = subprocess.Popen([sys.executable, "-m", "pagedkv", "simulate", "--requests-file", str(path),
                              "--disable-radix-cache", "--quiet", "--log"],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, bufsize=0,
-                            env={**os.environ, "PYTHONUNBUFFERED": "1"})
+                            env={**os.environ, "PYTHONUNBUFFERED": "1"}, preexec_fn=as_from_a_terminal)
     try:
         seen, deadline = b"", time.monotonic() + 300  # generous: reading the file under load
         while b"Prefill batch" not in seen:  # the first step's log line: the loop is running
@@ -264,7 +271,9 @@ def test_sigint_in_a_real_process_exits_130_without_traceback(tmp_path: Path) ->
         if proc.poll() is None:  # a failed assertion above: do not leave the run behind
             proc.kill()
             proc.wait()
-    assert proc.returncode == 130, err
+    # what this (test runner's) process passes on, should a run again miss the signal
+    parent = (signal.getsignal(signal.SIGINT), signal.pthread_sigmask(signal.SIG_BLOCK, set()))
+    assert proc.returncode == 130, (err, out[-1500:], parent)
     assert "Traceback" not in err
     assert "INTERRUPTED (Ctrl-C): partial summary" in out, (out[-2000:], err)
 
