@@ -26,6 +26,7 @@ import numpy as np
 
 from pagedkv.errors import bad_value, check_positive_int
 from pagedkv.mem_cache.base_prefix_cache import BasePrefixCache
+from pagedkv.mem_cache.mamba_cache import MambaPrefixCache
 
 _NO_KEY = np.empty(0, dtype=np.int64)
 _POSITION_BITS = 24  # made-up token ids: (rid + 1) << 24 | position, never a real id's range
@@ -138,6 +139,15 @@ class Req:
     swa_lock: Any = None
     extend_batch_idx: int = 0
     decode_batch_idx: int = 0
+    # a linear-attention hybrid's with the mamba radix cache (SGLang 0.5.23 ``req.kv``): its
+    # track slots (-1: none) and which holds the next and the last tracked state, the
+    # lengths of the last two tracked states, and the match's branching point
+    mamba_ping_pong_track_buffer: list[int] | None = None
+    mamba_next_track_idx: int | None = None
+    mamba_last_track_idx: int | None = None
+    mamba_last_track_seqlen: int | None = None
+    mamba_prev_track_seqlen: int | None = None
+    mamba_branching_seqlen: int | None = None
     enqueued_s: float = field(default=0.0, repr=False)
     admitted_before: bool = field(default=False, repr=False)
     # the slots of the prefix matched for the next prefill (set by the scheduler, used once).
@@ -218,6 +228,9 @@ class Req:
         self.last_node = match.last_device_node
         self._prefix_slots = match.device_indices
         self.swa_branching_seqlen = match.swa_branching_seqlen
+        self.mamba_branching_seqlen = match.mamba_branching_seqlen
+        if isinstance(tree_cache, MambaPrefixCache):  # the matched state, copied on write
+            tree_cache.finalize_match_result(self, match)
 
     def admit(self, clock: float) -> str:
         """Admitted by a prefill pass at ``clock`` (seconds): its wait, cache hit and

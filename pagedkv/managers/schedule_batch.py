@@ -37,6 +37,14 @@ from pagedkv.managers.retract_decode import release_req, retract_decode, retract
 from pagedkv.mem_cache.allocator import BaseTokenToKVPoolAllocator, decode_need
 from pagedkv.mem_cache.base_prefix_cache import BasePrefixCache
 from pagedkv.mem_cache.common import alloc_req_slots
+from pagedkv.mem_cache.mamba_cache import MambaPrefixCache
+from pagedkv.mem_cache.mamba_radix_cache import MAMBA_CHUNK_SIZE
+from pagedkv.mem_cache.mamba_track import (
+    DecodeTrack,
+    mamba_track_grid,
+    prepare_decode_tracks,
+    prepare_extend_tracks,
+)
 from pagedkv.mem_cache.memory_pool import ReqToTokenPool
 from pagedkv.mem_cache.swa_cache import SWAPrefixCache
 from pagedkv.model_executor.forward_batch_info import ForwardBatch
@@ -77,6 +85,10 @@ class ScheduleBatch:
         self.ignore_eos = np.zeros(0, dtype=bool)
         self.finished = np.zeros(0, dtype=bool)
         self.batch_is_full = False
+        # a linear-attention hybrid with the mamba radix cache: the last decode step's
+        # recorded states (:func:`prepare_decode_tracks`) and the loop they are read in
+        self.mamba_track: DecodeTrack | None = None
+        self.enable_overlap = False
 
     def __len__(self) -> int:
         return len(self.reqs)
@@ -111,6 +123,9 @@ class ScheduleBatch:
         if isinstance(self.tree_cache, SWAPrefixCache):  # alloc_for_extend's maybe_evict_swa
             self.tree_cache.maybe_evict_swa_extend(admitted)
         fresh = [req for req in admitted if req.req_pool_idx < 0]  # a continuing chunk keeps
+        mamba = self.tree_cache if isinstance(self.tree_cache, MambaPrefixCache) else None
+        if mamba is not None:  # alloc_req_slots' ensure_mamba_capacity: the tree evicts states
+            mamba.ensure_mamba_capacity(admitted)
         alloc_req_slots(fresh, self.req_to_token_pool)  # its row (and state slot)
         for req in fresh:
             table[req.req_pool_idx, :req.prefix_len] = req._prefix_slots
@@ -133,6 +148,10 @@ class ScheduleBatch:
             table[row, pre:pre + e] = slots[start:start + e]
             start += e
             req.kv_committed_len = pre + e
+        if mamba is not None and mamba.extra_buffer:  # the states this pass records
+            tree = mamba.tree
+            prepare_extend_tracks(admitted, mamba.req_to_token_pool, tree.mamba_checkpoint_grid,
+                                  tree.mamba_cache_chunk_size, MAMBA_CHUNK_SIZE)
         sample = np.array([r is not chunked_req for r in admitted], dtype=bool)
         return ForwardBatch("extend", list(admitted), rows, prefix, ext, slots, sample,
                             sum(prefix_l), self.req_to_token_pool)
@@ -248,6 +267,13 @@ class ScheduleBatch:
         self.last_loc = out.numpy()
         self.table[self.req_pool_idx, self.kv_len] = self.last_loc
         self.kv_len += 1
+        mamba = self.tree_cache
+        if isinstance(mamba, MambaPrefixCache) and mamba.extra_buffer:  # the states it records
+            for req in self.reqs:
+                req.decode_batch_idx += 1
+            self.mamba_track = prepare_decode_tracks(
+                self.reqs, self.kv_len.tolist(), mamba_track_grid(mamba.tree.mamba_checkpoint_grid),
+                self.enable_overlap)
 
     def get_model_worker_batch(self, input_ids: np.ndarray | None = None) -> ForwardBatch:
         """The decode pass just prepared; ``input_ids``: int64 ``[bs]`` tokens not yet
@@ -257,7 +283,7 @@ class ScheduleBatch:
         return ForwardBatch("decode", list(self.reqs), self.req_pool_idx.copy(), self.kv_len - 1,
                             np.ones(bs, dtype=np.int64), self.last_loc.copy(),
                             np.ones(bs, dtype=bool), int(self.kv_len.sum()) - bs,
-                            self.req_to_token_pool, input_ids)
+                            self.req_to_token_pool, input_ids, self.mamba_track)
 
     def stopping(self) -> np.ndarray:
         """Bool ``[len(reqs)]``: live requests whose latest token ends them (``stop_at``)."""

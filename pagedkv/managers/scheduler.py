@@ -39,6 +39,7 @@ from pagedkv.managers.scheduler_init import (
 )
 from pagedkv.managers.trace import Trace, TraceMeta
 from pagedkv.managers.trace_summary import SummaryTrace
+from pagedkv.mem_cache.mamba_cache import MambaPrefixCache
 from pagedkv.mem_cache.mamba_pool import MambaPool
 from pagedkv.model_executor.forward_batch_info import Executor, ForwardBatch, ForwardResult
 from pagedkv.model_executor.sim_executor import SimExecutor, StepTime
@@ -104,6 +105,7 @@ class Scheduler:
                                 record_pages=record_pages,
                                 swa_tokens=None if swa is None else swa.max_total_num_tokens_swa)
         self.running = ScheduleBatch(self.req_to_token_pool, self.allocator, self.tree_cache)
+        self.running.enable_overlap = self.overlap
         (self.counters, self.waiting, self.ratio_tracker, self.result_queue,
          self.request_tracker, self.pool_stats, self.metrics_reporter, self.step_recorder,
          self.invariant_checker, self.batch_result_processor, self.prefill_manager,
@@ -117,7 +119,9 @@ class Scheduler:
             # and evicts in two pools (SWATokenToKVPoolAllocator) and reads
             # sum(min(len, window)) per step, none of which a window's arithmetic
             # (decode_many, decode_seconds(batch, kv_sum)) reproduces yet
-            fast_forward=fast_forward and not record_page_tables and swa is None,
+            # nor does one with the mamba radix cache (states recorded, donated, evicted)
+            fast_forward=(fast_forward and not record_page_tables and swa is None
+                          and not isinstance(self.tree_cache, MambaPrefixCache)),
             is_hybrid_swa=swa is not None, get_running_batch=lambda: self.running,
             page_view=self if self.trace.page_events is not None else None)
 

@@ -16,6 +16,7 @@ from collections.abc import Callable, Sequence
 from typing import NamedTuple, cast
 
 from pagedkv.errors import bad_value
+from pagedkv.hybrid_pools import mamba_tracking_slots
 from pagedkv.managers.config import SchedulerConfig
 from pagedkv.managers.page_recorder import PageRecorder, SchedulerView
 from pagedkv.managers.req import Req
@@ -41,6 +42,7 @@ from pagedkv.managers.trace_summary import SummaryTrace
 from pagedkv.mem_cache.allocator import BaseTokenToKVPoolAllocator, make_allocator
 from pagedkv.mem_cache.allocator.swa import SWATokenToKVPoolAllocator
 from pagedkv.mem_cache.chunk_cache import ChunkCache
+from pagedkv.mem_cache.mamba_cache import MambaPrefixCache
 from pagedkv.mem_cache.mamba_pool import HybridReqToTokenPool, MambaPool
 from pagedkv.mem_cache.memory_pool import ReqToTokenPool
 from pagedkv.mem_cache.radix_cache import RadixCache
@@ -53,7 +55,7 @@ class KVCache(NamedTuple):
 
     allocator: BaseTokenToKVPoolAllocator | SWATokenToKVPoolAllocator
     req_to_token_pool: ReqToTokenPool
-    tree_cache: RadixCache | ChunkCache | SWAPrefixCache
+    tree_cache: RadixCache | ChunkCache | SWAPrefixCache | MambaPrefixCache
 
 
 class SlidingWindowPools(NamedTuple):
@@ -78,21 +80,25 @@ def build_kv_cache(reqs: Sequence[Req], config: SchedulerConfig, page_size: int,
     full and SWA pools and :class:`SWAPrefixCache` (disabled with ``radix_cache`` False),
     SGLang 0.5.23's (``is_hybrid_swa``).
 
+    With both ``mamba_pool`` and ``radix_cache`` (SGLang 0.5.23's default server for
+    Qwen3-Next): :class:`~pagedkv.mem_cache.mamba_cache.MambaPrefixCache`, over a request
+    table whose requests also hold the strategy's track slots
+    (:func:`~pagedkv.hybrid_pools.mamba_tracking_slots`: ``extra_buffer`` with the overlap
+    loop or pages over one token, else ``no_buffer``).
+
     Raises:
-        ConfigError: ``mamba_pool`` with the radix cache on: SGLang 0.5.23's scheduler then
-            checkpoints states into its radix tree over the state slots (its tree is
-            :class:`~pagedkv.mem_cache.mamba_radix_cache.MambaRadixCache`; the checkpoints,
-            ping-pong track slots and copy-on-write matches are not modelled); ``swa`` with a release
+        ConfigError: ``mamba_pool`` with the radix cache on under 0.5.9 (its no_buffer
+            scheduling and tree are not modelled); ``swa`` with a release
             whose tree is not 0.5.23's unified one (the hybrid scheduler follows 0.5.23
             only), a window or SWA pool below 1 (a page).
     Source: 0.5.23 ``mem_cache/kv_cache_builder.py``, ``build_kv_cache``;
     ``mem_cache/registry.py``, ``default_radix_cache_factory``.
     """
-    if mamba_pool is not None and radix_cache:
-        raise bad_value("radix_cache", radix_cache, "False on a linear-attention hybrid "
-                        "(pass --disable-radix-cache): the scheduler's state checkpoints into "
-                        "SGLang's radix cache over the state slots (its mamba radix cache) are "
-                        "not modelled")
+    if mamba_pool is not None and radix_cache and not config.release.mamba_auto_extra_buffer:
+        raise bad_value("sglang_version", config.sglang_version,
+                        "0.5.23 for a linear-attention hybrid with the radix cache (0.5.9's "
+                        "MambaRadixCache and its no_buffer scheduling are not modelled), or "
+                        "radix_cache=False (--disable-radix-cache)")
     if swa is not None:
         # the hybrid scheduler follows 0.5.23, whose tree checkpoints and splits as its
         # UnifiedRadixCache does (split_output_from_prompt is that tree's behaviour)
@@ -111,9 +117,13 @@ def build_kv_cache(reqs: Sequence[Req], config: SchedulerConfig, page_size: int,
     rows = max_running_requests + (not release.allocatable_counts_free_rows)
     req_to_token_pool = (
         ReqToTokenPool.for_release(rows, longest + page_size, release) if mamba_pool is None
-        else HybridReqToTokenPool.for_release(rows, longest + page_size, release,
-                                              mamba_size=mamba_pool.size,
-                                              cache_params=mamba_pool.cache_params))
+        else HybridReqToTokenPool.for_release(
+            rows, longest + page_size, release, mamba_size=mamba_pool.size,
+            cache_params=mamba_pool.cache_params,
+            mamba_tracking_slots=mamba_tracking_slots(
+                disable_radix_cache=not radix_cache, page_size=page_size,
+                disable_overlap_schedule=config.disable_overlap_schedule,
+                auto_extra_buffer=release.mamba_auto_extra_buffer)))
     if swa is not None:
         assert isinstance(allocator, SWATokenToKVPoolAllocator)
         return KVCache(allocator, req_to_token_pool, SWAPrefixCache(
@@ -121,6 +131,9 @@ def build_kv_cache(reqs: Sequence[Req], config: SchedulerConfig, page_size: int,
             eviction_interval=config.swa_eviction_interval,
             enable_overlap=not config.disable_overlap_schedule,
             chunked_prefill_size=config.chunked_prefill_size))
+    if mamba_pool is not None and radix_cache:
+        assert isinstance(req_to_token_pool, HybridReqToTokenPool)
+        return KVCache(allocator, req_to_token_pool, MambaPrefixCache(req_to_token_pool, allocator))
     cache = RadixCache if radix_cache else ChunkCache
     assert isinstance(allocator, BaseTokenToKVPoolAllocator)
     return KVCache(allocator, req_to_token_pool,

@@ -35,7 +35,10 @@ def release_kv_cache(req: CacheReq, tree_cache: BasePrefixCache, req_to_token_po
     req.req_pool_idx = -1
     req.kv_committed_len = 0
     if isinstance(req_to_token_pool, HybridReqToTokenPool):
-        req_to_token_pool.free_mamba_cache(cast(MambaRequest, req))
+        mamba_req = cast(MambaRequest, req)
+        # the mamba radix cache has already given the state slots back (or to the tree)
+        if mamba_req.mamba_pool_idx >= 0:
+            req_to_token_pool.free_mamba_cache(mamba_req)
 
 
 def alloc_req_slots(reqs: Sequence[MambaRequest], req_to_token_pool: ReqToTokenPool) -> None:

@@ -11,11 +11,16 @@ retracted, whatever its length.
 
 Where we simplify: no tensors. :class:`MambaPool` keeps the shapes, dtypes and bytes SGLang
 allocates (``size + 1`` slots, the padding slot 0 included), not the tensors; the request ->
-slot map (SGLang's ``req_index_to_mamba_index_mapping``, an int32 tensor) is a list of ints.
-Not modelled: the extra ping-pong tracking slots SGLang takes for the mamba radix cache
-(``enable_mamba_extra_buffer``; pagedkv's scheduler runs these models without the radix cache,
-whose tree is :mod:`pagedkv.mem_cache.mamba_radix_cache`),
-speculative decoding's intermediate states, ReplaySSM rings, the int8 checkpoint pool and
+slot map (SGLang's ``req_index_to_mamba_index_mapping``, an int32 tensor) is a list of ints; a
+request's track slots are a list on the request (SGLang's
+``req_index_to_mamba_ping_pong_track_buffer_mapping`` is not kept).
+With the mamba radix cache's ``extra_buffer`` strategy (``enable_mamba_extra_buffer``) each
+request also holds ping-pong *track* slots (``mamba_ping_pong_track_buffer``: 2 with the
+overlap loop, 1 without), taken with its state slot, into which the kernels copy the state at
+checkpoint positions; the tree keeps one of them when the request is cached
+(:meth:`HybridReqToTokenPool.donate_mamba_ping_pong_slot`, :meth:`free_mamba_cache`).
+Not modelled: SGLang's lazy variant (``extra_buffer_lazy``), speculative decoding's
+intermediate states, ReplaySSM rings, the int8 checkpoint pool and
 the PLE side pools (all off for Qwen3-Next by default).
 """
 
@@ -99,6 +104,11 @@ class MambaRequest(Protocol):
 
     req_pool_idx: int
     mamba_pool_idx: int
+    mamba_ping_pong_track_buffer: list[int] | None
+    mamba_next_track_idx: int | None
+    mamba_last_track_idx: int | None
+    mamba_last_track_seqlen: int | None
+    mamba_prev_track_seqlen: int | None
 
 
 class HybridReqToTokenPool(ReqToTokenPool):
@@ -110,6 +120,9 @@ class HybridReqToTokenPool(ReqToTokenPool):
         max_context_len: columns per row. cache_params: the state's shapes and dtypes.
         padding_row, reuse_last_freed: the rows' release behaviour, as for
             :class:`ReqToTokenPool`; :meth:`for_release` takes a release instead.
+        mamba_tracking_slots: the ``extra_buffer`` strategy's track slots per request
+            (:func:`pagedkv.hybrid_pools.mamba_tracking_slots`: 2 with the overlap loop, 1
+            without); 0: none (no radix cache, or ``no_buffer``).
 
     Attributes:
         mamba_pool: :class:`MambaPool`. mamba_allocator: the slots' free list.
@@ -122,17 +135,26 @@ class HybridReqToTokenPool(ReqToTokenPool):
     def __init__(self, size: int, mamba_size: int, max_context_len: int,
                  cache_params: Mamba2CacheParams, device: str = "cpu", *,
                  padding_row: bool = DEFAULT_RELEASE.req_pool_padding_row,
-                 reuse_last_freed: bool = DEFAULT_RELEASE.req_pool_reuses_last_freed) -> None:
+                 reuse_last_freed: bool = DEFAULT_RELEASE.req_pool_reuses_last_freed,
+                 mamba_tracking_slots: int = 0) -> None:
         super().__init__(size, max_context_len, device, padding_row=padding_row,
                          reuse_last_freed=reuse_last_freed)
         self.mamba_pool = MambaPool(mamba_size, cache_params)
         self.mamba_allocator = MambaSlotAllocator(mamba_size)
         self.req_index_to_mamba_index_mapping = [0] * self.rows
+        if mamba_tracking_slots not in (0, 1, 2):
+            raise bad_value("mamba_tracking_slots", mamba_tracking_slots, "0, 1 or 2")
+        self.enable_mamba_extra_buffer = mamba_tracking_slots > 0
+        # SGLang's mamba_ping_pong_track_buffer_size and mamba_initial_tracking_slots (equal
+        # but for the lazy variant, not modelled)
+        self.mamba_ping_pong_track_buffer_size = mamba_tracking_slots
+        self.mamba_initial_tracking_slots = mamba_tracking_slots
 
     @classmethod
     def for_release(cls, size: int, max_context_len: int, release: Release | str,  # type: ignore[override]
                     device: str = "cpu", *, mamba_size: int = 1,
-                    cache_params: Mamba2CacheParams | None = None) -> HybridReqToTokenPool:
+                    cache_params: Mamba2CacheParams | None = None,
+                    mamba_tracking_slots: int = 0) -> HybridReqToTokenPool:
         """The pool ``release`` builds (its rows' order; the slots' is the same in both).
 
         Raises:
@@ -143,14 +165,17 @@ class HybridReqToTokenPool(ReqToTokenPool):
         r = as_release(release)
         return cls(size, mamba_size, max_context_len, cache_params, device,
                    padding_row=r.req_pool_padding_row,
-                   reuse_last_freed=r.req_pool_reuses_last_freed)
+                   reuse_last_freed=r.req_pool_reuses_last_freed,
+                   mamba_tracking_slots=mamba_tracking_slots)
 
-    @staticmethod
-    def mamba_slots_needed(reqs: Sequence[MambaRequest]) -> int:
-        """State slots :meth:`alloc` takes for ``reqs``: one per request holding none
-        (SGLang 0.5.23 ``mem_cache/allocation.py`` ``ensure_mamba_capacity``, no extra
-        buffer), checked by the scheduler before it binds any row."""
-        return sum(req.mamba_pool_idx < 0 for req in reqs)
+    def mamba_slots_needed(self, reqs: Sequence[MambaRequest]) -> int:
+        """State slots :meth:`alloc` takes for ``reqs``: one per request holding none, plus
+        the track slots of each without a track buffer (SGLang 0.5.23
+        ``mem_cache/allocation.py`` ``ensure_mamba_capacity``), checked by the scheduler
+        before it binds any row."""
+        return sum((req.mamba_pool_idx < 0) + (
+            self.mamba_initial_tracking_slots if self.enable_mamba_extra_buffer
+            and req.mamba_ping_pong_track_buffer is None else 0) for req in reqs)
 
     def alloc(self, reqs: Sequence[MambaRequest]) -> list[int] | None:  # type: ignore[override]
         """Give each request of ``reqs`` a row and a state slot, keeping what it holds (a
@@ -192,15 +217,44 @@ class HybridReqToTokenPool(ReqToTokenPool):
                 assert slot is not None  # checked above
                 req.mamba_pool_idx = slot[0]
             self.req_index_to_mamba_index_mapping[req.req_pool_idx] = req.mamba_pool_idx
+            if self.enable_mamba_extra_buffer and req.mamba_ping_pong_track_buffer is None:
+                self._alloc_ping_pong_buffer(req)
         return [req.req_pool_idx for req in reqs]
+
+    def _alloc_ping_pong_buffer(self, req: MambaRequest) -> None:
+        """A new request's track slots, taken together from the front of the free list;
+        the next state is tracked into slot 0 of the buffer, the last one is "in" the other
+        (``_alloc_ping_pong_buffer``, not lazy)."""
+        slots = self.mamba_allocator.alloc(self.mamba_initial_tracking_slots)
+        assert slots is not None  # counted by mamba_slots_needed
+        req.mamba_ping_pong_track_buffer = list(slots)
+        req.mamba_prev_track_seqlen = None
+        req.mamba_next_track_idx = 0
+        req.mamba_last_track_idx = self.get_mamba_ping_pong_other_idx(0)
+
+    def get_mamba_ping_pong_other_idx(self, idx: int) -> int:
+        """The other track slot's position (the same one with a single track slot)."""
+        return 1 - idx if self.mamba_ping_pong_track_buffer_size == 2 else idx
+
+    def donate_mamba_ping_pong_slot(self, req: MambaRequest, new_slot: int) -> int:
+        """Hand the track slot holding the last tracked state (``mamba_last_track_idx``) to
+        the tree and put ``new_slot`` in its place; returns the donated slot
+        (``donate_mamba_ping_pong_slot``)."""
+        buf = req.mamba_ping_pong_track_buffer
+        assert buf is not None and req.mamba_last_track_idx is not None
+        donated = buf[req.mamba_last_track_idx]
+        buf[req.mamba_last_track_idx] = new_slot
+        return donated
 
     def get_mamba_indices(self, req_indices: Sequence[int]) -> list[int]:
         """The state slots of rows ``req_indices`` (what the linear-attention layers read)."""
         return [self.req_index_to_mamba_index_mapping[row] for row in req_indices]
 
-    def free_mamba_cache(self, req: MambaRequest) -> None:
-        """Return ``req``'s state slot to the back of the slots' free list (its row is freed
-        apart, with :meth:`ReqToTokenPool.free`, as SGLang frees the two apart).
+    def free_mamba_cache(self, req: MambaRequest, keep: int | None = None) -> None:
+        """Return ``req``'s state slot to the back of the slots' free list, then its track
+        slots but the one at position ``keep`` (which the tree keeps), in buffer order (its
+        row is freed apart, with :meth:`ReqToTokenPool.free`, as SGLang frees the two
+        apart); the request's track state is cleared (``free_mamba_cache``).
 
         Raises:
             AllocatorError: ``req`` holds no slot (SGLang: "double free? mamba_index is None").
@@ -209,6 +263,12 @@ class HybridReqToTokenPool(ReqToTokenPool):
             raise AllocatorError("double free? the request holds no state slot")
         self.mamba_allocator.free([req.mamba_pool_idx])
         req.mamba_pool_idx = -1
+        if self.enable_mamba_extra_buffer:
+            buf = req.mamba_ping_pong_track_buffer or []
+            self.mamba_allocator.free([s for i, s in enumerate(buf) if i != keep and s >= 0])
+            req.mamba_ping_pong_track_buffer = None
+            req.mamba_next_track_idx = req.mamba_last_track_idx = None
+            req.mamba_last_track_seqlen = req.mamba_prev_track_seqlen = None
 
     def check_invariants(self) -> None:
         """The rows' and the slots' invariants, and every mapped slot in ``0 .. mamba_size``."""

@@ -28,7 +28,8 @@ The nodes, splits, state LRU list, locks, ledgers and checks are
 :class:`~pagedkv.mem_cache.mamba_radix_tree.MambaRadixTree`.
 
 What SGLang 0.5.23's scheduler does with this tree (its default server, no flags), which
-pagedkv's scheduler does not run yet (it refuses the radix cache on these models):
+pagedkv's scheduler runs through :class:`~pagedkv.mem_cache.mamba_cache.MambaPrefixCache` and
+:mod:`pagedkv.mem_cache.mamba_track`:
 
 - Strategy: ``--mamba-radix-cache-strategy auto`` resolves (``_mamba_radix_cache_resolution``)
   to ``extra_buffer`` for Qwen3-Next when the overlap loop is on (the default) or pages are

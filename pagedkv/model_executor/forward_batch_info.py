@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 import numpy as np
 
@@ -41,6 +41,9 @@ class ForwardBatch:
             them but has not committed them to ``output_ids`` (the overlap loop: the token
             the in-flight pass sampled, SGLang's future map); None: each request's newest
             output token.
+        mamba_track: a decode step's recorded states on a linear-attention hybrid with the
+            mamba radix cache (:class:`pagedkv.mem_cache.mamba_track.DecodeTrack`), read
+            when its result is processed; None otherwise.
     """
 
     mode: str
@@ -53,6 +56,7 @@ class ForwardBatch:
     kv_tokens: int
     req_to_token_pool: ReqToTokenPool | None = None
     input_ids: np.ndarray | None = None
+    mamba_track: Any = None
 
     @property
     def seq_lens(self) -> np.ndarray:

@@ -126,5 +126,13 @@ def run(case: LoopCase, release: str = "0.5.23") -> list[dict[str, Any]]:
             rec["mamba_available"] = int(pool.mamba_allocator.available_size())
             rec["mamba_free"] = [int(s) for s in pool.mamba_allocator.free_slots]
             rec["rows_free"] = [int(r) for r in pool.free_slots]
+            tree = sched.tree_cache
+            if not tree.disable:  # the radix cache on: the states it holds
+                rec["mamba_in_tree"] = int(tree.mamba_evictable_size() + tree.mamba_protected_size())
+                nodes = list(tree.tree.nodes())
+                rec["tree_kv"] = sorted(int(x) for n in nodes for x in n.full)
+                rec["tree_states"] = sorted(n.mamba for n in nodes if n.mamba is not None)
+                rec["tree_sizes"] = [tree.tree.full_evictable_size(), tree.tree.full_protected_size(),
+                                     tree.mamba_evictable_size(), tree.mamba_protected_size()]
         records.append(rec)
     return records

@@ -86,7 +86,19 @@ class ScriptRecorder:
             if sched.tree_cache.supports_prefix_sharing():  # the radix cache on: its states
                 rec["mamba_in_tree"] = int(sched.tree_cache.mamba_evictable_size()
                                            + sched.tree_cache.mamba_protected_size())
+                rec.update(mamba_tree_contents(sched.tree_cache))
         return rec
+
+
+def mamba_tree_contents(tree_cache: Any) -> dict[str, Any]:
+    """What SGLang's ``(FULL, MAMBA)`` tree holds (its Rust tree core lists no nodes): the KV
+    slots and the state slots, each sorted, and its four sizes (full and state, evictable
+    and protected); :mod:`loop_pagedkv` gives pagedkv's in the same form."""
+    t = tree_cache
+    return {"tree_kv": sorted(int(x) for x in t.all_values_flatten().tolist()),
+            "tree_states": sorted(int(x) for x in t.all_mamba_values_flatten().view(-1).tolist()),
+            "tree_sizes": [int(t.full_evictable_size()), int(t.full_protected_size()),
+                           int(t.mamba_evictable_size()), int(t.mamba_protected_size())]}
 
 
 def _aborted(req: Any) -> bool:

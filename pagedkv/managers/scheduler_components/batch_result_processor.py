@@ -30,6 +30,7 @@ from pagedkv.managers.schedule_batch import ScheduleBatch
 from pagedkv.mem_cache.allocator import BaseTokenToKVPoolAllocator
 from pagedkv.mem_cache.chunk_cache import ChunkCache
 from pagedkv.mem_cache.common import release_kv_cache
+from pagedkv.mem_cache.mamba_track import process_decode_track
 from pagedkv.mem_cache.memory_pool import ReqToTokenPool
 from pagedkv.mem_cache.radix_cache import RadixCache
 from pagedkv.model_executor.forward_batch_info import ForwardBatch
@@ -135,6 +136,12 @@ class SchedulerBatchResultProcessor:
     def process_batch_result_decode(self, batch: ScheduleBatch) -> None:
         """Release every request of ``batch`` whose latest token ends it (one free group)
         and mark it finished in the batch (0.5.9 drops it at the next step's filter)."""
+        track = batch.mamba_track
+        if track is not None:  # the states the step recorded, before any finish is cached
+            batch.mamba_track = None
+            kv = batch.kv_len.tolist()
+            for i, req in enumerate(batch.reqs):
+                process_decode_track(req, i, track, kv[i], self.req_to_token_pool)
         stop = batch.stopping()
         if self.samples_tokens:
             stop |= np.fromiter((self.hit_eos(r) for r in batch.reqs), bool, len(batch))
@@ -174,6 +181,12 @@ class SchedulerBatchResultProcessor:
             for i, token in zip(np.flatnonzero(live).tolist(), f.tokens[live].tolist(), strict=True):
                 reqs[i].output_ids.append(int(token))
                 ends[i] |= self.hit_eos(reqs[i])
+        track = f.batch.mamba_track
+        if track is not None:  # the states the step recorded, before any finish is cached
+            for i in np.flatnonzero(live).tolist():
+                j = int(where[i])
+                kv = int(running.kv_len[j]) if j >= 0 else reqs[i].kv_committed_len
+                process_decode_track(reqs[i], i, track, kv, self.req_to_token_pool)
         self.token_to_kv_pool_allocator.free_group_begin()
         for i in np.flatnonzero(ends).tolist():
             req, j = reqs[i], int(where[i])

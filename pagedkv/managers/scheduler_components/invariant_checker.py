@@ -24,6 +24,7 @@ from pagedkv.managers.scheduler_components.waiting_queue import WaitingQueue
 from pagedkv.mem_cache.allocator import BaseTokenToKVPoolAllocator, ceil_to_page
 from pagedkv.mem_cache.allocator.swa import SWATokenToKVPoolAllocator
 from pagedkv.mem_cache.chunk_cache import ChunkCache
+from pagedkv.mem_cache.mamba_cache import MambaPrefixCache
 from pagedkv.mem_cache.mamba_pool import HybridReqToTokenPool
 from pagedkv.mem_cache.memory_pool import ReqToTokenPool
 from pagedkv.mem_cache.radix_cache import RadixCache
@@ -88,6 +89,8 @@ class SchedulerInvariantChecker:
         pool = self.req_to_token_pool
         if isinstance(pool, HybridReqToTokenPool):
             held = pool.mamba_pool.size - pool.mamba_allocator.available_size()
+            if isinstance(self.tree_cache, MambaPrefixCache):  # states the tree keeps
+                held -= self.tree_cache.mamba_evictable_size() + self.tree_cache.mamba_protected_size()
             if held:
                 raise PagedKVError(f"memory leak: {held} state slots held while idle")
 
@@ -157,5 +160,12 @@ class SchedulerInvariantChecker:
         if isinstance(pool, HybridReqToTokenPool):  # one state slot per row holder, no other
             slots = {r.mamba_pool_idx for r in holders}
             in_use = pool.mamba_pool.size - pool.mamba_allocator.available_size()
+            if isinstance(self.tree_cache, MambaPrefixCache):  # and its track slots, the tree's
+                tree = self.tree_cache
+                track = [s for r in holders for s in r.mamba_ping_pong_track_buffer or () if s >= 0]
+                in_use -= (len(track) + tree.mamba_evictable_size() + tree.mamba_protected_size())
+                slots.update(track)
+                assert len(slots) == len(holders) + len(track), (sorted(slots), len(holders))
+                slots -= set(track)
             assert -1 not in slots and len(slots) == len(holders) == in_use, (
                 sorted(slots), len(holders), in_use)

@@ -32,6 +32,7 @@ from pagedkv.managers.scheduler_components.waiting_queue import WaitingQueue
 from pagedkv.mem_cache.allocator import BaseTokenToKVPoolAllocator
 from pagedkv.mem_cache.allocator.swa import SWATokenToKVPoolAllocator
 from pagedkv.mem_cache.chunk_cache import ChunkCache
+from pagedkv.mem_cache.mamba_cache import MambaPrefixCache
 from pagedkv.mem_cache.mamba_pool import HybridReqToTokenPool
 from pagedkv.mem_cache.memory_pool import ReqToTokenPool
 from pagedkv.mem_cache.radix_cache import RadixCache
@@ -86,7 +87,8 @@ class PrefillManager:
         n = self.max_running_requests - running_bs
         if self.config.release.allocatable_counts_free_rows:
             n = min(n, self.req_to_token_pool.available_size() + held_rows)
-        if isinstance(self.req_to_token_pool, HybridReqToTokenPool):
+        if (isinstance(self.req_to_token_pool, HybridReqToTokenPool)
+                and not isinstance(self.tree_cache, MambaPrefixCache)):  # the tree evicts states
             slots = self.req_to_token_pool.mamba_allocator  # those taken ahead are free too
             n = min(n, slots.available_size() + slots.taken_ahead + held_rows)
         return n
@@ -146,6 +148,10 @@ class PrefillManager:
                 if result is AddReqResult.NO_TOKEN:
                     running.batch_is_full = (not busy_rule or bool(adder.can_run_list)
                                              or bool(len(running)))
+                not_added = not adder.can_run_list or adder.can_run_list[-1] is not req
+                if not_added and req.mamba_pool_idx >= 0:  # its match's state slot goes back
+                    self.req_to_token_pool.mamba_allocator.free([req.mamba_pool_idx])
+                    req.mamba_pool_idx = -1
                 break
         if hybrid:
             self.req_to_token_pool.mamba_allocator.alloc_group_end()
