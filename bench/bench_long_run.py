@@ -5,7 +5,8 @@ Writes a ShareGPT-like JSON Lines requests file (``pagedkv.workloads.synthetic.s
 2048; all requests at t=0 unless ``--rate``), then runs, in a child process pinned to one
 CPU core, once per radix-cache mode (``--radix off``, ``on`` or ``both``)::
 
-    python -m pagedkv simulate --requests-file FILE [--disable-radix-cache] --quiet --csv PER_REQUEST.csv
+    python -m pagedkv simulate --requests-file FILE [--disable-radix-cache] --quiet \
+        --csv PER_REQUEST.csv --core CORE
 
 on Llama-3-8B's pool on one H100 SXM 80GB, and reports the child's CPU seconds (user +
 system, its own ``rusage``), its wall time (start-up, reading the requests file, simulating, writing
@@ -15,9 +16,12 @@ peak resident memory (``ru_maxrss``). Targets (issue 24): under 60 CPU-seconds a
 prefix, so the radix cache on measures the tree's upkeep, not reuse. On a shared machine
 wall time counts the time the child waited for its core: compare CPU seconds.
 
+``--core`` picks the scheduler loop (``auto``, the CLI's default; ``compiled``; ``reference``,
+the Python scheduler).
+
 Run: ``python bench/bench_long_run.py [--requests N] [--rate R] [--radix off|on|both]
-[--keep DIR] [--out FILE.json]``; ``--out`` writes the figures with the machine, load and
-commit they were taken on (``bench/cpu_provenance.py``).
+[--core auto|compiled|reference] [--keep DIR] [--out FILE.json]``; ``--out`` writes the
+figures with the machine, load and commit they were taken on (``bench/cpu_provenance.py``).
 """
 
 from __future__ import annotations
@@ -83,6 +87,8 @@ def main() -> None:
     parser.add_argument("--rate", type=float, help="Poisson arrivals in requests/s (default: all at t=0)")
     parser.add_argument("--radix", choices=("off", "on", "both"), default="off",
                         help="the radix cache off (the target's case), on, or both runs")
+    parser.add_argument("--core", choices=("auto", "compiled", "reference"), default="auto",
+                        help="the scheduler loop the CLI runs (default: auto, the CLI's default)")
     parser.add_argument("--keep", type=Path,
                         help="write the requests file and the table here (default: a temp dir)")
     parser.add_argument("--out", type=Path, help="write the figures as JSON here")
@@ -100,22 +106,25 @@ def main() -> None:
         for mode in (("off", "on") if args.radix == "both" else (args.radix,)):
             load = os.getloadavg()[0]
             cmd = [sys.executable, "-m", "pagedkv", "simulate", "--requests-file", str(requests), "--quiet",
-                   "--csv", str(table)] + (["--disable-radix-cache"] if mode == "off" else [])
+                   "--csv", str(table), "--core", args.core]
+            cmd += ["--disable-radix-cache"] if mode == "off" else []
             r = run_child(cmd, folder)
             print(r["stdout"], end="")
             if r["returncode"]:
                 print(r["stderr"], file=sys.stderr)
                 sys.exit(r["returncode"])
             per_step = 1e6 * r["cpu_s"] / max(r["steps"] or 0, 1)
-            print(f"radix cache {mode}, one core: {r['cpu_s']:,.1f} CPU-s ({per_step:,.0f} "
-                  f"µs per step in all), {r['wall_s']:,.1f} s wall ({r['simulate_wall_s']:,.1f} s "
+            print(f"radix cache {mode}, --core {args.core}, one core: {r['cpu_s']:,.1f} CPU-s "
+                  f"({per_step:,.0f} µs per step in all), {r['wall_s']:,.1f} s wall "
+                  f"({r['simulate_wall_s']:,.1f} s "
                   f"simulating); peak memory {r['peak_bytes'] / 2**30:.2f} GiB; load average "
                   f"{load:.2f} before, {os.getloadavg()[0]:.2f} after")
             if mode == "off":
                 cpu_ok, mem_ok = r["cpu_s"] < TARGET_CPU_S, r["peak_bytes"] < TARGET_BYTES
                 print(f"targets: {TARGET_CPU_S:.0f} CPU-s ({'met' if cpu_ok else 'NOT met'}), "
                       f"{TARGET_BYTES / 2**30:.0f} GiB ({'met' if mem_ok else 'NOT met'})")
-            results.append({"radix_cache": mode, "command": cmd[1:], "requests": args.requests,
+            results.append({"radix_cache": mode, "core": args.core, "command": cmd[1:],
+                            "requests": args.requests,
                             "rate": args.rate, "load_average_before": load,
                             "load_average_after": os.getloadavg()[0],
                             **{k: r[k] for k in ("cpu_s", "wall_s", "simulate_wall_s", "steps",

@@ -17,6 +17,7 @@ import argparse
 from pagedkv.configs.model_presets import MODEL_PRESETS
 from pagedkv.errors import bad_value, check_fraction, check_positive_int, check_real
 from pagedkv.gpus import GPU_PRESETS
+from pagedkv.managers.compiled_core import AUTO_MIN_REQUESTS, CORES
 from pagedkv.managers.config import Policy
 from pagedkv.releases import DEFAULT_SGLANG_VERSION, RELEASES
 
@@ -116,6 +117,11 @@ def add_simulate_parser(subparsers: argparse._SubParsersAction) -> None:
     o.add_argument("--log", action="store_true",
                    help="print SGLang-format log lines (prefill, decode, retraction) as they happen")
     o.add_argument("--quiet", action="store_true", help="no progress bar")
+    o.add_argument("--core", choices=CORES, default="auto",
+                   help="the scheduler loop: 'compiled' (numba, exact to the Python scheduler; "
+                   "a dense model's pool with --disable-radix-cache, else a note and the Python "
+                   "loop), 'reference' (the Python scheduler the book shows) or 'auto' (default: "
+                   f"compiled where it applies for runs of {AUTO_MIN_REQUESTS:,} requests or more)")
     p.set_defaults(func=run_simulate)
 
 

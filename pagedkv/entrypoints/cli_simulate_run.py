@@ -65,10 +65,12 @@ def run_single(args: argparse.Namespace, workload: Workload) -> int:
     try:
         run = run_requests(engine, workload.make_specs(), workload.num_requests,
                            source=workload.source, sinks=[s for s in (csv_sink, stream) if s],
-                           on_log=on_log, quiet=args.quiet)
+                           on_log=on_log, quiet=args.quiet, core=args.core)
     finally:
         if csv_sink is not None:
             csv_sink.close()
+    if run.core_note:
+        print(run.core_note, file=sys.stderr)
     if stream is not None:
         report = report_dict(run, workload)
         if args.log:

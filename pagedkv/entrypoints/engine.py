@@ -31,6 +31,7 @@ import torch
 
 from pagedkv.entrypoints.engine_outcome import EngineResult, WallClock, lowered_caps
 from pagedkv.errors import bad_value, check_positive_int
+from pagedkv.managers.compiled_core import choose_core
 from pagedkv.managers.config import DEFAULT_SGLANG_VERSION, SchedulerConfig
 from pagedkv.managers.req import RequestLike
 from pagedkv.managers.scheduler import Scheduler
@@ -212,7 +213,7 @@ class Engine:
 
     def run_scheduler(self, sched: Scheduler, requests: Sequence[RequestLike] | None = None, *,
                       check: bool = False, on_step: Callable[[Scheduler], None] | None = None,
-                      interruptible: bool = False) -> EngineResult:
+                      interruptible: bool = False, core: str = "reference") -> EngineResult:
         """Step ``sched`` (from :meth:`scheduler`) until every request has finished: the one
         loop that drives the scheduler, for both executors.
 
@@ -225,6 +226,14 @@ class Engine:
             interruptible: Ctrl-C (KeyboardInterrupt) ends the run between or inside a step
                 instead of propagating; the result then says ``interrupted`` and its metrics
                 cover the requests that had finished.
+            core: ``"reference"`` (the Python loop, step by step), ``"compiled"`` or
+                ``"auto"``: the compiled core (:mod:`pagedkv.managers.compiled_core`, exact to
+                the Python loop) where it applies (:func:`~pagedkv.managers.compiled_core.
+                choose_core`); it calls ``on_step`` every few tens of thousands of steps and
+                is stopped by Ctrl-C between them.
+
+        Raises:
+            ConfigError: ``core`` not one of ``auto``, ``compiled``, ``reference``.
         """
         lowered = ([] if requests is None else
                    lowered_caps(requests, sched.reqs, self.max_total_num_tokens, self.page_size,
@@ -232,9 +241,16 @@ class Engine:
         # wall-clock latencies of real tokens only: a simulated run's times are its trace's,
         # and reading every request after every step would cost O(requests) per step there
         clock = WallClock(len(sched.reqs)) if sched.real_tokens else None
+        compiled, note = choose_core(sched, core, check=check)
         interrupted = False
         try:
-            for _ in sched.steps():
+            if compiled:
+                from pagedkv.managers.compiled_core.runner import run_compiled
+
+                run_compiled(sched, on_pause=on_step)
+                if on_step is not None:
+                    on_step(sched)
+            for _ in sched.steps():  # after a compiled run: nothing left
                 if clock is not None:
                     clock.observe(sched.reqs)
                 if check:
@@ -254,7 +270,8 @@ class Engine:
                             startup_log=list(runner.startup_log) if runner else [],
                             tokenizer=runner.tokenizer if runner else None, clamps=lowered,
                             timings=clock.timings(sched.reqs) if clock is not None else [],
-                            interrupted=interrupted)
+                            interrupted=interrupted, core="compiled" if compiled else "reference",
+                            core_note=note)
 
     def generate(self, prompts: Sequence[str | Sequence[int]],
                  max_new_tokens: int | Sequence[int] = 32, *, ignore_eos: bool = False,

@@ -158,6 +158,9 @@ class EngineResult:
         timings: per request, wall-clock TTFT, TPOT and end-to-end seconds
             (:class:`RequestTiming`; empty for a run that did not measure them).
         interrupted: Ctrl-C stopped the run before every request finished.
+        core: the loop that ran it: ``"reference"`` (the Python scheduler) or ``"compiled"``
+            (:mod:`pagedkv.managers.compiled_core`, exact to it).
+        core_note: why the compiled core asked for did not run it (None: nothing to say).
     """
 
     trace: Trace | SummaryTrace
@@ -170,6 +173,8 @@ class EngineResult:
     clamps: list[Clamp] = field(default_factory=list)
     timings: list[RequestTiming] = field(default_factory=list)
     interrupted: bool = False
+    core: str = "reference"
+    core_note: str | None = None
 
     @property
     def outputs(self) -> list[list[int]]:

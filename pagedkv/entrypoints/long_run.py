@@ -49,6 +49,8 @@ class RunOutcome:
         swa_peak_in_use: a sliding-window hybrid's most SWA tokens in use at once (SGLang's
             SWA ``#token``, evictable ones counted as free), after any step; None with one
             pool.
+        core: the loop that ran it (``"reference"`` or ``"compiled"``); core_note: why the
+            compiled core asked for did not run it (None: nothing to say).
     """
 
     engine: Engine
@@ -58,12 +60,14 @@ class RunOutcome:
     interrupted: bool
     wall_s: float
     swa_peak_in_use: int | None = None
+    core: str = "reference"
+    core_note: str | None = None
 
 
 def run_requests(engine: Engine, specs: Iterable[RequestSpec], num_requests: int, *,
                  source: RequestFile | None = None, sinks: list[Callable[[Row], None]] | None = None,
                  on_log: Callable[[str], None] | None = None, quiet: bool = False,
-                 label: str = "requests") -> RunOutcome:
+                 label: str = "requests", core: str = "auto") -> RunOutcome:
     """Simulate ``specs`` (``num_requests`` of them) on ``engine``'s pool.
 
     Args:
@@ -75,6 +79,8 @@ def run_requests(engine: Engine, specs: Iterable[RequestSpec], num_requests: int
         on_log: receives each SGLang-format log line as it is printed.
         quiet: no progress bar.
         label: the progress bar's description.
+        core: ``"auto"`` (the compiled core for long runs it covers), ``"compiled"`` or
+            ``"reference"`` (:meth:`Engine.run_scheduler`).
 
     Raises:
         ConfigError: a request SGLang would refuse (see :class:`Scheduler`).
@@ -87,7 +93,8 @@ def run_requests(engine: Engine, specs: Iterable[RequestSpec], num_requests: int
             table.add(sched.reqs[event.rid])
 
     start = time.perf_counter()
-    trace = SummaryTrace(engine.meta, on_event=on_event, on_log=on_log)
+    trace = SummaryTrace(engine.meta, on_event=on_event, on_log=on_log,
+                         event_kinds=frozenset(("finish", "abort")))
     sched = engine.scheduler(specs, trace=trace)
     bar = tqdm(total=num_requests, unit="req", desc=label, file=sys.stderr, delay=PROGRESS_DELAY_S,
                disable=quiet or not sys.stderr.isatty(), dynamic_ncols=True)
@@ -101,8 +108,8 @@ def run_requests(engine: Engine, specs: Iterable[RequestSpec], num_requests: int
             bar.update(table.count - bar.n)
 
     try:
-        result = engine.run_scheduler(sched, on_step=on_step, interruptible=True)
+        result = engine.run_scheduler(sched, on_step=on_step, interruptible=True, core=core)
     finally:
         bar.close()
     return RunOutcome(engine, table, result.metrics, num_requests, result.interrupted,
-                      time.perf_counter() - start, swa_peak)
+                      time.perf_counter() - start, swa_peak, result.core, result.core_note)

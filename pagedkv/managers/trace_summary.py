@@ -27,6 +27,8 @@ class SummaryTrace:
         on_event: called with every :class:`~pagedkv.managers.trace.Event` as it
             happens (e.g. to write a finished request's metrics out at once).
         on_log: called with each SGLang-format log line as it is printed.
+        event_kinds: the event kinds ``on_event`` takes (e.g. ``{"finish", "abort"}``);
+            None: all of them.
 
     Attributes:
         records_steps: False: the scheduler may skip work done only for step rows (the
@@ -42,9 +44,11 @@ class SummaryTrace:
 
     def __init__(self, meta: TraceMeta,
                  on_event: Callable[[Event], None] | None = None,
-                 on_log: Callable[[str], None] | None = None) -> None:
+                 on_log: Callable[[str], None] | None = None,
+                 event_kinds: frozenset[str] | None = None) -> None:
         self.meta = meta
         self.on_event = on_event
+        self.event_kinds = event_kinds
         self.on_log = on_log
         self._kinds = {"prefill": 0, "decode": 0, "idle": 0}
         self._chunks = self._retractions = 0
@@ -70,10 +74,10 @@ class SummaryTrace:
             self._busy_in_use += in_use
 
     def record_event(self, event: Event) -> None:
-        """Count a ``chunk`` event; hand every event to ``on_event``."""
+        """Count a ``chunk`` event; hand every event (of ``event_kinds``) to ``on_event``."""
         if event.kind == "chunk":
             self._chunks += 1
-        if self.on_event is not None:
+        if self.on_event is not None and (self.event_kinds is None or event.kind in self.event_kinds):
             self.on_event(event)
 
     def add_log(self, step: int, line: str) -> None:

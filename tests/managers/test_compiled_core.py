@@ -20,6 +20,7 @@ from pagedkv.managers import Scheduler, SchedulerConfig
 from pagedkv.managers.compiled_core import numba_available
 from pagedkv.managers.trace import TraceMeta
 from pagedkv.managers.trace_summary import SummaryTrace
+from pagedkv.model_executor.sim_executor import FixedStepTime, StepTime
 from pagedkv.workloads.synthetic import RequestSpec
 
 pytestmark = pytest.mark.skipif(not numba_available(), reason="numba is not installed")
@@ -31,15 +32,18 @@ EXTRA_KEYS = ("prefix_len", "extend_len", "finished", "is_retracted", "max_new_t
 
 
 def run(specs: list[RequestSpec], pool: int, page: int, cfg: SchedulerConfig,
-        compiled: bool) -> tuple[Scheduler, list[object], list[str]]:
-    """Run to the end on one path; the scheduler, its events and its log lines."""
+        compiled: bool, step_time: StepTime = STEP_TIME, listen: bool = True
+        ) -> tuple[Scheduler, list[object], list[str]]:
+    """Run to the end on one path; the scheduler, its events and its log lines (none taken
+    without ``listen``)."""
     from pagedkv.managers.compiled_core.runner import compiled_core_refusal, run_compiled
 
     events: list[object] = []
     logs: list[str] = []
-    trace = SummaryTrace(TraceMeta(pool, page), on_event=events.append, on_log=logs.append)
+    trace = (SummaryTrace(TraceMeta(pool, page), on_event=events.append, on_log=logs.append)
+             if listen else SummaryTrace(TraceMeta(pool, page)))
     s = Scheduler(specs, max_total_num_tokens=pool, page_size=page, config=cfg,
-                  radix_cache=False, step_time=STEP_TIME, trace=trace)
+                  radix_cache=False, step_time=step_time, trace=trace)
     if compiled:
         assert compiled_core_refusal(s) is None
         run_compiled(s)
@@ -73,10 +77,11 @@ def config(seed: int, page: int, version: str, overlap: bool) -> SchedulerConfig
                            decode_log_interval=(1, 40)[seed % 2])
 
 
-def check_same(specs: list[RequestSpec], pool: int, page: int, cfg: SchedulerConfig) -> Scheduler:
+def check_same(specs: list[RequestSpec], pool: int, page: int, cfg: SchedulerConfig,
+               step_time: StepTime = STEP_TIME, listen: bool = True) -> Scheduler:
     """Both paths on one workload; everything equal. Returns the reference's scheduler."""
-    ref, ref_events, ref_logs = run(specs, pool, page, cfg, compiled=False)
-    fast, events, logs = run(specs, pool, page, cfg, compiled=True)
+    ref, ref_events, ref_logs = run(specs, pool, page, cfg, False, step_time, listen)
+    fast, events, logs = run(specs, pool, page, cfg, True, step_time, listen)
     assert events == ref_events
     assert logs == ref_logs
     assert final_state(fast) == final_state(ref)
@@ -96,6 +101,14 @@ def test_compiled_core_matches_the_reference(seed: int, page: int, poisson: bool
         check_same(specs, pool, page, config(seed, page, version, overlap))
     except ConfigError:  # an ignore-EOS request this pool could never admit
         pytest.skip("workload refused up front")
+
+
+@pytest.mark.parametrize(("seed", "page", "version"), [(1, 1, "0.5.23"), (2, 16, "0.5.9")])
+def test_a_trace_that_takes_nothing_and_fixed_step_times(seed: int, page: int, version: str) -> None:
+    """A summary trace with no listener (no events kept) and fixed step times: the same."""
+    specs, pool = workload(seed, page, True)
+    for step_time in (STEP_TIME, FixedStepTime(0.003)):
+        check_same(specs, pool, page, config(seed, page, version, True), step_time, listen=False)
 
 
 def test_the_cases_exercise_retraction_chunks_and_logs() -> None:
@@ -148,14 +161,14 @@ def small_runs(draw: st.DrawFn) -> tuple[list[RequestSpec], int, int, SchedulerC
 
 
 @settings(max_examples=150, deadline=None)
-@given(small_runs())
-def test_compiled_core_matches_on_random_workloads(case: tuple[list[RequestSpec], int, int,
-                                                               SchedulerConfig]) -> None:
+@given(small_runs(), st.sampled_from((STEP_TIME, FixedStepTime(0.01))))
+def test_compiled_core_matches_on_random_workloads(
+        case: tuple[list[RequestSpec], int, int, SchedulerConfig], step_time: StepTime) -> None:
     specs, pool, page, cfg = case
     try:
-        run(specs, pool, page, cfg, compiled=False)
+        run(specs, pool, page, cfg, False, step_time)
     except (ConfigError, PagedKVError) as e:  # refused up front, stuck, or too small (0.5.9)
         with pytest.raises(type(e)):
-            run(specs, pool, page, cfg, compiled=True)
+            run(specs, pool, page, cfg, True, step_time)
         return
-    check_same(specs, pool, page, cfg)
+    check_same(specs, pool, page, cfg, step_time)

@@ -26,3 +26,42 @@ import importlib.util
 def numba_available() -> bool:
     """Whether numba can be imported (the compiled core needs it)."""
     return importlib.util.find_spec("numba") is not None
+
+
+CORES = ("auto", "compiled", "reference")
+AUTO_MIN_REQUESTS = 50_000  # below this the Python loop takes less than a first compile
+
+
+def choose_core(sched: object, core: str, *, check: bool = False) -> tuple[bool, str | None]:
+    """Whether to run ``sched`` (a fresh :class:`~pagedkv.managers.scheduler.Scheduler`) on
+    the compiled core, and a one-line note for the user (None: nothing to say).
+
+    ``core``: ``"reference"``, the Python loop; ``"compiled"``, the compiled core, or the
+    Python loop with a note saying why not (numba missing, or a configuration it does not
+    cover: :func:`~pagedkv.managers.compiled_core.runner.compiled_core_refusal`);
+    ``"auto"``, the compiled core when it applies, numba imports and the run has at least
+    ``AUTO_MIN_REQUESTS`` requests (a first compile takes longer than a short run; numba's
+    cache makes later ones quick), else the Python loop without a note. ``check`` (invariants
+    checked after every step) needs the Python loop.
+
+    Raises:
+        ConfigError: ``core`` not one of ``CORES``.
+    """
+    from pagedkv.errors import bad_value
+
+    if core not in CORES:
+        raise bad_value("core", core, f"one of {CORES}")
+    if core == "reference":
+        return False, None
+    why = "invariant checks after every step need it" if check else None
+    if why is None and not numba_available():
+        why = "numba is not installed (pip install numba)"
+    if why is None:
+        from pagedkv.managers.compiled_core.runner import compiled_core_refusal
+
+        why = compiled_core_refusal(sched)  # type: ignore[arg-type]
+    if core == "auto":
+        return why is None and len(sched.reqs) >= AUTO_MIN_REQUESTS, None  # type: ignore[attr-defined]
+    if why is not None:
+        return False, f"note: the compiled core does not cover this run ({why}): the Python scheduler runs it"
+    return True, None

@@ -27,19 +27,23 @@ from pagedkv.managers.compiled_core.layout import (
     C_KEEP_EVENTS,
     C_MAXPREFILL,
     C_MAXRUN,
+    C_NPAGES,
     C_OVERHEAD,
     C_P,
     C_PAGE_BOUNDARY,
     C_RAW_TOKENS,
     C_STOP_SPENT,
+    EV_ABORT,
     EV_ADMIT,
     EV_CHUNK,
+    EV_FINISH,
     EV_REPREFILL,
     F_RATIO,
     I_BATCH_FULL,
     I_CHUNKED,
     I_CHUNKS,
     I_EVN,
+    I_FHEAD,
     I_FLEN,
     I_NRUN,
     I_QHEAD,
@@ -67,27 +71,28 @@ from pagedkv.managers.compiled_core.pools import (
     alloc_rows,
     available_size,
     extend_pages,
-    hand_out,
     jit,
-    take_page,
+    jit_inline,
 )
+from pagedkv.mem_cache.allocator.ownership import IN_USE
 
 CONTINUE, NO_TOKEN, OTHER = 0, 1, 2  # AddReqResult
 # the adder's int state (A); its float state is AF[0], rem_total_token_offset
 A_CUR_OFF, A_REM_INPUT, A_REM_CHUNK, A_K, A_NEW_CHUNKED, A_LOG_HIT, A_LOG_INPUT, A_NSTATES = range(8)
 
 
-@jit
+@jit_inline
 def ceil_to_page(tokens: int, p: int) -> int:
     return -(-tokens // p) * p
 
 
 @jit
 def record_event(s, step: int, kind: int, rid: int, a: int, b: int, c: int) -> None:
-    """One event row (``Trace.record_event``'s payload), kept when the run keeps events."""
+    """One event row (``Trace.record_event``'s payload), kept when the run keeps events
+    (finishes always: the caller brings finished requests up to date from them)."""
     if kind == EV_CHUNK:
         s.I[I_CHUNKS] += 1
-    if s.C[C_KEEP_EVENTS]:
+    if s.C[C_KEEP_EVENTS] or kind == EV_FINISH or kind == EV_ABORT:  # noqa: SIM109 (numba)
         e = s.I[I_EVN]
         s.events[e, 0], s.events[e, 1], s.events[e, 2] = step, kind, rid
         s.events[e, 3], s.events[e, 4], s.events[e, 5] = a, b, c
@@ -113,16 +118,16 @@ def num_allocatable_reqs(s, running_bs: int, held: int) -> int:
 def running_reservation(s) -> float:
     """``_get_running_request_total_token_offset``: the Python-order sum of
     ``min(max_new_tokens - generated, CLIP) * ratio`` (0.5.23: ratio 1 for ignore-EOS)."""
-    nrun, ratio, clip = s.I[I_NRUN], s.F[F_RATIO], s.C[C_CLIP]
+    nrun, ratio, clip, R, running = s.I[I_NRUN], s.F[F_RATIO], s.C[C_CLIP], s.R, s.running
     per_eos = False
     if s.C[C_IGNORE_EOS_ALL]:
         for j in range(nrun):
-            per_eos = per_eos or s.R[s.running[j], R_IGNORE] != 0
+            per_eos = per_eos or R[running[j], R_IGNORE] != 0
     total = 0.0
     for j in range(nrun):
-        rid = s.running[j]
-        left = min(s.R[rid, R_MAXNEW] - s.R[rid, R_GEN], clip)
-        total += left * (1.0 if per_eos and s.R[rid, R_IGNORE] else ratio)
+        rid = running[j]
+        left = min(R[rid, R_MAXNEW] - R[rid, R_GEN], clip)
+        total += left * (1.0 if per_eos and R[rid, R_IGNORE] else ratio)
     return total
 
 
@@ -182,24 +187,25 @@ def insert_state(s, A, rid: int, build: bool) -> None:
     """``ignore_eos_states`` for ``rid``: ``(max_new_tokens * ratio - generated, prompt +
     generated)`` put into the sorted states (a stable insertion when building; else SGLang's
     scan, which puts a state larger than all but none before the last)."""
-    ratio = 1.0 if s.R[rid, R_IGNORE] else s.F[F_RATIO]
-    left = s.R[rid, R_MAXNEW] * ratio - s.R[rid, R_GEN]
+    R, st_left, st_occ = s.R, s.st_left, s.st_occ
+    ratio = 1.0 if R[rid, R_IGNORE] else s.F[F_RATIO]
+    left = R[rid, R_MAXNEW] * ratio - R[rid, R_GEN]
     if not left > 0:
         return
     n = A[A_NSTATES]
     i = 0
     if build:
         i = n
-        while i > 0 and s.st_left[i - 1] > left:
+        while i > 0 and st_left[i - 1] > left:
             i -= 1
     else:
         for i in range(n):
-            if left <= s.st_left[i]:
+            if left <= st_left[i]:
                 break
     for j in range(n, i, -1):
-        s.st_left[j], s.st_occ[j] = s.st_left[j - 1], s.st_occ[j - 1]
-    s.st_left[i] = left
-    s.st_occ[i] = s.R[rid, R_PROMPT] + s.R[rid, R_GEN]
+        st_left[j], st_occ[j] = st_left[j - 1], st_occ[j - 1]
+    st_left[i] = left
+    st_occ[i] = R[rid, R_PROMPT] + R[rid, R_GEN]
     A[A_NSTATES] = n + 1
 
 
@@ -221,12 +227,12 @@ def add_one_req_ignore_eos(s, A, AF, rid: int) -> int:
             insert_state(s, A, s.admitted[j], True)
     else:
         insert_state(s, A, rid, False)
-    freed, n, rem = 0, A[A_NSTATES], cur_rem - paged
+    freed, n, rem, st_left, st_occ = 0, A[A_NSTATES], cur_rem - paged, s.st_left, s.st_occ
     for i in range(n):
         bs = n - i
-        if rem + freed - s.st_left[i] * bs <= bs:  # IGNORE_EOS_RESERVE_TOKENS = 1 per request
+        if rem + freed - st_left[i] * bs <= bs:  # IGNORE_EOS_RESERVE_TOKENS = 1 per request
             return NO_TOKEN
-        freed += s.st_occ[i]
+        freed += st_occ[i]
     chunk = s.C[C_CHUNK]
     if chunk < 0 or extend <= A[A_REM_CHUNK]:
         charge(s, A, AF, rid, extend, future_tokens(s, rid, False), False)
@@ -307,38 +313,44 @@ def prepare_for_extend(s, k: int) -> bool:
     free list's front, request after request). False: the pool is short (nothing changed
     but the rows, which the caller reports as an error). The launch record goes to row 1 of
     ``s.infl``."""
+    R, admitted, scratch = s.R, s.admitted, s.scratch
     fresh = 0
     for j in range(k):
-        if s.R[s.admitted[j], R_ROW] < 0:
-            s.scratch[fresh] = s.admitted[j]
+        if R[admitted[j], R_ROW] < 0:
+            scratch[fresh] = admitted[j]
             fresh += 1
     if fresh:
-        alloc_rows(s, s.scratch, fresh)
+        alloc_rows(s, scratch, fresh)
     p, need = s.C[C_P], 0
     for j in range(k):
-        rid = s.admitted[j]
-        need += extend_pages(s, s.R[rid, R_PREFIX], s.R[rid, R_PREFIX] + s.R[rid, R_EXTEND])
+        rid = admitted[j]
+        need += extend_pages(s, R[rid, R_PREFIX], R[rid, R_PREFIX] + R[rid, R_EXTEND])
     if need > s.I[I_FLEN]:
         return False
+    table, state, free, I = s.table, s.slot_state, s.free, s.I  # noqa: E741
+    infl, infl_sample, infl_end, cap = s.infl, s.infl_sample, s.infl_end, s.C[C_NPAGES]
+    chunked = I[I_CHUNKED]
     for j in range(k):
-        rid = s.admitted[j]
-        row, pre, e = s.R[rid, R_ROW], s.R[rid, R_PREFIX], s.R[rid, R_EXTEND]
-        last = s.table[row, pre - 1] if pre else -1
+        rid = admitted[j]
+        row, pre, e = R[rid, R_ROW], R[rid, R_PREFIX], R[rid, R_EXTEND]
+        last = table[row, pre - 1] if pre else -1
         room = min(pre + e, -(-pre // p) * p) - pre
         slot = 0
         for t in range(e):
             if t < room:
                 slot = last + 1 + t
-            elif (t - room) % p == 0:
-                slot = take_page(s) * p
+            elif (t - room) % p == 0:  # a new page from the free list's front
+                slot = free[I[I_FHEAD]] * p
+                I[I_FHEAD] = (I[I_FHEAD] + 1) % cap
+                I[I_FLEN] -= 1
             else:
                 slot += 1
-            hand_out(s, slot)
-            s.table[row, pre + t] = slot
-        s.R[rid, R_KV] = pre + e
-        s.infl[1, j] = rid
-        s.infl_sample[1, j] = rid != s.I[I_CHUNKED]
-        s.infl_end[1, j] = pre + e
+            state[slot] = IN_USE
+            table[row, pre + t] = slot
+        R[rid, R_KV] = pre + e
+        infl[1, j] = rid
+        infl_sample[1, j] = rid != chunked
+        infl_end[1, j] = pre + e
     return True
 
 
@@ -368,9 +380,9 @@ def get_new_batch_prefill(s, step: int, clock: float):
     for q in range(s.I[I_QLEN]):
         if s.C[C_STOP_SPENT] and budget_state(s, A, AF) == OTHER:
             break
-        held = 0
+        held, R, admitted = 0, s.R, s.admitted
         for j in range(A[A_K]):
-            held += s.R[s.admitted[j], R_ROW] >= 0
+            held += R[admitted[j], R_ROW] >= 0
         if A[A_K] >= num_allocatable_reqs(s, nrun, held):
             s.I[I_BATCH_FULL] = 1
         if s.I[I_BATCH_FULL]:

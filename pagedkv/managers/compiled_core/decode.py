@@ -23,6 +23,7 @@ from pagedkv.managers.compiled_core.layout import (
     C_ABORT_LAST,
     C_GROUP_PREFILL,
     C_KEEP_LOG,
+    C_NPAGES,
     C_P,
     C_RETRACT_STEPS,
     C_SKIP_FINISHING,
@@ -35,6 +36,7 @@ from pagedkv.managers.compiled_core.layout import (
     F_RATIO,
     I_BATCH_FULL,
     I_CHUNKED,
+    I_FHEAD,
     I_FLEN,
     I_INFL_MODE,
     I_INFL_N,
@@ -74,9 +76,10 @@ from pagedkv.managers.compiled_core.pools import (
     free_group_begin,
     free_group_end,
     jit,
-    new_slot,
+    jit_inline,
     release_kv_cache,
 )
+from pagedkv.mem_cache.allocator.ownership import IN_USE
 
 
 @jit
@@ -92,7 +95,7 @@ def finish(s, rid: int, reason: int) -> None:
                  s.R[rid, R_GEN], 0, 0)
 
 
-@jit
+@jit_inline
 def commit_token(s, rid: int) -> bool:
     """One more output token (``append_token``); finished if it ends the request."""
     s.R[rid, R_GEN] += 1
@@ -106,32 +109,33 @@ def commit_token(s, rid: int) -> bool:
 def decode_need(s, idx, m: int) -> int:
     """Slots the next decode step of ``s.running[idx[:m]]`` needs
     (``new_tokens_required_next_decode``)."""
-    p = s.C[C_P]
+    p, R, running = s.C[C_P], s.R, s.running
     if p == 1:
         return m
     n = 0
     for j in range(m):
-        n += s.R[s.running[idx[j]], R_KV] % p == 0
+        n += R[running[idx[j]], R_KV] % p == 0
     return n * p
 
 
 @jit
 def filter_running(s, keep, m: int) -> None:
     """The running batch becomes ``running[keep[:m]]``, in that order (``filter_batch``)."""
+    running, scratch = s.running, s.scratch
     for j in range(m):
-        s.scratch[j] = s.running[keep[j]]
-    s.running[:m] = s.scratch[:m]
+        scratch[j] = running[keep[j]]
+    running[:m] = scratch[:m]
     s.I[I_NRUN] = m
 
 
 @jit
 def filter_finished(s) -> int:
     """Drop finished requests; how many left."""
-    n, m = s.I[I_NRUN], 0
+    n, m, R, running = s.I[I_NRUN], 0, s.R, s.running
     for j in range(n):
-        rid = s.running[j]
-        if not s.R[rid, R_FINISHED]:
-            s.running[m] = rid
+        rid = running[j]
+        if not R[rid, R_FINISHED]:
+            running[m] = rid
             m += 1
     s.I[I_NRUN] = m
     return n - m
@@ -140,8 +144,9 @@ def filter_finished(s) -> int:
 @jit
 def in_flight_holds(s, rid: int) -> bool:
     """Whether the batch in flight has ``rid``."""
+    infl = s.infl
     for j in range(s.I[I_INFL_N]):  # noqa: SIM110 (numba compiles no generators)
-        if s.infl[0, j] == rid:
+        if infl[0, j] == rid:
             return True
     return False
 
@@ -152,11 +157,11 @@ def leave_out_finishing(s) -> bool:
     ``max_new_tokens`` leave the batch holding their KV. Whether there were any."""
     if s.I[I_INFL_MODE] == MODE_NONE or not s.C[C_SKIP_FINISHING]:
         return False
-    n, m = s.I[I_NRUN], 0
+    n, m, R, running = s.I[I_NRUN], 0, s.R, s.running
     for j in range(n):
-        rid = s.running[j]
-        if not (s.R[rid, R_GEN] + 1 >= s.R[rid, R_MAXNEW] and in_flight_holds(s, rid)):
-            s.running[m] = rid
+        rid = running[j]
+        if not (R[rid, R_GEN] + 1 >= R[rid, R_MAXNEW] and in_flight_holds(s, rid)):
+            running[m] = rid
             m += 1
     s.I[I_NRUN] = m
     return m < n
@@ -191,10 +196,10 @@ def retract(s) -> bool:
     (0.5.9: False). The ratio becomes ``retract_ratio``; the warning is logged."""
     n, steps = s.I[I_NRUN], s.C[C_RETRACT_STEPS]
     old_available, old_ratio = available_size(s), s.F[F_RATIO]
-    key = np.empty(n, dtype=np.int64)
+    key, R, running = np.empty(n, dtype=np.int64), s.R, s.running
     for j in range(n):  # (generated, -prompt) descending, stable = (-generated, prompt) ascending
-        rid = s.running[j]
-        key[j] = -s.R[rid, R_GEN] * (1 << 32) + s.R[rid, R_PROMPT]
+        rid = running[j]
+        key[j] = -R[rid, R_GEN] * (1 << 32) + R[rid, R_PROMPT]
     order = np.argsort(key, kind="mergesort")
     victims = np.empty(n, dtype=np.int64)
     nv, m, first = 0, n, True
@@ -218,8 +223,8 @@ def retract(s) -> bool:
     gen = 0
     maxnew = 0
     for j in range(m):
-        gen += s.R[s.running[j], R_GEN]
-        maxnew += s.R[s.running[j], R_MAXNEW]
+        gen += R[running[j], R_GEN]
+        maxnew += R[running[j], R_MAXNEW]
     ratio = min(1.0, (gen + steps * m) / (maxnew + 1))
     s.F[F_RATIO] = ratio
     s.I[I_RETRACTIONS] += 1
@@ -268,16 +273,28 @@ def update_running_batch(s) -> int:
 
 @jit
 def prepare_for_decode(s) -> bool:
-    """``prepare_for_decode``: every running request's next slot (``alloc_decode``); False
-    when the pool is short (the memory check was skipped: an error)."""
+    """``prepare_for_decode``: every running request's next slot (``alloc_decode``: a fresh
+    page from the free list's front when its next token starts a page, else the slot after
+    its last); False when the pool is short (the memory check was skipped: an error)."""
     n = s.I[I_NRUN]
     if decode_need(s, np.arange(n), n) > s.I[I_FLEN] * s.C[C_P]:
         return False
+    R, running, table, state, free, I = s.R, s.running, s.table, s.slot_state, s.free, s.I  # noqa: E741
+    p, cap = s.C[C_P], s.C[C_NPAGES]
+    head, flen = I[I_FHEAD], I[I_FLEN]
     for j in range(n):
-        rid = s.running[j]
-        row, kv = s.R[rid, R_ROW], s.R[rid, R_KV]
-        new_slot(s, row, kv, s.table[row, kv - 1])
-        s.R[rid, R_KV] = kv + 1
+        rid = running[j]
+        row, kv = R[rid, R_ROW], R[rid, R_KV]
+        if kv % p == 0:
+            slot = free[head] * p
+            head = (head + 1) % cap
+            flen -= 1
+        else:
+            slot = table[row, kv - 1] + 1
+        state[slot] = IN_USE
+        table[row, kv] = slot
+        R[rid, R_KV] = kv + 1
+    I[I_FHEAD], I[I_FLEN] = head, flen
     return True
 
 
@@ -320,11 +337,14 @@ def process_decode_result(s, rids, n: int) -> None:
     overlap loop: the batch in flight): each request still live takes its token and every
     request its token ends is released, in batch order, in one free group."""
     free_group_begin(s)
+    R = s.R
     for j in range(n):
         rid = rids[j]
-        if s.R[rid, R_FINISHED] or s.R[rid, R_RETRACTED]:
+        if R[rid, R_FINISHED] or R[rid, R_RETRACTED]:
             continue
-        commit_token(s, rid)
+        R[rid, R_GEN] += 1  # commit_token, its common case inline
+        if R[rid, R_GEN] >= R[rid, R_STOPAT]:
+            finish(s, rid, REASON_LENGTH if R[rid, R_GEN] >= R[rid, R_MAXNEW] else REASON_STOP)
     free_group_end(s)
 
 
@@ -333,12 +353,13 @@ def merge_in_flight_prefill(s) -> None:
     """The overlap loop's ``get_next_batch_to_run``: the in-flight prefill's requests (but the
     one still being chunked and those finished) join the running batch."""
     n, nrun0, merged = s.I[I_INFL_N], s.I[I_NRUN], 0
+    infl, R, running, chunked = s.infl, s.R, s.running, s.I[I_CHUNKED]
     for j in range(n):
-        rid = s.infl[0, j]
-        if rid != s.I[I_CHUNKED] and not s.R[rid, R_FINISHED]:
-            s.running[s.I[I_NRUN]] = rid
-            s.I[I_NRUN] += 1
+        rid = infl[0, j]
+        if rid != chunked and not R[rid, R_FINISHED]:
+            running[nrun0 + merged] = rid
             merged += 1
+    s.I[I_NRUN] = nrun0 + merged
     if merged < n or nrun0 == 0:
         s.I[I_BATCH_FULL] = 0
 

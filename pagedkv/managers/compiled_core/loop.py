@@ -93,7 +93,7 @@ from pagedkv.managers.compiled_core.layout import (
     R_PROMPT,
     RF_ARRIVAL,
 )
-from pagedkv.managers.compiled_core.pools import available_size, jit
+from pagedkv.managers.compiled_core.pools import available_size, entry, jit
 
 KIND_PREFILL, KIND_DECODE, KIND_IDLE = 0, 1, 2
 
@@ -117,13 +117,14 @@ def tokens_in_use(s) -> int:
 @jit
 def enqueue_arrivals(s) -> None:
     """``recv_requests``: what has arrived by now joins the back of the queue."""
-    n, q = s.C[C_N], len(s.queue)
-    while s.I[I_ARR] < n and s.RF[s.arrivals[s.I[I_ARR]], RF_ARRIVAL] <= s.F[F_CLOCK]:
-        rid = s.arrivals[s.I[I_ARR]]
-        s.I[I_ARR] += 1
-        s.queue[(s.I[I_QHEAD] + s.I[I_QLEN]) % q] = rid
-        s.I[I_QLEN] += 1
-        s.I[I_QTOKENS] += s.R[rid, R_PROMPT] + s.R[rid, R_GEN]
+    n, queue, arrivals, RF, R, I = s.C[C_N], s.queue, s.arrivals, s.RF, s.R, s.I  # noqa: E741
+    q, clock = len(queue), s.F[F_CLOCK]
+    while I[I_ARR] < n and RF[arrivals[I[I_ARR]], RF_ARRIVAL] <= clock:
+        rid = arrivals[I[I_ARR]]
+        I[I_ARR] += 1
+        queue[(I[I_QHEAD] + I[I_QLEN]) % q] = rid
+        I[I_QLEN] += 1
+        I[I_QTOKENS] += R[rid, R_PROMPT] + R[rid, R_GEN]
 
 
 @jit
@@ -212,10 +213,10 @@ def next_batch(s):
 def launch_decode(s) -> float:
     """``prepare_for_decode`` counted, its launch record in row 1; the pass's seconds (-1:
     the pool is short)."""
-    n = s.I[I_NRUN]
+    n, R, running = s.I[I_NRUN], s.R, s.running
     kv = 0
     for j in range(n):
-        kv += s.R[s.running[j], R_KV]
+        kv += R[running[j], R_KV]
     if not prepare_for_decode(s):
         return -1.0
     s.I[I_NDECODE] += 1
@@ -336,19 +337,19 @@ def record_step(s, kind: int) -> None:
     """``SchedulerStepRecorder.record`` into a summary trace: the step's kind, the tokens
     live requests hold (the running batch's, a chunked request's, an in-flight prefill's
     requests not yet merged) and the pool's use."""
-    used = 0
+    used, R, running, infl = 0, s.R, s.running, s.infl
     for j in range(s.I[I_NRUN]):
-        rid = s.running[j]
-        if not s.R[rid, R_FINISHED]:
-            used += s.R[rid, R_KV]
+        rid = running[j]
+        if not R[rid, R_FINISHED]:
+            used += R[rid, R_KV]
     c = s.I[I_CHUNKED]
     if c >= 0:
-        used += s.R[c, R_KV]
+        used += R[c, R_KV]
     if s.I[I_INFL_MODE] == MODE_EXTEND:
         for j in range(s.I[I_INFL_N]):
-            rid = s.infl[0, j]
-            if rid != c and not s.R[rid, R_FINISHED] and s.R[rid, R_KV] > 0:
-                used += s.R[rid, R_KV]
+            rid = infl[0, j]
+            if rid != c and not R[rid, R_FINISHED] and R[rid, R_KV] > 0:
+                used += R[rid, R_KV]
     in_use = s.C[C_TOTAL] - available_size(s)
     if kind == KIND_PREFILL:
         s.I[I_K_PREFILL] += 1
@@ -362,7 +363,7 @@ def record_step(s, kind: int) -> None:
         s.I[I_BUSY] += in_use
 
 
-@jit
+@entry
 def run_steps(s, max_steps: int, event_room: int, log_room: int) -> int:
     """Step until every request has finished (DONE), or pause (PAUSED) after ``max_steps``
     steps or when fewer than ``event_room`` event rows or ``log_room`` log rows are left;

@@ -38,16 +38,21 @@ from pagedkv.managers.compiled_core.layout import (
 )
 from pagedkv.mem_cache.allocator.ownership import FREED, IN_USE
 
+# Each read of an array from the state (``s.R``) is reference-counted (an atomic increment and
+# decrement: measured, most of the loop's time when done per request), so loops over requests
+# read the arrays they use into locals first. Small per-call helpers are inlined in numba's IR.
 jit = numba.njit(cache=True, nogil=True)
+jit_inline = numba.njit(cache=True, nogil=True, inline="always")
+entry = jit
 
 
-@jit
+@jit_inline
 def available_size(s) -> int:
     """Free slots in whole pages (``available_size``)."""
     return s.I[I_FLEN] * s.C[C_P]
 
 
-@jit
+@jit_inline
 def take_page(s) -> int:
     """Pop the free list's front page (the caller checked there is one)."""
     cap = s.C[C_NPAGES]
@@ -60,38 +65,26 @@ def take_page(s) -> int:
 @jit
 def push_pages(s, n: int, front: bool) -> None:
     """Put ``s.pages[:n]`` (in order) at the front or the back of the free list."""
-    cap = s.C[C_NPAGES]
+    cap, free, pages, I = s.C[C_NPAGES], s.free, s.pages, s.I  # noqa: E741
     if front:
-        head = (s.I[I_FHEAD] - n) % cap
+        head = (I[I_FHEAD] - n) % cap
         for k in range(n):
-            s.free[(head + k) % cap] = s.pages[k]
-        s.I[I_FHEAD] = head
+            free[(head + k) % cap] = pages[k]
+        I[I_FHEAD] = head
     else:
-        tail = s.I[I_FHEAD] + s.I[I_FLEN]
+        tail = I[I_FHEAD] + I[I_FLEN]
         for k in range(n):
-            s.free[(tail + k) % cap] = s.pages[k]
-    s.I[I_FLEN] += n
+            free[(tail + k) % cap] = pages[k]
+    I[I_FLEN] += n
 
 
-@jit
+@jit_inline
 def hand_out(s, slot: int) -> None:
     """Mark a slot in use (``_hand_out``)."""
     s.slot_state[slot] = IN_USE
 
 
-@jit
-def new_slot(s, row: int, pos: int, last: int) -> int:
-    """The slot of token ``pos`` of the request in ``row``, whose previous token sits at
-    ``last``: a fresh page's first slot when ``pos`` starts a page, else ``last + 1``
-    (``alloc_decode_kernel``, one request); written to the row."""
-    p = s.C[C_P]
-    slot = take_page(s) * p if pos % p == 0 else last + 1
-    hand_out(s, slot)
-    s.table[row, pos] = slot
-    return slot
-
-
-@jit
+@jit_inline
 def extend_pages(s, prefix: int, seq: int) -> int:
     """New pages an extend of ``prefix .. seq - 1`` takes."""
     p = s.C[C_P]
@@ -125,31 +118,31 @@ def free_group_end(s) -> None:
 @jit
 def free_row_slots(s, row: int, kv: int) -> None:
     """Free the first ``kv`` slots of ``row`` as the release's cache does (``free_run``)."""
-    p = s.C[C_P]
+    p, table, state, pages = s.C[C_P], s.table, s.slot_state, s.pages
     n = 0
     if p == 1:
         for k in range(kv):
-            slot = s.table[row, k]
-            s.slot_state[slot] = FREED
-            s.pages[k] = slot
+            slot = table[row, k]
+            state[slot] = FREED
+            pages[k] = slot
         n = kv
     elif s.C[C_FREE_ROW_ORDER]:  # free_segment: the first slot of each page, in row order
         for k in range(0, kv, p):
-            page = s.table[row, k] // p
-            s.slot_state[page * p:page * p + p] = FREED
-            s.pages[n] = page
+            page = table[row, k] // p
+            state[page * p:page * p + p] = FREED
+            pages[n] = page
             n += 1
     else:  # free: the pages holding the slots, sorted and de-duplicated
         for k in range(kv):
-            s.pages[k] = s.table[row, k] // p
-        pages = np.unique(s.pages[:kv])
-        n = len(pages)
+            pages[k] = table[row, k] // p
+        uniq = np.unique(pages[:kv])
+        n = len(uniq)
         for k in range(n):
-            s.pages[k] = pages[k]
-            s.slot_state[pages[k] * p:pages[k] * p + p] = FREED
+            pages[k] = uniq[k]
+            state[uniq[k] * p:uniq[k] * p + p] = FREED
     if s.I[I_GROUP]:
         g = s.I[I_GLEN]
-        s.group[g:g + n] = s.pages[:n]
+        s.group[g:g + n] = pages[:n]
         s.I[I_GLEN] = g + n
     else:
         push_pages(s, n, p > 1)
@@ -159,7 +152,7 @@ def free_row_slots(s, row: int, kv: int) -> None:
 def alloc_rows(s, rids, k: int) -> None:
     """Give the ``k`` requests ``rids[:k]`` a row each, in one call (``alloc_req_slots``):
     the first ``k`` of the free list (0.5.9) or its last ``k`` in list order (0.5.23)."""
-    cap = s.C[C_ROWS_SIZE]
+    cap, R, rows = s.C[C_ROWS_SIZE], s.R, s.rows
     head, n = s.I[I_RHEAD], s.I[I_RLEN]
     if s.C[C_ROW_LIFO]:
         start = head + n - k
@@ -167,7 +160,7 @@ def alloc_rows(s, rids, k: int) -> None:
         start = head
         s.I[I_RHEAD] = (head + k) % cap
     for j in range(k):
-        s.R[rids[j], R_ROW] = s.rows[(start + j) % cap]
+        R[rids[j], R_ROW] = rows[(start + j) % cap]
     s.I[I_RLEN] = n - k
 
 

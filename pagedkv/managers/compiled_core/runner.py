@@ -12,10 +12,12 @@ is not rebuilt: the running batch and the batch in flight of a run stopped early
 
 from __future__ import annotations
 
+import functools
+import hashlib
 import heapq
-import math
 from collections import deque
 from collections.abc import Callable
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -54,7 +56,8 @@ def compiled_core_refusal(sched: Scheduler) -> str | None:
         (type(sched.req_to_token_pool) is ReqToTokenPool, "a hybrid model's state slots"),
         (type(ex) is SimExecutor and (type(step_time) is FixedStepTime or (
             type(step_time) is RooflineStepTime and step_time.experts is None
-            and step_time.sliding_window is None and not step_time.state_bytes)),
+            and step_time.active_params is None and step_time.sliding_window is None
+            and not step_time.state_bytes)),
          "step times other than a dense model's roofline"),
         (sched.config.policy is Policy.SGLANG, "a teaching admission policy"),
         (all(r.follows is None for r in sched.reqs), "conversations (requests that follow others)"),
@@ -151,15 +154,12 @@ def ring(buf: np.ndarray, head: int, n: int) -> np.ndarray:
     return buf[(head + np.arange(n)) % len(buf)]
 
 
-def nan_none(x: float) -> float | None:
-    return None if math.isnan(x) else float(x)
-
-
-def unpack_requests(sched: Scheduler, s: L.State, rids: np.ndarray | range) -> None:
-    """Write the requests ``rids``' fields back into their ``Req`` objects."""
-    R, RF, reqs = s.R, s.RF, sched.reqs
-    for rid in rids:
-        r, row, f = reqs[rid], R[rid].tolist(), RF[rid].tolist()
+def unpack_requests(sched: Scheduler, s: L.State, rids: np.ndarray) -> None:
+    """Write the requests ``rids``' (int64) fields back into their ``Req`` objects."""
+    reqs = sched.reqs
+    rows, times = s.R[rids].tolist(), s.RF[rids].tolist()
+    for rid, row, f in zip(rids.tolist(), rows, times, strict=True):
+        r = reqs[rid]
         r.generated, r.kv_committed_len, r.req_pool_idx = row[L.R_GEN], row[L.R_KV], row[L.R_ROW]
         r.prefix_len, r.extend_len, r.cache_protected_len = row[L.R_PREFIX], row[L.R_EXTEND], row[L.R_CPL]
         r.finished, r.finish_reason = bool(row[L.R_FINISHED]), L.REASONS[row[L.R_REASON]]
@@ -167,14 +167,17 @@ def unpack_requests(sched: Scheduler, s: L.State, rids: np.ndarray | range) -> N
         r.cached_tokens, r.kept_at_retract = row[L.R_CACHED], row[L.R_KEPT]
         r.is_retracted, r.admitted_before = bool(row[L.R_RETRACTED]), bool(row[L.R_ADMITTED])
         r.queue_s, r.enqueued_s = f[L.RF_QUEUE], f[L.RF_ENQUEUED]
-        r.first_admit_s, r.first_token_s = nan_none(f[L.RF_FIRST_ADMIT]), nan_none(f[L.RF_FIRST_TOKEN])
-        r.finish_s = nan_none(f[L.RF_FINISH])
+        first_admit, first_token, finish = f[L.RF_FIRST_ADMIT], f[L.RF_FIRST_TOKEN], f[L.RF_FINISH]
+        r.first_admit_s = None if first_admit != first_admit else first_admit  # NaN: None
+        r.first_token_s = None if first_token != first_token else first_token
+        r.finish_s = None if finish != finish else finish
 
 
 def unpack(sched: Scheduler, s: L.State) -> None:
     """Leave ``sched`` as the reference loop would have (see the module docstring)."""
     I, F = s.I, s.F  # noqa: E741
-    unpack_requests(sched, s, range(len(sched.reqs)))
+    # finished requests were brought up to date when their finish was handed on
+    unpack_requests(sched, s, np.flatnonzero(s.R[:, L.R_FINISHED] == 0))
     sched.allocator.free_pages = ring(s.free, I[L.I_FHEAD], I[L.I_FLEN])
     pool = sched.req_to_token_pool
     pool.free_slots = ring(s.rows, I[L.I_RHEAD], I[L.I_RLEN]).tolist()
@@ -206,14 +209,18 @@ def hand_on(sched: Scheduler, s: L.State) -> None:
     ev = s.events[:I[L.I_EVN]]
     if len(ev):
         done = ev[(ev[:, 1] == L.EV_FINISH) | (ev[:, 1] == L.EV_ABORT), 2]
-        unpack_requests(sched, s, done.tolist())
+        unpack_requests(sched, s, done)
+        wanted = trace.event_kinds
+        if trace.on_event is None:
+            ev = ev[:0]
+        elif wanted is not None:
+            ev = ev[np.isin(ev[:, 1], [L.EVENT_KINDS.index(k) for k in wanted])]
         for step, kind, rid, a, b, c in ev.tolist():
-            name = L.EVENT_KINDS[kind]
             extra = ({"extend": a, "cached": b} if kind in (L.EV_ADMIT, L.EV_REPREFILL) else
                      {"prefix": a, "tokens": b} if kind == L.EV_CHUNK else
                      {"output_len": a, "freed": b, "kept": c} if kind == L.EV_RETRACT else
                      {"output_len": a})
-            trace.on_event(Event(step, name, rid, extra))
+            trace.on_event(Event(step, L.EVENT_KINDS[kind], rid, extra))
     I[L.I_EVN] = 0
     cfg, total = sched.config, sched.max_total_num_tokens
     for ints, floats in zip(s.logs[:I[L.I_LOGN]].tolist(), s.logf[:I[L.I_LOGN]].tolist(), strict=True):
@@ -229,6 +236,30 @@ def hand_on(sched: Scheduler, s: L.State) -> None:
     I[L.I_LOGN] = 0
 
 
+@functools.cache
+def clear_stale_cache() -> None:
+    """numba's cache (``cache=True``) checks each compiled function against its own file only,
+    so a loop compiled with an older version of a helper in another file would be reused:
+    when this package's sources differ from those the in-tree cache was built from (a stamp
+    file beside it), its cached code is removed and compiled again. An installed release
+    changes every file at once, which numba notices by itself."""
+    folder = Path(__file__).parent
+    digest = hashlib.sha256(b"".join(p.read_bytes() for p in sorted(folder.glob("*.py")))).hexdigest()
+    cache, stamp = folder / "__pycache__", folder / "__pycache__" / "compiled_core.sources"
+    try:
+        if stamp.read_text() == digest:
+            return
+    except OSError:
+        pass
+    try:
+        for path in [*cache.glob("*.nbi"), *cache.glob("*.nbc")]:
+            path.unlink()
+        cache.mkdir(exist_ok=True)
+        stamp.write_text(digest)
+    except OSError:  # not writable: numba caches in its user-wide folder instead
+        pass
+
+
 def run_compiled(sched: Scheduler, on_pause: Callable[[Scheduler], None] | None = None) -> None:
     """Run a fresh ``sched`` (see :func:`compiled_core_refusal`) to the end on the compiled
     core. ``on_pause`` is called with it every ``STEPS_PER_CALL`` steps (its finished requests
@@ -239,6 +270,7 @@ def run_compiled(sched: Scheduler, on_pause: Callable[[Scheduler], None] | None 
         OutOfMemoryError, PagedKVError: what the reference raises on the same run (a pool too
             small for one request, a stuck queue, a leak).
     """
+    clear_stale_cache()
     from pagedkv.managers.compiled_core.loop import run_steps
 
     s = pack(sched)

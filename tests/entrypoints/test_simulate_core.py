@@ -1,0 +1,76 @@
+"""``pagedkv simulate --core``: the compiled step core gives the reference's report, and says
+so when it cannot run a configuration; ``choose_core``'s rules."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import re
+from pathlib import Path
+
+import pytest
+
+from pagedkv.entrypoints.cli_simulate import add_simulate_parser, run_simulate
+from pagedkv.entrypoints.simulation import simulated_engine
+from pagedkv.errors import ConfigError
+from pagedkv.managers.compiled_core import AUTO_MIN_REQUESTS, choose_core, numba_available
+from pagedkv.managers.trace_summary import SummaryTrace
+from pagedkv.workloads.synthetic import sharegpt_like
+
+needs_numba = pytest.mark.skipif(not numba_available(), reason="numba is not installed")
+
+
+def simulate(tmp_path: Path, core: str, *extra: str) -> bytes:
+    """One CLI run (its report on stdout, a note on stderr); its per-request CSV."""
+    parser = argparse.ArgumentParser(prog="pagedkv")
+    add_simulate_parser(parser.add_subparsers(dest="command", required=True))
+    csv = tmp_path / f"{core}.csv"
+    args = parser.parse_args(["simulate", "--num-requests", "400", "--rate", "30", "--quiet",
+                              "--max-total-tokens", "30000", "--log", "--csv", str(csv),
+                              "--core", core, *extra])
+    assert run_simulate(args) == 0
+    return csv.read_bytes()
+
+
+@needs_numba
+@pytest.mark.parametrize("extra", [("--disable-radix-cache",),
+                                   ("--disable-radix-cache", "--page-size", "16",
+                                    "--sglang-version", "0.5.9", "--disable-overlap-schedule")])
+def test_compiled_core_prints_the_reference_report(tmp_path: Path, capsys: pytest.CaptureFixture[str],
+                                                   extra: tuple[str, ...]) -> None:
+    reports = []
+    for core in ("reference", "compiled"):
+        csv = simulate(tmp_path, core, *extra)
+        out = capsys.readouterr()
+        assert out.err == ""
+        text = re.sub(r"[\d.,]+ s of wall time", "", out.out.replace(str(tmp_path / core), ""))
+        reports.append((text, csv))
+    assert reports[0] == reports[1]
+    assert "Decode batch" in reports[0][0]  # the log lines are compared too
+
+
+def test_compiled_core_asked_where_it_does_not_apply_says_so(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """The radix cache on: a one-line note, and the reference's run."""
+    simulate(tmp_path, "compiled")
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "compiled core does not cover" in err
+    assert ("radix cache is on" in err) or ("numba is not installed" in err)
+
+
+def test_choose_core_rules() -> None:
+    engine = simulated_engine(radix_cache=False, max_total_tokens=20000)
+    sched = engine.scheduler(sharegpt_like(10, seed=1), trace=SummaryTrace(engine.meta))
+    with pytest.raises(ConfigError, match="core"):
+        choose_core(sched, "fast")
+    assert choose_core(engine.scheduler([]), "compiled")[1] is not None  # a full Trace
+    assert choose_core(sched, "reference") == (False, None)
+    assert choose_core(sched, "auto") == (False, None)  # shorter than AUTO_MIN_REQUESTS
+    assert AUTO_MIN_REQUESTS > 10
+    compiled, note = choose_core(sched, "compiled", check=True)
+    assert not compiled and note is not None and "invariant checks" in note
+    if numba_available():
+        assert choose_core(sched, "compiled") == (True, None)
+        result = engine.run_scheduler(sched, core="compiled")
+        assert result.core == "compiled" and result.metrics.num_requests == 10
+        assert json.dumps(result.metrics.num_steps)  # a plain int
