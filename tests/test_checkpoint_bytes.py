@@ -80,8 +80,8 @@ SETUPS = {
 }
 
 
-#: What ``simulate`` needs beyond the setup: state slots run without SGLang's mamba radix cache.
-SIMULATE_FLAGS = {"qwen3-next-80b-a3b": ["--disable-radix-cache"]}
+#: What ``simulate`` needs beyond the setup (nothing: every preset runs with the radix cache).
+SIMULATE_FLAGS: dict[str, list[str]] = {}
 
 
 def test_every_preset_has_a_setup():

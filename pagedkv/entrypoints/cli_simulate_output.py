@@ -17,9 +17,11 @@ from pagedkv.entrypoints.cli_simulate_workload import Workload
 from pagedkv.entrypoints.engine import Engine
 from pagedkv.entrypoints.long_run import RunOutcome
 from pagedkv.errors import bad_value
+from pagedkv.hybrid_pools import mamba_tracking_slots
 from pagedkv.managers.trace import TraceMeta
 from pagedkv.metrics.request_metrics import COLUMNS, PERCENTILES, TIMES, Row
 from pagedkv.pool_plan import KVPoolPlan
+from pagedkv.releases import as_release
 from pagedkv.units import MiB
 
 TIME_LABELS = {"ttft_s": "TTFT", "tpot_s": "TPOT (mean inter-token)", "e2e_s": "end-to-end",
@@ -66,8 +68,17 @@ def print_summary(run: RunOutcome, workload: Workload, out: TextIO | None = None
     print(setting_text(run.engine.meta, run.engine.plan), file=out)
     if run.engine.mamba_pool is not None:
         slots = run.engine.mamba_pool
-        print(f"state slots: {slots.size:,} of {slots.bytes_per_slot / MiB:,.2f} MiB each, one "
-              "held by each running request from admission to finish or retraction", file=out)
+        meta = run.engine.meta
+        track = mamba_tracking_slots(
+            disable_radix_cache=not meta.radix_cache, page_size=meta.page_size,
+            disable_overlap_schedule=meta.disable_overlap_schedule,
+            auto_extra_buffer=as_release(meta.sglang_version).mamba_auto_extra_buffer)
+        held = ("one" if not track else f"{1 + track} (its state and {track} track "
+                f"slot{'s' if track > 1 else ''})")
+        kept = "; the radix cache keeps recorded states in others" if meta.radix_cache else ""
+        print(f"state slots: {slots.size:,} of {slots.bytes_per_slot / MiB:,.2f} MiB each, "
+              f"{held} held by each running request from admission to finish or "
+              f"retraction{kept}", file=out)
     print(f"workload: {workload.description}; arrivals: {workload.arrivals}", file=out)
     for note in workload.notes:
         print(f"note: {note}", file=out)

@@ -14,7 +14,6 @@ from pagedkv.configs.model_family import text_config
 from pagedkv.configs.model_presets import load_model
 from pagedkv.entrypoints.engine import Engine
 from pagedkv.entrypoints.engine_outcome import EngineResult
-from pagedkv.errors import ConfigError
 from pagedkv.gpus import GPUSpec, get_gpu
 from pagedkv.managers.config import DEFAULT_SGLANG_VERSION, Policy
 from pagedkv.managers.req import RequestLike
@@ -102,16 +101,20 @@ def simulated_engine(
             radix cache sizes its SWA pool from it), and defaults to the pool's.
 
     Raises:
-        ConfigError: unknown preset, parameter out of range, a linear-attention hybrid
-            with the radix cache on (its state slots run with it off), a sliding-window
-            hybrid with ``sglang_version`` 0.5.9 (the hybrid scheduler follows 0.5.23).
+        ConfigError: unknown preset, parameter out of range (a linear-attention hybrid
+            with the radix cache on: pages not dividing 256), a hybrid with
+            ``sglang_version`` 0.5.9 (the hybrid scheduler follows 0.5.23; a
+            linear-attention hybrid runs under 0.5.9 with the radix cache off).
         NotEnoughMemoryError: the weights leave no room for a pool.
 
     A sliding-window hybrid (gpt-oss, Llama 4) runs on its full and SWA pools, as SGLang
     0.5.23's scheduler runs them. A linear-attention hybrid (Qwen3-Next) runs on its
-    full-attention KV pool and its state slots, sized with the radix cache off (one slot
-    per request) and ``max_running_requests`` when given, as SGLang sizes them; each
-    request holds a slot from admission to finish. The step times: :func:`roofline_step_time`.
+    full-attention KV pool and its state slots, sized as SGLang sizes them (with the radix
+    cache, 3 slots per running request plus the track slots of its ``extra_buffer``
+    strategy; without, one) and ``max_running_requests`` when given; each request holds a
+    slot from admission to finish, and with the radix cache its track slots, whose recorded
+    states the tree keeps (:class:`~pagedkv.mem_cache.mamba_cache.MambaPrefixCache`). The
+    step times: :func:`roofline_step_time`.
     """
     spec = model if isinstance(model, ModelSpec) else load_model(model, disable_hybrid_swa_memory)
     linear = spec.family == "linear"
@@ -124,12 +127,6 @@ def simulated_engine(
                          "max_running_requests")),
                      disable_overlap_schedule=bool(scheduler_options.get(
                          "disable_overlap_schedule", False)))
-    if linear and radix_cache:
-        raise ConfigError(
-            f"model={spec.name!r} is a linear-attention hybrid: radix_cache=True is invalid; "
-            "valid: False (pass --disable-radix-cache): pagedkv runs its state slots without "
-            "SGLang's radix cache over them (its mamba radix cache): the tree is modelled, the "
-            "scheduler's state checkpoints into it are not")
     chunk, graph_bs = gpu_memory_defaults(card.memory_mib, tp, sglang_version)
     options: dict[str, object] = {
         "chunked_prefill_size": chunk,

@@ -1,5 +1,6 @@
 """``simulate`` on a linear-attention hybrid (Qwen3-Next): the full-attention KV pool and the
-state slots SGLang sizes with the radix cache off, one slot per running request."""
+state slots SGLang sizes, with the radix cache on (its default) or off (one slot per running
+request)."""
 
 from __future__ import annotations
 
@@ -41,17 +42,30 @@ def test_a_run_holds_one_slot_per_running_request():
     assert result.metrics.num_requests == 3
 
 
-def test_the_radix_cache_is_refused_by_name(capsys):
-    with pytest.raises(ConfigError, match=r"radix_cache=True is invalid; valid: False "
-                                          r"\(pass --disable-radix-cache\)"):
-        simulated_engine(**MODEL)
-    assert main(["simulate", "--model", "qwen3-next-80b-a3b", "--tp", "4",
-                 "--num-requests", "5"]) == 2
-    assert "is a linear-attention hybrid: radix_cache=True is invalid" in capsys.readouterr().err
+def test_the_radix_cache_runs_by_default(capsys):
+    """SGLang 0.5.23's default server: the radix cache on, sized at 3 + 2 track slots per
+    running request (the overlap loop's extra_buffer), each running request holding its
+    state and its 2 track slots; shared prefixes are reused from checkpointed states."""
+    engine = simulated_engine(**MODEL)
+    plan = plan_pool("qwen3-next-80b-a3b", gpu="h100-sxm-80gb", tp=4)
+    assert engine.plan == plan and engine.config.max_running_requests == plan.mamba_slots // 5
+    assert main(["simulate", "--model", "qwen3-next-80b-a3b", "--tp", "4", "--num-requests", "20",
+                 "--workload", "system-prompt"]) == 0
+    out = capsys.readouterr().out
+    assert "completed: 20 of 20 requests" in out and "radix cache on" in out
+    assert (f"state slots: {plan.mamba_slots:,} of {plan.state_bytes / 2**20:,.2f} MiB each, 3 "
+            "(its state and 2 track slots) held by each running request") in out
+    reuse = next(line for line in out.splitlines() if line.startswith("prefix reuse:"))
+    assert not reuse.startswith("prefix reuse: 0 of")
     assert main(["simulate", "--model", "qwen3-next-80b-a3b", "--tp", "4", "--num-requests", "5",
                  "--disable-radix-cache"]) == 0
     out = capsys.readouterr().out
-    assert "completed: 5 of 5 requests" in out
     plan = simulated_engine(**MODEL, radix_cache=False).plan
     assert (f"state slots: {plan.mamba_slots:,} of {plan.state_bytes / 2**20:,.2f} MiB each, one "
             "held by each running request") in out
+
+
+def test_0509_refuses_the_radix_cache_by_name():
+    with pytest.raises(ConfigError, match=r"sglang_version='0\.5\.9' is invalid; valid: 0\.5\.23 "
+                                          r"for a linear-attention hybrid with the radix cache"):
+        simulate([RequestSpec(300, 4, 4, 0.0)], **MODEL, sglang_version="0.5.9")
