@@ -61,14 +61,17 @@ def tree_pages(tree: Any) -> Iterator[tuple[np.ndarray, bool, np.ndarray | None,
     """Every tree node's ``(full slots, full side locked, SWA slots or None, SWA side
     locked)``: a :class:`~pagedkv.mem_cache.radix_cache.RadixCache` (``value``, ``lock_ref``;
     one pool: no SWA side) or a :class:`~pagedkv.mem_cache.swa_cache.SWAPrefixCache`
-    (``full``, ``full_lock``, ``swa`` (None: a tombstone), ``swa_lock``). Nothing for a
-    disabled cache or a ``ChunkCache``."""
+    (``full``, ``full_lock``, ``swa`` (None: a tombstone), ``swa_lock``), or a
+    :class:`~pagedkv.mem_cache.mamba_cache.MambaPrefixCache` (``full``, ``full_lock``; no SWA
+    side). Nothing for a disabled cache or a ``ChunkCache``."""
     if tree.disable:
         return
-    swa_tree = getattr(tree, "tree", None)  # SWAPrefixCache: its SWARadixCache
-    if swa_tree is not None:
-        for n in swa_tree.nodes():
-            yield n.full, n.full_lock > 0, n.swa, n.swa_lock > 0
+    inner = getattr(tree, "tree", None)  # SWAPrefixCache / MambaPrefixCache: the tree itself
+    if inner is not None:
+        for n in inner.nodes():
+            # a MambaNode's state slots are not KV pages: its KV side only
+            swa = getattr(n, "swa", None)
+            yield n.full, n.full_lock > 0, swa, swa is not None and n.swa_lock > 0
         return
     for node in tree.nodes():
         if node is not tree.root_node:

@@ -69,3 +69,15 @@ def test_0509_refuses_the_radix_cache_by_name():
     with pytest.raises(ConfigError, match=r"sglang_version='0\.5\.9' is invalid; valid: 0\.5\.23 "
                                           r"for a linear-attention hybrid with the radix cache"):
         simulate([RequestSpec(300, 4, 4, 0.0)], **MODEL, sglang_version="0.5.9")
+
+
+def test_the_page_record_follows_the_tree_over_state_slots():
+    """The visualizer's page record with the mamba radix cache on: the tree's KV pages are
+    owned by the tree (its state slots are not KV pages), every step's owners consistent."""
+    import numpy as np
+
+    specs = [RequestSpec(300, 40, 40, 0.1 * i, input_ids=np.arange(300) + i % 2)
+             for i in range(10)]
+    result = simulate(specs, **MODEL, record_pages=True, record_page_tables=True)
+    assert result.metrics.num_requests == 10
+    assert result.trace.page_events is not None and result.trace.page_events.step

@@ -134,3 +134,24 @@ def test_a_running_request_holds_its_live_and_track_slots(overlap, page_size, he
     assert 8 - s.req_to_token_pool.mamba_allocator.available_size() - in_tree == held
     # no_buffer checkpoints the prompt's state into a slot of the tree's after the prefill
     assert in_tree == (page_size == 1 and not overlap)
+
+
+@pytest.mark.parametrize(("last", "prev", "slots", "tokens", "picked"), [
+    (256, 128, 2, 300, (256, 1)),  # the last tracked state fits the key
+    (256, 128, 2, 200, (128, 0)),  # it runs past the key: the one before, in the other slot
+    (256, None, 2, 200, None),  # nothing before it: nothing donated
+    (256, 128, 1, 200, None),  # one track slot: the one before is overwritten
+    (None, None, 2, 50, (0, 1)),  # never tracked: length 0 (nothing inserted)
+])
+def test_a_finished_request_leaves_its_last_tracked_state_that_fits(last, prev, slots, tokens,
+                                                                    picked):
+    """``_select_finished_checkpoint``: SGLang 0.5.23's choice of the state a finished
+    request leaves in the tree (the last track position is 1 with two track slots)."""
+    from pagedkv.mem_cache.allocator import make_allocator
+
+    hybrid = pool(slots)
+    cache = MambaPrefixCache(hybrid, make_allocator(256, 1))
+    r = R()
+    r.mamba_last_track_seqlen, r.mamba_prev_track_seqlen = last, prev
+    r.mamba_last_track_idx = 1 if slots == 2 else 0
+    assert cache._select_finished_checkpoint(r, tokens) == picked

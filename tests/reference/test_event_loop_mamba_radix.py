@@ -44,6 +44,7 @@ import drive_loop_mamba as DM  # noqa: E402
 import loop_pagedkv  # noqa: E402
 import loop_sglang  # noqa: E402
 
+from pagedkv.hybrid_pools import MAMBA_SLOTS_PER_REQUEST_WITH_RADIX as MAMBA_SLOTS_WITH_RADIX  # noqa: E402
 from pagedkv.hybrid_pools import mamba_tracking_slots  # noqa: E402
 
 CASES = int(os.environ.get("PAGEDKV_LOOP_CASES", "30"))  # per loop (normal, overlap)
@@ -85,6 +86,25 @@ def test_random_workloads(overlap: bool) -> None:
         f"event loop, linear attention, radix cache ({'overlap' if overlap else 'normal'})",
         range(CASES), lambda seed: DM.random_mamba_radix_case(seed, overlap), _sglang,
         loop_pagedkv.run)
+
+
+@pytest.mark.parametrize(("page_size", "overlap"), [(1, False), (16, False), (1, True)],
+                         ids=["no_buffer", "extra_buffer-1-track-slot", "extra_buffer-overlap"])
+def test_identical_requests_find_their_state_in_the_tree(page_size: int, overlap: bool) -> None:
+    """Three identical 150-token requests (300 identical new tokens each, past the 256-token
+    track interval) prefilled together: the second and third checkpoints, and finishes,
+    find the first's state at the same node (``mamba_exist``), so the state they bring is
+    freed, not kept; the state slots are those SGLang's sizing gives three running requests."""
+    prompt = tuple(range(100, 250))
+    outputs = tuple(range(300, 600))
+    reqs = tuple(DM.LoopRequest(0, prompt, 300, outputs) for _ in range(3))
+    track = mamba_tracking_slots(disable_radix_cache=False, page_size=page_size,
+                                 disable_overlap_schedule=not overlap, auto_extra_buffer=True)
+    case = DM.LoopCase(page_size=page_size, pool_tokens=2048, requests=reqs, radix=True,
+                       max_running_requests=3, mamba_slots=3 * (MAMBA_SLOTS_WITH_RADIX + track),
+                       context_len=4096, overlap=overlap)
+    compare.compare_seeds("event loop, linear attention, radix cache (directed)", [0],
+                          lambda _: case, _sglang, loop_pagedkv.run)
 
 
 def test_the_cases_exercised_the_cache() -> None:
