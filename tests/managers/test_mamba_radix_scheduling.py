@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from pagedkv.configs.mamba_utils import Mamba2CacheParams, Mamba2StateShape
 from pagedkv.managers import Scheduler, SchedulerConfig
@@ -155,3 +157,31 @@ def test_a_finished_request_leaves_its_last_tracked_state_that_fits(last, prev, 
     r.mamba_last_track_seqlen, r.mamba_prev_track_seqlen = last, prev
     r.mamba_last_track_idx = 1 if slots == 2 else 0
     assert cache._select_finished_checkpoint(r, tokens) == picked
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.lists(st.tuples(st.integers(0, 1), st.integers(1, 120), st.integers(1, 300),
+                          st.floats(0, 0.2)), min_size=1, max_size=6),
+       st.integers(1, 3), st.sampled_from([1, 16]), st.booleans())
+def test_random_runs_keep_every_state_slot_accounted_for(reqs, running, page_size, overlap):
+    """Requests on two shared stems: every step each running request holds its state and
+    track slots and nothing else is held outside the tree (the scheduler's invariants);
+    at the end every slot is free or the tree's, and no request holds one."""
+    stems = [np.arange(1000, 1200), np.arange(2000, 2200)]
+    specs = [RequestSpec(100 + cut, new, new, t,
+                         input_ids=np.concatenate((stems[stem][:100], np.arange(cut) + 5000 + i)))
+             for i, (stem, cut, new, t) in enumerate(reqs)]
+    track = 2 if overlap else (1 if page_size > 1 else 0)
+    slots = running * (3 + track)
+    s = Scheduler(specs, max_total_num_tokens=2048, page_size=page_size, radix_cache=True,
+                  config=SchedulerConfig(disable_overlap_schedule=not overlap,
+                                         max_running_requests=running,
+                                         schedule_conservativeness=0.3),
+                  mamba_pool=MambaPool(slots, STATE))
+    while s.step():
+        s.check_invariants()
+    tree = s.tree_cache
+    assert isinstance(tree, MambaPrefixCache)
+    assert all(r.finished and r.mamba_pool_idx == -1 for r in s.reqs)
+    assert (s.req_to_token_pool.mamba_allocator.available_size()
+            + tree.mamba_evictable_size() + tree.mamba_protected_size()) == slots
