@@ -74,3 +74,19 @@ def test_choose_core_rules() -> None:
         result = engine.run_scheduler(sched, core="compiled")
         assert result.core == "compiled" and result.metrics.num_requests == 10
         assert json.dumps(result.metrics.num_steps)  # a plain int
+
+
+def test_auto_without_numba_says_so_for_a_long_run(monkeypatch: pytest.MonkeyPatch) -> None:
+    """auto on a run it would compile, numba missing: the Python loop and a note; on a short
+    run: no note."""
+    import pagedkv.managers.compiled_core as core
+
+    engine = simulated_engine(radix_cache=False, max_total_tokens=20000)
+    sched = engine.scheduler(sharegpt_like(10, seed=1), trace=SummaryTrace(engine.meta))
+    monkeypatch.setattr(core, "numba_available", lambda: False)
+    assert choose_core(sched, "auto") == (False, None)
+    compiled, note = choose_core(sched, "compiled")
+    assert not compiled and "numba is not installed" in note
+    monkeypatch.setattr(core, "AUTO_MIN_REQUESTS", 5)
+    compiled, note = choose_core(sched, "auto")
+    assert not compiled and note.startswith("note: numba is not installed")

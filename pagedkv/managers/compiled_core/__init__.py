@@ -39,10 +39,10 @@ def choose_core(sched: object, core: str, *, check: bool = False) -> tuple[bool,
     ``core``: ``"reference"``, the Python loop; ``"compiled"``, the compiled core, or the
     Python loop with a note saying why not (numba missing, or a configuration it does not
     cover: :func:`~pagedkv.managers.compiled_core.runner.compiled_core_refusal`);
-    ``"auto"``, the compiled core when it applies, numba imports and the run has at least
+    ``"auto"``, the compiled core when it applies and the run has at least
     ``AUTO_MIN_REQUESTS`` requests (a first compile takes longer than a short run; numba's
-    cache makes later ones quick), else the Python loop without a note. ``check`` (invariants
-    checked after every step) needs the Python loop.
+    cache makes later ones quick), with a note if numba is missing then, else the Python loop
+    without a note. ``check`` (invariants checked after every step) needs the Python loop.
 
     Raises:
         ConfigError: ``core`` not one of ``CORES``.
@@ -54,14 +54,19 @@ def choose_core(sched: object, core: str, *, check: bool = False) -> tuple[bool,
     if core == "reference":
         return False, None
     why = "invariant checks after every step need it" if check else None
-    if why is None and not numba_available():
-        why = "numba is not installed (pip install numba)"
     if why is None:
         from pagedkv.managers.compiled_core.runner import compiled_core_refusal
 
         why = compiled_core_refusal(sched)  # type: ignore[arg-type]
     if core == "auto":
-        return why is None and len(sched.reqs) >= AUTO_MIN_REQUESTS, None  # type: ignore[attr-defined]
+        if why is not None or len(sched.reqs) < AUTO_MIN_REQUESTS:  # type: ignore[attr-defined]
+            return False, None
+        if not numba_available():
+            return False, ("note: numba is not installed: the Python scheduler runs this long run "
+                           "(pip install numba for the compiled core, several times faster)")
+        return True, None
+    if why is None and not numba_available():
+        why = "numba is not installed (pip install numba)"
     if why is not None:
         return False, f"note: the compiled core does not cover this run ({why}): the Python scheduler runs it"
     return True, None
