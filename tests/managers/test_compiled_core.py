@@ -135,17 +135,17 @@ def test_the_cases_exercise_retraction_chunks_and_logs() -> None:
 def small_runs(draw: st.DrawFn) -> tuple[list[RequestSpec], int, int, SchedulerConfig]:
     """A few requests on a pool that holds a few of them, with every knob the core takes."""
     page = draw(st.sampled_from((1, 2, 16)))
-    n = draw(st.integers(1, 12))
+    n = draw(st.integers(1, 20))
     specs = []
     t = 0.0
     for _ in range(n):
         prompt = draw(st.integers(1, 80))
-        out = draw(st.integers(1, 60))
+        out = draw(st.integers(1, 100))
         t += draw(st.sampled_from((0.0, 0.0, 0.001, 0.02, 0.5)))
         specs.append(RequestSpec(prompt, out, out + draw(st.integers(0, 10)), t,
                                  ignore_eos=draw(st.booleans())))
     biggest = max(s.prompt_len + s.max_new_tokens for s in specs)
-    pool = -(-int(biggest * draw(st.floats(1.05, 3.0))) // page) * page + 2 * page
+    pool = -(-int(biggest * draw(st.floats(1.0, 2.0))) // page) * page + 2 * page
     chunk = draw(st.sampled_from((None, 1, 2, 4)))
     cfg = SchedulerConfig(
         chunked_prefill_size=None if chunk is None else chunk * page,
