@@ -90,3 +90,26 @@ def test_auto_without_numba_says_so_for_a_long_run(monkeypatch: pytest.MonkeyPat
     monkeypatch.setattr(core, "AUTO_MIN_REQUESTS", 5)
     compiled, note = choose_core(sched, "auto")
     assert not compiled and note.startswith("note: numba is not installed")
+
+
+@needs_numba
+def test_ctrl_c_between_calls_keeps_what_finished(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Ctrl-C while the compiled core hands control back (every STEPS_PER_CALL steps): an
+    interrupted result over the requests that had finished, as the Python loop gives."""
+    from pagedkv.managers.compiled_core import runner
+
+    monkeypatch.setattr(runner, "STEPS_PER_CALL", 100)
+    engine = simulated_engine(radix_cache=False, max_total_tokens=20000)
+    sched = engine.scheduler(sharegpt_like(300, rate=20, seed=1), trace=SummaryTrace(engine.meta))
+    seen: list[int] = []
+
+    def on_step(s: object) -> None:
+        seen.append(sched.num_finished)
+        if len(seen) == 3:
+            raise KeyboardInterrupt
+
+    result = engine.run_scheduler(sched, on_step=on_step, interruptible=True, core="compiled")
+    done = [r for r in sched.reqs if r.finish_s is not None]
+    assert result.interrupted and result.core == "compiled"
+    assert 0 < len(done) == sched.num_finished == result.metrics.num_requests < 300
+    assert result.metrics.num_steps == sched.num_steps == 300
