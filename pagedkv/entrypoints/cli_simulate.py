@@ -121,7 +121,8 @@ def add_simulate_parser(subparsers: argparse._SubParsersAction) -> None:
                    help="the scheduler loop: 'compiled' (numba, exact to the Python scheduler; "
                    "a dense model's pool with --disable-radix-cache, else a note and the Python "
                    "loop), 'reference' (the Python scheduler the book shows) or 'auto' (default: "
-                   f"compiled where it applies for runs of {AUTO_MIN_REQUESTS:,} requests or more)")
+                   f"compiled where it applies for runs of {AUTO_MIN_REQUESTS:,} requests or more); "
+                   "with --sweep, every setting's")
     p.set_defaults(func=run_simulate)
 
 

@@ -37,7 +37,7 @@ def engine_options(args: argparse.Namespace, override: dict[str, object] | None 
         "sglang_version": args.sglang_version,
         "schedule_conservativeness": args.schedule_conservativeness,
         "disable_hybrid_swa_memory": args.disable_hybrid_swa_memory,
-        "disable_overlap_schedule": args.disable_overlap_schedule,
+        "disable_overlap_schedule": args.disable_overlap_schedule, "core": args.core,
     }
     if args.max_running_requests is not None:  # else the pool's (SGLang's default)
         opts["max_running_requests"] = args.max_running_requests
@@ -65,7 +65,7 @@ def run_single(args: argparse.Namespace, workload: Workload) -> int:
     try:
         run = run_requests(engine, workload.make_specs(), workload.num_requests,
                            source=workload.source, sinks=[s for s in (csv_sink, stream) if s],
-                           on_log=on_log, quiet=args.quiet, core=args.core)
+                           on_log=on_log, quiet=args.quiet)
     finally:
         if csv_sink is not None:
             csv_sink.close()

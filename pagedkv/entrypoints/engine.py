@@ -31,7 +31,7 @@ import torch
 
 from pagedkv.entrypoints.engine_outcome import EngineResult, WallClock, lowered_caps
 from pagedkv.errors import bad_value, check_positive_int
-from pagedkv.managers.compiled_core import choose_core
+from pagedkv.managers.compiled_core import CORES, choose_core
 from pagedkv.managers.config import DEFAULT_SGLANG_VERSION, SchedulerConfig
 from pagedkv.managers.req import RequestLike
 from pagedkv.managers.scheduler import Scheduler
@@ -79,6 +79,9 @@ class Engine:
         plan: the KV pool SGLang would build, when the pool was sized as SGLang sizes it
             (default a ModelRunner's); results carry it.
         mamba_pool, swa: a hybrid's state slots or SWA pool (see :class:`Scheduler`).
+        core: the loop :meth:`run_scheduler` takes by default: ``"reference"`` (the Python
+            scheduler), ``"compiled"`` or ``"auto"`` (see :func:`~pagedkv.managers.
+            compiled_core.choose_core`).
         scheduler_options: any :class:`SchedulerConfig` field (``disable_overlap_schedule=True``:
             SGLang's ``--disable-overlap-schedule``, the normal loop); on a GPU
             ``chunked_prefill_size``, ``cuda_graph_max_bs`` and ``max_running_requests``
@@ -93,8 +96,10 @@ class Engine:
                  sglang_version: str = DEFAULT_SGLANG_VERSION, context_len: int | None = None,
                  record_pages: bool = False, plan: KVPoolPlan | None = None,
                  mamba_pool: MambaPool | None = None, swa: SlidingWindowPools | None = None,
-                 **scheduler_options: Any) -> None:
-        self.executor = executor
+                 core: str = "reference", **scheduler_options: Any) -> None:
+        if core not in CORES:
+            raise bad_value("core", core, f"one of {CORES}")
+        self.executor, self.core = executor, core
         runner = executor if isinstance(executor, ModelRunner) else None
         if runner is not None:
             for name, given, own in (("max_total_num_tokens", max_total_num_tokens,
@@ -213,7 +218,7 @@ class Engine:
 
     def run_scheduler(self, sched: Scheduler, requests: Sequence[RequestLike] | None = None, *,
                       check: bool = False, on_step: Callable[[Scheduler], None] | None = None,
-                      interruptible: bool = False, core: str = "reference") -> EngineResult:
+                      interruptible: bool = False, core: str | None = None) -> EngineResult:
         """Step ``sched`` (from :meth:`scheduler`) until every request has finished: the one
         loop that drives the scheduler, for both executors.
 
@@ -226,11 +231,12 @@ class Engine:
             interruptible: Ctrl-C (KeyboardInterrupt) ends the run between or inside a step
                 instead of propagating; the result then says ``interrupted`` and its metrics
                 cover the requests that had finished.
-            core: ``"reference"`` (the Python loop, step by step), ``"compiled"`` or
-                ``"auto"``: the compiled core (:mod:`pagedkv.managers.compiled_core`, exact to
-                the Python loop) where it applies (:func:`~pagedkv.managers.compiled_core.
-                choose_core`); it calls ``on_step`` every few tens of thousands of steps and
-                is stopped by Ctrl-C between them.
+            core: the engine's ``core`` when None; ``"reference"`` (the Python loop, step by
+                step), ``"compiled"`` or ``"auto"``: the compiled core
+                (:mod:`pagedkv.managers.compiled_core`, exact to the Python loop) where it
+                applies (:func:`~pagedkv.managers.compiled_core.choose_core`); it calls
+                ``on_step`` every few tens of thousands of steps and is stopped by Ctrl-C
+                between them.
 
         Raises:
             ConfigError: ``core`` not one of ``auto``, ``compiled``, ``reference``.
@@ -241,7 +247,7 @@ class Engine:
         # wall-clock latencies of real tokens only: a simulated run's times are its trace's,
         # and reading every request after every step would cost O(requests) per step there
         clock = WallClock(len(sched.reqs)) if sched.real_tokens else None
-        compiled, note = choose_core(sched, core, check=check)
+        compiled, note = choose_core(sched, self.core if core is None else core, check=check)
         interrupted = False
         try:
             if compiled:

@@ -67,7 +67,7 @@ class RunOutcome:
 def run_requests(engine: Engine, specs: Iterable[RequestSpec], num_requests: int, *,
                  source: RequestFile | None = None, sinks: list[Callable[[Row], None]] | None = None,
                  on_log: Callable[[str], None] | None = None, quiet: bool = False,
-                 label: str = "requests", core: str = "auto") -> RunOutcome:
+                 label: str = "requests", core: str | None = None) -> RunOutcome:
     """Simulate ``specs`` (``num_requests`` of them) on ``engine``'s pool.
 
     Args:
@@ -80,7 +80,7 @@ def run_requests(engine: Engine, specs: Iterable[RequestSpec], num_requests: int
         quiet: no progress bar.
         label: the progress bar's description.
         core: ``"auto"`` (the compiled core for long runs it covers), ``"compiled"`` or
-            ``"reference"`` (:meth:`Engine.run_scheduler`).
+            ``"reference"`` (:meth:`Engine.run_scheduler`); None: the engine's.
 
     Raises:
         ConfigError: a request SGLang would refuse (see :class:`Scheduler`).

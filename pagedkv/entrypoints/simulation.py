@@ -68,6 +68,7 @@ def simulated_engine(
     arrival_rate: float | None = None,
     disable_hybrid_swa_memory: bool = False,
     record_pages: bool = False,
+    core: str = "reference",
     **scheduler_options: object,
 ) -> Engine:
     """An engine with the simulated executor (:class:`RooflineStepTime` for the GPU) on the
@@ -91,6 +92,8 @@ def simulated_engine(
             that one pool (see :func:`pagedkv.configs.model_presets.load_model`); without it
             it runs on its full and SWA pools (SGLang 0.5.23's hybrid scheduler).
         record_pages: record every page's owner changes (the visualizer's page events).
+        core: the scheduler loop its runs take (:class:`Engine`'s ``core``): ``"reference"``,
+            ``"compiled"`` or ``"auto"``.
         scheduler_options: any :class:`SchedulerConfig` field, e.g.
             ``schedule_conservativeness=0.5`` or ``disable_overlap_schedule=True`` (SGLang's
             ``--disable-overlap-schedule``: the normal loop instead of the default overlap
@@ -148,7 +151,7 @@ def simulated_engine(
                     page_size=plan.page_size, radix_cache=radix_cache,
                     sglang_version=sglang_version,
                     context_len=spec.context_len, record_pages=record_pages, plan=plan,
-                    mamba_pool=mamba, swa=swa, **options)
+                    mamba_pool=mamba, swa=swa, core=core, **options)
     config = engine.config
     engine.meta = TraceMeta(
         max_total_num_tokens=plan.max_total_num_tokens, page_size=plan.page_size, model=spec.name,

@@ -113,3 +113,16 @@ def test_ctrl_c_between_calls_keeps_what_finished(monkeypatch: pytest.MonkeyPatc
     assert result.interrupted and result.core == "compiled"
     assert 0 < len(done) == sched.num_finished == result.metrics.num_requests < 300
     assert result.metrics.num_steps == sched.num_steps == 300
+
+
+def test_engine_core_is_checked_and_is_the_default() -> None:
+    """``Engine(core=...)`` (``simulated_engine(core=...)``): a bad name refused; the default
+    that ``run_scheduler`` and sweeps take."""
+    with pytest.raises(ConfigError, match="core"):
+        simulated_engine(radix_cache=False, max_total_tokens=20000, core="fastest")
+    engine = simulated_engine(radix_cache=False, max_total_tokens=20000, core="compiled",
+                              disable_overlap_schedule=True)
+    sched = engine.scheduler(sharegpt_like(20, rate=10, seed=2), trace=SummaryTrace(engine.meta))
+    result = engine.run_scheduler(sched)
+    assert result.core == ("compiled" if numba_available() else "reference")
+    assert simulated_engine(max_total_tokens=20000).core == "reference"
