@@ -330,9 +330,15 @@ class Release:
         "arg_groups/model_override_base.py: get_default_attn_backend",
         "Below sm_90, a model with attention sinks that has no backend rule of its own (e.g. "
         "MiMo-V2-Flash with its sink flags set) gets triton, not flashinfer. gpt-oss is not "
-        "such a model: both releases give it its own rule (fa3 on sm_90, trtllm_mha on sm_100, "
-        "triton on other NVIDIA GPUs; 0.5.23 arg_groups/model_overrides/gpt_oss.py, 0.5.9 "
-        "server_args.py _handle_model_specific_adjustments).", ("flashinfer", "triton"))
+        "such a model: both releases give it its own rule (gpt_oss_aiter_on_rocm).",
+        ("flashinfer", "triton"))
+    gpt_oss_aiter_on_rocm: bool = _behaviour(
+        "gpt-oss's default backend on AMD GPUs",
+        "arg_groups/model_overrides/gpt_oss.py: _gpt_oss_overrides",
+        "gpt-oss has its own backend rule in both releases (fa3 on sm_90, trtllm_mha on sm_100, "
+        "triton on the other NVIDIA GPUs, sm_120 included); on AMD GPUs 0.5.23 gives it aiter, "
+        "0.5.9 triton (0.5.9 server_args.py _handle_model_specific_adjustments).",
+        ("triton", "aiter"))
     dsa_attention_backend: tuple[str, str] = _behaviour(
         "DeepSeek V3.2 (DSA) backends, sm_90", "arg_groups/overrides.py: _dsa_split_backend_resolution",
         "The attention backend of DeepSeek V3.2's sparse attention (DSA; SGLang 0.5.9 calls it "

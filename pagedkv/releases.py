@@ -56,6 +56,7 @@ RELEASES: dict[str, Release] = {r.name: r for r in (
                            ("cutedsl_mla", (32, 64), 64), ("trtllm_mha", (16, 32, 64, 128), 64),
                            ("hpc_ops", (64,), 64), ("fa4", (128,), 128, _FA4_WHEN_0523)),
         fa4_for_asymmetric_kv=True, flashinfer_avoids_attention_sinks=True,
+        gpt_oss_aiter_on_rocm=True,
         dsa_attention_backend=("dsa", "flashmla_kv"), dsa_fp8_latent_profiled_as_stored=True),
     Release(
         name="0.5.9",
@@ -86,6 +87,7 @@ RELEASES: dict[str, Release] = {r.name: r for r in (
                            ("trtllm_mla", (32, 64), 64), ("trtllm_mha", (16, 32, 64), 64),
                            ("fa4", (128,), 128, _FA4_WHEN_0509)),
         fa4_for_asymmetric_kv=False, flashinfer_avoids_attention_sinks=False,
+        gpt_oss_aiter_on_rocm=False,
         dsa_attention_backend=("nsa", "flashmla_auto"), dsa_fp8_latent_profiled_as_stored=False),
 )}
 

@@ -124,8 +124,7 @@ def default_attention_backend(sm: int, sglang_version: str | Release = DEFAULT_S
         attention_sinks: the model has attention sinks and no backend rule of its own, as
             MiMo-V2-Flash below sm_100 (0.5.23 then avoids FlashInfer:
             ``Release.flashinfer_avoids_attention_sinks``). gpt-oss has sinks but its own rule
-            in both releases (fa3 on sm_90, trtllm_mha on sm_100, else triton), which this
-            function does not model.
+            in both releases: :func:`gpt_oss_attention_backend`.
         asymmetric_kv: K and V rows differ in width (0.5.23 then picks fa4 on sm_100:
             ``Release.fa4_for_asymmetric_kv``).
 
@@ -153,6 +152,64 @@ def default_attention_backend(sm: int, sglang_version: str | Release = DEFAULT_S
     if flashinfer_installed and not (release.flashinfer_avoids_attention_sinks and attention_sinks):
         return "flashinfer"
     return "triton"
+
+
+def gpt_oss_attention_backend(sm: int, sglang_version: str | Release = DEFAULT_SGLANG_VERSION,
+                              *, platform: str = "cuda") -> str:
+    """The ``--attention-backend`` SGLang picks for gpt-oss when none is given.
+
+    gpt-oss has its own rule, which runs before :func:`default_attention_backend`'s: trtllm_mha
+    on sm_100 (B200, GB200, B300), fa3 on sm_90, triton on every other NVIDIA GPU (consumer
+    Blackwell, sm_120, included); on ROCm aiter in 0.5.23, triton in 0.5.9
+    (``Release.gpt_oss_aiter_on_rocm``). Intel, CPU and Apple back-ends are left out.
+
+    Args:
+        sm: compute capability times 10 (``120`` for an RTX 5090); ignored on ROCm.
+        sglang_version: a name in :data:`~pagedkv.releases.RELEASES` or a Release.
+        platform: ``"cuda"`` or ``"rocm"``.
+
+    Raises:
+        ConfigError: a bad ``sm``, ``platform`` or ``sglang_version``.
+
+    Source: 0.5.23 ``srt/arg_groups/model_overrides/gpt_oss.py`` ``_gpt_oss_overrides``; 0.5.9
+    ``srt/server_args.py`` ``ServerArgs._handle_model_specific_adjustments``
+    (``is_sm100_supported``, ``is_sm90_supported``, both false off CUDA).
+    """
+    release = as_release(sglang_version)
+    if platform == "rocm":
+        return "aiter" if release.gpt_oss_aiter_on_rocm else "triton"
+    if platform != "cuda":
+        raise bad_value("platform", platform, '"cuda" or "rocm"')
+    major = check_positive_int("sm", sm, minimum=70) // 10
+    return {9: "fa3", 10: "trtllm_mha"}.get(major, "triton")
+
+
+#: The book's names for the backends gpt-oss's rule picks.
+_SHOWN = {"fa3": "FA3", "trtllm_mha": "TRT-LLM", "triton": "Triton", "aiter": "aiter"}
+
+
+def gpt_oss_rule_words() -> str:
+    """gpt-oss's rule (:func:`gpt_oss_attention_backend`) in the book's words, per GPU class of
+    :data:`GPU_CLASSES` and per release where they differ; chapters 3 and 6 both print it."""
+    newest, oldest = RELEASES[SGLANG_VERSIONS[0]], RELEASES[SGLANG_VERSIONS[-1]]
+    parts, rest = [], []
+    for g in GPU_CLASSES:
+        new, old = (gpt_oss_attention_backend(g.sm or 80, r, platform=g.platform)
+                    for r in (newest, oldest))
+        if g.platform != "cuda":
+            same = f"{_SHOWN[new]} in both releases" if new == old else (
+                f"{_SHOWN[new]} in {newest.name}, {_SHOWN[old]} in {oldest.name}")
+            amd = f"on AMD GPUs {same}"
+        elif new != old:
+            raise AssertionError(f"the releases differ on {g.label}; say so per release")
+        elif new == "triton":
+            rest.append(g)
+        else:
+            parts.append(f"{_SHOWN[new]} on {g.label.split(' (')[0]} GPUs (sm_{g.sm}: {g.examples})")
+    blackwell = next(g for g in rest if g.sm >= 100)
+    parts.append(f"Triton on every other NVIDIA GPU, the {blackwell.examples} "
+                 f"({blackwell.label.split(' (')[0]}, sm_{blackwell.sm}) included")
+    return ", ".join(parts) + "; " + amd
 
 
 def forced_page_sizes(backend: str, sglang_version: str | Release = DEFAULT_SGLANG_VERSION

@@ -13,7 +13,11 @@ from pagedkv.configs.model_presets import load_model
 from pagedkv.errors import ConfigError, NotEnoughMemoryError
 from pagedkv.gpus import get_gpu
 from pagedkv.hybrid_pools import mamba_slots_per_request, mamba_tracking_slots
-from pagedkv.lessons.attention_backends import default_attention_backend, resolve_page_size
+from pagedkv.lessons.attention_backends import (
+    default_attention_backend,
+    gpt_oss_attention_backend,
+    resolve_page_size,
+)
 from pagedkv.releases import Release
 from pagedkv.server_args import default_mem_fraction_static, gpu_memory_defaults
 from pagedkv.sizing import KVPoolPlan, plan_pool
@@ -191,6 +195,11 @@ def sinks(r: Release) -> str:
     """``Release.flashinfer_avoids_attention_sinks`` on an L40 (sm_89), a model with attention
     sinks and no backend rule of its own (e.g. MiMo-V2-Flash)."""
     return default_attention_backend(89, r, attention_sinks=True)
+
+
+def gpt_oss_rocm(r: Release) -> str:
+    """``Release.gpt_oss_aiter_on_rocm``: gpt-oss on an MI300X, no ``--attention-backend``."""
+    return gpt_oss_attention_backend(0, r, platform="rocm")
 
 
 def dsa_backends(r: Release) -> str:

@@ -193,6 +193,9 @@ DEMOS: dict[str, Demo] = {
         "no FlashInfer by default for a model with attention sinks and no backend rule of its own",
         "an L40 (sm_89), a model with attention sinks and no rule of its own, e.g. MiMo-V2-Flash "
         "(gpt-oss has its own rule in both releases: triton here)", startup.sinks),
+    "gpt_oss_aiter_on_rocm": Demo(
+        "gpt-oss's own backend rule gives AMD GPUs aiter",
+        "gpt-oss on an MI300X, no `--attention-backend`", startup.gpt_oss_rocm),
     "dsa_attention_backend": Demo(
         "the backend of DeepSeek V3.2's sparse attention (DSA, which 0.5.9 calls NSA: a small "
         "indexer picks the cached tokens each query attends to) is renamed, and an fp8 KV cache "

@@ -132,6 +132,21 @@ def test_release_specific_statements_name_their_release(name: str) -> None:
                 assert re.search(r"0\.5\.(9|23)|sglang_version|releases_md", para), (name, words, para[:200])
 
 
+# A clause that names gpt-oss and a backend: its backend rule, which differs by GPU and release
+GPT_OSS_BACKEND = re.compile(r"gpt-oss[^.;)]*\b(Triton|FA3|FA4|TRT-LLM|FlashInfer|aiter|Hopper|Blackwell)\b")
+
+
+@pytest.mark.parametrize("name", (*CHAPTERS, *PAGES))
+def test_gpt_oss_s_backend_rule_is_printed_from_the_one_function(name: str) -> None:
+    """Chapters 3 and 6 once disagreed on gpt-oss's backend on the RTX 5090 (sm_120, Blackwell,
+    Triton): every place that says which backend gpt-oss gets prints gpt_oss_rule_words()."""
+    for para in prose(name):
+        if GPT_OSS_BACKEND.search(para):
+            assert "gpt_oss_rule_words()" in para, (name, para[:300])
+    if name in ("03-paging", "06-kernel"):
+        assert any("gpt_oss_rule_words()" in p for p in prose(name)), name
+
+
 def test_retraction_is_described_alike_everywhere() -> None:
     """Who goes first, and what a retraction frees, say the same in chapters 5 and 7."""
     for name in CHAPTERS:

@@ -14,6 +14,8 @@ from pagedkv.lessons.attention_backends import (
     default_attention_backend,
     forced_page_size_when,
     forced_page_sizes,
+    gpt_oss_attention_backend,
+    gpt_oss_rule_words,
     resolve_page_size,
 )
 from pagedkv.releases import differences
@@ -36,6 +38,29 @@ def test_default_backend_differences_between_releases() -> None:
     assert default_attention_backend(89, "0.5.9", attention_sinks=True) == "flashinfer"
     assert default_attention_backend(100, "0.5.23", asymmetric_kv=True) == "fa4"
     assert default_attention_backend(100, "0.5.9", asymmetric_kv=True) == "trtllm_mha"
+
+
+@pytest.mark.parametrize("version", ["0.5.23", "0.5.9"])
+def test_gpt_oss_has_its_own_rule(version: str) -> None:
+    # 0.5.23 gpt_oss.py _gpt_oss_overrides; 0.5.9 server_args.py 1336-1341 (hand-checked)
+    assert gpt_oss_attention_backend(90, version) == "fa3"  # H100
+    assert gpt_oss_attention_backend(100, version) == "trtllm_mha"  # B200
+    assert gpt_oss_attention_backend(103, version) == "trtllm_mha"  # B300
+    assert gpt_oss_attention_backend(120, version) == "triton"  # RTX 5090: Blackwell, not sm_100
+    assert gpt_oss_attention_backend(89, version) == "triton"  # not flashinfer, sinks or not
+    # AMD: 0.5.23 names aiter; 0.5.9's is_sm*_supported are false off CUDA, so triton
+    assert gpt_oss_attention_backend(0, version, platform="rocm") == (
+        "aiter" if version == "0.5.23" else "triton")
+    with pytest.raises(ConfigError, match=r"platform='mps' is invalid"):
+        gpt_oss_attention_backend(90, version, platform="mps")
+
+
+def test_gpt_oss_rule_words_name_consumer_blackwell_and_each_releases_amd_choice() -> None:
+    words = gpt_oss_rule_words()
+    assert words.startswith("FA3 on Hopper GPUs (sm_90")
+    assert "TRT-LLM on Blackwell data centre GPUs (sm_100" in words
+    assert "Triton on every other NVIDIA GPU, the RTX 5090 (Blackwell consumer, sm_120) included" in words
+    assert words.endswith("on AMD GPUs aiter in 0.5.23, Triton in 0.5.9")
 
 
 def test_the_book_kernel_follows_the_fallback() -> None:

@@ -10,8 +10,9 @@ speculative decoding and no backend flag given:
   and without attention sinks, against ``default_attention_backend`` (a sinks model without a
   rule of its own, as MiMo-V2-Flash below sm_100, gets triton where others get flashinfer);
 - ``arg_groups/model_overrides/gpt_oss.py`` ``_gpt_oss_overrides``: gpt-oss's own rule, which
-  runs before the default, against the book's words (fa3 on sm_90, trtllm_mha on sm_100, triton
-  on every other NVIDIA card: not the generic sinks rule);
+  runs before the default, against ``gpt_oss_attention_backend`` (fa3 on sm_90, trtllm_mha on
+  sm_100, triton on every other NVIDIA card, sm_120 included: not the generic sinks rule; aiter
+  on ROCm);
 - ``arg_groups/overrides.py`` ``_fa4_page_constraint``: fa4's page size 128 holds only for a
   non-MLA model on sm_100 with ``speculative_eagle_topk`` unset or at most 1, whichever backend
   flag names fa4 (``forced_page_size_when``).
@@ -39,6 +40,7 @@ import pytest  # noqa: E402
 from pagedkv.lessons.attention_backends import (  # noqa: E402
     default_attention_backend,
     forced_page_size_when,
+    gpt_oss_attention_backend,
     resolve_page_size,
 )
 
@@ -47,10 +49,11 @@ CARDS = (75, 80, 86, 89, 90, 100, 103, 120)  # compute capability x 10
 
 
 def platform(sm: int) -> NS:
-    """What ``get_platform()`` reports on a CUDA card of compute capability ``sm / 10``."""
+    """What ``get_platform()`` reports on a CUDA card of compute capability ``sm / 10``; sm 0:
+    an AMD (ROCm) card."""
     major = sm // 10
     return NS(is_hopper_with_cuda_12_3=major == 9, is_sm90=major == 9, is_sm100=major == 10,
-              is_sm120=major == 12, is_blackwell=major in (10, 12), is_hip=False, is_xpu=False,
+              is_sm120=major == 12, is_blackwell=major in (10, 12), is_hip=sm == 0, is_xpu=False,
               is_npu=False, is_musa=False, has_amx=False, has_flashinfer=True)
 
 
@@ -98,14 +101,14 @@ def test_default_backend(sm: int, sinks: bool, card) -> None:
                  f"sm_{sm}, attention sinks {sinks}")
 
 
-@pytest.mark.parametrize("sm", CARDS)
+@pytest.mark.parametrize("sm", (*CARDS, 0))
 def test_gpt_oss_has_its_own_rule(sm: int, card) -> None:
     from sglang.srt.arg_groups.model_overrides.gpt_oss import _gpt_oss_overrides
 
     card(sm)
     chosen = _gpt_oss_overrides(server_args(), NS(quantization_config=None))
-    book = {9: "fa3", 10: "trtllm_mha"}.get(sm // 10, "triton")
-    compare.same(AREA, chosen["attention_backend"], book, f"gpt-oss on sm_{sm}")
+    ours = gpt_oss_attention_backend(sm, "0.5.23", platform="rocm" if sm == 0 else "cuda")
+    compare.same(AREA, chosen["attention_backend"], ours, f"gpt-oss on sm_{sm}")
 
 
 FA4_CASES = [(sm, mla, topk, flag) for sm in (90, 100, 120) for mla in (False, True)
