@@ -17,8 +17,8 @@ Two families, each as SGLang 0.5.23 sizes it (0.5.9's differences, each a field 
   full-attention layers gets the rest (``KVCacheConfigurator._handle_max_mamba_cache``), and
   ``max_running_requests`` is capped at ``slots // slots_per_request``
   (``resolve_max_num_reqs``, ``_calculate_mamba_ratio``: 3 with the radix cache, plus the
-  ping-pong track slots of its ``extra_buffer`` strategy, which 0.5.23 picks by default:
-  :func:`mamba_tracking_slots`; 1 without).
+  track slots of its ``extra_buffer`` strategy (SGLang's ``mamba_ping_pong_track_buffer``),
+  which 0.5.23 picks by default: :func:`mamba_tracking_slots`; 1 without).
 
 SGLang 0.5.9 sizes both in ``ModelRunnerKVCacheMixin`` (``model_runner_kv_cache_mixin.py``):
 a sliding-window hybrid is profiled as if every layer were full, the token count capped and
@@ -269,8 +269,9 @@ def mamba_share(rest_gib: float, *, state_bytes: int, full_memory_ratio: float,
 
 def mamba_tracking_slots(*, disable_radix_cache: bool, page_size: int,
                          disable_overlap_schedule: bool, auto_extra_buffer: bool) -> int:
-    """Ping-pong track slots per running request of a linear-attention hybrid that supports
-    the ``extra_buffer`` strategy (Qwen3-Next), with ``--mamba-radix-cache-strategy auto``.
+    """Track slots (SGLang's ``mamba_ping_pong_track_buffer``) per running request of a
+    linear-attention hybrid that supports the ``extra_buffer`` strategy (Qwen3-Next), with
+    ``--mamba-radix-cache-strategy auto``.
 
     SGLang 0.5.23 (``arg_groups/overrides.py``, ``_mamba_radix_cache_resolution``) resolves
     ``auto`` to ``extra_buffer`` when the radix cache is on and the overlap loop is on or

@@ -273,15 +273,16 @@ class Release:
     mamba_auto_extra_buffer: bool = _behaviour(
         "linear-attention hybrid: state slots per request with the radix cache",
         "arg_groups/overrides.py: _mamba_radix_cache_resolution",
-        "--mamba-radix-cache-strategy auto resolves to extra_buffer for models that support it "
-        "(Qwen3-Next, on CUDA) when the overlap loop is on or pages are longer than one "
-        "token: each running request also holds ping-pong track slots the state is copied "
-        "into at checkpoints, two with the overlap loop (one without; get_mamba_tracking_slots), "
-        "so the cap on running requests counts 3 + 2 = 5 state slots per request "
-        "(_calculate_mamba_ratio); else no_buffer (3, and the overlap loop turned off). "
-        "0.5.9 (ServerArgs.__post_init__) resolves auto to no_buffer: 3.",
-        ("auto is no_buffer: 3 state slots per running request",
-         "auto is extra_buffer: 3 + 2 track slots = 5 per running request"))
+        "The radix-cache strategy of a linear-attention hybrid (--mamba-radix-cache-strategy; "
+        "0.5.9 --mamba-scheduler-strategy) defaults to auto, which 0.5.23 resolves to "
+        "extra_buffer for models that support it (Qwen3-Next, on CUDA) when the overlap loop is "
+        "on or pages are longer than one token: each running request also holds track slots "
+        "the state is copied into at checkpoints, two that take turns with the overlap loop "
+        "(one without; get_mamba_tracking_slots), so the cap on running requests counts "
+        "3 + 2 = 5 state slots per request (_calculate_mamba_ratio); else no_buffer (3, and the "
+        "overlap loop turned off). 0.5.9 (ServerArgs.__post_init__) resolves auto to no_buffer: 3.",
+        ("the default strategy (auto) is no_buffer: 3 state slots per running request",
+         "the default strategy (auto) is extra_buffer: 3 + 2 track slots = 5 per running request"))
     mamba_slots_taken_ahead: bool = _behaviour(
         "linear-attention hybrid: state slots in a prefill pass",
         "managers/scheduler.py: Scheduler._get_new_batch_prefill_raw",

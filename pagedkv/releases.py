@@ -22,7 +22,9 @@ from pagedkv.release_behaviours import Release
 # fa4's page size 128 holds only under these conditions (0.5.23 arg_groups/overrides.py
 # _fa4_page_constraint; 0.5.9 server_args.py _handle_attention_backend_compatibility)
 _FA4_WHEN_0523 = ("for a non-MLA model on sm_100 with `--speculative-eagle-topk` "
-                  "(the draft tree's branching in EAGLE speculative decoding) unset or at most 1, "
+                  "(how many candidate tokens each draft step keeps in EAGLE, a "
+                  "speculative-decoding method whose draft proposes a tree of tokens) unset or "
+                  "at most 1, "
                   "whichever of the three backend flags names fa4")
 _FA4_WHEN_0509 = "for a non-MLA model, only through `--prefill-attention-backend fa4`"
 _BACKENDS = ("triton", "flashinfer", "fa3", "fa4", "trtllm_mha", "trtllm_mla", "flashmla", "aiter")

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from pagedkv.hybrid_pools import (
     MAMBA_SLOTS_PER_REQUEST_WITH_RADIX,
+    MAMBA_TRACK_INTERVAL,
     mamba_slots_per_request,
     mamba_tracking_slots,
 )
@@ -51,6 +52,12 @@ LATER_TERMS: tuple[Term, ...] = (
          listed=False),
     Term("FCFS", 4, "First come, first served: the waiting queue is walked in arrival order.",
          "`--schedule-policy fcfs`", r"\bFCFS\b|first-come-first-served", listed=False),
+    Term("routing key", 4, "A string the client sends with a request in the `x-smg-routing-key` "
+         "HTTP header, the same for requests that belong together (one user's, say). "
+         "`--schedule-policy routing-key` admits first the waiting requests whose key the running "
+         "batch holds most often.", "`SchedulePolicy._sort_by_routing_key` "
+         "(`managers/schedule_policy.py`), `OpenAIServingBase.extract_routing_key`",
+         r"routing key", listed=False, first_use="x-smg-routing-key"),
     Term("roofline model", 4, "A time estimated from the card's peaks: the larger of the "
          "bytes to move over its memory bandwidth and the arithmetic over its FLOP rate. A lower "
          "bound, not a measurement; chapter 6 holds a kernel to it.", "", r"roofline",
@@ -138,6 +145,12 @@ LATER_TERMS: tuple[Term, ...] = (
          "if each query could also attend to a token that is always there (gpt-oss has them). "
          "Chapter 3 says which attention backend SGLang picks for such models.", "",
          r"attention sinks?", listed=False, first_use="always there"),
+    Term("EAGLE", 3, "A speculative-decoding method whose draft model, a light one that reads the "
+         "served model's hidden states, proposes a tree of candidate tokens for the served model "
+         "to check in one pass; `--speculative-eagle-topk` is how many candidates each draft "
+         "step keeps (the tree's branching). The book leaves it out.",
+         "`--speculative-algorithm EAGLE`, `--speculative-eagle-topk`", r"\bEAGLE\b",
+         listed=False),
     Term("prefill/decode disaggregation", 3, "Running prefill and decode on different GPUs: the "
          "prefill side computes a prompt's KV and sends it to the decode side, which generates. "
          "Chapter 3 says how SGLang's allocator differs there.", "`--disaggregation-mode`",
@@ -203,12 +216,33 @@ LATER_TERMS: tuple[Term, ...] = (
          "`SWAKVPool` (`mem_cache/swa_memory_pool.py`), `HybridSWAPoolConfigurator` (0.5.23), "
          "`ModelRunner.set_num_tokens_hybrid_swa` (0.5.9)",
          r"SWA pool|sliding-window pool"),
+    Term("track slot", 9, "A slot of a linear-attention hybrid's state pool that a running "
+         "request holds beside its own state: SGLang copies the request's state into it at "
+         f"checkpoints (the last point of its checkpoint grid a prefill reaches, and every "
+         f"{MAMBA_TRACK_INTERVAL} decode tokens) so that "
+         "the radix tree can keep that state for the prefix. Track slots come with the "
+         "`extra_buffer` value of `--mamba-radix-cache-strategy` (0.5.9: "
+         "`--mamba-scheduler-strategy`), whose other values are `no_buffer` (no track slots; "
+         "pages of one token only, and the overlap loop turned off) and `auto`, the default, "
+         "which 0.5.23 resolves to `extra_buffer` when the overlap loop is on or pages are longer "
+         "than one token and 0.5.9 always to `no_buffer`. With the overlap loop a request has "
+         f"{_TRACK_SLOTS} that take turns (SGLang's `mamba_ping_pong_track_buffer`), since the "
+         "loop learns of a checkpoint a step late: one is written while the other still holds "
+         "the last checkpoint. Without it, 1.",
+         "`get_mamba_tracking_slots` (`mem_cache/allocation_sizing.py`), "
+         "`_mamba_radix_cache_resolution` (`arg_groups/overrides.py`); 0.5.9 "
+         "`ServerArgs.__post_init__`", r"track slot"),
     Term("state slot", 9, "A fixed-size state for every linear-attention layer (Gated DeltaNet, "
-         "Mamba) of a hybrid, whatever the sequence's length. A running request holds one; with "
-         f"the radix cache on, SGLang 0.5.23 counts {_SLOTS_WITH_RADIX} per running request "
-         f"({MAMBA_SLOTS_PER_REQUEST_WITH_RADIX}, plus {_TRACK_SLOTS} track slots the state is "
-         "copied into at checkpoints) when it caps the running requests by the state-slot "
-         "count.",
+         "Mamba) of a hybrid, whatever the sequence's length. A running request holds one, yet "
+         f"with the radix cache on SGLang counts {MAMBA_SLOTS_PER_REQUEST_WITH_RADIX} per running "
+         "request when it caps the running requests by the state-slot count "
+         "(`MAMBA_CACHE_SIZE_MAX_RUNNING_REQUESTS_RATIO`, both releases): the same pool keeps "
+         "the states the radix tree holds for cached prefixes, and a request's hand-over from "
+         "prefill to decode needs about that many at its peak (SGLang's comment in "
+         f"`_calculate_mamba_ratio`). The `extra_buffer` strategy adds the request's track slots: "
+         f"{_SLOTS_WITH_RADIX} ({MAMBA_SLOTS_PER_REQUEST_WITH_RADIX} + {_TRACK_SLOTS}) by "
+         "default in 0.5.23, none in 0.5.9, whose default is `no_buffer`. With "
+         "`--disable-radix-cache`, 1.",
          "`MambaPool`, `HybridReqToTokenPool` "
          "(`mem_cache/memory_pool.py`)", r"state slot"),
     # the third first read found these used without a definition

@@ -163,7 +163,8 @@ DEMOS: dict[str, Demo] = {
         "Qwen3-Next-80B-A3B at tp 4, 79 GiB free before the weights and 40 GiB after",
         startup.mamba_cap_line),
     "mamba_auto_extra_buffer": Demo(
-        "the radix cache's default strategy adds two ping-pong track slots per request",
+        "the radix cache's default strategy for a linear-attention hybrid adds two track slots "
+        "per request (copies of its state kept for the radix tree; chapter 9)",
         "Qwen3-Next-80B-A3B with the radix cache, the overlap loop on, pages of one token",
         startup.mamba_slots_counted),
     "mamba_slots_taken_ahead": Demo(

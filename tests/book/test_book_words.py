@@ -70,9 +70,11 @@ def test_a_slot_is_a_kv_slot_and_a_row_is_a_request_row() -> None:
     assert {"KV slot (slot)", "request row"} <= names
     for name, text in every_text():
         assert not re.search(r"request slots?\b", text, re.IGNORECASE), (name, text[:200])
-    # chapter 9's per-request states are state slots, every time: "slot" alone is a KV slot
+    # chapter 9's per-request states are state slots (or track slots, the state slots a request
+    # holds for the radix tree), every time: "slot" alone is a KV slot
     for text in paragraphs("09-todays-models"):
-        assert not re.findall(r"(?<!state )(?<!state-)(?<![\w`-])slots?\b", text), text[:200]
+        assert not re.findall(r"(?<!state )(?<!state-)(?<!track )(?<![\w`-])slots?\b",
+                              text), text[:200]
 
 
 def test_no_definition_uses_a_word_defined_after_it() -> None:
@@ -309,7 +311,9 @@ GLOSSARY_MUST_HAVE = ("HBM", "$B_{\\max}$ (batch cap)", "MHA, GQA, MQA", "MLA", 
                       "tensor parallelism (tp), pipeline parallelism (pp)", "DSA (NSA)",
                       "tensor cores", "warp", "`kv_last_page_len`",
                       # a fifth first read found these used without a definition
-                      "vLLM", "ROCm", "FasterTransformer")
+                      "vLLM", "ROCm", "FasterTransformer",
+                      # an eleventh read found this used without a definition
+                      "routing key")
 
 
 def test_the_glossary_defines_every_word_the_book_leans_on() -> None:
@@ -403,3 +407,28 @@ def test_words_only_the_generated_tables_use_are_glossed_in_them() -> None:
     dsa = next(c for c in rows if "DSA" in c and "renamed" in c)
     assert "calls NSA" in dsa and "indexer" in dsa
     assert term_chapter("DSA (NSA)") == 1
+    # the eleventh read: the track slots of chapter 5's row, and their strategy's values, were
+    # defined nowhere; the row glosses them and chapter 9's list and the glossary name the flag
+    track = next(c for c in rows if "track slots" in c)
+    assert "ping-pong" not in track and "copies of its state" in track and "chapter 9" in track
+    by_name = {t.name: t for t in TERMS}
+    slot = by_name["track slot"]
+    assert slot.chapter == 9 and slot.listed
+    for words in ("--mamba-radix-cache-strategy", "--mamba-scheduler-strategy", "`no_buffer`",
+                  "`extra_buffer`", "`auto`", "take turns"):
+        assert words in slot.definition, words
+    assert "MAMBA_CACHE_SIZE_MAX_RUNNING_REQUESTS_RATIO" in by_name["state slot"].definition
+
+
+def test_eagle_is_glossed_where_the_page_size_rules_name_it() -> None:
+    """fa4's page-size rule (chapter 3's table, the cheat sheet) names EAGLE's topk flag: the
+    rule says what EAGLE and its draft tree are, and the glossary has EAGLE."""
+    from pagedkv.lessons.attention_backends import forced_page_size_when
+    from pagedkv.releases import SGLANG_VERSIONS
+
+    for release in SGLANG_VERSIONS:
+        when = forced_page_size_when("fa4", release)
+        if "eagle" in when.lower():
+            assert "speculative-decoding method whose draft proposes a tree" in when, release
+    assert any("EAGLE" in forced_page_size_when("fa4", r) for r in SGLANG_VERSIONS)
+    assert term_chapter("EAGLE") == 3

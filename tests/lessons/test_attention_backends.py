@@ -112,8 +112,9 @@ def test_fa4_page_size_conditions() -> None:
     assert forced_page_sizes("fa4", "0.5.23") == forced_page_sizes("fa4", "0.5.9") == ((128,), 128)
     assert forced_page_size_when("fa4", "0.5.23") == (
         "for a non-MLA model on sm_100 with `--speculative-eagle-topk` "
-        "(the draft tree's branching in EAGLE speculative decoding) unset or at most 1, whichever "
-        "of the three backend flags names fa4")
+        "(how many candidate tokens each draft step keeps in EAGLE, a speculative-decoding "
+        "method whose draft proposes a tree of tokens) unset or at most 1, whichever of the "
+        "three backend flags names fa4")
     assert forced_page_size_when("fa4", "0.5.9") == (
         "for a non-MLA model, only through `--prefill-attention-backend fa4`")
     assert forced_page_size_when("flashmla", "0.5.23") == forced_page_size_when("fa3", "0.5.9") == ""

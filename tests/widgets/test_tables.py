@@ -208,8 +208,9 @@ def test_attention_backend_tables() -> None:
     assert forced[3] == ("| `cutlass_mla` | not in this release | 128; anything else -> 128 | "
                          "one page id per page |")
     assert forced[4] == ("| `fa4` | 128; anything else -> 128, for a non-MLA model on sm_100 with "
-                         "`--speculative-eagle-topk` (the draft tree's branching in EAGLE speculative "
-                         "decoding) unset or at most 1, whichever of the three backend "
+                         "`--speculative-eagle-topk` (how many candidate tokens each draft step "
+                         "keeps in EAGLE, a speculative-decoding method whose draft proposes a "
+                         "tree of tokens) unset or at most 1, whichever of the three backend "
                          "flags names fa4 | "
                          "128; anything else -> 128, "
                          "for a non-MLA model, only through `--prefill-attention-backend fa4` | "
