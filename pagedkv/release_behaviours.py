@@ -82,7 +82,7 @@ class Release:
         "The prefill log line has #pending-token (tokens still to prefill) and ends with the "
         "input throughput.", ("throughput, cuda graph", "#pending-token, cuda graph, throughput"))
     cap_max_new_tokens_by_pool: bool = _behaviour(
-        "max_new_tokens at arrival", "managers/scheduler.py: Scheduler.handle_generate_request",
+        "max_new_tokens at arrival", "managers/scheduler.py: Scheduler.init_req_max_new_tokens",
         "At arrival max_new_tokens is also capped at max_total_num_tokens - "
         "ceil_to_page(prompt) - page_size - 1.",
         ("min(max_new, max_req_len - prompt - 1), max_req_len = min(context, pool) - 1",

@@ -66,6 +66,24 @@ def prefill_cuda_graph_sizes(max_bs: int) -> list[int]:
     return [s for s in sizes if s <= max_bs]
 
 
+def prefill_cuda_graph_size_runs(max_bs: int) -> list[tuple[int, int, int]]:
+    """:func:`prefill_cuda_graph_sizes` as runs ``(first, last, step)`` of one step each, for
+    the book to list them: ``[(4, 32, 4), (48, 256, 16), ...]``. A run of one size has step 0.
+
+    Raises:
+        ConfigError: ``max_bs`` below 1.
+    """
+    runs: list[tuple[int, int, int]] = []
+    sizes = prefill_cuda_graph_sizes(max_bs)
+    for k, size in enumerate(sizes):
+        step = size - sizes[k - 1] if k else 0
+        if runs and runs[-1][2] in (0, step):
+            runs[-1] = (runs[-1][0], size, step)
+        else:
+            runs.append((size, size, 0))
+    return runs
+
+
 def static_reserve_mib(
     gpu_memory_mib: int,
     tp: int = 1,

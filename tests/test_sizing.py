@@ -75,6 +75,12 @@ def test_default_mem_fraction_static_h100():
     assert v0509 == round((81_559 - 13_440) / 81_559, 3) == 0.835
     # 0.5.23 adds 8 MiB for each of the 58 prefill CUDA-graph sizes up to 8,192: 13,904 MiB
     assert len(prefill_cuda_graph_sizes(8192)) == 58
+    from pagedkv.server_args import prefill_cuda_graph_size_runs
+
+    assert prefill_cuda_graph_size_runs(8192) == [(4, 32, 4), (48, 256, 16), (288, 512, 32),
+                                                  (576, 1024, 64), (1280, 4096, 256),
+                                                  (4608, 8192, 512)]
+    assert prefill_cuda_graph_size_runs(4) == [(4, 4, 0)] and prefill_cuda_graph_size_runs(3) == []
     assert default_mem_fraction_static(81_559) == round((81_559 - 13_904) / 81_559, 3) == 0.830
 
 

@@ -91,10 +91,15 @@ def prefill_log_fields(r: Release) -> str:
     return ", ".join(part.split(":")[0] for part in tail)
 
 
+#: ``max_new_tokens_cap``'s case: (prompt, max_new_tokens asked, pool tokens, page size).
+CAP_CASE = (200, 100, 256, 16)
+
+
 def max_new_tokens_cap(r: Release) -> str:
-    """``Release.cap_max_new_tokens_by_pool`` on a 200-token prompt asking for 100 on a 256-token
-    pool, pages of 16."""
-    s = Scheduler([RequestSpec(200, 100, 100)], max_total_num_tokens=256, page_size=16,
+    """``Release.cap_max_new_tokens_by_pool`` on :data:`CAP_CASE`: a 200-token prompt asking
+    for 100 on a 256-token pool, pages of 16."""
+    prompt, asked, pool, page = CAP_CASE
+    s = Scheduler([RequestSpec(prompt, asked, asked)], max_total_num_tokens=pool, page_size=page,
                   config=_normal_loop(r))
     return f"max_new_tokens becomes {s.reqs[0].max_new_tokens}"
 

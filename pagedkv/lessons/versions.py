@@ -61,7 +61,7 @@ DEMOS: dict[str, Demo] = {
         "the prefill log shows the tokens still to prefill",
         "a 23-token prompt: the fields after #queue-req", runs.prefill_log_fields),
     "cap_max_new_tokens_by_pool": Demo(
-        "max_new_tokens is capped by the pool at arrival",
+        "max_new_tokens is capped by the pool at arrival (chapter 4, \"What SGLang does\")",
         "a 200-token prompt asking for 100 on a 256-token pool, pages of 16", runs.max_new_tokens_cap),
     "allocatable_counts_free_rows": Demo(
         "a pass admits no more requests than there are free rows",

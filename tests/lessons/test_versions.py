@@ -39,7 +39,7 @@ def test_the_newer_rows_give_the_answer_worked_out_by_hand() -> None:
     assert rows["a chunk ends where the sequence fills a page"] == (
         "a chunk of 32 tokens", "a chunk of 26 tokens")
     # max_req_len 255: 255 - 200 - 1 = 54; 0.5.23 also 256 - 208 - 16 - 1 = 31
-    assert rows["max_new_tokens is capped by the pool at arrival"] == (
+    assert rows["max_new_tokens is capped by the pool at arrival (chapter 4, \"What SGLang does\")"] == (
         "max_new_tokens becomes 54", "max_new_tokens becomes 31")
     # 4 - 0 running; 0.5.23: at most the 3 rows still free
     assert rows["a pass admits no more requests than there are free rows"] == (

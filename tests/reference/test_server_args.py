@@ -26,6 +26,7 @@ from pagedkv.gpus import GPU_PRESETS  # noqa: E402
 from pagedkv.server_args import (  # noqa: E402
     default_mem_fraction_static,
     gpu_memory_defaults,
+    prefill_cuda_graph_size_runs,
     prefill_cuda_graph_sizes,
 )
 
@@ -85,6 +86,19 @@ def test_defaults_per_card(model_dir: str, tp: int, prefill_graph: bool) -> None
         ours = pagedkv_defaults(memory_mib, tp, prefill_graph)
         compare.same("server defaults", theirs, ours,
                      f"{memory_mib} MiB, tp {tp}, prefill graphs {backend}")
+
+
+@pytest.mark.skipif(VERSION == "0.5.9", reason="0.5.9 captures no prefill graphs by default")
+@pytest.mark.parametrize("max_bs", [1, 4, 100, 2048, 4096, 4608, 5000, 8192, 16384])
+def test_prefill_graph_sizes_and_the_runs_the_book_lists(max_bs: int) -> None:
+    """Chapter 1 lists the prefill sizes as runs of one step: they expand to SGLang's list."""
+    from sglang.srt.arg_groups.cuda_graph_hook import generate_prefill_cuda_graph_batch_sizes
+
+    theirs = generate_prefill_cuda_graph_batch_sizes(max_bs)
+    expanded = [n for a, b, step in prefill_cuda_graph_size_runs(max_bs)
+                for n in (range(a, b + 1, step) if step else [a])]
+    compare.same("server defaults", theirs, prefill_cuda_graph_sizes(max_bs), f"max_bs {max_bs}")
+    compare.same("server defaults", theirs, expanded, f"max_bs {max_bs}, as runs")
 
 
 @pytest.mark.parametrize("disable", [False, True])
