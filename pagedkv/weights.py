@@ -8,12 +8,19 @@ Three sources, in this order:
    number as the real index states it, shipped in ``presets/models/checkpoint_bytes.json``
    with where it was read (:func:`preset_checkpoint_bytes`; a preset without an entry falls
    through to 3);
-2. the parameter count of the model instantiated on torch's ``meta`` device with transformers
+2. for a quantized preset without a shipped index total (gpt-oss-120b's mxfp4, DeepSeek-V3's,
+   V3.2's and Kimi-K2's fp8 blocks), the bytes SGLang 0.5.23 itself allocates: its own model
+   class and quantization method built on the ``meta`` device, every parameter and
+   persistent buffer, per tensor-parallel rank, shipped in
+   ``presets/models/sglang_weight_bytes.json`` (:func:`preset_sglang_weight_bytes`; made and
+   recounted by ``tests/reference/weights_sglang.py`` in the 0.5.23 reference venv);
+3. the parameter count of the model instantiated on torch's ``meta`` device with transformers
    (``with torch.device("meta"): Model(config)``: shapes only, no memory), exact for every
    architecture transformers knows, times the bytes of the served dtype; the presets'
    counts, made the same way, are shipped in ``presets/models/param_counts.json`` so that
    sizing a preset does not import transformers (a test recounts them);
-3. otherwise a :class:`~pagedkv.errors.ConfigError` asking for ``--weights-gib``.
+4. otherwise a :class:`~pagedkv.errors.ConfigError` asking for ``--weights-gib`` (a quantized
+   model outside the presets without an index).
 
 The index total is every tensor the checkpoint stores, which is not always what SGLang loads
 for serving. DeepSeek-V3's (and V3.2's, Kimi-K2's: their ``num_nextn_predict_layers``) index
@@ -23,8 +30,10 @@ loader (``srt/models/deepseek_common/deepseek_weight_loader.py`` ``do_load_weigh
 it is loading the draft model of speculative decoding. pagedkv does not subtract it (the index
 does not say which bytes are that layer's): for such a checkpoint the weights are an
 over-count of SGLang's by that layer, and the KV pool an under-count by the same bytes.
-gpt-oss's index counts exactly the tensors SGLang 0.5.23 loads (mxfp4 ``*_blocks`` and
-``*_scales`` of the experts, bf16 elsewhere).
+Source 2 has no such over-count: SGLang builds no multi-token-prediction layer without
+speculative decoding. gpt-oss's index counts exactly the tensors SGLang 0.5.23 loads (mxfp4
+``*_blocks`` and ``*_scales`` of the experts, bf16 elsewhere): SGLang's model for gpt-oss-20b
+on the meta device holds 13,761,264,768 B at tp=1, the index total to the byte.
 
 The count is of what a checkpoint stores: parameters plus persistent buffers (DeepSeek's
 router correction bias is a buffer in transformers and a tensor in the checkpoint), shared
@@ -101,6 +110,47 @@ def checkpoint_sizes(table: dict[str, Any]) -> dict[str, int]:
             continue
         size = entry.get("total_size") if isinstance(entry, dict) else None
         sizes[name] = _valid_total_size(size, f"checkpoint_bytes.json: {name}.total_size")
+    return sizes
+
+
+@functools.cache
+def preset_sglang_weight_bytes() -> dict[str, dict[int, int]]:
+    """Preset name -> ``{tp: bytes of weights one GPU holds}`` as SGLang 0.5.23 builds the
+    model (``presets/models/sglang_weight_bytes.json``: its own model class and quantization
+    method on the meta device, rank 0 of the tp group; see ``_about`` there).
+
+    Raises:
+        ConfigError: an entry whose sizes are not positive integers keyed by tp (a broken
+            package).
+    """
+    path = "models/sglang_weight_bytes.json"
+    return sglang_rank_sizes(json.loads(resources.files("pagedkv.presets").joinpath(path)
+                                        .read_text()))
+
+
+def sglang_rank_sizes(table: dict[str, Any]) -> dict[str, dict[int, int]]:
+    """``{preset: {"per_rank": {"tp": N, ...}, ...}}`` (keys starting with ``_`` are notes) ->
+    ``{preset: {tp: N}}``; tp 1 is required (the whole model, for other tp sizes).
+
+    Raises:
+        ConfigError: an entry without ``per_rank``, a tp that is not an integer >= 1, no tp 1,
+            or a size that is not a positive integer.
+    """
+    sizes: dict[str, dict[int, int]] = {}
+    for name, entry in table.items():
+        if name.startswith("_"):
+            continue
+        ranks = entry.get("per_rank") if isinstance(entry, dict) else None
+        if not isinstance(ranks, dict) or "1" not in ranks:
+            raise ConfigError(f"sglang_weight_bytes.json: {name}.per_rank={ranks!r} is invalid; "
+                              'valid: {"1": bytes at tp=1, "<tp>": bytes per rank, ...}')
+        sizes[name] = {}
+        for tp, size in ranks.items():
+            if not (isinstance(tp, str) and tp.isdigit() and int(tp) >= 1):
+                raise ConfigError(f"sglang_weight_bytes.json: {name}.per_rank key {tp!r} is "
+                                  "invalid; valid: a tensor-parallel size, an integer >= 1")
+            sizes[name][int(tp)] = _valid_total_size(
+                size, f"sglang_weight_bytes.json: {name}.per_rank[{tp}]")
     return sizes
 
 

@@ -9,7 +9,12 @@ import pytest
 from pagedkv.configs.model_presets import MODEL_PRESETS, load_model
 from pagedkv.entrypoints.cli import main
 from pagedkv.errors import ConfigError
-from pagedkv.weights import checkpoint_sizes, preset_checkpoint_bytes
+from pagedkv.weights import (
+    checkpoint_sizes,
+    preset_checkpoint_bytes,
+    preset_sglang_weight_bytes,
+    sglang_rank_sizes,
+)
 
 TABLE = json.loads(resources.files("pagedkv.presets").joinpath(
     "models/checkpoint_bytes.json").read_text())
@@ -41,15 +46,76 @@ def test_each_shipped_size_is_a_quantized_preset_with_its_source(name):
     assert load_model(name).weight_bytes() == entry["total_size"] == preset_checkpoint_bytes()[name]
 
 
-QUANTIZED_WITHOUT_INDEX = sorted(n for n in MODEL_PRESETS
-                                 if load_model(n).is_quantized and n not in SHIPPED)
+#: Bytes per GPU of SGLang 0.5.23's own model on the meta device (sglang_weight_bytes.json,
+#: recounted by tests/reference/test_sglang_weight_bytes.py), at the tp sizes shipped.
+SGLANG_BYTES = {
+    "gpt-oss-120b": {1: 65_248_815_744, 2: 33_328_681_344, 4: 17_368_614_144, 8: 8_711_167_680},
+    "deepseek-v3": {1: 673_150_612_784, 2: 337_144_623_664, 4: 169_141_629_104,
+                    8: 85_140_131_824, 16: 43_139_383_184},
+    "deepseek-v3.2": {1: 674_030_369_424, 2: 338_024_380_304, 4: 170_021_385_744,
+                      8: 86_019_888_464, 16: 44_019_139_824},
+    "kimi-k2": {1: 1_029_173_250_864, 2: 515_214_679_344, 4: 258_235_393_584,
+                8: 129_745_750_704, 16: 65_500_929_264},
+}
 
 
-@pytest.mark.parametrize("name", QUANTIZED_WITHOUT_INDEX)
-def test_a_quantized_preset_without_a_quoted_index_keeps_the_refusal(name):
+def test_every_quantized_preset_has_a_weight_size():
+    quantized = {n for n in MODEL_PRESETS if load_model(n).is_quantized}
+    assert quantized == set(SHIPPED) | set(SGLANG_BYTES)
+    assert set(preset_sglang_weight_bytes()) == set(SGLANG_BYTES) | {"gpt-oss-20b"}
+
+
+@pytest.mark.parametrize("name", sorted(SGLANG_BYTES))
+def test_quantized_presets_weigh_what_sglang_allocates(name):
+    spec = load_model(name)
+    assert spec.checkpoint_bytes is None
+    for tp, size in SGLANG_BYTES[name].items():
+        assert spec.weight_bytes(tp) == size == preset_sglang_weight_bytes()[name][tp]
+    # a tp size not shipped: the whole model's bytes / tp, the share rule of a checkpoint index
+    assert spec.weight_bytes(32) == SGLANG_BYTES[name][1] // 32
+
+
+def test_an_index_comes_first():
+    # gpt-oss-20b has both; they agree at tp=1 (SGLang's model holds the index's tensors) and
+    # the index's share rule is kept at tp=2 (SGLang's rank: 6,998,169,216 B, padded experts)
+    spec = load_model("gpt-oss-20b")
+    assert preset_sglang_weight_bytes()["gpt-oss-20b"][1] == spec.checkpoint_bytes
+    assert spec.weight_bytes(2) == spec.checkpoint_bytes // 2
+
+
+def test_size_names_sglangs_model_as_the_source(capsys):
+    assert main(["size", "--model", "deepseek-v3", "--gpu", "h200-141gb", "--tp", "8"]) == 0
+    out = capsys.readouterr().out
+    assert "mem usage=79.29 GB" in out  # 85,140,131,824 B in GiB
+    assert "weights from SGLang 0.5.23's own model class and quantization" in out
+
+
+def test_a_quantized_model_outside_the_presets_without_an_index_keeps_the_refusal(tmp_path,
+                                                                                  capsys):
+    config = load_model("deepseek-v3").config
+    (tmp_path / "config.json").write_text(json.dumps(config))
+    spec = load_model(tmp_path)
+    assert spec.sglang_rank_bytes == () and spec.checkpoint_bytes is None
     with pytest.raises(ConfigError, match=r"--weights-gib"):
-        load_model(name).weight_bytes()
-    assert f"`{name}`" in README.split("## Weights of quantized presets")[1]  # the README says so
+        spec.weight_bytes()
+    assert main(["size", "--model", str(tmp_path), "--gpu", "h200-141gb", "--tp", "8"]) == 2
+    err = capsys.readouterr().err
+    assert "--weights-gib" in err and "Traceback" not in err
+
+
+@pytest.mark.parametrize(("table", "message"), [
+    ({"x": {}}, r"x.per_rank=None is invalid"),
+    ({"x": {"per_rank": {"2": 5}}}, r"x.per_rank=\{'2': 5\} is invalid"),
+    ({"x": {"per_rank": {"1": 5, "0": 3}}}, "key '0' is invalid"),
+    ({"x": {"per_rank": {"1": 5, "two": 3}}}, "key 'two' is invalid"),
+    ({"x": {"per_rank": {"1": 0}}}, r"x.per_rank\[1\]=0 is invalid"),
+    ({"x": {"per_rank": {"1": 2.5}}}, r"x.per_rank\[1\]=2.5 is invalid"),
+])
+def test_a_broken_sglang_entry_is_named(table, message):
+    with pytest.raises(ConfigError, match=message):
+        sglang_rank_sizes(table)
+    assert sglang_rank_sizes({"_about": "notes", "y": {"per_rank": {"1": 8, "2": 5}}}) == {
+        "y": {1: 8, 2: 5}}
 
 
 @pytest.mark.parametrize(("table", "message"), [
@@ -92,12 +158,7 @@ def test_every_preset_has_a_setup():
 def test_size_and_simulate_run_on_every_preset(name, capsys):
     gpu, tp = SETUPS[name]
     where = ["--model", name, "--gpu", gpu, "--tp", str(tp)]
-    refused = name in QUANTIZED_WITHOUT_INDEX
     simulate = ["simulate", *where, "--num-requests", "20", "--quiet", *SIMULATE_FLAGS.get(name, [])]
     for argv in (["size", *where], simulate):
-        assert main(argv) == (2 if refused else 0), argv
-        captured = capsys.readouterr()
-        if refused:  # named, with what to pass
-            assert "--weights-gib" in captured.err and "Traceback" not in captured.err
-        else:
-            assert captured.out
+        assert main(argv) == 0, argv
+        assert capsys.readouterr().out

@@ -59,6 +59,9 @@ class ModelSpec:
         quantization: the checkpoint's ``quantization_config.quant_method`` ("" if none).
         checkpoint_bytes: ``metadata.total_size`` of the checkpoint's safetensors index
             when the model was loaded from a folder holding one, else None.
+        sglang_rank_bytes: ``((tp, bytes per GPU), ...)`` of weights as SGLang 0.5.23 builds a
+            quantized preset (:func:`pagedkv.weights.preset_sglang_weight_bytes`; empty
+            otherwise).
         model_type: the config's ``model_type``.
         config: the parsed ``config.json`` (for :attr:`num_params`).
         architecture: the config's first ``architectures`` entry, e.g. ``"LlamaForCausalLM"``
@@ -97,6 +100,7 @@ class ModelSpec:
     quantization: str = ""
     architecture: str = ""
     checkpoint_bytes: int | None = None
+    sglang_rank_bytes: tuple[tuple[int, int], ...] = ()
     model_type: str = ""
     config: dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
     family: str = "dense"
@@ -283,6 +287,10 @@ class ModelSpec:
         decoding; pagedkv keeps it (a documented over-count: :mod:`pagedkv.weights`). A
         quantized preset's index total is shipped with the package
         (:func:`pagedkv.weights.preset_checkpoint_bytes`) where public sources quote it.
+        Without one, a quantized preset's bytes are SGLang 0.5.23's own model on the meta
+        device (:attr:`sglang_rank_bytes`): exact per GPU at the tp sizes shipped (replicated
+        norms and routers, padded expert shards included), else the tp=1 bytes / ``tp``, the
+        share rule above.
 
         Raises:
             ConfigError: a quantized checkpoint without an index (its bytes depend on the
@@ -291,6 +299,9 @@ class ModelSpec:
         check_positive_int("tp", tp)
         if self.checkpoint_bytes is not None:
             return self.checkpoint_bytes // tp
+        if self.sglang_rank_bytes:
+            per_rank = dict(self.sglang_rank_bytes)
+            return per_rank.get(tp, per_rank[1] // tp)
         if self.is_quantized:
             raise ConfigError(
                 f"model {self.name!r} is quantized (quantization_config.quant_method="

@@ -9,12 +9,17 @@ transformers' ``AutoConfig``); the presets are the published configs, their sour
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from importlib import resources
 from pathlib import Path
 
 from pagedkv.configs.model_config import ModelSpec
 from pagedkv.errors import ConfigError, bad_value
-from pagedkv.weights import checkpoint_total_size, preset_checkpoint_bytes
+from pagedkv.weights import (
+    checkpoint_total_size,
+    preset_checkpoint_bytes,
+    preset_sglang_weight_bytes,
+)
 
 #: Preset name -> the Hugging Face repository whose ``config.json`` is shipped verbatim.
 MODEL_PRESETS: dict[str, str] = {
@@ -53,10 +58,13 @@ def load_model(name_or_path: str | Path, disable_hybrid_swa_memory: bool = False
     key = str(name_or_path)
     if key.lower() in MODEL_PRESETS:
         text = resources.files("pagedkv.presets").joinpath(f"models/{key.lower()}.json").read_text()
-        # a quantized preset's weights: its checkpoint's index total, as a folder's index gives it
-        return ModelSpec.from_config(json.loads(text), name=key.lower(),
+        # a quantized preset's weights: its checkpoint's index total, as a folder's index gives
+        # it, else the bytes SGLang's own model class holds per GPU (pagedkv.weights)
+        spec = ModelSpec.from_config(json.loads(text), name=key.lower(),
                                      checkpoint_bytes=preset_checkpoint_bytes().get(key.lower()),
                                      disable_hybrid_swa_memory=disable_hybrid_swa_memory)
+        per_rank = preset_sglang_weight_bytes().get(key.lower(), {})
+        return replace(spec, sglang_rank_bytes=tuple(sorted(per_rank.items())))
     path = Path(key)
     if path.is_dir():
         if not (path / "config.json").is_file():

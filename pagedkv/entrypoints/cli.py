@@ -165,6 +165,9 @@ def pool_summary(model: ModelSpec, args: argparse.Namespace) -> str:
         weights = "the checkpoint's model.safetensors.index.json total, shipped with the preset"
     elif model.checkpoint_bytes is not None:
         weights = "the checkpoint's model.safetensors.index.json"
+    elif model.sglang_rank_bytes:
+        weights = ("SGLang 0.5.23's own model class and quantization built on the meta device "
+                   "(per GPU, shipped with the preset)")
     else:
         weights = "the parameter count of the model built on the meta device"
     full = model.num_full_attention_layers
