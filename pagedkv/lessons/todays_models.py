@@ -19,11 +19,6 @@ from pagedkv.errors import NotEnoughMemoryError, check_positive_int
 from pagedkv.gpus import get_gpu
 from pagedkv.pool_plan import KVPoolPlan
 from pagedkv.sizing import plan_pool
-from pagedkv.units import GiB
-
-# Quantized checkpoints carry no weight size in their config.json: the size of the published
-# checkpoint (its safetensors files, GiB), the same inputs tests/preset_answers.json uses.
-CHECKPOINT_GIB = {"gpt-oss-120b": 60.8, "deepseek-v3": 642.0, "kimi-k2": 959.0}
 
 
 @dataclass(frozen=True)
@@ -59,9 +54,7 @@ def example_plan(name: str, gpu: str | None = None, *, model: ModelSpec | None =
         ConfigError: a setting :func:`plan_pool` refuses.
     """
     ex = EXAMPLES[name]
-    weights = CHECKPOINT_GIB.get(ex.model)
-    if weights is not None:
-        kwargs.setdefault("weights_bytes", int(weights * GiB) // ex.tp)
+    # the preset's own weights: a quantized one's are SGLang's model built on the meta device
     return plan_pool(model or ex.model, gpu=gpu or ex.gpu, tp=ex.tp, kv_cache_dtype=ex.kv_cache_dtype,
                      **kwargs)
 
