@@ -21,10 +21,17 @@ Every number below is worked by hand from SGLang 0.5.23's code (paths under
 - ``max_running_requests``: ``kv_cache_configurator.py`` ``resolve_max_num_reqs``:
   ``min(tokens // 2, min(max(int(tokens / 163840 * 512), 2048), 4096))``.
 
-Worked case, H200 (143,771 MiB), tp 16, bf16, 40.125 GiB of weights per GPU, f = 0.879:
-``143771 * 2**20 * 0.879 - 40.125 * 2**30 = 89,430,995,313`` B; ``// 78324 = 1,141,808``;
-pages of 64: 1,141,760 tokens. KV size: ``1,141,824 * 1152 * 61 + 17,841 * 8448 * 61 =
-89,432,222,976`` B = 83.29 GB. Rows: ``int(1141760 / 163840 * 512) = 3568``.
+The weights are the preset's own: the bytes SGLang 0.5.23's ``DeepseekV32ForCausalLM``
+allocates per GPU (``pagedkv/presets/models/sglang_weight_bytes.json``, recounted by
+``tests/reference/test_sglang_weight_bytes.py``): 44,019,139,824 B at tp 16; tp 32 is the
+tp=1 bytes / 32 (674,030,369,424 // 32 = 21,063,449,044 B), as SGLang 0.5.23 cannot build
+this fp8 checkpoint at tp 32 (its dense MLP's 576-wide shard is not a multiple of the
+128-wide fp8 block): those cases check the pool's arithmetic only.
+
+Worked case, H200 (143,771 MiB), tp 16, bf16, 44,019,139,824 B of weights per GPU, f = 0.879:
+``143771 * 2**20 * 0.879 - 44,019,139,824 = 88,494,347,040`` B; ``// 78324 = 1,129,849``;
+pages of 64: 1,129,792 tokens. KV size: ``1,129,856 * 1152 * 61 + 17,654 * 8448 * 61 =
+88,494,841,344`` B = 82.42 GB. Rows: ``int(1129792 / 163840 * 512) = 3530``.
 """
 
 import pytest
@@ -56,20 +63,20 @@ def test_bytes_per_token_and_per_page():
 
 
 # (gpu, tp, kv dtype) -> (f, max_total_num_tokens, max_running_requests, KV size bytes, B_max)
-# weights per GPU: 40.125 GiB at tp 16, 20.0625 GiB at tp 32 (642 GiB in all).
+# weights per GPU: the preset's own (see the module docstring).
 CASES = {
-    ("h100-sxm-80gb", 16, "bf16"): (0.787, 309_184, 2048, 24_221_540_352, 1),
-    ("h100-sxm-80gb", 16, "fp8_e4m3"): (0.787, 503_872, 2048, 24_223_195_648, 3),
-    ("h100-sxm-80gb", 32, "bf16"): (0.761, 555_840, 2048, 43_540_624_896, 3),
-    ("h100-sxm-80gb", 32, "fp8_e4m3"): (0.761, 905_728, 2830, 43_539_609_856, 5),
-    ("h200-141gb", 16, "bf16"): (0.879, 1_141_760, 3568, 89_432_222_976, 6),
-    ("h200-141gb", 16, "fp8_e4m3"): (0.879, 1_860_480, 4096, 89_432_628_992, 11),
-    ("h200-141gb", 32, "bf16"): (0.865, 1_389_824, 4096, 108_861_587_712, 8),
-    ("h200-141gb", 32, "fp8_e4m3"): (0.865, 2_264_704, 4096, 108_862_868_224, 13),
-    ("a100-80gb", 16, "bf16"): (0.787, 313_024, 2048, 24_522_304_512, 1),
-    ("a100-80gb", 16, "fp8_e4m3"): (0.787, 510_080, 2048, 24_521_601_792, 3),
-    ("a100-80gb", 32, "bf16"): (0.762, 560_640, 2048, 43_916_580_096, 3),
-    ("a100-80gb", 32, "fp8_e4m3"): (0.762, 913_536, 2854, 43_914_924_800, 5),
+    ("h100-sxm-80gb", 16, "bf16"): (0.787, 297_280, 2048, 23_289_171_456, 1),
+    ("h100-sxm-80gb", 16, "fp8_e4m3"): (0.787, 484_416, 2048, 23_287_984_640, 2),
+    ("h100-sxm-80gb", 32, "bf16"): (0.761, 561_984, 2048, 44_021_847_552, 3),
+    ("h100-sxm-80gb", 32, "fp8_e4m3"): (0.761, 915_712, 2861, 44_019_520_768, 5),
+    ("h200-141gb", 16, "bf16"): (0.879, 1_129_792, 3530, 88_494_841_344, 6),
+    ("h200-141gb", 16, "fp8_e4m3"): (0.879, 1_841_024, 4096, 88_497_417_984, 11),
+    ("h200-141gb", 32, "bf16"): (0.865, 1_395_968, 4096, 109_342_810_368, 8),
+    ("h200-141gb", 32, "fp8_e4m3"): (0.865, 2_274_624, 4096, 109_339_702_784, 13),
+    ("a100-80gb", 16, "bf16"): (0.787, 301_056, 2048, 23_584_922_880, 1),
+    ("a100-80gb", 16, "fp8_e4m3"): (0.787, 490_624, 2048, 23_586_390_784, 2),
+    ("a100-80gb", 32, "bf16"): (0.762, 566_720, 2048, 44_392_790_016, 3),
+    ("a100-80gb", 32, "fp8_e4m3"): (0.762, 923_520, 2886, 44_394_835_712, 5),
 }
 
 
@@ -77,8 +84,7 @@ CASES = {
 def test_pool_as_sglang_0523_sizes_it(case):
     gpu, tp, kv = case
     f, tokens, running, kv_bytes, b_max = CASES[case]
-    plan = plan_pool(V32, gpu=gpu, tp=tp, kv_cache_dtype=kv,
-                     weights_bytes=int(642 * GiB / tp))
+    plan = plan_pool(V32, gpu=gpu, tp=tp, kv_cache_dtype=kv)
     assert (plan.mem_fraction_static, plan.max_total_num_tokens, plan.max_running_requests,
             plan.k_size_bytes, plan.v_size_bytes, plan.batch_cap, plan.page_size) == (
         f, tokens, running, kv_bytes, 0, b_max, 64)
@@ -90,16 +96,17 @@ def test_pool_as_sglang_0523_sizes_it(case):
 
 
 def test_start_up_lines_h200_tp16():
-    plan = plan_pool(V32, gpu="h200-141gb", tp=16, weights_bytes=int(40.125 * GiB))
+    assert load_model(V32).weight_bytes(16) == 44_019_139_824
+    plan = plan_pool(V32, gpu="h200-141gb", tp=16)
     assert plan.log_lines() == [
         "Use dsa attention backend for DeepSeek with DSA.",
         "Setting page size to 64 for DeepSeek DSA.",
         "Set DSA backends for bfloat16 KV Cache: prefill=flashmla_sparse, decode=fa3.",
         "Load weight begin. avail mem=140.40 GB",
-        "Load weight end. type=DeepseekV32ForCausalLM, avail mem=100.28 GB, mem usage=40.12 GB.",
-        "KV Cache is allocated. dtype: torch.bfloat16, #tokens: 1141760, KV size: 83.29 GB",
-        "max_total_num_tokens=1141760, chunked_prefill_size=8192, max_prefill_tokens=16384, "
-        "max_running_requests=3568, context_len=163840",
+        "Load weight end. type=DeepseekV32ForCausalLM, avail mem=99.41 GB, mem usage=41.00 GB.",
+        "KV Cache is allocated. dtype: torch.bfloat16, #tokens: 1129792, KV size: 82.42 GB",
+        "max_total_num_tokens=1129792, chunked_prefill_size=8192, max_prefill_tokens=16384, "
+        "max_running_requests=3530, context_len=163840",
     ]
     assert plan.as_dict()["indexer_bytes_per_token"] == 8052
 
@@ -109,20 +116,20 @@ def test_0509_names_the_backend_nsa_and_sizes_the_same_cell():
     ``_set_default_nsa_backends`` (fp8: prefill flashmla_auto), ``model_runner_kv_cache_mixin``
     ``profile_max_num_token`` (the same 132 B per token and layer)."""
     plan = plan_pool(V32, gpu="h200-141gb", tp=16, kv_cache_dtype="fp8_e4m3",
-                     weights_bytes=int(40.125 * GiB), sglang_version="0.5.9")
+                     sglang_version="0.5.9")
     assert plan.server_args_lines == (
         "Use nsa attention backend for DeepSeek with DSA.",
         "Setting page size to 64 for DeepSeek DSA.",
         "Set NSA backends for fp8_e4m3 KV Cache: prefill=flashmla_auto, decode=flashmla_kv.")
     # 0.5.9 profiles the fp8 latent as 576 B (get_cell_size_per_token) but its
     # NSATokenToKVPool stores 656 (calculate_mla_kv_cache_dim): 61 * (576 + 132) = 43,188
-    assert (plan.cell_size, plan.page_size, plan.max_total_num_tokens) == (43_188, 64, 2_109_056)
-    assert plan.k_size_bytes == (2_109_056 + 64) * 656 * 61 + (2_109_056 // 64 + 1) * 8448 * 61
+    assert (plan.cell_size, plan.page_size, plan.max_total_num_tokens) == (43_188, 64, 2_087_424)
+    assert plan.k_size_bytes == (2_087_424 + 64) * 656 * 61 + (2_087_424 // 64 + 1) * 8448 * 61
 
 
 def test_h100_tp8_has_no_room():
     with pytest.raises(NotEnoughMemoryError, match=r"^Not enough memory"):
-        plan_pool(V32, gpu="h100-sxm-80gb", tp=8, weights_bytes=int(80.25 * GiB))
+        plan_pool(V32, gpu="h100-sxm-80gb", tp=8)  # 80.11 GiB of weights on 79.65 GiB free
 
 
 @pytest.mark.parametrize(("flag", "value", "message"), [
@@ -139,12 +146,11 @@ def test_bad_input_exits_2_naming_it(flag, value, message, capsys):
 
 
 def test_cli_prints_the_lines_and_the_indexer(capsys):
-    assert main(["size", "--model", V32, "--gpu", "h200-141gb", "--tp", "8",
-                 "--weights-gib", "80.25"]) == 0
+    assert main(["size", "--model", V32, "--gpu", "h200-141gb", "--tp", "8"]) == 0
     out = capsys.readouterr().out
     assert "Setting page size to 64 for DeepSeek DSA." in out
     assert "one index key of 132 B (fp8 key + fp32 scale)" in out
-    assert "#tokens: 605184" in out
+    assert "#tokens: 607040" in out
 
 
 def _v32(**changes):
@@ -170,7 +176,7 @@ def test_simulate_runs_the_scheduler_on_pages_of_64():
     """The pool's pages are the ones SGLang forces: the scheduler allocates 64 at a time."""
     from pagedkv.entrypoints.simulation import simulated_engine
 
-    engine = simulated_engine(model=V32, gpu="h200-141gb", tp=8, weights_bytes=int(80.25 * GiB))
+    engine = simulated_engine(model=V32, gpu="h200-141gb", tp=8)
     assert engine.meta is not None
-    assert (engine.meta.page_size, engine.meta.max_total_num_tokens) == (64, 605_184)
+    assert (engine.meta.page_size, engine.meta.max_total_num_tokens) == (64, 607_040)
     assert (engine.page_size, engine.meta.cell_size) == (64, 78_324)

@@ -18,7 +18,10 @@ draft worker):
 - ``configs/model_config.py`` ``is_deepseek_dsa``, ``get_dsa_index_head_dim``,
   ``dsa_layer_skips_topk`` on the preset's config.
 
-(there the bytes available for KV, ``f * pre - weights``, are pagedkv's). The second passes
+(there the bytes available for KV, ``f * pre - weights``, are pagedkv's; the weights are the
+preset's own, SGLang 0.5.23's ``DeepseekV32ForCausalLM`` bytes per GPU shipped in
+``sglang_weight_bytes.json``, at tp 32 the tp=1 bytes / 32: SGLang cannot build the fp8
+checkpoint at tp 32, ``test_sglang_weight_bytes.py``). The second passes
 the server arguments those passes resolved (``attention_backend`` dsa, pages of 64, the split
 backends) to SGLang's ``KVCacheConfigurator``, which sizes the pool from the free-memory
 readings and builds its ``DSATokenToKVPool`` on the meta device (``pools_sglang.pool_sizes``).
@@ -159,8 +162,7 @@ CASES += [(c["gpu"], c["tp"], "bf16") for c in TABLE  # no room: shared with MLA
 @pytest.mark.parametrize("case", CASES, ids=lambda c: f"{c[0]}-tp{c[1]}-{c[2]}")
 def test_pool_equals_sglang_functions(case, sm90, monkeypatch: pytest.MonkeyPatch) -> None:
     gpu, tp, kv = case
-    plan = plan_pool("deepseek-v3.2", gpu=gpu, tp=tp, kv_cache_dtype=kv,
-                     weights_bytes=int(642 * GiB / tp))
+    plan = plan_pool("deepseek-v3.2", gpu=gpu, tp=tp, kv_cache_dtype=kv)  # shipped weights
     available = int(plan.post_free_bytes - plan.pre_free_bytes * (1 - plan.mem_fraction_static))
     ours = sglang_pool(kv, available, monkeypatch)
     theirs = pagedkv_pool(plan)
@@ -177,8 +179,7 @@ def test_pool_equals_sglang_own_pool(case, sm90, monkeypatch: pytest.MonkeyPatch
     import pools_sglang
 
     gpu, tp, kv = case
-    plan = plan_pool("deepseek-v3.2", gpu=gpu, tp=tp, kv_cache_dtype=kv,
-                     weights_bytes=int(642 * GiB / tp))
+    plan = plan_pool("deepseek-v3.2", gpu=gpu, tp=tp, kv_cache_dtype=kv)  # shipped weights
     dtype, prefill, decode, _ = sglang_server_args(kv, monkeypatch)
     monkeypatch.undo()  # the pool is built under SGLang's own runtime context
     out = pools_sglang.pool_sizes(

@@ -54,8 +54,7 @@ def sglang_server_args(kv: str, monkeypatch: pytest.MonkeyPatch) -> tuple[str, s
 @pytest.mark.parametrize("case", CASES, ids=lambda c: f"{c[0]}-tp{c[1]}-{c[2]}")
 def test_pool_equals_sglang_0509_own_pool(case, monkeypatch: pytest.MonkeyPatch) -> None:
     gpu, tp, kv = case
-    plan = plan_pool("deepseek-v3.2", gpu=gpu, tp=tp, kv_cache_dtype=kv,
-                     weights_bytes=int(642 * GiB / tp), sglang_version="0.5.9")
+    plan = plan_pool("deepseek-v3.2", gpu=gpu, tp=tp, kv_cache_dtype=kv, sglang_version="0.5.9")
     dtype, prefill, decode, line = sglang_server_args(kv, monkeypatch)
     compare.same(AREA, line, plan.server_args_lines[-1], "backend line")
     out = pools_sglang_0509.pool_sizes(

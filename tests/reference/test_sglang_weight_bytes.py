@@ -45,3 +45,11 @@ def test_pagedkv_sizes_the_preset_with_them(name):
     spec = load_model(name)
     for tp, size in SHIPPED[name]["per_rank"].items():
         assert spec.weight_bytes(int(tp)) == size, (name, tp)
+
+
+def test_deepseek_v32_fp8_has_no_tp_32():
+    # the dense layers' gate and up projections at tp 32 are 18432 / 32 = 576 rows each per
+    # rank: not a multiple of the fp8 checkpoint's 128-row blocks, which Fp8LinearMethod refuses;
+    # pagedkv's tp 32 cases of DeepSeek V3.2 (tests/test_dsa_indexer.py) size the pool only
+    with pytest.raises(ValueError, match="576 is not divisible by weight quantization block_n"):
+        weights_sglang.build_model(weights_sglang.preset_config("deepseek-v3.2"), 32, 0)
