@@ -15,7 +15,8 @@ count, totals, log lines, events and allocator state as the reference.
 
 Modules: :mod:`.layout` (the state's arrays), :mod:`.pools` (allocator, rows, release),
 :mod:`.admission` (the prefill pass), :mod:`.decode` (memory check, retraction, results),
-:mod:`.loop` (the loop and its totals), :mod:`.runner` (the Python side).
+:mod:`.loop` (the loop and its totals), :mod:`.runner` (the Python side); :mod:`.radix` (the
+radix tree as arrays, exact to the reference's tree; not yet used by the loop).
 """
 
 from __future__ import annotations
