@@ -35,7 +35,7 @@ from pagedkv.managers.compiled_core import CORES, choose_core
 from pagedkv.managers.config import DEFAULT_SGLANG_VERSION, SchedulerConfig
 from pagedkv.managers.req import RequestLike
 from pagedkv.managers.scheduler import Scheduler
-from pagedkv.managers.scheduler_init import SlidingWindowPools
+from pagedkv.managers.scheduler_init import SlidingWindowPools, check_hybrid_release
 from pagedkv.managers.trace import Trace, TraceMeta
 from pagedkv.managers.trace_summary import SummaryTrace
 from pagedkv.mem_cache.mamba_pool import MambaPool
@@ -88,7 +88,9 @@ class Engine:
             default to SGLang's for the card and the pool.
 
     Raises:
-        ConfigError: a pool size missing or at odds with the runner's, a bad option.
+        ConfigError: a pool size missing or at odds with the runner's, a bad option, a
+            hybrid under a release whose hybrid scheduler is not modelled
+            (:func:`~pagedkv.managers.scheduler_init.check_hybrid_release`).
     """
 
     def __init__(self, executor: Executor, *, max_total_num_tokens: int | None = None,
@@ -126,6 +128,9 @@ class Engine:
         self.plan = plan if runner is None else runner.plan
         self.mamba_pool, self.swa = mamba_pool, swa
         self.config = SchedulerConfig.from_env(**options, sglang_version=sglang_version)
+        # a hybrid the release's scheduler is not modelled for is refused here, before any run
+        check_hybrid_release(self.config, linear=mamba_pool is not None, swa=swa is not None,
+                             radix_cache=radix_cache)
         # the trace's ``meta`` block (None: the scheduler's default); a simulated engine on a
         # preset pool sets its own (``simulated_engine``)
         self.meta: TraceMeta | None = self._runner_meta()

@@ -107,7 +107,8 @@ def simulated_engine(
         ConfigError: unknown preset, parameter out of range (a linear-attention hybrid
             with the radix cache on: pages not dividing 256), a hybrid with
             ``sglang_version`` 0.5.9 (the hybrid scheduler follows 0.5.23; a
-            linear-attention hybrid runs under 0.5.9 with the radix cache off).
+            linear-attention hybrid runs under 0.5.9 with the radix cache off), refused
+            here, before any run (:func:`~pagedkv.managers.scheduler_init.check_hybrid_release`).
         NotEnoughMemoryError: the weights leave no room for a pool.
 
     A sliding-window hybrid (gpt-oss, Llama 4) runs on its full and SWA pools, as SGLang

@@ -67,6 +67,37 @@ class SlidingWindowPools(NamedTuple):
     max_total_num_tokens_swa: int
 
 
+def check_hybrid_release(config: SchedulerConfig, *, linear: bool, swa: bool,
+                         radix_cache: bool) -> None:
+    """Refuse a hybrid's scheduler under a release whose hybrid behaviour pagedkv does not
+    model: what :func:`build_kv_cache` refuses, for a front door to refuse before any run
+    (:class:`~pagedkv.entrypoints.engine.Engine` calls it when it is built).
+
+    Args:
+        config: the scheduler's configuration (its ``release`` is read).
+        linear: a linear-attention hybrid's state slots (Qwen3-Next: a ``mamba_pool``).
+        swa: a sliding-window hybrid's full and SWA pools (``swa``).
+        radix_cache: the prefix cache on (SGLang's default) or off (``--disable-radix-cache``).
+
+    Raises:
+        ConfigError: ``linear`` with the radix cache on under a release that resolves the
+            default ``--mamba-radix-cache-strategy`` to ``no_buffer`` (0.5.9: its
+            ``MambaRadixCache`` and ``no_buffer`` scheduling are not modelled); ``swa`` under
+            a release whose tree is not 0.5.23's unified one (0.5.9), naming
+            ``sglang_version``, its value and the valid choices.
+    """
+    if linear and radix_cache and not config.release.mamba_auto_extra_buffer:
+        raise bad_value("sglang_version", config.sglang_version,
+                        "0.5.23 for a linear-attention hybrid with the radix cache (0.5.9's "
+                        "MambaRadixCache and its no_buffer scheduling are not modelled), or "
+                        "radix_cache=False (--disable-radix-cache)")
+    # the hybrid scheduler follows 0.5.23, whose tree checkpoints and splits as its
+    # UnifiedRadixCache does (split_output_from_prompt is that tree's behaviour)
+    if swa and not config.release.split_output_from_prompt:
+        raise bad_value("sglang_version", config.sglang_version,
+                        "0.5.23 for a sliding-window hybrid's scheduler")
+
+
 def build_kv_cache(reqs: Sequence[Req], config: SchedulerConfig, page_size: int,
                    max_total_num_tokens: int, max_running_requests: int,
                    radix_cache: bool, mamba_pool: MambaPool | None = None,
@@ -94,17 +125,9 @@ def build_kv_cache(reqs: Sequence[Req], config: SchedulerConfig, page_size: int,
     Source: 0.5.23 ``mem_cache/kv_cache_builder.py``, ``build_kv_cache``;
     ``mem_cache/registry.py``, ``default_radix_cache_factory``.
     """
-    if mamba_pool is not None and radix_cache and not config.release.mamba_auto_extra_buffer:
-        raise bad_value("sglang_version", config.sglang_version,
-                        "0.5.23 for a linear-attention hybrid with the radix cache (0.5.9's "
-                        "MambaRadixCache and its no_buffer scheduling are not modelled), or "
-                        "radix_cache=False (--disable-radix-cache)")
+    check_hybrid_release(config, linear=mamba_pool is not None, swa=swa is not None,
+                         radix_cache=radix_cache)
     if swa is not None:
-        # the hybrid scheduler follows 0.5.23, whose tree checkpoints and splits as its
-        # UnifiedRadixCache does (split_output_from_prompt is that tree's behaviour)
-        if not config.release.split_output_from_prompt:
-            raise bad_value("sglang_version", config.sglang_version,
-                            "0.5.23 for a sliding-window hybrid's scheduler")
         allocator: BaseTokenToKVPoolAllocator | SWATokenToKVPoolAllocator = \
             SWATokenToKVPoolAllocator(max_total_num_tokens, swa.max_total_num_tokens_swa, page_size)
     else:

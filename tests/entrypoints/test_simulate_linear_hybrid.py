@@ -65,10 +65,37 @@ def test_the_radix_cache_runs_by_default(capsys):
             "held by each running request") in out
 
 
-def test_0509_refuses_the_radix_cache_by_name():
-    with pytest.raises(ConfigError, match=r"sglang_version='0\.5\.9' is invalid; valid: 0\.5\.23 "
-                                          r"for a linear-attention hybrid with the radix cache"):
+REFUSED_0509 = (r"sglang_version='0\.5\.9' is invalid; valid: 0\.5\.23 for a linear-attention "
+                r"hybrid with the radix cache")
+
+
+def test_0509_refuses_the_radix_cache_by_name_before_any_run(monkeypatch, capsys):
+    """Refused when the engine is built, at the boundary: no scheduler is ever built."""
+    from pagedkv.managers.scheduler import Scheduler
+
+    def no_scheduler(*args, **kwargs):
+        raise AssertionError("the refusal must come before a scheduler is built")
+
+    monkeypatch.setattr(Scheduler, "__init__", no_scheduler)
+    with pytest.raises(ConfigError, match=REFUSED_0509):
+        simulated_engine(**MODEL, sglang_version="0.5.9")
+    with pytest.raises(ConfigError, match=REFUSED_0509):
         simulate([RequestSpec(300, 4, 4, 0.0)], **MODEL, sglang_version="0.5.9")
+    assert main(["simulate", "--model", "qwen3-next-80b-a3b", "--tp", "4", "--num-requests", "5",
+                 "--sglang-version", "0.5.9"]) == 2
+    assert "sglang_version='0.5.9' is invalid; valid: 0.5.23 for a linear-attention hybrid" \
+        in capsys.readouterr().err
+    # with the radix cache off 0.5.9 is modelled: the engine is built
+    assert simulated_engine(**MODEL, sglang_version="0.5.9", radix_cache=False).mamba_pool
+
+
+def test_0509_refuses_a_sliding_window_hybrid_before_any_run(monkeypatch):
+    from pagedkv.managers.scheduler import Scheduler
+
+    monkeypatch.setattr(Scheduler, "__init__", lambda *a, **k: pytest.fail("a scheduler was built"))
+    with pytest.raises(ConfigError, match=r"sglang_version='0\.5\.9' is invalid; valid: 0\.5\.23 "
+                                          r"for a sliding-window hybrid's scheduler"):
+        simulated_engine(model="gpt-oss-20b", gpu="h100-sxm-80gb", sglang_version="0.5.9")
 
 
 def test_the_page_record_follows_the_tree_over_state_slots():
