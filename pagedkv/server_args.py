@@ -20,6 +20,15 @@ PREFILL_GRAPH_RESERVE_MIB_PER_SIZE = 8
 RESERVE_FLOOR_MIB = 10 * 1024
 RESERVE_FLOOR_ABOVE_MIB = 60 * 1024
 
+# --triton-attention-num-kv-splits: the most splits SGLang's Triton decode backend cuts one
+# request's KV into (metadata.py get_num_kv_splits_triton; 0.5.9 triton_backend.py), 8 by
+# default and 16 on AMD (ROCm) GPUs, in both releases. Sources: 0.5.23
+# srt/arg_groups/fields/exec_.py (ExecKernel.triton_attention_num_kv_splits) and
+# srt/arg_groups/platform_hook.py (handle_amd_specifics); 0.5.9 srt/server_args.py
+# (ServerArgs.triton_attention_num_kv_splits, ServerArgs._handle_amd_specifics).
+TRITON_ATTENTION_NUM_KV_SPLITS = 8
+TRITON_ATTENTION_NUM_KV_SPLITS_AMD = 16
+
 
 def gpu_memory_defaults(gpu_memory_mib: int, tp: int = 1,
                         sglang_version: str | Release = DEFAULT_SGLANG_VERSION) -> tuple[int, int]:

@@ -125,3 +125,52 @@ def test_the_overlap_loop_is_the_default(model_dir: str, disable: bool) -> None:
     assert theirs is disable
     assert SchedulerConfig(**flags).disable_overlap_schedule is disable
     assert SchedulerConfig(sglang_version=VERSION).disable_overlap_schedule is False
+
+
+def test_triton_attention_num_kv_splits_default_and_on_amd(model_dir: str,
+                                                           monkeypatch: pytest.MonkeyPatch) -> None:
+    """``--triton-attention-num-kv-splits`` as each release resolves it, on a CUDA card and on
+    an AMD (HIP) one: the constants chapter 6 prints. The platform is the one reading replaced
+    (0.5.23: ``platform_hook.get_platform``; 0.5.9: ``server_args.is_hip``)."""
+    from pagedkv.server_args import (
+        TRITON_ATTENTION_NUM_KV_SPLITS,
+        TRITON_ATTENTION_NUM_KV_SPLITS_AMD,
+    )
+
+    if VERSION != "0.5.9":
+        from sglang.srt.arg_groups import platform_hook as PH
+
+        real = PH.get_platform()
+
+        class Platform:
+            """The platform as SGLang reads it, ``is_hip`` as the case says."""
+
+            is_hip = False
+
+            def __getattr__(self, name: str) -> object:
+                return getattr(real, name)
+
+    theirs = []
+    for hip in (False, True):
+        if VERSION == "0.5.9":
+            import sglang.srt.server_args as SA
+
+            monkeypatch.setattr(SA, "get_device_memory_capacity", lambda *a, **k: 81559)
+            sa = SA.ServerArgs(model_path=model_dir, device="cuda")
+            monkeypatch.setattr(SA, "is_hip", lambda hip=hip: hip)
+            sa._handle_amd_specifics()  # what __post_init__ runs, with the platform replaced
+            theirs.append(sa.triton_attention_num_kv_splits)
+        else:
+            import sglang.srt.arg_groups.memory_hook as MH
+            from sglang.srt.arg_groups.overrides import resolved_view
+            from sglang.srt.server_args import ServerArgs
+
+            Platform.is_hip = hip
+            monkeypatch.setattr(MH, "get_device_memory_capacity", lambda *a, **k: 81559)
+            monkeypatch.setattr(PH, "get_platform", Platform)
+            sa = ServerArgs(model_path=model_dir, device="cuda")
+            sa.resolve_once()
+            theirs.append(resolved_view(sa).triton_attention_num_kv_splits)
+    compare.same("server defaults", theirs,
+                 [TRITON_ATTENTION_NUM_KV_SPLITS, TRITON_ATTENTION_NUM_KV_SPLITS_AMD],
+                 "triton_attention_num_kv_splits (CUDA, AMD)")
