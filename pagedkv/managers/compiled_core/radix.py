@@ -21,8 +21,7 @@ in ``ends``): freeing them is the allocator's (``free_run``, in the release's or
 Where this stops (not yet part of the compiled loop): the scheduler's use of the tree
 (``cache_unfinished_req`` / ``cache_finished_req``, admission's match and locks, the ``lpm``
 queue order, eviction in admission and decode) is not compiled; ``choose_core`` keeps runs
-with the radix cache on on the Python scheduler. Child lookup scans the child list (a hash
-keyed by the first page would make a wide root cheaper).
+with the radix cache on on the Python scheduler.
 """
 
 from __future__ import annotations
@@ -39,10 +38,11 @@ from pagedkv.managers.compiled_core.pools import jit
 NN = 11
 # ----- scalars (T: int64) -----------------------------------------------------------------
 (T_CLOCK, T_IDS, T_NNODES, T_EVICTABLE, T_PROTECTED, T_BUF, T_NFREE, T_HEAP, T_EVICTED,
- T_P, T_ROWS) = range(11)
-NT = 11
+ T_P, T_ROWS, T_HUSED) = range(12)
+NT = 12
 ROOT = 0
 NONE = -1
+EMPTY, DELETED = -1, -2  # child table entries that hold no row
 
 
 class RadixArrays(NamedTuple):
@@ -54,10 +54,14 @@ class RadixArrays(NamedTuple):
             ``[N_START, N_START + N_LEN)``.
         T: int64 ``[NT]``: the clock's next tick, the next id, the node count (root
             included), ``evictable_size_``, ``protected_size_``, the buffers' fill, the free
-            rows' count, the heap's size, evicted slots so far, the page size, rows in use.
+            rows' count, the heap's size, evicted slots so far, the page size, rows in use,
+            the child table's used entries (live and deleted).
         free_rows: int64 ``[cap]``: rows of evicted nodes, a stack.
         heap: int64 ``[hcap, 3]``: ``(last_access_time, id, row)`` entries, a binary heap.
         slots: int64 ``[buf]``: a match's slots; ov: int64 ``[cap, 2]``: an insert's overlaps.
+        ht: int64 ``[2^k >= 4 cap]``: every child filed under ``(parent, first page)``, an
+            open-addressing table of rows (-1 empty, -2 deleted): a lookup costs the same
+            however many children a node has (a root with thousands).
     """
 
     nd: np.ndarray
@@ -68,6 +72,7 @@ class RadixArrays(NamedTuple):
     heap: np.ndarray
     slots: np.ndarray
     ov: np.ndarray
+    ht: np.ndarray
 
 
 def new_tree(page_size: int, cap: int, buf: int) -> RadixArrays:
@@ -88,7 +93,8 @@ def new_tree(page_size: int, cap: int, buf: int) -> RadixArrays:
     T[T_CLOCK], T[T_IDS], T[T_NNODES], T[T_P], T[T_ROWS] = 1, 1, 1, page_size, 1
     return RadixArrays(nd, np.zeros(buf, dtype=np.int64), np.zeros(buf, dtype=np.int64), T,
                        np.zeros(cap, dtype=np.int64), np.zeros((4 * cap + 128, 3), dtype=np.int64),
-                       np.zeros(buf, dtype=np.int64), np.zeros((cap, 2), dtype=np.int64))
+                       np.zeros(buf, dtype=np.int64), np.zeros((cap, 2), dtype=np.int64),
+                       np.full(1 << max(4, (4 * cap - 1).bit_length()), EMPTY, dtype=np.int64))
 
 
 # ----- the LRU heap -----------------------------------------------------------------------
@@ -169,6 +175,73 @@ def pop_lru_leaf(t) -> int:
 
 
 # ----- nodes ------------------------------------------------------------------------------
+# ----- the child table: (parent, first page) -> row -----------------------------------------
+@jit
+def child_hash(t, parent: int, key, off: int) -> int:
+    """Where ``(parent, key[off:off + p])`` starts probing (wrapping int64 arithmetic)."""
+    h = parent * 0x9E3779B97F4A7C15 + 0x632BE59BD9B4E019
+    for j in range(t.T[T_P]):
+        h = (h ^ key[off + j]) * 0x100000001B3
+        h ^= h >> 29
+    return h & (len(t.ht) - 1)
+
+
+@jit
+def same_first_page(t, row: int, key, off: int) -> bool:
+    tok, s = t.tok, t.nd[row, N_START]
+    for j in range(t.T[T_P]):  # noqa: SIM110 (numba compiles no generators)
+        if tok[s + j] != key[off + j]:
+            return False
+    return True
+
+
+@jit
+def find_child(t, node: int, key, off: int) -> int:
+    """The child of ``node`` filed under ``key[off:]``'s first page (``get_child_key``)."""
+    ht, nd, mask = t.ht, t.nd, len(t.ht) - 1
+    i = child_hash(t, node, key, off)
+    while ht[i] != EMPTY:
+        r = ht[i]
+        if r >= 0 and nd[r, N_PARENT] == node and same_first_page(t, r, key, off):
+            return r
+        i = (i + 1) & mask
+    return NONE
+
+
+@jit
+def child_entry(t, row: int) -> int:
+    """The child table's entry holding ``row`` (filed under its parent and first page)."""
+    ht, mask = t.ht, len(t.ht) - 1
+    i = child_hash(t, t.nd[row, N_PARENT], t.tok, t.nd[row, N_START])
+    while ht[i] != row:
+        i = (i + 1) & mask
+    return i
+
+
+@jit
+def put_entry(t, row: int) -> None:
+    ht, mask = t.ht, len(t.ht) - 1
+    i = child_hash(t, t.nd[row, N_PARENT], t.tok, t.nd[row, N_START])
+    while ht[i] >= 0:
+        i = (i + 1) & mask
+    t.T[T_HUSED] += ht[i] == EMPTY
+    ht[i] = row
+
+
+@jit
+def file_child(t, row: int) -> None:
+    """File ``row`` under its parent and first page; a table half full of entries (deleted
+    ones included) is rebuilt from the live nodes first."""
+    ht, nd, T = t.ht, t.nd, t.T
+    if 2 * (T[T_HUSED] + 1) > len(ht):
+        ht[:] = EMPTY
+        T[T_HUSED] = 0
+        for r in range(1, T[T_ROWS]):
+            if r != row and nd[r, N_PARENT] != NONE:
+                put_entry(t, r)
+    put_entry(t, row)
+
+
 @jit
 def link_child(t, parent: int, row: int) -> None:
     """Append ``row`` to ``parent``'s children."""
@@ -182,6 +255,7 @@ def link_child(t, parent: int, row: int) -> None:
     nd[parent, N_LAST] = row
     nd[parent, N_NCHILD] += 1
     nd[row, N_PARENT] = parent
+    file_child(t, row)
 
 
 @jit
@@ -203,6 +277,7 @@ def bridge(t, parent: int, prev: int, nxt: int, a: int, b: int) -> None:
 def unlink_child(t, row: int) -> None:
     nd = t.nd
     parent, prev, nxt = nd[row, N_PARENT], nd[row, N_PREV], nd[row, N_NEXT]
+    t.ht[child_entry(t, row)] = DELETED
     bridge(t, parent, prev, nxt, nxt, prev)
     nd[parent, N_NCHILD] -= 1
     nd[row, N_PARENT] = NONE
@@ -235,30 +310,13 @@ def split_node(t, child: int, n: int) -> int:
     nd = t.nd
     new = new_node(t, nd[child, N_START], n, nd[child, N_LOCK])
     parent, prev, nxt = nd[child, N_PARENT], nd[child, N_PREV], nd[child, N_NEXT]
+    t.ht[child_entry(t, child)] = new  # the same parent and first page
     nd[new, N_PARENT], nd[new, N_PREV], nd[new, N_NEXT] = parent, prev, nxt
     bridge(t, parent, prev, nxt, new, new)
     nd[child, N_START] += n
     nd[child, N_LEN] -= n
     link_child(t, new, child)
     return new
-
-
-@jit
-def find_child(t, node: int, key, off: int) -> int:
-    """The child of ``node`` filed under ``key[off:]``'s first page (``get_child_key``)."""
-    nd, tok, p = t.nd, t.tok, t.T[T_P]
-    c = nd[node, N_FIRST]
-    while c != NONE:
-        s = nd[c, N_START]
-        same = True
-        for j in range(p):
-            if tok[s + j] != key[off + j]:
-                same = False
-                break
-        if same:
-            return c
-        c = nd[c, N_NEXT]
-    return NONE
 
 
 @jit
