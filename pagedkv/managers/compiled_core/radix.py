@@ -209,23 +209,21 @@ def find_child(t, node: int, key, off: int) -> int:
 
 
 @jit
-def child_entry(t, row: int) -> int:
-    """The child table's entry holding ``row`` (filed under its parent and first page)."""
+def child_entry(t, row: int, vacant: bool) -> int:
+    """The child table's entry holding ``row`` (filed under its parent and first page), or
+    with ``vacant`` the first entry on that probe path holding no row."""
     ht, mask = t.ht, len(t.ht) - 1
     i = child_hash(t, t.nd[row, N_PARENT], t.tok, t.nd[row, N_START])
-    while ht[i] != row:
+    while (ht[i] >= 0) if vacant else (ht[i] != row):
         i = (i + 1) & mask
     return i
 
 
 @jit
 def put_entry(t, row: int) -> None:
-    ht, mask = t.ht, len(t.ht) - 1
-    i = child_hash(t, t.nd[row, N_PARENT], t.tok, t.nd[row, N_START])
-    while ht[i] >= 0:
-        i = (i + 1) & mask
-    t.T[T_HUSED] += ht[i] == EMPTY
-    ht[i] = row
+    i = child_entry(t, row, True)
+    t.T[T_HUSED] += t.ht[i] == EMPTY
+    t.ht[i] = row
 
 
 @jit
@@ -277,7 +275,7 @@ def bridge(t, parent: int, prev: int, nxt: int, a: int, b: int) -> None:
 def unlink_child(t, row: int) -> None:
     nd = t.nd
     parent, prev, nxt = nd[row, N_PARENT], nd[row, N_PREV], nd[row, N_NEXT]
-    t.ht[child_entry(t, row)] = DELETED
+    t.ht[child_entry(t, row, False)] = DELETED
     bridge(t, parent, prev, nxt, nxt, prev)
     nd[parent, N_NCHILD] -= 1
     nd[row, N_PARENT] = NONE
@@ -310,7 +308,7 @@ def split_node(t, child: int, n: int) -> int:
     nd = t.nd
     new = new_node(t, nd[child, N_START], n, nd[child, N_LOCK])
     parent, prev, nxt = nd[child, N_PARENT], nd[child, N_PREV], nd[child, N_NEXT]
-    t.ht[child_entry(t, child)] = new  # the same parent and first page
+    t.ht[child_entry(t, child, False)] = new  # the same parent and first page
     nd[new, N_PARENT], nd[new, N_PREV], nd[new, N_NEXT] = parent, prev, nxt
     bridge(t, parent, prev, nxt, new, new)
     nd[child, N_START] += n
