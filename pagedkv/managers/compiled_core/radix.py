@@ -78,6 +78,12 @@ class RadixArrays(NamedTuple):
 def new_tree(page_size: int, cap: int, buf: int) -> RadixArrays:
     """An empty tree: the root only, locked, id 0, the clock at 1 (the reference's ``reset``).
 
+    Sizes that always suffice (numba does not check indices): ``cap`` node rows, the
+    pool's pages + 2 (every node but the root holds a page or more of distinct in-use slots;
+    one more for a split in flight); ``buf`` key/value entries, the pool's slots
+    plus the longest key inserted (a full buffer is compacted to the live nodes' entries,
+    at most the pool's slots; ``insert`` reports -1 if the new leaf still does not fit).
+
     Raises:
         ConfigError: ``page_size``, ``cap`` or ``buf`` not a positive integer.
     """
