@@ -13,7 +13,10 @@ Three sources, in this order:
    class and quantization method built on the ``meta`` device, every parameter and
    persistent buffer, per tensor-parallel rank, shipped in
    ``presets/models/sglang_weight_bytes.json`` (:func:`preset_sglang_weight_bytes`; made and
-   recounted by ``tests/reference/weights_sglang.py`` in the 0.5.23 reference venv);
+   recounted by ``tests/reference/weights_sglang.py`` in the 0.5.23 reference venv, which
+   tries every tp size up to 32 pagedkv accepts); the tp sizes at which SGLang cannot build
+   the model are shipped as refused, with SGLang's message (:func:`preset_sglang_refused_tp`),
+   and pagedkv refuses them too;
 3. the parameter count of the model instantiated on torch's ``meta`` device with transformers
    (``with torch.device("meta"): Model(config)``: shapes only, no memory), exact for every
    architecture transformers knows, times the bytes of the served dtype; the presets'
@@ -146,12 +149,59 @@ def sglang_rank_sizes(table: dict[str, Any]) -> dict[str, dict[int, int]]:
                               'valid: {"1": bytes at tp=1, "<tp>": bytes per rank, ...}')
         sizes[name] = {}
         for tp, size in ranks.items():
-            if not (isinstance(tp, str) and tp.isdigit() and int(tp) >= 1):
-                raise ConfigError(f"sglang_weight_bytes.json: {name}.per_rank key {tp!r} is "
-                                  "invalid; valid: a tensor-parallel size, an integer >= 1")
-            sizes[name][int(tp)] = _valid_total_size(
+            sizes[name][_tp_key(tp, f"{name}.per_rank")] = _valid_total_size(
                 size, f"sglang_weight_bytes.json: {name}.per_rank[{tp}]")
     return sizes
+
+
+@functools.cache
+def preset_sglang_refused_tp() -> dict[str, dict[int, str]]:
+    """Preset name -> ``{tp: SGLang's message}`` for the tensor-parallel sizes at which SGLang
+    0.5.23 cannot build the quantized preset (``refused`` in
+    ``presets/models/sglang_weight_bytes.json``: its own model class raised while being built,
+    e.g. DeepSeek-V3's fp8 dense MLP at tp 32, 576 rows per rank, not a multiple of the
+    128-row block). Every tp size up to 32 that pagedkv accepts was tried (``tp_tried``).
+
+    Raises:
+        ConfigError: a ``refused`` entry that is not ``{"<tp>": message}`` (a broken package).
+    """
+    path = "models/sglang_weight_bytes.json"
+    return sglang_refusals(json.loads(resources.files("pagedkv.presets").joinpath(path)
+                                      .read_text()))
+
+
+def sglang_refusals(table: dict[str, Any]) -> dict[str, dict[int, str]]:
+    """``{preset: {"refused": {"tp": message, ...}, ...}}`` (keys starting with ``_`` are
+    notes; an entry without ``refused`` refuses nothing) -> ``{preset: {tp: message}}``.
+
+    Raises:
+        ConfigError: ``refused`` not a dict, a tp that is not an integer >= 1, or an empty
+            message.
+    """
+    out: dict[str, dict[int, str]] = {}
+    for name, entry in table.items():
+        if name.startswith("_"):
+            continue
+        refused = entry.get("refused", {}) if isinstance(entry, dict) else None
+        if not isinstance(refused, dict):
+            raise ConfigError(f"sglang_weight_bytes.json: {name}.refused={refused!r} is invalid;"
+                              ' valid: {"<tp>": SGLang\'s message, ...}')
+        out[name] = {}
+        for tp, message in refused.items():
+            if not isinstance(message, str) or not message:
+                raise ConfigError(f"sglang_weight_bytes.json: {name}.refused[{tp}]={message!r}"
+                                  " is invalid; valid: SGLang's message, a non-empty string")
+            out[name][_tp_key(tp, f"{name}.refused")] = message
+    return out
+
+
+def _tp_key(tp: object, where: str) -> int:
+    """``int(tp)`` for a key of ``sglang_weight_bytes.json`` that is a tensor-parallel size
+    (``"1"``, ``"2"``, ...), else ConfigError naming ``where``."""
+    if not (isinstance(tp, str) and tp.isdigit() and int(tp) >= 1):
+        raise ConfigError(f"sglang_weight_bytes.json: {where} key {tp!r} is invalid; valid: a "
+                          "tensor-parallel size, an integer >= 1")
+    return int(tp)
 
 
 @functools.cache

@@ -12,8 +12,10 @@ from pagedkv.errors import ConfigError
 from pagedkv.weights import (
     checkpoint_sizes,
     preset_checkpoint_bytes,
+    preset_sglang_refused_tp,
     preset_sglang_weight_bytes,
     sglang_rank_sizes,
+    sglang_refusals,
 )
 
 TABLE = json.loads(resources.files("pagedkv.presets").joinpath(
@@ -71,8 +73,36 @@ def test_quantized_presets_weigh_what_sglang_allocates(name):
     assert spec.checkpoint_bytes is None
     for tp, size in SGLANG_BYTES[name].items():
         assert spec.weight_bytes(tp) == size == preset_sglang_weight_bytes()[name][tp]
-    # a tp size not shipped: the whole model's bytes / tp, the share rule of a checkpoint index
-    assert spec.weight_bytes(32) == SGLANG_BYTES[name][1] // 32
+    # a tp size pagedkv accepts but that is not shipped: the whole model's bytes / tp, the share
+    # rule of a checkpoint index (tp 64: 128 query heads; 64 KV-head-less MLA ranks)
+    assert spec.weight_bytes(64) == SGLANG_BYTES[name][1] // 64
+
+
+REFUSED = "Weight output_partition_size = 576 is not divisible by weight quantization block_n = 128."
+
+
+@pytest.mark.parametrize("name", ["deepseek-v3", "deepseek-v3.2", "kimi-k2"])
+def test_the_tp_sizes_sglang_cannot_build_are_refused(name, capsys):
+    # fp8 DeepSeek-V3, V3.2 and Kimi-K2 at tp 32: the dense MLP's 18432 / 32 = 576 rows per
+    # rank are not a multiple of the 128-row block (tests/reference/test_sglang_weight_bytes.py)
+    assert preset_sglang_refused_tp()[name] == {32: REFUSED}
+    assert load_model(name).sglang_refused_tp == ((32, REFUSED),)
+    with pytest.raises(ConfigError, match=rf"model='{name}' at tp=32: SGLang 0.5.23 cannot "
+                       r"build .*block_n = 128\.\); valid: tp in \{1, 2, 4, 8, 16\}"):
+        load_model(name).weight_bytes(32)
+    assert main(["size", "--model", name, "--gpu", "h200-141gb", "--tp", "32"]) == 2
+    err = capsys.readouterr().err
+    assert f"model='{name}' at tp=32" in err and "576 is not divisible" in err
+    assert "Traceback" not in err
+
+
+def test_gpt_oss_builds_at_every_tp_up_to_32():
+    for name in ("gpt-oss-20b", "gpt-oss-120b"):
+        assert preset_sglang_refused_tp()[name] == {}
+        assert set(preset_sglang_weight_bytes()[name]) == {1, 2, 4, 8, 16, 32}
+    # tp 32: SGLang pads each rank's expert shard (2880 / 32 = 90 rows) to 128, so a rank holds
+    # more than the tp=1 bytes / 32 (2,039,025,492 B)
+    assert load_model("gpt-oss-120b").weight_bytes(32) == 2_915_409_168
 
 
 def test_an_index_comes_first():
@@ -116,6 +146,20 @@ def test_a_broken_sglang_entry_is_named(table, message):
         sglang_rank_sizes(table)
     assert sglang_rank_sizes({"_about": "notes", "y": {"per_rank": {"1": 8, "2": 5}}}) == {
         "y": {1: 8, 2: 5}}
+
+
+@pytest.mark.parametrize(("table", "message"), [
+    ({"x": {"refused": []}}, r"x.refused=\[\] is invalid"),
+    ({"x": {"refused": {"0": "no"}}}, "refused key '0' is invalid"),
+    ({"x": {"refused": {"t": "no"}}}, "refused key 't' is invalid"),
+    ({"x": {"refused": {"4": ""}}}, r"x.refused\[4\]='' is invalid"),
+    ({"x": {"refused": {"4": 3}}}, r"x.refused\[4\]=3 is invalid"),
+])
+def test_a_broken_refusal_is_named(table, message):
+    with pytest.raises(ConfigError, match=message):
+        sglang_refusals(table)
+    assert sglang_refusals({"_about": "notes", "y": {"per_rank": {"1": 8}},
+                            "z": {"refused": {"32": "why"}}}) == {"y": {}, "z": {32: "why"}}
 
 
 @pytest.mark.parametrize(("table", "message"), [

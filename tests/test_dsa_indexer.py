@@ -23,10 +23,11 @@ Every number below is worked by hand from SGLang 0.5.23's code (paths under
 
 The weights are the preset's own: the bytes SGLang 0.5.23's ``DeepseekV32ForCausalLM``
 allocates per GPU (``pagedkv/presets/models/sglang_weight_bytes.json``, recounted by
-``tests/reference/test_sglang_weight_bytes.py``): 44,019,139,824 B at tp 16; tp 32 is the
-tp=1 bytes / 32 (674,030,369,424 // 32 = 21,063,449,044 B), as SGLang 0.5.23 cannot build
-this fp8 checkpoint at tp 32 (its dense MLP's 576-wide shard is not a multiple of the
-128-wide fp8 block): those cases check the pool's arithmetic only.
+``tests/reference/test_sglang_weight_bytes.py``): 44,019,139,824 B at tp 16. SGLang 0.5.23
+cannot build this fp8 checkpoint at tp 32 (its dense MLP's 576-wide shard is not a multiple of
+the 128-wide fp8 block) and pagedkv refuses the preset's own weights there; the tp 32 cases
+give the tp=1 bytes / 32 (674,030,369,424 // 32 = 21,063,449,044 B) as an input and check the
+pool's arithmetic only.
 
 Worked case, H200 (143,771 MiB), tp 16, bf16, 44,019,139,824 B of weights per GPU, f = 0.879:
 ``143771 * 2**20 * 0.879 - 44,019,139,824 = 88,494,347,040`` B; ``// 78324 = 1,129,849``;
@@ -80,11 +81,22 @@ CASES = {
 }
 
 
+def given_weights(tp: int) -> int | None:
+    """None (the preset's own weights), but at tp 32, which SGLang 0.5.23 cannot build, the
+    tp=1 bytes / 32 as an input."""
+    return 674_030_369_424 // 32 if tp == 32 else None
+
+
+def test_tp_32_is_refused_with_the_presets_own_weights():
+    with pytest.raises(ConfigError, match=r"at tp=32: SGLang 0.5.23 cannot build .* 576 is not"):
+        plan_pool(V32, gpu="h200-141gb", tp=32)
+
+
 @pytest.mark.parametrize("case", sorted(CASES), ids=lambda c: f"{c[0]}-tp{c[1]}-{c[2]}")
 def test_pool_as_sglang_0523_sizes_it(case):
     gpu, tp, kv = case
     f, tokens, running, kv_bytes, b_max = CASES[case]
-    plan = plan_pool(V32, gpu=gpu, tp=tp, kv_cache_dtype=kv)
+    plan = plan_pool(V32, gpu=gpu, tp=tp, kv_cache_dtype=kv, weights_bytes=given_weights(tp))
     assert (plan.mem_fraction_static, plan.max_total_num_tokens, plan.max_running_requests,
             plan.k_size_bytes, plan.v_size_bytes, plan.batch_cap, plan.page_size) == (
         f, tokens, running, kv_bytes, 0, b_max, 64)

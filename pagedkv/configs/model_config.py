@@ -62,6 +62,9 @@ class ModelSpec:
         sglang_rank_bytes: ``((tp, bytes per GPU), ...)`` of weights as SGLang 0.5.23 builds a
             quantized preset (:func:`pagedkv.weights.preset_sglang_weight_bytes`; empty
             otherwise).
+        sglang_refused_tp: ``((tp, SGLang's message), ...)``: the tp sizes at which SGLang
+            0.5.23 cannot build a quantized preset
+            (:func:`pagedkv.weights.preset_sglang_refused_tp`; empty otherwise).
         model_type: the config's ``model_type``.
         config: the parsed ``config.json`` (for :attr:`num_params`).
         architecture: the config's first ``architectures`` entry, e.g. ``"LlamaForCausalLM"``
@@ -101,6 +104,7 @@ class ModelSpec:
     architecture: str = ""
     checkpoint_bytes: int | None = None
     sglang_rank_bytes: tuple[tuple[int, int], ...] = ()
+    sglang_refused_tp: tuple[tuple[int, str], ...] = ()
     model_type: str = ""
     config: dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
     family: str = "dense"
@@ -290,13 +294,23 @@ class ModelSpec:
         Without one, a quantized preset's bytes are SGLang 0.5.23's own model on the meta
         device (:attr:`sglang_rank_bytes`): exact per GPU at the tp sizes shipped (replicated
         norms and routers, padded expert shards included), else the tp=1 bytes / ``tp``, the
-        share rule above.
+        share rule above. At the tp sizes where SGLang 0.5.23 cannot build the preset
+        (:attr:`sglang_refused_tp`: DeepSeek-V3, V3.2 and Kimi-K2's fp8 dense MLP at tp 32)
+        there are no weights to count: refused, naming SGLang's reason.
 
         Raises:
             ConfigError: a quantized checkpoint without an index (its bytes depend on the
-                format); pass the real size (``weights_gib`` / ``--weights-gib``).
+                format); pass the real size (``weights_gib`` / ``--weights-gib``); a tp size
+                at which SGLang 0.5.23 cannot build the quantized preset.
         """
         check_positive_int("tp", tp)
+        refused = dict(self.sglang_refused_tp)
+        if tp in refused:
+            builds = ", ".join(str(t) for t, _ in self.sglang_rank_bytes)
+            raise ConfigError(
+                f"model={self.name!r} at tp={tp}: SGLang 0.5.23 cannot build this quantized "
+                f"checkpoint at tp={tp} ({refused[tp]}); valid: tp in {{{builds}}}, the sizes "
+                "SGLang builds it at (pagedkv/presets/models/sglang_weight_bytes.json)")
         if self.checkpoint_bytes is not None:
             return self.checkpoint_bytes // tp
         if self.sglang_rank_bytes:

@@ -18,6 +18,7 @@ from pagedkv.errors import ConfigError, bad_value
 from pagedkv.weights import (
     checkpoint_total_size,
     preset_checkpoint_bytes,
+    preset_sglang_refused_tp,
     preset_sglang_weight_bytes,
 )
 
@@ -64,7 +65,9 @@ def load_model(name_or_path: str | Path, disable_hybrid_swa_memory: bool = False
                                      checkpoint_bytes=preset_checkpoint_bytes().get(key.lower()),
                                      disable_hybrid_swa_memory=disable_hybrid_swa_memory)
         per_rank = preset_sglang_weight_bytes().get(key.lower(), {})
-        return replace(spec, sglang_rank_bytes=tuple(sorted(per_rank.items())))
+        refused = preset_sglang_refused_tp().get(key.lower(), {})
+        return replace(spec, sglang_rank_bytes=tuple(sorted(per_rank.items())),
+                       sglang_refused_tp=tuple(sorted(refused.items())))
     path = Path(key)
     if path.is_dir():
         if not (path / "config.json").is_file():

@@ -20,8 +20,9 @@ draft worker):
 
 (there the bytes available for KV, ``f * pre - weights``, are pagedkv's; the weights are the
 preset's own, SGLang 0.5.23's ``DeepseekV32ForCausalLM`` bytes per GPU shipped in
-``sglang_weight_bytes.json``, at tp 32 the tp=1 bytes / 32: SGLang cannot build the fp8
-checkpoint at tp 32, ``test_sglang_weight_bytes.py``). The second passes
+``sglang_weight_bytes.json``; at tp 32, where SGLang cannot build the fp8 checkpoint and
+pagedkv refuses it (``test_sglang_weight_bytes.py``), the tp=1 bytes / 32 given as an input,
+as ``tests/test_dsa_indexer.py`` gives it). The second passes
 the server arguments those passes resolved (``attention_backend`` dsa, pages of 64, the split
 backends) to SGLang's ``KVCacheConfigurator``, which sizes the pool from the free-memory
 readings and builds its ``DSATokenToKVPool`` on the meta device (``pools_sglang.pool_sizes``).
@@ -151,6 +152,12 @@ def test_config_reads_as_sglang_reads_it() -> None:
                  [spec.index_head_dim > 0, spec.index_head_dim, 0], "DSA config")
 
 
+def tp_32_weights(tp: int) -> int | None:
+    """None (the preset's shipped weights), but at tp 32, which SGLang 0.5.23 cannot build and
+    pagedkv refuses, the tp=1 bytes / 32 as an input."""
+    return load_model("deepseek-v3.2").weight_bytes(1) // 32 if tp == 32 else None
+
+
 CASES = [(gpu, tp, kv) for gpu in ("h100-sxm-80gb", "h200-141gb", "a100-80gb")
          for tp in (16, 32) for kv in ("bf16", "fp8_e4m3")]
 TABLE = [c for c in json.loads((HERE.parent / "preset_answers.json").read_text())["cases"]
@@ -162,7 +169,8 @@ CASES += [(c["gpu"], c["tp"], "bf16") for c in TABLE  # no room: shared with MLA
 @pytest.mark.parametrize("case", CASES, ids=lambda c: f"{c[0]}-tp{c[1]}-{c[2]}")
 def test_pool_equals_sglang_functions(case, sm90, monkeypatch: pytest.MonkeyPatch) -> None:
     gpu, tp, kv = case
-    plan = plan_pool("deepseek-v3.2", gpu=gpu, tp=tp, kv_cache_dtype=kv)  # shipped weights
+    plan = plan_pool("deepseek-v3.2", gpu=gpu, tp=tp, kv_cache_dtype=kv,
+                     weights_bytes=tp_32_weights(tp))
     available = int(plan.post_free_bytes - plan.pre_free_bytes * (1 - plan.mem_fraction_static))
     ours = sglang_pool(kv, available, monkeypatch)
     theirs = pagedkv_pool(plan)
@@ -179,7 +187,8 @@ def test_pool_equals_sglang_own_pool(case, sm90, monkeypatch: pytest.MonkeyPatch
     import pools_sglang
 
     gpu, tp, kv = case
-    plan = plan_pool("deepseek-v3.2", gpu=gpu, tp=tp, kv_cache_dtype=kv)  # shipped weights
+    plan = plan_pool("deepseek-v3.2", gpu=gpu, tp=tp, kv_cache_dtype=kv,
+                     weights_bytes=tp_32_weights(tp))
     dtype, prefill, decode, _ = sglang_server_args(kv, monkeypatch)
     monkeypatch.undo()  # the pool is built under SGLang's own runtime context
     out = pools_sglang.pool_sizes(

@@ -29,12 +29,19 @@ import compare  # noqa: E402
 import pools_sglang_0509  # noqa: E402
 import pytest  # noqa: E402
 
+from pagedkv.configs.model_presets import load_model  # noqa: E402
 from pagedkv.sizing import plan_pool  # noqa: E402
 from pagedkv.units import GiB  # noqa: E402
 
 HERE = Path(__file__).parent
 CONFIG = json.loads((HERE.parents[1] / "pagedkv/presets/models/deepseek-v3.2.json").read_text())
 AREA = "DSA pool 0.5.9"
+def tp_32_weights(tp: int) -> int | None:
+    """None (the preset's shipped weights), but at tp 32, which SGLang 0.5.23 cannot build and
+    pagedkv refuses, the tp=1 bytes / 32 as an input (as ``tests/test_dsa_indexer.py``)."""
+    return load_model("deepseek-v3.2").weight_bytes(1) // 32 if tp == 32 else None
+
+
 CASES = [(gpu, tp, kv) for gpu in ("h100-sxm-80gb", "h200-141gb", "a100-80gb")
          for tp in (16, 32) for kv in ("bf16", "fp8_e4m3")]
 
@@ -54,7 +61,8 @@ def sglang_server_args(kv: str, monkeypatch: pytest.MonkeyPatch) -> tuple[str, s
 @pytest.mark.parametrize("case", CASES, ids=lambda c: f"{c[0]}-tp{c[1]}-{c[2]}")
 def test_pool_equals_sglang_0509_own_pool(case, monkeypatch: pytest.MonkeyPatch) -> None:
     gpu, tp, kv = case
-    plan = plan_pool("deepseek-v3.2", gpu=gpu, tp=tp, kv_cache_dtype=kv, sglang_version="0.5.9")
+    plan = plan_pool("deepseek-v3.2", gpu=gpu, tp=tp, kv_cache_dtype=kv, sglang_version="0.5.9",
+                     weights_bytes=tp_32_weights(tp))
     dtype, prefill, decode, line = sglang_server_args(kv, monkeypatch)
     compare.same(AREA, line, plan.server_args_lines[-1], "backend line")
     out = pools_sglang_0509.pool_sizes(

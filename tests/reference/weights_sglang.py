@@ -28,6 +28,11 @@ Faked, as nothing on a CPU can answer them:
   intermediate size to a multiple of 64); ``vllm`` (imported by the rotary embedding off
   CUDA, never called) is an inert stand-in.
 
+Every tensor-parallel size up to 32 that pagedkv accepts for a preset is tried; where SGLang's
+own construction raises (``ValueError``: DeepSeek-V3, V3.2 and Kimi-K2's fp8 dense MLP at tp 32,
+18432 / 32 = 576 rows per rank, not a multiple of the 128-row block ``Fp8LinearMethod``
+requires) the tp size is shipped as refused, with SGLang's message.
+
 The bytes are those the model holds once it is built, before ``process_weights_after_loading``
 (which on a GPU may re-lay out scales, e.g. DeepGEMM's on Blackwell): fp8 block weights and
 their scales keep the checkpoint's shapes at construction.
@@ -47,6 +52,7 @@ from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # run as a script
+sys.path.insert(1, str(Path(__file__).resolve().parents[2]))  # and pagedkv
 
 import sgl_boot
 
@@ -91,11 +97,27 @@ def _as_on_a_gpu() -> Iterator[None]:
 
 PRESETS = Path(__file__).resolve().parents[2] / "pagedkv" / "presets" / "models"
 #: The presets whose weights are sized this way: the quantized ones (gpt-oss-20b: the check
-#: against its checkpoint's index total) and the tensor-parallel sizes shipped for each.
+#: against its checkpoint's index total).
 QUANTIZED_PRESETS = ("gpt-oss-20b", "gpt-oss-120b", "deepseek-v3", "deepseek-v3.2", "kimi-k2")
-TP_SIZES = {"gpt-oss-20b": (1, 2, 4, 8), "gpt-oss-120b": (1, 2, 4, 8),
-            "deepseek-v3": (1, 2, 4, 8, 16), "deepseek-v3.2": (1, 2, 4, 8, 16),
-            "kimi-k2": (1, 2, 4, 8, 16)}
+#: Every tensor-parallel size up to this one that pagedkv accepts for a preset is tried.
+MAX_TP = 32
+
+
+def tp_sizes(name: str) -> list[int]:
+    """The tp sizes in 1..:data:`MAX_TP` that pagedkv accepts for preset ``name`` (its KV cell
+    can be sized: tp divides the query heads, and divides or is a multiple of the KV heads)."""
+    from pagedkv.configs.model_presets import load_model
+    from pagedkv.errors import ConfigError
+
+    spec = load_model(name)
+    sizes = []
+    for tp in range(1, MAX_TP + 1):
+        try:
+            spec.cell_size(tp=tp)
+        except ConfigError:
+            continue
+        sizes.append(tp)
+    return sizes
 
 
 def _server_args(config: dict[str, Any]) -> dict[str, Any]:
@@ -198,13 +220,25 @@ def table() -> dict[str, Any]:
         "Mxfp4Config) built on torch's meta device as rank 0 of the tp group (the last rank "
         "checked equal), every parameter and persistent buffer, numel x element_size; no "
         "multi-token-prediction layer (SGLang builds none without speculative decoding). "
+        f"Every tp size up to {MAX_TP} that pagedkv accepts for the preset is tried "
+        "(tp_tried); refused: the tp sizes at which SGLang's own construction raises, with "
+        "its message (pagedkv refuses them too). "
         "Made by tests/reference/weights_sglang.py in the 0.5.23 reference venv (its "
         "docstring says what is faked: the parallel groups, and the sm_90 server arguments "
         "for gpt-oss); tests/reference/test_sglang_weight_bytes.py recomputes it. "
-        "tp_1_dtypes: the tp=1 bytes by dtype. Read by pagedkv.weights.preset_sglang_weight_bytes.")}
+        "tp_1_dtypes: the tp=1 bytes by dtype. Read by pagedkv.weights.preset_sglang_weight_bytes "
+        "and preset_sglang_refused_tp.")}
     for name in QUANTIZED_PRESETS:
         dtypes = weight_bytes(build_model(preset_config(name), 1, 0))
-        out[name] = {"per_rank": {str(tp): rank_bytes(name, tp) for tp in TP_SIZES[name]},
+        per_rank: dict[str, int] = {}
+        refused: dict[str, str] = {}
+        tried = tp_sizes(name)
+        for tp in tried:
+            try:
+                per_rank[str(tp)] = rank_bytes(name, tp)
+            except ValueError as exc:  # what SGLang's layers raise for a shape they cannot split
+                refused[str(tp)] = str(exc)
+        out[name] = {"per_rank": per_rank, "refused": refused, "tp_tried": tried,
                      "tp_1_dtypes": {k: v for k, v in sorted(dtypes.items()) if k != "total"}}
     return out
 
