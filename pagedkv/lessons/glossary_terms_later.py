@@ -14,6 +14,7 @@ from pagedkv.hybrid_pools import (
 )
 from pagedkv.lessons.glossary_rules import Term
 from pagedkv.managers.config import SchedulerConfig
+from pagedkv.mem_cache.mamba_radix_cache import MAMBA_CHUNK_SIZE
 from pagedkv.units import GB, GiB
 
 #: SGLang 0.5.23's default server (the overlap loop on): the radix cache's ``extra_buffer``
@@ -218,8 +219,11 @@ LATER_TERMS: tuple[Term, ...] = (
          r"SWA pool|sliding-window pool"),
     Term("track slot", 9, "A slot of a linear-attention hybrid's state pool that a running "
          "request holds beside its own state: SGLang copies the request's state into it at "
-         f"checkpoints (the last point of its checkpoint grid a prefill reaches, and every "
-         f"{MAMBA_TRACK_INTERVAL} decode tokens) so that "
+         "checkpoints (where a prefill ends, rounded down to the request's *checkpoint grid*, "
+         "SGLang 0.5.23's `mamba_checkpoint_grid`: steps of the model's state chunk, its "
+         f"`mamba_chunk_size` or {MAMBA_CHUNK_SIZE} tokens where it sets none, or of the page "
+         f"size where pages are longer; and every {MAMBA_TRACK_INTERVAL} decode tokens, "
+         "`--mamba-track-interval`) so that "
          "the radix tree can keep that state for the prefix. Track slots come with the "
          "`extra_buffer` value of `--mamba-radix-cache-strategy` (0.5.9: "
          "`--mamba-scheduler-strategy`), whose other values are `no_buffer` (no track slots; "
@@ -298,6 +302,12 @@ LATER_TERMS: tuple[Term, ...] = (
          "runs on them for 16-bit operands from sm_80 on (Triton 3.9 does not use the "
          "Turing cards' tensor cores, sm_75: chapter 6).", "", r"tensor[- ]cores?", listed=False,
          first_use="multiply small matrices"),
+    # the twelfth read found this used before its definition
+    Term("FMA (fused multiply-add)", 6, "One instruction that computes `a * b + c` with a "
+         "single rounding; a GPU's fp32 units do one per thread per instruction (`FFMA` in "
+         "the compiled code). A matrix product done without tensor cores costs one per "
+         "multiply.", "", r"\bFMAs?\b|fused multiply-add", listed=False,
+         first_use="fused multiply-add"),
     Term("warp", 6, "32 threads of one program that a GPU issues each instruction to at once; "
          "a program of chapter 6's kernel runs several.", "", r"\bwarps?\b", listed=False,
          first_use="32 threads"),

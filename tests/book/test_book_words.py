@@ -325,7 +325,9 @@ GLOSSARY_MUST_HAVE = ("HBM", "$B_{\\max}$ (batch cap)", "MHA, GQA, MQA", "MLA", 
                       # a fifth first read found these used without a definition
                       "vLLM", "ROCm", "FasterTransformer",
                       # an eleventh read found this used without a definition
-                      "routing key")
+                      "routing key",
+                      # a twelfth read found this printed before its definition
+                      "FMA (fused multiply-add)")
 
 
 def test_the_glossary_defines_every_word_the_book_leans_on() -> None:
@@ -444,3 +446,30 @@ def test_eagle_is_glossed_where_the_page_size_rules_name_it() -> None:
             assert "speculative-decoding method whose draft proposes a tree" in when, release
     assert any("EAGLE" in forced_page_size_when("fa4", r) for r in SGLANG_VERSIONS)
     assert term_chapter("EAGLE") == 3
+
+
+def test_fma_is_spelled_out_before_the_compiled_counts_print_it() -> None:
+    """Chapter 6 prints "fp32 FMA instructions" (``compiled_highlights``) right after the list
+    of what the compiled kernels are read for: that list spells FMA out, before the cell
+    that prints it (a twelfth read met it a screen before its definition)."""
+    cells = json.loads((BOOK / "06-kernel.ipynb").read_text())["cells"]
+    src = ["".join(c["source"]) for c in cells]
+    printed = next(k for k, c in enumerate(cells)
+                   if c["cell_type"] == "code" and "print(compiled_highlights(" in src[k])
+    glossed = next(k for k, s in enumerate(src) if re.search(r"\bFMAs?\b|fused multiply-add", s))
+    assert glossed < printed and "FMAs (fused multiply-adds" in src[glossed]
+
+
+def test_the_checkpoint_grid_is_defined_where_the_book_uses_it() -> None:
+    """"Checkpoint grid" appears only in the track slot's definition, which says what it is:
+    SGLang 0.5.23's ``mamba_checkpoint_grid``, the state chunk or the page size, the longer
+    (a twelfth read found it undefined)."""
+    from pagedkv.mem_cache.mamba_radix_cache import MAMBA_CHUNK_SIZE
+
+    uses = [(n, p[:80]) for n, p in every_text() if "checkpoint grid" in p.lower()]
+    slot = next(t for t in TERMS if t.name == "track slot").definition
+    assert uses == [("generated", slot[:80])]
+    assert "*checkpoint grid*, SGLang 0.5.23's `mamba_checkpoint_grid`" in slot
+    assert f"`mamba_chunk_size` or {MAMBA_CHUNK_SIZE} tokens where it sets none" in slot
+    assert "page size where pages are longer" in slot
+
