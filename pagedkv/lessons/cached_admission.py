@@ -15,6 +15,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from pagedkv.errors import check_positive_int
 from pagedkv.managers.config import SchedulerConfig
 from pagedkv.managers.req import Req
 from pagedkv.managers.schedule_policy import AddReqResult, PrefillAdder
@@ -66,6 +67,18 @@ def admission_snapshot(sched: object, newcomer: Req) -> CachedAdmission:
         tree.dec_lock_ref(newcomer.last_node)
     return CachedAdmission(newcomer.prefix_len, extend, adder.newcomer_need(newcomer, extend),
                            available, evictable, locked, reserved, rem_total, result)
+
+
+def free_without_radix_cache(snap: CachedAdmission, running: int, shared_len: int) -> int:
+    """The most free slots the same moment could leave a server started with
+    ``--disable-radix-cache`` (SGLang's ``ChunkCache``, pages of one token): the finished
+    requests' ``snap.evictable`` tokens are free, but each of the ``running`` requests holds
+    its own copy of the ``shared_len``-token prefix they share in the tree, ``running - 1``
+    copies more. At most, since the running requests may share more than that prefix.
+    Raises ConfigError if ``running`` or ``shared_len`` is not an int >= 1."""
+    check_positive_int("running", running)
+    check_positive_int("shared_len", shared_len)
+    return snap.available + snap.evictable - (running - 1) * shared_len
 
 
 @dataclass(frozen=True)

@@ -473,3 +473,52 @@ def test_the_checkpoint_grid_is_defined_where_the_book_uses_it() -> None:
     assert f"`mamba_chunk_size` or {MAMBA_CHUNK_SIZE} tokens where it sets none" in slot
     assert "page size where pages are longer" in slot
 
+
+def test_chapter_4_compares_the_cached_newcomer_with_a_server_that_has_no_cache() -> None:
+    """The support bot's newcomer is set against a real uncached server (a twelfth read: the
+    comparison once kept the free slots and dropped the evictable ones): the finished chats'
+    tokens free, each running chat with its own copy of the system prompt."""
+    from pagedkv.errors import ConfigError
+    from pagedkv.lessons.cached_admission import (
+        SUPPORT_SNAPSHOT,
+        CachedAdmission,
+        free_without_radix_cache,
+        support_bot_snapshot,
+    )
+    from pagedkv.managers.schedule_policy import AddReqResult
+
+    snap = CachedAdmission(1000, 150, 663, 7122, 5629, 0, 448.0, 12303.0, AddReqResult.CONTINUE)
+    assert free_without_radix_cache(snap, 12, 1000) == 7122 + 5629 - 11 * 1000
+    for bad in (0, -1, 1.5, True):
+        with pytest.raises(ConfigError, match="running"):
+            free_without_radix_cache(snap, bad, 1000)
+    with pytest.raises(ConfigError, match="shared_len"):
+        free_without_radix_cache(snap, 12, 0)
+    live_snap, live = support_bot_snapshot()
+    reqs = live.running.reqs
+    rows = live.req_to_token_pool.req_to_token
+    first = [list(rows[r.req_pool_idx, :SUPPORT_SNAPSHOT.system_len]) for r in reqs]
+    assert all(f == first[0] for f in first)  # one shared copy of the system prompt
+    assert free_without_radix_cache(live_snap, len(reqs), SUPPORT_SNAPSHOT.system_len) == (
+        live_snap.available + live_snap.evictable - (len(reqs) - 1) * SUPPORT_SNAPSHOT.system_len)
+    cells = json.loads((BOOK / "04-admission.ipynb").read_text())["cells"]
+    text = next(s for s in ("".join(c["source"]) for c in cells) if "support_bot_snapshot()" in s)
+    assert "with nothing evictable" not in text and "--disable-radix-cache" in text
+    assert "free_without_radix_cache(snap, running, bot.system_len)" in text
+
+
+def test_the_step_tables_columns_say_what_a_prefill_row_counts() -> None:
+    """Chapter 4's GPU step table: a prefill row's "running" leaves out the requests it admits
+    (as SGLang's #running-req) while "tokens used" counts their tokens; the text says both."""
+    text = " ".join(paragraphs("04-admission"))
+    assert "in a prefill row *running* counts the requests that ran before it" in text
+    assert "those the step admits included (*tokens used*)" in text
+
+
+def test_lengths_are_named_for_what_they_measure() -> None:
+    """Chapter 2's "longest" is a request's prompt + output, beside lengths clipped per part;
+    chapter 5 gives the prompts' spread as a sigma, like the answers' (a twelfth read)."""
+    ch2 = " ".join(paragraphs("02-fragmentation"))
+    assert "longest request (prompt + output)" in ch2
+    ch5 = " ".join(paragraphs("05-retraction"))
+    assert "% spread" not in ch5 and "($\\\\sigma = {c.prompt_sigma}$" in ch5
