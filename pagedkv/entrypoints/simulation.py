@@ -163,7 +163,9 @@ def simulated_engine(
         disable_overlap_schedule=config.disable_overlap_schedule,
         swa_max_total_num_tokens=None if swa is None else swa.max_total_num_tokens_swa,
         swa_cell_size=plan.swa_cell_size if swa is not None else 0,
-        sliding_window=None if swa is None else swa.sliding_window_size)
+        sliding_window=None if swa is None else swa.sliding_window_size,
+        mamba_slots=plan.mamba_slots if linear else None,
+        state_bytes=plan.state_bytes if linear else 0)
     return engine
 
 

@@ -37,6 +37,11 @@ and lengths above are the *full* pool's (rows and the tree address tokens by ful
 owners and the allocator's full->SWA mapping
 (:func:`~pagedkv.managers.page_owners.swa_page_owners`): a page a request's window left goes
 back to :data:`FREE` there while its full peer stays the request's.
+
+On a linear-attention hybrid (a request table with state slots) ``state_slots`` adds the
+state pool's parts after every step whose counts changed
+(:class:`~pagedkv.managers.state_slot_recorder.StateSlotLog`): slots are not pages, so only
+their counts are kept.
 """
 
 from __future__ import annotations
@@ -57,10 +62,12 @@ from pagedkv.managers.page_owners import (
 )
 from pagedkv.managers.req import Req
 from pagedkv.managers.schedule_batch import ScheduleBatch
+from pagedkv.managers.state_slot_recorder import StateSlotLog, state_slot_counts
 from pagedkv.managers.trace import Trace
 from pagedkv.mem_cache.allocator import BaseTokenToKVPoolAllocator
 from pagedkv.mem_cache.allocator.swa import SWATokenToKVPoolAllocator
 from pagedkv.mem_cache.chunk_cache import ChunkCache
+from pagedkv.mem_cache.mamba_pool import HybridReqToTokenPool
 from pagedkv.mem_cache.memory_pool import ReqToTokenPool
 from pagedkv.mem_cache.radix_cache import RadixCache
 from pagedkv.mem_cache.swa_cache import SWAPrefixCache
@@ -98,6 +105,9 @@ class PageRecorder:
         step, page, owner: ``list[int]`` of equal length, one entry per owner change.
         swa: the SWA pool's owner changes (:class:`~pagedkv.managers.page_owners.OwnerLog`),
             or None (one pool).
+        state_slots: a linear-attention hybrid's state slots per step
+            (:class:`~pagedkv.managers.state_slot_recorder.StateSlotLog`, made at the first
+            step), or None.
         rows: ``{"step", "rid", "index", "page"}``, ``list[int]`` each: row entries set.
         lengths: ``{"step", "rid", "tokens"}``, ``list[int]`` each: token counts recorded.
         in_flight: the overlap loop's slots allocated ahead and requests finished but not
@@ -108,6 +118,7 @@ class PageRecorder:
         self.full = OwnerLog(num_pages)
         self.step, self.page, self.owner = self.full.step, self.full.page, self.full.owner
         self.swa = None if num_swa_pages is None else OwnerLog(num_swa_pages)
+        self.state_slots: StateSlotLog | None = None
         self.rows: dict[str, list[int]] = {"step": [], "rid": [], "index": [], "page": []}
         self.lengths: dict[str, list[int]] = {"step": [], "rid": [], "tokens": []}
         self._row: dict[int, list[int]] = {}  # rid -> its row as recorded (page ids)
@@ -155,6 +166,14 @@ class PageRecorder:
             self.swa.observe(step, swa_page_owners(
                 self.full.prev, alloc.full_to_swa_index_mapping.numpy(),
                 self._tree_swa_pages(sched.tree_cache, p), p, len(self.swa.prev) - 1))
+        pool = sched.req_to_token_pool
+        if isinstance(pool, HybridReqToTokenPool):
+            if self.state_slots is None:
+                self.state_slots = StateSlotLog(pool.mamba_pool.size)
+            b, c = sched.running, sched.chunked_req
+            self.state_slots.observe(step, state_slot_counts(
+                pool, sched.tree_cache, [*b.reqs, *([] if c is None else [c]),
+                                         *joining_requests(sched)]))
 
     def _tree_swa_pages(self, cache: Any, p: int) -> tuple[np.ndarray, np.ndarray]:
         """:func:`tree_swa_pages`, walked again only when the SWA tree has changed."""
@@ -267,12 +286,15 @@ class PageRecorder:
     def to_dict(self) -> dict[str, Any]:
         """``{"step", "page", "owner", "rows": {...}, "lengths": {...}, "ahead": {...},
         "unseen": {...}, "overlap"}``, lists of ints (``overlap`` a bool); a sliding-window
-        hybrid's also ``"swa": {"step", "page", "owner"}``, the SWA pool's owner changes."""
+        hybrid's also ``"swa": {"step", "page", "owner"}``, the SWA pool's owner changes; a
+        linear-attention hybrid's also ``"state_slots"`` (:meth:`StateSlotLog.to_dict`)."""
         return {"step": list(self.step), "page": list(self.page), "owner": list(self.owner),
                 "rows": {k: list(v) for k, v in self.rows.items()},
                 "lengths": {k: list(v) for k, v in self.lengths.items()},
                 **self.in_flight.to_dict(),
-                **({} if self.swa is None else {"swa": self.swa.to_dict()})}
+                **({} if self.swa is None else {"swa": self.swa.to_dict()}),
+                **({} if self.state_slots is None
+                   else {"state_slots": self.state_slots.to_dict()})}
 
 
 def _holders(sched: SchedulerView) -> tuple[list[int], list[int], list[int]]:

@@ -150,6 +150,10 @@ class TraceMeta:
     swa_max_total_num_tokens: int | None = None
     swa_cell_size: int = 0
     sliding_window: int | None = None
+    # a linear-attention hybrid's state pool (max_mamba_cache_size, one slot's bytes over all
+    # linear layers); None: no state slots
+    mamba_slots: int | None = None
+    state_bytes: int = 0
 
     @property
     def loop(self) -> str:
@@ -170,14 +174,20 @@ class TraceMeta:
     def to_dict(self) -> dict[str, Any]:
         """The ``meta`` block of :meth:`Trace.to_dict`; a sliding-window hybrid's also has
         ``swa_max_total_num_tokens``, ``swa_cell_size``, ``sliding_window``,
-        ``swa_num_pages`` and ``swa_kv_pool_bytes`` (one pool's has none of them)."""
+        ``swa_num_pages`` and ``swa_kv_pool_bytes`` (one pool's has none of them); a
+        linear-attention hybrid's ``mamba_slots``, ``state_bytes`` and ``state_pool_bytes``
+        (``mamba_slots * state_bytes``, the padding slot not counted, as the pool plan)."""
         swa = ("swa_max_total_num_tokens", "swa_cell_size", "sliding_window")
-        out = {k: v for k, v in asdict(self).items() if k not in swa}
+        out = {k: v for k, v in asdict(self).items()
+               if k not in (*swa, "mamba_slots", "state_bytes")}
         out.update(num_pages=self.num_pages, kv_pool_bytes=self.kv_pool_bytes)
         if self.swa_max_total_num_tokens is not None:
             out.update({k: getattr(self, k) for k in swa},
                        swa_num_pages=self.swa_max_total_num_tokens // self.page_size,
                        swa_kv_pool_bytes=self.swa_max_total_num_tokens * self.swa_cell_size)
+        if self.mamba_slots is not None:
+            out.update(mamba_slots=self.mamba_slots, state_bytes=self.state_bytes,
+                       state_pool_bytes=self.mamba_slots * self.state_bytes)
         return out
 
 
