@@ -7,7 +7,8 @@ case has one pool and one outcome wherever the book shows it. The admission, ret
 full chapters open on that case at 2 requests/s, where the run over-admits and retracts; the
 memory chapter opens on Llama-3-8B on an H100 at the same fraction, and its model and GPU menus
 lead to the case. Chapter 9's (``"windows"``) opens on a sliding-window hybrid, gpt-oss-20b on
-an H100, which no menu offers.
+an H100, which no menu offers; its ``"states"`` on a linear-attention hybrid, Qwen3-Next-80B-A3B
+on four H200s (one GPU's share: ``tp``), which no menu offers either.
 """
 
 from __future__ import annotations
@@ -48,6 +49,14 @@ SWA_MODEL = "gpt-oss-20b"
 _SWA = replace(_DEFAULTS, model=SWA_MODEL, gpu="h100-sxm-80gb", workload="burst",
                mem_fraction_static=default_mem_fraction_static(get_gpu("h100-sxm-80gb").memory_mib))
 
+# Chapter 9's linear-attention hybrid: Qwen3-Next-80B-A3B on four H200s (tp 4, one GPU's
+# share shown), SGLang 0.5.23's default fraction for that setting, its default mamba radix
+# cache; the whole workload at once (every request takes a state slot at admission).
+STATE_MODEL, STATE_TP = "qwen3-next-80b-a3b", 4
+_STATES = replace(_DEFAULTS, model=STATE_MODEL, gpu="h200-141gb", workload="burst",
+                  mem_fraction_static=default_mem_fraction_static(
+                      get_gpu("h200-141gb").memory_mib, tp=STATE_TP))
+
 CATALOG = Catalog(
     models={m: model_label(m) for m in ("llama-3-8b", "qwen3-4b")},
     gpus={g: gpu_label(g) for g in ("rtx-4090", "h100-sxm-80gb", "h200-141gb")},
@@ -60,8 +69,10 @@ CATALOG = Catalog(
     },
     defaults=_DEFAULTS,
     chapter_defaults={"memory": replace(_DEFAULTS, mem_fraction_static=LONG_ANSWERS.mem_fraction_static),
-                      "admission": _CASE, "retraction": _CASE, "full": _CASE, "windows": _SWA},
-    fixed_models={SWA_MODEL: model_label(SWA_MODEL)},
+                      "admission": _CASE, "retraction": _CASE, "full": _CASE, "windows": _SWA,
+                      "states": _STATES},
+    fixed_models={SWA_MODEL: model_label(SWA_MODEL), STATE_MODEL: model_label(STATE_MODEL)},
+    tp={STATE_MODEL: STATE_TP},
 )
 
 
@@ -78,7 +89,7 @@ def make_runner(simulate: Simulate | None = None, catalog: Catalog = CATALOG) ->
     folder = default_folder() if simulate is None else None
     runner = SceneRunner(simulate=simulate or default_simulate(), workloads=catalog.workloads,
                          teaching_model=catalog.defaults.model,
-                         teaching_gpu=catalog.defaults.gpu,
+                         teaching_gpu=catalog.defaults.gpu, tp=dict(catalog.tp),
                          cache=None if folder is None else RunCache(folder))
     if simulate is None:
         _SHARED[id(catalog)] = runner

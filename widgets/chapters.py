@@ -16,6 +16,9 @@ VIEWS = ("hbm", "timeline", "pagetable", "pool")
 # A sliding-window hybrid's views: the HBM bar (full and SWA pools), the timeline, and the
 # pool maps of both pools ("swapool": the full pool's map and the SWA pool's, one above the other).
 SWA_VIEWS = ("hbm", "timeline", "swapool")
+# A linear-attention hybrid's views: the HBM bar (the KV pool and the state pool), the
+# timeline, the KV pool's map and the state slots ("slots": the state pool's parts over the run).
+STATE_VIEWS = ("hbm", "timeline", "pool", "slots")
 MEM_FRACTIONS = tuple(round(0.50 + 0.05 * k, 2) for k in range(10))  # 0.50 ... 0.95
 # Chapters with a card-scale page table record every page of every step (no fast-forward, a
 # few seconds a run), so their slider moves in steps of 0.10: half the runs to build.
@@ -33,6 +36,8 @@ LOOP_LABELS = {"overlap": "overlap (SGLang's default)",
 class Catalog:
     """Selectable values: ``{preset name: label}`` for models and GPUs, named workloads.
 
+    ``tp``: the tensor-parallel size of models served on more than one GPU (``{preset name:
+    tp}``, 1 for the others).
     ``fixed_models``: models a chapter may open on without offering them in its menu
     (``{preset name: label}``)."""
 
@@ -42,6 +47,7 @@ class Catalog:
     defaults: Settings
     chapter_defaults: dict[str, Settings] = field(default_factory=dict)
     fixed_models: dict[str, str] = field(default_factory=dict)
+    tp: dict[str, int] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -89,6 +95,12 @@ _BAR_SWA = ("one GPU's memory as a bar (weights, the reserve that 1 - mem_fracti
 _SWA_PAGES = ("the same run's two pool maps, every physical page of the FULL pool (full-attention "
               "layers) and of the SWA pool (sliding-window layers) coloured by owner: a request's "
               "own pages, the radix cache's locked and evictable pages, free pages")
+_BAR_STATES = ("one GPU's memory as a bar (weights, the reserve that 1 - mem_fraction_static "
+               "keeps, the full-attention layers' KV pool in use, cached, reserved and free, and "
+               "the state pool's slots held by running requests, their track slots, the radix "
+               "cache's states and free slots) at one step of a simulated run")
+_SLOTS = ("the state pool's slots over the run with the same step marked (a running request's "
+          "state slot, its track slots, the states the radix cache keeps, free slots)")
 CHAPTERS = {
     "memory": Chapter("Where the card's memory goes", ("hbm", "timeline"),
                       ("model", "gpu", "mem_fraction_static"),
@@ -125,6 +137,14 @@ CHAPTERS = {
                        "step; play the run and watch the SWA pool's pages go free as each "
                        "request's window slides while the FULL pool's keep every token.",
                        workloads=("busy", "burst")),
+    # Chapter 9: a linear-attention hybrid's KV pool and state slots in one run (Qwen3-Next on
+    # four H200s; the busy and burst workloads, as the windows chapter's).
+    "states": Chapter("Two pools: KV pages and state slots", STATE_VIEWS, ("workload",),
+                      f"{_first(_BAR_STATES)}, {_TIMELINE}, the KV pool's map (every page of "
+                      f"the full-attention layers coloured by owner), and {_SLOTS}, all at the "
+                      "same step; play the run and watch each admitted request take a state "
+                      "slot whatever its length, while its KV grows page by page.",
+                      workloads=("busy", "burst")),
 }
 
 

@@ -15,6 +15,7 @@ from typing import Any
 import numpy as np
 
 from pagedkv_widgets.in_flight_encoding import decode_in_flight
+from pagedkv_widgets.state_slots import decode_state_slots
 from pagedkv_widgets.swa_encoding import decode_swa
 
 
@@ -73,7 +74,8 @@ def decode_pages(enc: dict[str, Any], kinds: Sequence[str], page_size: int,
     "page", "owner"}}``, the owner changes one per page and step (no-ops dropped), in step
     order. :func:`owners_at` and :func:`rows_at` read a step from it. A sliding-window
     hybrid's record also gives ``"swa"``: the SWA pool's owner changes
-    (:func:`pagedkv_widgets.swa_encoding.decode_swa`)."""
+    (:func:`pagedkv_widgets.swa_encoding.decode_swa`), a linear-attention hybrid's
+    ``"state_slots"`` (:func:`pagedkv_widgets.state_slots.decode_state_slots`)."""
     lives: list[Lifetime] = []
     start = 0
     for rid, ds, span, tokens, exc, pages in enc["life"]:
@@ -120,7 +122,9 @@ def decode_pages(enc: dict[str, Any], kinds: Sequence[str], page_size: int,
                 out["owner"].append(owner)
     return {"lifetimes": lives, "changes": out, "page_size": page_size,
             "num_pages": num_pages, "decoded": decoded, **decode_in_flight(enc),
-            **({"swa": decode_swa(enc["swa"])} if "swa" in enc else {})}
+            **({"swa": decode_swa(enc["swa"])} if "swa" in enc else {}),
+            **({"state_slots": decode_state_slots(enc["state_slots"])}
+               if "state_slots" in enc else {})}
 
 
 def owners_at(pages: dict[str, Any], step: int) -> np.ndarray:

@@ -23,6 +23,8 @@ consecutive entries of some row. So the encoding keeps:
   (:mod:`pagedkv_widgets.in_flight_encoding`);
 - ``swa`` (a sliding-window hybrid only): the SWA pool's owner changes
   (:mod:`pagedkv_widgets.swa_encoding`); the lists above are then the full pool's.
+- ``state_slots`` (a linear-attention hybrid only): the state pool's parts per step
+  (:mod:`pagedkv_widgets.state_slots`).
 
 Replay rule, at each step: first every row page that appeared at this step, after the
 lifetime's first step, becomes its request's own; then each group sets its pages' owner.
@@ -43,6 +45,7 @@ import numpy as np
 
 from pagedkv_widgets.in_flight_encoding import encode_in_flight
 from pagedkv_widgets.page_decoding import Lifetime, appear_steps, decoded_steps
+from pagedkv_widgets.state_slots import encode_state_slots
 from pagedkv_widgets.swa_encoding import encode_swa
 
 
@@ -122,6 +125,8 @@ def encode_pages(record: dict[str, Any], kinds: Sequence[str], page_size: int) -
         "grp": groups,
         **encode_in_flight(record),
         **({"swa": encode_swa(record["swa"])} if "swa" in record else {}),
+        **({"state_slots": encode_state_slots(record["state_slots"])}
+           if "state_slots" in record else {}),
     }
 
 

@@ -155,12 +155,15 @@ class SceneRunner:
 
     The teaching run always uses ``teaching_model`` on ``teaching_gpu``, capped by
     ``max_total_tokens`` (SGLang's ``--max-total-tokens``) to :func:`teaching_tokens` tokens.
+    ``tp``: the tensor-parallel size of models served on more than one GPU (``{preset name:
+    tp}``; 1 for the rest): the card run is then one GPU's share, as SGLang sizes each rank.
     """
 
     simulate: Simulate
     workloads: dict[str, Workload]
     teaching_model: str
     teaching_gpu: str
+    tp: dict[str, int] = field(default_factory=dict)
     memo: dict[tuple[str, str, bool], dict[str, Any]] = field(
         default_factory=dict, compare=False, repr=False)
     cache: RunCache | None = field(default=None, compare=False, repr=False)
@@ -168,7 +171,7 @@ class SceneRunner:
     def card_setup(self, s: Settings) -> tuple[KVPoolPlan, list[RequestSpec]]:
         """The real-scale run's pool and requests (``plan_pool`` raises
         ``NotEnoughMemoryError`` where the weights leave no pool)."""
-        plan = plan_pool(load_model(s.model), gpu=get_gpu(s.gpu),
+        plan = plan_pool(load_model(s.model), gpu=get_gpu(s.gpu), tp=self.tp.get(s.model, 1),
                          mem_fraction_static=s.mem_fraction_static, page_size=s.page_size)
         return plan, self.workloads[s.workload].card_requests()
 
@@ -197,6 +200,7 @@ class SceneRunner:
         plan, requests = self.card_setup(s)
         result = self.simulate(
             requests, model=s.model, gpu=s.gpu,
+            **({"tp": self.tp[s.model]} if self.tp.get(s.model, 1) != 1 else {}),
             mem_fraction_static=s.mem_fraction_static, page_size=s.page_size,
             arrival_rate=load.rate, record_pages=pages,
             max_running_requests=min(plan.max_running_requests, len(requests)),
@@ -262,6 +266,8 @@ class SceneRunner:
                                 "workload": repr(self.workloads[s.workload])}
         if part == "pool":
             args["teaching"] = [self.teaching_model, self.teaching_gpu]
+        elif self.tp.get(s.model, 1) != 1:
+            args["tp"] = self.tp[s.model]
         return args
 
     @staticmethod
@@ -277,7 +283,7 @@ class SceneRunner:
         self.__dict__.update(state, memo={})
 
 
-PAGE_VIEWS = frozenset({"pagetable", "pool", "swapool"})
+PAGE_VIEWS = frozenset({"pagetable", "pool", "swapool", "slots"})
 
 
 def parts(config: dict[str, Any]) -> dict[str, bool]:

@@ -174,7 +174,26 @@ function decodePages(enc, run) {
   const lives = decodeLifetimes(enc, run);
   const track = ownerTrack(ownerChanges(enc, lives, run.n), run.meta.num_pages, run.n);
   const swa = enc.swa ? ownerTrack(decodeSwa(enc.swa, run.n), run.meta.swa_num_pages, run.n) : null;
-  return { lives, ...track, pageSize: run.meta.page_size, swa, ...decodeInFlight(enc) };
+  const slots = enc.state_slots ? decodeStateSlots(enc.state_slots) : null;
+  return { lives, ...track, pageSize: run.meta.page_size, swa, slots, ...decodeInFlight(enc) };
+}
+
+// A linear-attention hybrid's state slots (widgets/state_slots.py): the state pool's parts
+// after each step whose counts changed (free: the pool minus the rest).
+function decodeStateSlots(enc) {
+  return { slots: enc.slots, step: undelta(enc.step), live: enc.live, track: enc.track, tree: enc.tree };
+}
+
+// The state pool's parts after step s ({live, track, tree, free}; twin of slots_at), or
+// null without state slots.
+function slotsAt(run, s) {
+  const ss = run.pages?.slots;
+  if (!ss) return null;
+  let lo = 0, hi = ss.step.length;  // the first change after s
+  while (lo < hi) { const mid = (lo + hi) >> 1; if (ss.step[mid] <= s) lo = mid + 1; else hi = mid; }
+  const i = lo - 1;
+  if (i < 0) return { live: 0, track: 0, tree: 0, free: ss.slots };
+  return { live: ss.live[i], track: ss.track[i], tree: ss.tree[i], free: ss.slots - ss.live[i] - ss.track[i] - ss.tree[i] };
 }
 
 // Every page's owner of a track after step s (Int32Array [num_pages + 1]); the array is

@@ -33,6 +33,13 @@ const SWA_SEGMENTS = [
   ["kv_swa_used", "SWA KV held (sliding-window layers' pages not free)", "#009E73"],
   ["kv_swa_free", "SWA KV free", "var(--pkv-free)"],
 ];
+// A linear-attention hybrid's state pool, after the KV pool's segments (widgets/hbm.py).
+const STATE_SEGMENTS = [
+  ["state_live", "state slots of running requests (one each)", "#009E73"],
+  ["state_track", "their track slots (states being checkpointed)", "#56B4E9"],
+  ["state_tree", "states the radix cache keeps", "#CC79A7"],
+  ["state_free", "state slots free", "var(--pkv-free)"],
+];
 const EVENT_MARKS = [["admit", "admit", "#009E73"], ["finish", "finish", "#56B4E9"],
   ["retract", "retract", "#D55E00"], ["reprefill", "re-prefill", "#CC79A7"]];
 const HATCH_CSS = "repeating-linear-gradient(45deg,#e4e4e4 0 3px,#a8a8a8 3px 5px)";
@@ -72,6 +79,11 @@ function hbmBytes(run, s) {
     const held = Math.min((swaHeldAt(run, s) ?? 0) * meta.page_size * meta.swa_cell_size, hbm.swa_pool);
     Object.assign(bytes, { kv_swa_used: held, kv_swa_free: hbm.swa_pool - held });
   }
+  if (hbm.state_pool !== undefined) {  // the state pool: its slots' parts, from the page record
+    const c = slotsAt(run, s) ?? { live: 0, track: 0, tree: 0 };
+    const held = { state_live: c.live * hbm.state_bytes, state_track: c.track * hbm.state_bytes, state_tree: c.tree * hbm.state_bytes };
+    Object.assign(bytes, held, { state_free: hbm.state_pool - held.state_live - held.state_track - held.state_tree });
+  }
   return bytes;
 }
 
@@ -87,7 +99,8 @@ function bracket(x, w, up, label, W) {
 // bar has both pools, each under a bracket with its tokens: FULL above, SWA below.
 function hbmView(run, s, W) {
   const { hbm, meta } = run, bytes = hbmBytes(run, s), swa = hbm.swa_pool !== undefined;
-  const segments = swa ? [...HBM_SEGMENTS, ...SWA_SEGMENTS] : HBM_SEGMENTS;
+  const state = hbm.state_pool !== undefined, below = swa || state;
+  const segments = [...HBM_SEGMENTS, ...(swa ? SWA_SEGMENTS : []), ...(state ? STATE_SEGMENTS : [])];
   const x0 = 10, barW = W - 20, scale = barW / hbm.card;
   let x = x0, body = "";
   segments.forEach(([key, label, fill]) => {
@@ -99,13 +112,41 @@ function hbmView(run, s, W) {
   const poolStart = x0 + (hbm.weights + hbm.other) * scale, poolW = hbm.pool * scale;
   body += bracket(poolStart, poolW, true, `${swa ? "FULL " : ""}KV pool · ${gib(hbm.pool)} · ${num(meta.max_total_num_tokens)} tokens`, W);
   if (swa) body += bracket(poolStart + poolW, hbm.swa_pool * scale, false, `SWA KV pool · ${gib(hbm.swa_pool)} · ${num(meta.swa_max_total_num_tokens)} tokens`, W);
-  const every = hbm.card > 64 * GIB ? (W < 480 ? 40 : 20) : 10, tickY = swa ? 94 : 72;
+  if (state) body += bracket(poolStart + poolW, hbm.state_pool * scale, false, `state pool · ${gib(hbm.state_pool)} · ${num(meta.mamba_slots)} slots`, W);
+  const every = hbm.card > 64 * GIB ? (W < 480 ? 40 : 20) : 10, tickY = below ? 94 : 72;
   for (let g = 0; g * GIB <= hbm.card; g += every) {
     body += `<text x="${x0 + g * GIB * scale}" y="${tickY}" class="pkv-tick">${g}</text>`;
   }
   const legend = legendHtml(segments.map(([key, label, fill]) =>
     [`${label} · ${gib(bytes[key])}`, fill.startsWith("url") ? HATCH_CSS : fill]));
-  return svg(W, swa ? 98 : 76, body, `HBM bar at step ${s}`) + legend;
+  return svg(W, below ? 98 : 76, body, `HBM bar at step ${s}`) + legend;
+}
+
+// A linear-attention hybrid's state slots over the run, stacked (running requests' state
+// slots, their track slots, the radix cache's states; up to the most held at once), the
+// step s marked, and the parts at s in the legend. Slots are not pages: counts, not a map.
+function slotsView(run, s, W) {
+  const ss = run.pages?.slots;
+  if (!ss) return "";
+  const L = 40, R = W - 40, T = 10, B = 110, n = run.n;
+  const points = Math.max(2, Math.min(n, Math.ceil((R - L) / 2)));
+  const at = Array.from({ length: points }, (_, k) => Math.round((k * (n - 1)) / (points - 1)));
+  const parts = at.map((t) => slotsAt(run, t));
+  let ymax = 1;
+  for (let i = 0; i < ss.step.length; i++) ymax = Math.max(ymax, ss.live[i] + ss.track[i] + ss.tree[i]);
+  const X = (t) => (L + ((R - L) * t) / Math.max(1, n - 1)).toFixed(1), Y = (v) => (B - ((B - T) * v) / ymax).toFixed(1);
+  const area = (f) => `${L},${B} ${at.map((t, k) => `${X(t)},${Y(f(parts[k]))}`).join(" ")} ${R},${B}`;
+  const [live, track, tree] = STATE_SEGMENTS;
+  let body = `<rect x="${L}" y="${T}" width="${R - L}" height="${B - T}" class="pkv-plotbg"/>` +
+    `<polygon data-slots="tree" points="${area((c) => c.live + c.track + c.tree)}" fill="${tree[2]}"/>` +
+    `<polygon data-slots="track" points="${area((c) => c.live + c.track)}" fill="${track[2]}"/>` +
+    `<polygon data-slots="live" points="${area((c) => c.live)}" fill="${live[2]}"/>` +
+    `<text x="${L - 4}" y="${T + 8}" class="pkv-tick pkv-end">${num(ymax)}</text><text x="${L - 4}" y="${B}" class="pkv-tick pkv-end">0</text>` +
+    `<text x="${L}" y="${B + 13}" class="pkv-tick pkv-start">step 0</text><text x="${R}" y="${B + 13}" class="pkv-tick pkv-end">step ${num(n - 1)}</text>` +
+    `<line data-role="slots-cursor" x1="${X(s)}" x2="${X(s)}" y1="${T}" y2="${B}" class="pkv-cursor" stroke-width="1.5"/>`;
+  const c = slotsAt(run, s);
+  const legend = legendHtml([...STATE_SEGMENTS.map(([key, label, fill]) => [`${label} · ${num(c[key.slice(6)])}`, fill])]);
+  return svg(W, B + 18, body, `state slots at step ${s}: ${c.live} of running requests, ${c.track} track, ${c.tree} in the radix cache, ${c.free} free of ${ss.slots}`) + legend;
 }
 
 // Timeline: counts on the left axis, fractions on the right. The frame (axes, legend, empty

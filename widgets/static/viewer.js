@@ -72,6 +72,7 @@ ${has("timeline") ? `<h4>Timeline <small data-role="card-step"></small></h4><div
 ${pages ? `${teaching ? `<h3>Teaching pool: <span data-role="pool-size"></span> <small>(a toy card with the same mem_fraction_static, small enough to read page by page: a run of its own, not a card's)</small></h3>` : `<h4>${has("swapool") ? "The FULL and SWA pools' maps" : "Page table and pool map"} of the same run, at the same step</h4>`}
 ${has("pagetable") ? `<h4>Page table (req_to_token): a row per running request, a cell per page of its row</h4><div data-view="pagetable"></div>` : ""}
 ${has("pool") ? `<h4>Pool map: every physical page, in page-id order, coloured by owner</h4><div data-view="pool"></div>` : ""}
+${has("slots") ? `<h4>State slots (linear-attention layers): <span data-role="slots-size"></span></h4><div class="pkv-scroll" data-view="slots"></div>` : ""}
 ${has("swapool") ? `<h4>FULL pool (full-attention layers): <span data-role="full-pool-size"></span></h4><div data-view="pool"></div>` +
   `<h4>SWA pool (sliding-window layers): <span data-role="swa-pool-size"></span></h4><div data-view="swapool"></div>` : ""}
 <div class="pkv-caption" data-role="pool-caption"></div>
@@ -140,7 +141,7 @@ export function createViewer(el, config, source) {
     const c = pool.counts, held = rowsAt(run, s);
     q("[data-role=pool-caption]").textContent = `step ${num(s)}: ${held.length} requests hold pages · of ${num(pg.numPages)} ${pg.swa ? "FULL pool " : ""}pages (${pg.pageSize} tokens each): ` +
       `${num(c.own)} requests' own, ${num(c[SHARED])} shared (locked in the radix cache), ${num(c[CACHED])} cached (evictable), ${num(c[FREE])} free` +
-      (run.reserved[s] ? ` (admission holds ${num(run.reserved[s])} tokens of room as reserved for running requests)` : "") + swaText(s) + inFlightText(held, pg.overlap) + happenedAt(s);
+      (run.reserved[s] ? ` (admission holds ${num(run.reserved[s])} tokens of room as reserved for running requests)` : "") + swaText(s) + slotsText(s) + inFlightText(held, pg.overlap) + happenedAt(s);
   }
 
   // A sliding-window hybrid's SWA pool at step s, in words (and its map, if shown).
@@ -156,6 +157,15 @@ export function createViewer(el, config, source) {
     return ` · of ${num(pg.swa.numPages)} SWA pool pages: ${num(c.own)} requests' own (their windows), ${num(c[SHARED])} shared, ${num(c[CACHED])} cached, ${num(c[FREE])} free`;
   }
 
+  // A linear-attention hybrid's state slots at step s, in words.
+  function slotsText(s) {
+    const c = slotsAt(run, s), m = run.meta;
+    if (!c) return "";
+    const size = q("[data-role=slots-size]");
+    if (size) size.textContent = `${num(m.mamba_slots)} slots of ${(m.state_bytes / 2 ** 20).toFixed(1)} MiB each (every linear-attention layer's state of one request)`;
+    return ` · of ${num(m.mamba_slots)} state slots: ${num(c.live)} held by running requests, ${num(c.track)} track slots, ${num(c.tree)} states in the radix cache, ${num(c.free)} free`;
+  }
+
   // The overlap loop's half-done work after the step, in words (the normal loop has none).
   function inFlightText(held, overlap) {
     if (!overlap) return " · normal loop: every slot is written by the end of its step";
@@ -168,6 +178,7 @@ export function createViewer(el, config, source) {
     if (!run) return;
     const s = index;
     if (views.hbm) views.hbm.innerHTML = hbmView(run, s, width);
+    if (views.slots) views.slots.innerHTML = slotsView(run, s, width);
     if (views.timeline) {
       const cursor = views.timeline.querySelector("[data-role=cursor]"), x = tlX(run, width, s);
       cursor.setAttribute("x1", x);
@@ -202,7 +213,7 @@ export function createViewer(el, config, source) {
     panel.setAttribute("aria-hidden", String(off));
     if (!off) return;
     // Each view becomes an empty box of the same height (the page does not jump).
-    panel.querySelectorAll("[data-view=hbm], [data-view=timeline]").forEach((view) => {
+    panel.querySelectorAll("[data-view=hbm], [data-view=timeline], [data-view=slots]").forEach((view) => {
       view.innerHTML = `<div class="pkv-blank" style="height:${Math.max(40, view.offsetHeight)}px"></div>`;
     });
     Object.values(grids).forEach((g) => g.layout({ cols: 0, rows: 0, cw: 1, ch: 1, gutter: 0, height: 40,
