@@ -207,7 +207,8 @@ def finish_facts(run: dict[str, Any], which: int = 0) -> FinishFacts:
 
 # The book chapter each visualizer view sits in (``visualizer(chapter=...)`` in that chapter's
 # notebook; tests/book/test_book_words.py checks the notebooks against it).
-BOOK_CHAPTER = {"memory": 1, "paging": 3, "admission": 4, "retraction": 5, "full": 7, "windows": 9}
+BOOK_CHAPTER = {"memory": 1, "paging": 3, "admission": 4, "retraction": 5, "full": 7, "windows": 9,
+                "states": 9}
 
 
 def running_case_chapters() -> tuple[int, ...]:

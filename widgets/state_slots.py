@@ -66,7 +66,7 @@ class StateFacts:
     bytes per slot)."""
 
     kv_tokens: int
-    slots: int
+    num_state_slots: int
     state_bytes: int
     steps: int
     live_peak: int  # requests holding a state slot at most, over the run
@@ -93,7 +93,7 @@ def state_facts(run: dict[str, Any]) -> StateFacts:
     peak = int(np.argmax(s["live"]))
     used = np.asarray(run["tokens_used"], dtype=np.int64)
     return StateFacts(
-        kv_tokens=meta["max_total_num_tokens"], slots=meta["mamba_slots"],
+        kv_tokens=meta["max_total_num_tokens"], num_state_slots=meta["mamba_slots"],
         state_bytes=meta["state_bytes"], steps=n, live_peak=int(s["live"][peak]),
         live_peak_step=peak, track_at_peak=int(s["track"][peak]), tree_end=int(s["tree"][-1]),
         tree_peak=int(s["tree"].max()), kv_peak_pages=-(-int(used.max()) // meta["page_size"]),

@@ -62,7 +62,7 @@ def test_state_facts_are_the_runs() -> None:
     assert facts.live_peak == live.max() > 1 and live[facts.live_peak_step] == facts.live_peak
     assert facts.track_at_peak == 2 * facts.live_peak  # the overlap loop's ping-pong pair
     assert facts.tree_end == trace["page_events"]["state_slots"]["tree"][-1] > 0
-    assert facts.slots == trace["meta"]["mamba_slots"]
+    assert facts.num_state_slots == trace["meta"]["mamba_slots"]
     with pytest.raises(ConfigError, match="linear-attention hybrid"):
         state_facts(decode_run(encode_run(simulate(uniform(4, (20, 40), (5, 10), 10),
                                                    record_pages=True).trace.to_dict())))
