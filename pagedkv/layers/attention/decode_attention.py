@@ -108,7 +108,7 @@ NUM_STAGES = 5  # two buffers each for K and V ("Pipelining" above; SGLang passe
 # Stage-1 programs per SM that fit at once, by compute capability: what the split count
 # plans for, and what tests/lessons/kernel/test_kernel_compiles.py checks the compiled kernels against.
 PROGRAMS_PER_SM = {75: 2, 80: 4, 89: 2, 90: 5}
-MAX_DEFAULT_SPLITS = 16  # SGLang's: server_args.TRITON_ATTENTION_NUM_KV_SPLITS; see default_num_kv_splits
+MAX_DEFAULT_SPLITS = 16  # SGLang's default is 8; see default_num_kv_splits
 
 
 @triton.jit
@@ -273,9 +273,8 @@ def default_num_kv_splits(batch: int, num_kv_heads: int, group: int, max_seq_len
     programs resident to cover the memory latency (``roofline.py``). We split until
     ``P * splits`` reaches ``sm_count * PROGRAMS_PER_SM[arch]`` without passing it (a
     second, partial wave would leave most SMs idle at its end), with at least one 32-token
-    tile per split and at most 16 splits (SGLang's default cap,
-    :data:`pagedkv.server_args.TRITON_ATTENTION_NUM_KV_SPLITS`, 8, leaves a single request on
-    an H100 with 64 programs for 132 SMs). Under the CPU interpreter programs
+    tile per split and at most 16 splits (SGLang's default cap is 8, which leaves a single
+    request on an H100 with 64 programs for 132 SMs). Under the CPU interpreter programs
     run one after another, so splitting only adds work: 1.
 
     Args:
