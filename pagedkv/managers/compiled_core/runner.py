@@ -22,8 +22,8 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+import pagedkv.managers.compiled_core.layout as L
 from pagedkv.errors import OutOfMemoryError
-from pagedkv.managers.compiled_core import layout as L
 from pagedkv.managers.config import Policy
 from pagedkv.managers.scheduler_components.decode_memory_checker import retract_line
 from pagedkv.managers.scheduler_components.metrics_reporter import decode_line, prefill_line
