@@ -25,8 +25,12 @@ ARTIFACTS = ROOT / "test-artifacts"
 CHROMIUM = os.environ.get("PAGEDKV_CHROMIUM", "/usr/bin/chromium")
 # axe-core, the accessibility checker the browser tests inject (npm: package.json, `npm ci`).
 AXE_JS = ROOT / "node_modules" / "axe-core" / "axe.min.js"
+# --disable-dev-shm-usage: Chromium keeps its shared memory in /tmp, not /dev/shm, which a
+# container gives 64 MB by default: too little for the several browsers the tests run at once
+# (one per xdist worker), and a full /dev/shm kills the browser mid-run.
 FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-         "--disable-background-networking", "--disable-component-update", "--disable-sync"]
+         "--disable-background-networking", "--disable-component-update", "--disable-sync",
+         "--disable-dev-shm-usage"]
 
 
 @lru_cache(maxsize=512)

@@ -53,11 +53,23 @@ def site():
 
 @pytest.fixture(scope="module")
 def chromium():
+    """``chromium()``: the module's browser, launched again if it has died since the last
+    test, so that a browser lost mid-run fails the test it was lost in, not every test after
+    it (each would otherwise report only "Target page, context or browser has been closed")."""
     sync_api = pytest.importorskip("playwright.sync_api")
     with sync_api.sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=CHROMIUM, headless=True, args=FLAGS)
-        yield browser
-        browser.close()
+        browsers = []
+
+        def connected():
+            if not browsers or not browsers[-1].is_connected():
+                browsers.append(p.chromium.launch(executable_path=CHROMIUM, headless=True,
+                                                  args=FLAGS))
+            return browsers[-1]
+
+        yield connected
+        for browser in browsers:
+            if browser.is_connected():
+                browser.close()
 
 
 @pytest.fixture
@@ -70,7 +82,7 @@ def load(site, chromium):
     contexts = []
 
     def open_page(name: str, width: int = 1280, theme: str | None = "light"):
-        context = chromium.new_context(viewport={"width": width, "height": 900})
+        context = chromium().new_context(viewport={"width": width, "height": 900})
         if theme:
             context.add_init_script(f"localStorage.setItem('mode', '{theme}');"
                                     f"localStorage.setItem('theme', '{theme}');")
@@ -87,7 +99,8 @@ def load(site, chromium):
 
     yield open_page
     for context in contexts:
-        context.close()
+        if context.browser is not None and context.browser.is_connected():  # else gone with it
+            context.close()
 
 
 @pytest.mark.parametrize("name", PAGES)

@@ -21,11 +21,10 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from browser_support import CHROMIUM, FLAGS
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]  # Chromium pages: slow too
 
-CHROMIUM = os.environ.get("PAGEDKV_CHROMIUM", "/usr/bin/chromium")
-FLAGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking"]
 ROOT = Path(__file__).resolve().parents[2]
 ARTIFACTS = ROOT / "test-artifacts"
 VIZ = ".pkv-root"
