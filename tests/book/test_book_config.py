@@ -35,3 +35,21 @@ def test_every_chapter_is_in_the_toc():
     toc = (ROOT / "_toc.yml").read_text()
     for path in NOTEBOOKS:
         assert f"book/{path.stem}" in toc, f"{path.name} missing from _toc.yml"
+
+
+def test_notebooks_are_valid_for_their_nbformat():
+    """nbformat 4.5 requires a unique id on every cell; a missing one made the build warn
+    (MissingIDFieldWarning: chapter 3 had three such cells)."""
+    import warnings
+
+    import nbformat
+
+    for path in NOTEBOOKS:
+        nb = json.loads(path.read_text())
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")
+            nbformat.validate(nbformat.from_dict(json.loads(path.read_text())))
+        if (nb["nbformat"], nb["nbformat_minor"]) >= (4, 5):
+            ids = [cell.get("id") for cell in nb["cells"]]
+            assert None not in ids, f"{path.name}: cell {ids.index(None)} has no id"
+            assert len(set(ids)) == len(ids), f"{path.name}: duplicate cell ids"
