@@ -3,8 +3,9 @@
 Follows ``python/sglang/srt/mem_cache/radix_cache.py`` (``RadixCache.inc_lock_ref``,
 ``dec_lock_ref``, ``evict``; 0.5.9) and 0.5.23's ``mem_cache/unified_radix_cache.py``
 (``UnifiedRadixCache.evict_for_alloc``), whose locks and eviction order are 0.5.9's (checked
-by the reference tests). Functions over a :class:`~pagedkv.mem_cache.radix_tree.RadixTree`,
-which calls them from its methods of the same names:
+by the reference tests). Functions over a :class:`~pagedkv.mem_cache.radix_tree.RadixTree`
+(what they use of it is :class:`EvictableTree`), which calls them from its methods of the
+same names:
 
 - a running request locks the path to its last matched node (:func:`inc_lock_ref`), so
   eviction cannot free slots it reads; a locked node's slots count as ``protected_size_``,
@@ -22,18 +23,39 @@ Where we simplify: LRU is the only eviction policy (SGLang's default
 from __future__ import annotations
 
 import heapq
-from typing import TYPE_CHECKING
+from collections.abc import Iterator
+from typing import Protocol
 
 import numpy as np
 
 from pagedkv.errors import AllocatorError, check_positive_int
-
-if TYPE_CHECKING:
-    from pagedkv.mem_cache.radix_node import TreeNode
-    from pagedkv.mem_cache.radix_tree import RadixTree
+from pagedkv.mem_cache.allocator import BaseTokenToKVPoolAllocator
+from pagedkv.mem_cache.radix_node import TreeNode
 
 
-def push_if_evictable(tree: RadixTree, node: TreeNode) -> None:
+class EvictableTree(Protocol):
+    """What locking and eviction use of a radix tree
+    (:class:`~pagedkv.mem_cache.radix_tree.RadixTree` has it all): its root, node count and
+    nodes, its size counters (slots), its heap of unlocked leaves, the allocator its slots
+    go back to and in which order (``free_order``, a ``Release`` field), and unlinking a leaf."""
+
+    root_node: TreeNode
+    num_nodes: int
+    evictable_size_: int
+    protected_size_: int
+    evicted_tokens: int
+    lru_heap: list[tuple[int, int, TreeNode]]
+    allocator: BaseTokenToKVPoolAllocator
+    free_order: str
+
+    def nodes(self) -> Iterator[TreeNode]:
+        """Every node, the root included."""
+
+    def detach_leaf(self, leaf: TreeNode) -> TreeNode:
+        """Unlink ``leaf`` from its parent; return the parent."""
+
+
+def push_if_evictable(tree: EvictableTree, node: TreeNode) -> None:
     """Queue ``node`` in ``tree.lru_heap`` if it is now an unlocked leaf (below the root)."""
     if not node.children and node.lock_ref == 0 and node is not tree.root_node:
         heapq.heappush(tree.lru_heap, (node.last_access_time, node.id, node))
@@ -43,7 +65,7 @@ def push_if_evictable(tree: RadixTree, node: TreeNode) -> None:
             heapq.heapify(tree.lru_heap)
 
 
-def inc_lock_ref(tree: RadixTree, node: TreeNode) -> None:
+def inc_lock_ref(tree: EvictableTree, node: TreeNode) -> None:
     """Lock the path from ``node`` up to the root: its slots stop being evictable.
     Source: ``RadixCache.inc_lock_ref``."""
     while node is not tree.root_node:
@@ -55,7 +77,7 @@ def inc_lock_ref(tree: RadixTree, node: TreeNode) -> None:
         node = node.parent
 
 
-def dec_lock_ref(tree: RadixTree, node: TreeNode) -> None:
+def dec_lock_ref(tree: EvictableTree, node: TreeNode) -> None:
     """Undo one :func:`inc_lock_ref` on the same node; a node left unlocked and childless
     becomes an eviction candidate. Source: ``RadixCache.dec_lock_ref``.
 
@@ -80,7 +102,7 @@ def dec_lock_ref(tree: RadixTree, node: TreeNode) -> None:
         node = node.parent
 
 
-def pop_lru_leaf(tree: RadixTree) -> TreeNode | None:
+def pop_lru_leaf(tree: EvictableTree) -> TreeNode | None:
     """The least recently used unlocked leaf, or None (stale heap entries dropped)."""
     heap = tree.lru_heap
     while heap:
@@ -91,7 +113,7 @@ def pop_lru_leaf(tree: RadixTree) -> TreeNode | None:
     return None
 
 
-def evict_leaf(tree: RadixTree, leaf: TreeNode, free: bool = True) -> int:
+def evict_leaf(tree: EvictableTree, leaf: TreeNode, free: bool = True) -> int:
     """Take ``leaf`` out of the tree (its parent may become a candidate); free its slots too
     unless ``free`` is False (the caller frees them). Returns its slots."""
     if free:
@@ -103,7 +125,7 @@ def evict_leaf(tree: RadixTree, leaf: TreeNode, free: bool = True) -> int:
     return len(leaf.key)
 
 
-def evict(tree: RadixTree, num_tokens: int) -> int:
+def evict(tree: EvictableTree, num_tokens: int) -> int:
     """Free unlocked leaves, least recently used first, until ``num_tokens`` slots are freed
     or nothing unlocked is left; return the slots freed (may exceed the ask by up to one
     node).
@@ -122,7 +144,7 @@ def evict(tree: RadixTree, num_tokens: int) -> int:
     return freed
 
 
-def evict_for_alloc(tree: RadixTree, num_tokens: int) -> int:
+def evict_for_alloc(tree: EvictableTree, num_tokens: int) -> int:
     """Free LRU unlocked leaves one at a time until the allocator has ``num_tokens`` free
     slots or nothing unlocked is left; return the slots freed.
     Source: 0.5.23 ``UnifiedRadixCache.evict_for_alloc``."""
