@@ -112,9 +112,12 @@ def swa_page_owners(full_owners: np.ndarray, full_to_swa: np.ndarray,
     """
     p = page_size
     owners = np.full(num_swa_pages + 1, FREE, dtype=np.int64)
-    peers = full_to_swa[:len(full_owners) * p:p]  # each full page's first slot's SWA slot
-    held = (peers > 0) & (full_owners != FREE)
-    owners[peers[held] // p] = full_owners[held]
+    # the full pages held, then their first slots' SWA slots: a gather of those pages only (a
+    # strided read of every page's first slot cost a cache line per page, every step)
+    held = np.flatnonzero(full_owners != FREE)
+    peers = full_to_swa[held * p]
+    peered = peers > 0
+    owners[peers[peered] // p] = full_owners[held[peered]]
     pages, tree_owners = tree_pages_owners
     owners[pages] = tree_owners
     return owners
