@@ -32,7 +32,8 @@ def visualizer(
     """The memory visualizer for one chapter, live in Jupyter or static in the built book.
 
     ``chapter`` is one of ``"memory"``, ``"paging"``, ``"admission"``, ``"retraction"``,
-    ``"full"``, ``"windows"`` (a sliding-window hybrid's two pools) and picks the views and
+    ``"full"``, ``"windows"`` (a sliding-window hybrid's two pools), ``"states"`` (a
+    linear-attention hybrid's KV pool and state slots) and picks the views and
     controls. The keyword settings choose where the
     controls start (defaults: the chapter's in ``CATALOG.chapter_defaults``, else
     ``CATALOG.defaults``); ``loop`` is the scheduler loop, ``"overlap"`` (SGLang's default)

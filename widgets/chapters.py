@@ -5,7 +5,6 @@ offers. The same catalogue drives the live widget and the precomputed static gri
 from __future__ import annotations
 
 import itertools
-import math
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -30,6 +29,24 @@ CARD_PAGE_SIZES = (1, 16, 64)
 # The loop control's labels (scenes.LOOPS): SGLang's default and the flag that turns it off.
 LOOP_LABELS = {"overlap": "overlap (SGLang's default)",
                "normal": "normal (--disable-overlap-schedule)"}
+# Chapter 9's menus. Models: the sliding-window hybrids SGLang 0.5.23 gives a SWA pool
+# (``is_hybrid_swa_model``) that fit one H100 or H200 (Llama-4-Scout, the other one pagedkv
+# sizes, needs four), and the linear-attention hybrids pagedkv sizes (Qwen3-Next).
+SWA_MODELS = ("gpt-oss-20b", "gpt-oss-120b")
+STATE_MODELS = ("qwen3-next-80b-a3b",)
+HYBRID_GPUS = ("h100-sxm-80gb", "h200-141gb")
+# Page sizes: gpt-oss's attention backends on these cards (triton, fa3) take any page size and
+# trtllm_mha (its default on Blackwell) 16, 32, 64 or 128; Qwen3-Next's extra_buffer strategy
+# (the radix cache on) needs a divisor of mamba_track_interval = 256
+# (``validate_mamba_extra_buffer``). A page of one token is left out: every step's record of
+# the SWA pool's owners walks every page, and one-token pages make each run many times longer.
+SWA_PAGE_SIZES = (16, 64, 128)
+STATE_PAGE_SIZES = (16, 64, 256)
+# mem_fraction_static around the opening setting's (SGLang's default for it): one step down
+# and one up; the windows view two steps down, where gpt-oss-120b's weights leave an H100 no
+# pool (the view says so).
+AROUND_DEFAULT = (-0.05, 0.0, 0.05)
+AROUND_DEFAULT_WIDE = (-0.10, -0.05, 0.0, 0.05)
 
 
 @dataclass(frozen=True)
@@ -38,7 +55,7 @@ class Catalog:
 
     ``tp``: the tensor-parallel size of models served on more than one GPU (``{preset name:
     tp}``, 1 for the others).
-    ``fixed_models``: models a chapter may open on without offering them in its menu
+    ``hybrid_models``: models only the chapters naming them (:attr:`Chapter.models`) offer
     (``{preset name: label}``)."""
 
     models: dict[str, str]
@@ -46,7 +63,7 @@ class Catalog:
     workloads: dict[str, Workload]
     defaults: Settings
     chapter_defaults: dict[str, Settings] = field(default_factory=dict)
-    fixed_models: dict[str, str] = field(default_factory=dict)
+    hybrid_models: dict[str, str] = field(default_factory=dict)
     tp: dict[str, int] = field(default_factory=dict)
 
 
@@ -59,7 +76,12 @@ class Chapter:
     ``planes`` picks the settings the static book precomputes (:func:`grid_settings`): empty,
     every combination of the controls; else, for each plane (a tuple of controls), every
     combination of those controls with the others at the chapter's opening settings.
-    ``workloads`` limits the workload control to those catalogue workloads (None: all).
+    ``workloads`` limits the workload control to those catalogue workloads (default: the
+    running case's three at its full size; None: all);
+    ``models`` and ``gpus`` give the model and GPU menus (None: the catalogue's ``models`` and
+    ``gpus``); ``fractions``, offsets added to the opening ``mem_fraction_static`` (those off
+    it rounded to hundredths), give the fraction slider (None: :data:`MEM_FRACTIONS`, or
+    :data:`PAGE_FRACTIONS` for a card run with a page record).
     """
 
     title: str
@@ -69,7 +91,10 @@ class Chapter:
     teaching: bool = False
     page_sizes: tuple[int, ...] = PAGE_SIZES
     planes: tuple[tuple[str, ...], ...] = ()
-    workloads: tuple[str, ...] | None = None
+    workloads: tuple[str, ...] | None = ("calm", "busy", "burst")
+    models: tuple[str, ...] | None = None
+    gpus: tuple[str, ...] | None = None
+    fractions: tuple[float, ...] | None = None
 
 
 def _first(text: str) -> str:
@@ -101,6 +126,7 @@ _BAR_STATES = ("one GPU's memory as a bar (weights, the reserve that 1 - mem_fra
                "cache's states and free slots) at one step of a simulated run")
 _SLOTS = ("the state pool's slots over the run with the same step marked (a running request's "
           "state slot, its track slots, the states the radix cache keeps, free slots)")
+_HYBRID_CONTROLS = ("model", "gpu", "workload", "mem_fraction_static", "page_size")
 CHAPTERS = {
     "memory": Chapter("Where the card's memory goes", ("hbm", "timeline"),
                       ("model", "gpu", "mem_fraction_static"),
@@ -127,24 +153,32 @@ CHAPTERS = {
                     page_sizes=CARD_PAGE_SIZES,
                     planes=(("workload", "mem_fraction_static"), ("model", "gpu"),
                             ("workload", "page_size"), ("loop", "mem_fraction_static"))),
-    # Chapter 9: a sliding-window hybrid's two pools in one run (two card runs: the busy and
-    # burst workloads). A hybrid's decode steps are not taken together (DecodeFastForward
-    # leaves sliding-window pools out), so the calm rate's run is simulated and recorded step
-    # by step: about 211,000 steps and 110 CPU-s, over the book's 60 s a cell; busy takes
-    # about 19 CPU-s and burst 12.
-    "windows": Chapter("Two pools: full attention and sliding window", SWA_VIEWS, ("workload",),
+    # Chapter 9: a sliding-window hybrid's two pools in one run. A hybrid's decode steps are
+    # not taken together (DecodeFastForward leaves sliding-window pools out), so every run is
+    # simulated and recorded step by step: the calm rate's (about 211,000 steps, 110 CPU-s at
+    # 120 requests) is left out, and the runs take the first HYBRID_REQUESTS of the workload's
+    # requests (catalog.py). Every combination of the controls is 96 runs of 2-12 CPU-s; the
+    # static page holds four planes through the opening setting (10 runs), the live widget any.
+    "windows": Chapter("Two pools: full attention and sliding window", SWA_VIEWS, _HYBRID_CONTROLS,
                        f"{_first(_BAR_SWA)}, {_TIMELINE}, and {_SWA_PAGES}, all at the same "
                        "step; play the run and watch the SWA pool's pages go free as each "
                        "request's window slides while the FULL pool's keep every token.",
-                       workloads=("busy", "burst")),
-    # Chapter 9: a linear-attention hybrid's KV pool and state slots in one run (Qwen3-Next on
-    # four H200s; the busy and burst workloads, as the windows chapter's).
-    "states": Chapter("Two pools: KV pages and state slots", STATE_VIEWS, ("workload",),
+                       page_sizes=SWA_PAGE_SIZES, workloads=("busy-hybrid", "burst-hybrid"),
+                       models=SWA_MODELS, gpus=HYBRID_GPUS, fractions=AROUND_DEFAULT_WIDE,
+                       planes=(("model", "gpu"), ("workload",), ("mem_fraction_static",),
+                               ("page_size",))),
+    # Chapter 9: a linear-attention hybrid's KV pool and state slots in one run (one GPU's
+    # share at the model's tensor-parallel size; the workloads of the windows chapter). Its
+    # burst runs take 1-2 CPU-s, so the page holds fraction x page size whole (11 runs).
+    "states": Chapter("Two pools: KV pages and state slots", STATE_VIEWS, _HYBRID_CONTROLS,
                       f"{_first(_BAR_STATES)}, {_TIMELINE}, the KV pool's map (every page of "
                       f"the full-attention layers coloured by owner), and {_SLOTS}, all at the "
                       "same step; play the run and watch each admitted request take a state "
                       "slot whatever its length, while its KV grows page by page.",
-                      workloads=("busy", "burst")),
+                      page_sizes=STATE_PAGE_SIZES, workloads=("busy-hybrid", "burst-hybrid"),
+                      models=STATE_MODELS, gpus=HYBRID_GPUS, fractions=AROUND_DEFAULT,
+                      planes=(("model", "gpu"), ("workload",),
+                              ("mem_fraction_static", "page_size"))),
 }
 
 
@@ -155,16 +189,17 @@ def chapter_config(catalog: Catalog, chapter: str, settings: Settings) -> dict[s
     grid (the product of all axes) stays small.
     """
     spec = CHAPTERS[chapter]
-    models = dict(catalog.models)
-    if settings.model in catalog.fixed_models and "model" not in spec.controls:
-        models[settings.model] = catalog.fixed_models[settings.model]
+    labels = {**catalog.models, **catalog.hybrid_models}
+    f = settings.mem_fraction_static
     every = {
-        "model": [[k, v] for k, v in models.items()],
-        "gpu": [[k, v] for k, v in catalog.gpus.items()],
+        "model": [[k, labels[k]] for k in (catalog.models if spec.models is None else spec.models)],
+        "gpu": [[k, catalog.gpus[k]] for k in (catalog.gpus if spec.gpus is None else spec.gpus)],
         "workload": [[k, v.label] for k, v in catalog.workloads.items()
                      if spec.workloads is None or k in spec.workloads],
-        "mem_fraction_static": list(PAGE_FRACTIONS if PAGE_VIEWS & set(spec.views)
-                                    and not spec.teaching else MEM_FRACTIONS),
+        "mem_fraction_static": list(
+            [round(f + d, 2) if d else f for d in spec.fractions] if spec.fractions is not None
+            else PAGE_FRACTIONS if PAGE_VIEWS & set(spec.views) and not spec.teaching
+            else MEM_FRACTIONS),
         "page_size": list(spec.page_sizes),
         "loop": [[k, LOOP_LABELS[k]] for k in LOOPS],
     }
@@ -213,37 +248,3 @@ def resolve_settings(catalog: Catalog, chapter: str | None = None, **overrides: 
     ``overrides`` applied (None means keep the default)."""
     base = catalog.chapter_defaults.get(chapter, catalog.defaults) if chapter else catalog.defaults
     return replace(base, **{k: v for k, v in overrides.items() if v is not None})
-
-
-_CONTROL_WORDS = {"model": "model", "gpu": "GPU", "workload": "workload",
-                  "mem_fraction_static": "`mem_fraction_static`", "page_size": "page size",
-                  "loop": "scheduler loop"}
-
-
-def _and(items: list[str]) -> str:
-    return items[0] if len(items) == 1 else ", ".join(items[:-1]) + " and " + items[-1]
-
-
-def grid_text(chapter: str, catalog: Catalog | None = None) -> str:
-    """One paragraph, for the chapter's text, on which settings its static visualizer holds
-    (:func:`grid_settings`): every combination, or its planes and how many runs that is.
-
-    Raises ``ConfigError`` for an unknown chapter.
-    """
-    if chapter not in CHAPTERS:
-        raise bad_value("chapter", chapter, f"one of {sorted(CHAPTERS)}")
-    from pagedkv_widgets.catalog import CATALOG  # the catalogue imports this module
-
-    catalog = catalog or CATALOG
-    config = chapter_config(catalog, chapter, resolve_settings(catalog, chapter))
-    held = len(grid_settings(config))
-    if not config["planes"]:
-        return f"The book's page holds every combination of the controls ({held} runs)."
-    every = math.prod(len(v) for k, v in config["axes"].items() if k in config["controls"])
-    planes = [_and([_CONTROL_WORDS[k] for k in plane]) for plane in config["planes"]]
-    listed = "; of ".join(planes[:-1]) + ("; and of " if len(planes) > 1 else "") + planes[-1]
-    return (f"The book's page holds every combination of {listed}, with the other "
-            f"controls at the defaults: {held} runs. All {every} combinations of the controls "
-            "would take the book's build far over its time budget, so a move off those takes the "
-            "other controls to the nearest combination the page holds, and says so; in Jupyter "
-            "or Colab the visualizer runs any combination.")

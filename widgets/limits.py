@@ -31,6 +31,12 @@ from pagedkv.units import fmt_gib
 from pagedkv_widgets.scenes import SceneRunner, Settings
 
 
+def fraction_text(f: float) -> str:
+    """A ``mem_fraction_static`` as SGLang prints it: two decimals, three where it has them
+    (its default 0.897; the renderer's ``fraction`` is its twin)."""
+    return f"{f:.3f}" if abs(f * 100 - round(f * 100)) > 1e-6 else f"{f:.2f}"
+
+
 def _label(config: dict[str, Any], axis: str, value: Any) -> str:
     """A model's or GPU's name as the controls show it."""
     return next((label for v, label in config["axes"].get(axis, []) if v == value), str(value))
@@ -47,7 +53,7 @@ def problem(runner: SceneRunner, part: str, s: Settings, config: dict[str, Any])
         card, weights = get_gpu(gpu), load_model(model).weight_bytes()
         keep = s.mem_fraction_static * card.memory_bytes
         return (f"{_label(config, 'model', model)}'s weights take {fmt_gib(weights)}, but "
-                f"mem_fraction_static {s.mem_fraction_static:.2f} keeps {fmt_gib(keep)} of the "
+                f"mem_fraction_static {fraction_text(s.mem_fraction_static)} keeps {fmt_gib(keep)} of the "
                 f"{_label(config, 'gpu', gpu)}'s {fmt_gib(card.memory_bytes)} for weights and KV "
                 "cache together: nothing is left for a KV pool, and SGLang stops at start-up "
                 "(\"Not enough memory\").")
@@ -88,7 +94,7 @@ def fix(runner: SceneRunner, part: str, s: Settings, config: dict[str, Any],
         f = _nearest(keys("mem_fraction_static"), s.mem_fraction_static,
                      lambda v: works(mem_fraction_static=v), upward=True)
         if f is not None:
-            tries.append(f"mem_fraction_static {f:.2f} or more")
+            tries.append(f"mem_fraction_static {fraction_text(f)} or more")
     if part == "pool" and "page_size" in controls:
         p = _nearest(keys("page_size"), s.page_size, lambda v: works(page_size=v), upward=False)
         if p is not None:

@@ -114,7 +114,8 @@ def default_simulate() -> Simulate:
 class Workload:
     """A workload choice: Poisson arrivals at ``rate`` requests/s (None: all at t = 0).
 
-    Card scale: :data:`CARD_REQUESTS` requests of the book's running case, a long-answer chat
+    Card scale: :data:`CARD_REQUESTS` requests (or the first ``requests`` of them: chapter 9's
+    hybrids, whose runs are recorded step by step) of the book's running case, a long-answer chat
     service (:func:`pagedkv.lessons.examples.long_answers_workload`: prompts around 386
     tokens, log-normal outputs with median ~2,340 tokens, ``max_new_tokens`` = output
     length). Runs last thousands of steps, so ``new_token_ratio`` decays to its floor and
@@ -129,13 +130,18 @@ class Workload:
     rate: float | None
     teaching_rate: float | None
     seed: int = 0
+    requests: int = CARD_REQUESTS
+
+    def __post_init__(self) -> None:
+        if not (isinstance(self.requests, int) and 1 <= self.requests <= CARD_REQUESTS):
+            raise bad_value("requests", self.requests, f"an int in [1, {CARD_REQUESTS}]")
 
     def card_requests(self) -> list[RequestSpec]:
-        """The real-scale requests (arrival times at 2 requests/s rescaled to ``rate``;
-        ``rate=None``: all at t = 0)."""
+        """The real-scale requests: the first ``requests`` of the :data:`CARD_REQUESTS`
+        (arrival times at 2 requests/s rescaled to ``rate``; ``rate=None``: all at t = 0)."""
         from pagedkv.lessons.examples import long_answers_workload  # the scheduler, lazily
 
-        base = long_answers_workload(2.0, self.seed, n=CARD_REQUESTS)
+        base = long_answers_workload(2.0, self.seed, n=CARD_REQUESTS)[:self.requests]
         scale = 0.0 if self.rate is None else 2.0 / self.rate
         return [RequestSpec(r.prompt_len, r.output_len, r.max_new_tokens, r.arrival_s * scale)
                 for r in base]

@@ -5,20 +5,23 @@ facts are the run's, and the chapter opens on Qwen3-Next at tp 4."""
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 
 import numpy as np
 import pytest
 
-from pagedkv.configs.model_presets import load_model
+from pagedkv.configs.model_presets import MODEL_PRESETS, load_model
 from pagedkv.entrypoints import simulate
 from pagedkv.errors import ConfigError
 from pagedkv.gpus import get_gpu
+from pagedkv.hybrid_pools import MAMBA_TRACK_INTERVAL
 from pagedkv.sizing import plan_pool
 from pagedkv.workloads.synthetic import uniform
-from pagedkv_widgets.catalog import CATALOG, STATE_MODEL, STATE_TP
-from pagedkv_widgets.chapters import STATE_VIEWS, chapter_config, resolve_settings
+from pagedkv_widgets.catalog import CATALOG, STATE_MODEL, STATE_TP, make_runner
+from pagedkv_widgets.chapters import STATE_VIEWS, chapter_config, grid_settings, resolve_settings
 from pagedkv_widgets.encoding import decode_run, encode_run
 from pagedkv_widgets.hbm import SEGMENTS, hbm_layout, hbm_segments
+from pagedkv_widgets.limits import problem
 from pagedkv_widgets.state_slots import per_step, slots_at, state_facts
 
 
@@ -73,7 +76,34 @@ def test_the_chapter_opens_on_qwen3_next_at_tp_4() -> None:
     config = chapter_config(CATALOG, "states", here)
     assert (here.model, here.gpu, CATALOG.tp[here.model]) == ("qwen3-next-80b-a3b", "h200-141gb", 4)
     assert config["views"] == list(STATE_VIEWS) or tuple(config["views"]) == STATE_VIEWS
-    assert [m for m, _ in config["axes"]["model"]] == [here.model]
-    # SGLang 0.5.23's default fraction for an H200 at tp 4, as the pool plan takes it
+    # the one linear-attention hybrid among the presets, its tensor-parallel size in the label
+    assert config["axes"]["model"] == [[here.model, "Qwen3-Next-80B-A3B, tp 4"]]
+    assert [m for m in MODEL_PRESETS if load_model(m).family == "linear"] == [here.model]
+    # SGLang 0.5.23's default fraction for an H200 at tp 4, as the pool plan takes it, with a
+    # step down and up beside it
     plan = plan_pool(load_model(here.model), gpu=get_gpu(here.gpu), tp=4)
-    assert here.mem_fraction_static == plan.mem_fraction_static
+    assert here.mem_fraction_static == plan.mem_fraction_static == 0.897
+    assert config["axes"]["mem_fraction_static"] == [0.85, 0.897, 0.95]
+
+
+def test_the_states_menus_run_on_both_cards_at_pages_sglang_accepts() -> None:
+    """Every GPU, fraction and page size the menus offer sizes a KV pool and a state pool at
+    tp 4; the page sizes are those SGLang 0.5.23's extra_buffer strategy accepts (divisors of
+    mamba_track_interval), and one it refuses is refused by pagedkv too."""
+    here = resolve_settings(CATALOG, "states")
+    config = chapter_config(CATALOG, "states", here)
+    runner = make_runner(lambda *a, **k: None)
+    assert [g for g, _ in config["axes"]["gpu"]] == ["h100-sxm-80gb", "h200-141gb"]
+    assert config["axes"]["page_size"] == [16, 64, 256]
+    for gpu, _ in config["axes"]["gpu"]:
+        for f in config["axes"]["mem_fraction_static"]:
+            for page in config["axes"]["page_size"]:
+                s = replace(here, gpu=gpu, mem_fraction_static=f, page_size=page)
+                assert problem(runner, "card", s, config) is None
+                plan, _ = runner.card_setup(s)
+                assert plan.tp == 4 and plan.page_size == page and plan.mamba_slots > 0
+                assert MAMBA_TRACK_INTERVAL % page == 0
+    with pytest.raises(ConfigError, match="page_size=96"):
+        runner.card_setup(replace(here, page_size=96))
+    # the fraction and page size whole, at the opening card; model x GPU; workload
+    assert len(grid_settings(config)) == 9 + 1 + 1

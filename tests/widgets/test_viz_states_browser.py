@@ -5,17 +5,20 @@ The static page is built here, not taken from the book: chapter 9's ``states`` v
 Qwen3-Next-80B-A3B runs (tp 4) on a smaller KV pool (``max_total_tokens``) and fewer requests,
 so the page builds in seconds. At several steps the HBM bar's state segments must be the
 run's state slots (read here in Python) times a slot's bytes, the slots view's legend the
-same counts, and the KV pool's map the run's page owners.
+same counts, and the KV pool's map the run's page owners; and so after a move of the GPU, the
+fraction and the page size, each to its own run.
 """
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
 from browser_support import CHROMIUM, FLAGS, keep_local, serve
 
 from pagedkv.entrypoints import simulate
+from pagedkv_widgets.limits import fraction_text
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]  # Chromium pages: slow too
 ROOT = ".pkv-static[data-chapter=states]"
@@ -45,7 +48,39 @@ def _small(requests, **options):
     return simulate(requests[:24], **{**options, "max_total_tokens": 65_536})
 
 
+RUN_SHOWN_JS = """(root) => !root.querySelector("[data-role=status]").textContent"""
+
+
+def _shows_the_run(page, root, run: dict) -> None:
+    """At several steps of ``run`` (decoded), the HBM bar's state segments are its state slots
+    times a slot's bytes, the slots view and the caption its counts, the KV pool's map its
+    page owners, and a heading its state pool's size."""
+    from pagedkv_widgets.page_decoding import owners_at
+    from pagedkv_widgets.state_slots import slots_at
+
+    meta, pages = run["meta"], run["pages"]
+    series = pages["state_slots"]
+    n = len(run["step"])
+    for s in (0, 5, n // 3, 2 * n // 3, n - 1):
+        page.evaluate(GOTO_JS, [root, s])
+        got = page.evaluate(DRAWN_JS, root)
+        assert got["step"] == got["poolStep"] == s
+        assert got["pool"] == owners_at(pages, s).tolist()
+        c = slots_at(series, s)
+        for part in ("live", "track", "tree", "free"):
+            assert got["hbm"][f"state_{part}"] == c[part] * meta["state_bytes"], (s, part)
+        assert sum(got["hbm"].values()) == meta["gpu_memory_bytes"]
+        assert got["slots"] == (f"state slots at step {s}: {c['live']} of running requests, "
+                                f"{c['track']} track, {c['tree']} in the radix cache, "
+                                f"{c['free']} free of {meta['mamba_slots']}")
+        assert got["areas"] == 3
+        assert f"of {meta['mamba_slots']:,} state slots: {c['live']:,} held by running" in got["caption"]
+    assert any(f"{meta['mamba_slots']:,} slots" in h for h in got["heads"])
+
+
 def test_the_bar_and_the_slots_view_show_the_runs_state_slots(tmp_path: Path) -> None:
+    """The opening run, then a move of the GPU, the fraction and the page size: each shows its
+    own run (pagedkv's, at that setting), the state pool included."""
     if not Path(CHROMIUM).exists():
         pytest.skip(f"no Chromium at {CHROMIUM} (apt-get install chromium)")
     sync_api = pytest.importorskip("playwright.sync_api")
@@ -53,9 +88,7 @@ def test_the_bar_and_the_slots_view_show_the_runs_state_slots(tmp_path: Path) ->
     from pagedkv_widgets.catalog import CATALOG
     from pagedkv_widgets.chapters import resolve_settings
     from pagedkv_widgets.encoding import decode_run
-    from pagedkv_widgets.page_decoding import owners_at
     from pagedkv_widgets.scenes import SceneRunner
-    from pagedkv_widgets.state_slots import slots_at
 
     html = visualizer("states", static=True, simulate=_small).data
     (tmp_path / "index.html").write_text(
@@ -65,10 +98,15 @@ def test_the_bar_and_the_slots_view_show_the_runs_state_slots(tmp_path: Path) ->
     runner = SceneRunner(_small, CATALOG.workloads, CATALOG.defaults.model, CATALOG.defaults.gpu,
                          tp=dict(CATALOG.tp))
     run = decode_run(runner.run("card", settings, True))
-    meta, pages = run["meta"], run["pages"]
-    series = pages["state_slots"]
+    series = run["pages"]["state_slots"]
     assert max(series["live"]) > 1 and max(series["tree"]) > 0  # requests and the tree hold slots
-    n = len(run["step"])
+    low = resolve_settings(CATALOG, "states").mem_fraction_static - 0.05
+    # each move, from the setting before it: (control, value, the setting now shown, whether
+    # the page moves another control back to the setting it holds)
+    moves = [("gpu", "h100-sxm-80gb", replace(settings, gpu="h100-sxm-80gb"), False),
+             ("mem_fraction_static", "0", replace(settings, mem_fraction_static=round(low, 2)), True),
+             ("page_size", "2", replace(settings, mem_fraction_static=round(low, 2), page_size=256),
+              False)]
     with serve(tmp_path) as url, sync_api.sync_playwright() as p:
         browser = p.chromium.launch(executable_path=CHROMIUM, headless=True, args=FLAGS)
         page = browser.new_page(viewport={"width": 1200, "height": 1400})
@@ -80,20 +118,19 @@ def test_the_bar_and_the_slots_view_show_the_runs_state_slots(tmp_path: Path) ->
         page.goto(f"{url}/index.html", wait_until="load")
         page.wait_for_function(f"() => document.querySelector('{ROOT} [data-view=slots] polygon')")
         root = page.locator(ROOT).element_handle()
-        for s in (0, 5, n // 3, 2 * n // 3, n - 1):
-            page.evaluate(GOTO_JS, [root, s])
-            got = page.evaluate(DRAWN_JS, root)
-            assert got["step"] == got["poolStep"] == s
-            assert got["pool"] == owners_at(pages, s).tolist()
-            c = slots_at(series, s)
-            for part in ("live", "track", "tree", "free"):
-                assert got["hbm"][f"state_{part}"] == c[part] * meta["state_bytes"], (s, part)
-            assert sum(got["hbm"].values()) == meta["gpu_memory_bytes"]
-            assert got["slots"] == (f"state slots at step {s}: {c['live']} of running requests, "
-                                    f"{c['track']} track, {c['tree']} in the radix cache, "
-                                    f"{c['free']} free of {meta['mamba_slots']}")
-            assert got["areas"] == 3
-            assert f"of {meta['mamba_slots']:,} state slots: {c['live']:,} held by running" in got["caption"]
-        assert any(f"{meta['mamba_slots']:,} slots" in h for h in got["heads"])
+        _shows_the_run(page, root, run)
+        viz = page.locator(ROOT)
+        for control, value, now, snapped in moves:
+            if control == "gpu":
+                viz.locator(f"select[data-role={control}]").select_option(value)
+            else:
+                viz.locator(f"input[data-role={control}]").fill(value)
+            page.wait_for_function(RUN_SHOWN_JS, arg=root)
+            assert ("moved with your" in viz.locator("[data-role=note]").inner_text()) == snapped
+            name = viz.locator("[data-role=run-name]").inner_text()
+            assert name.startswith(f"{CATALOG.hybrid_models[now.model]} on {CATALOG.gpus[now.gpu]} ·")
+            assert f"mem_fraction_static {fraction_text(now.mem_fraction_static)} ·" in name
+            assert f"pages of {now.page_size} ·" in name
+            _shows_the_run(page, root, decode_run(runner.run("card", now, True)))
         browser.close()
     assert errors == [] and outside == []

@@ -5,17 +5,23 @@ old form."""
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 
 import numpy as np
 import pytest
 
+from pagedkv.configs.model_presets import load_model
 from pagedkv.entrypoints import simulate
 from pagedkv.errors import ConfigError
+from pagedkv.gpus import get_gpu
+from pagedkv.sizing import plan_pool
 from pagedkv.workloads.synthetic import uniform
-from pagedkv_widgets.catalog import CATALOG, SWA_MODEL, make_runner
-from pagedkv_widgets.chapters import SWA_VIEWS, chapter_config, resolve_settings
+from pagedkv_widgets.catalog import CATALOG, HYBRID_REQUESTS, SWA_MODEL, make_runner
+from pagedkv_widgets.chapter_text import menus_text
+from pagedkv_widgets.chapters import SWA_VIEWS, chapter_config, grid_settings, resolve_settings
 from pagedkv_widgets.encoding import decode_run, encode_run
 from pagedkv_widgets.hbm import SEGMENTS, hbm_layout, hbm_segments
+from pagedkv_widgets.limits import problem
 from pagedkv_widgets.page_decoding import owners_at
 from pagedkv_widgets.swa_encoding import decode_swa, encode_swa, swa_owners_at
 from pagedkv_widgets.swa_facts import held_per_step, window_facts
@@ -111,12 +117,73 @@ def test_chapter_9_opens_on_gpt_oss_on_an_h100_with_both_pool_maps() -> None:
     settings = resolve_settings(CATALOG, "windows")
     config = chapter_config(CATALOG, "windows", settings)
     assert (settings.model, settings.gpu) == (SWA_MODEL, "h100-sxm-80gb")
-    assert config["views"] == list(SWA_VIEWS) and config["axes"]["model"] == [[SWA_MODEL, "gpt-oss-20b"]]
-    assert SWA_MODEL not in CATALOG.models  # no other chapter's menu offers it
+    assert config["views"] == list(SWA_VIEWS)
+    assert config["controls"] == ["model", "gpu", "workload", "mem_fraction_static", "page_size"]
+    assert SWA_MODEL not in CATALOG.models  # no dense chapter's menu offers it
     # the calm rate's run, decoded step by step, is too long for the book's build
-    assert [k for k, _ in config["axes"]["workload"]] == ["busy", "burst"]
+    assert [k for k, _ in config["axes"]["workload"]] == ["busy-hybrid", "burst-hybrid"]
     plan, _ = make_runner(lambda *a, **k: None).card_setup(settings)
     assert plan.is_swa and plan.swa_max_total_num_tokens
-    # a chapter whose model menu is shown does not take a fixed model
+    # SGLang 0.5.23's default fraction for the card, with a step down and up beside it
+    assert settings.mem_fraction_static == plan_pool(load_model(SWA_MODEL),
+                                                     gpu=get_gpu("h100-sxm-80gb")).mem_fraction_static
+    assert config["axes"]["mem_fraction_static"] == [0.73, 0.78, 0.83, 0.88]
+    # a chapter whose model menu does not offer the model refuses it
     with pytest.raises(ConfigError, match="model"):
         chapter_config(CATALOG, "full", settings)
+
+
+def test_the_windows_menus_offer_the_sliding_window_hybrids_that_fit() -> None:
+    """Every model the menu offers is a hybrid SGLang 0.5.23 gives a SWA pool, on every GPU it
+    offers at one of its fractions at least; every setting either sizes both pools or is one
+    the view explains (the weights leave no pool) without simulating."""
+    settings = resolve_settings(CATALOG, "windows")
+    config = chapter_config(CATALOG, "windows", settings)
+    runner = make_runner(lambda *a, **k: None)
+    explained = set()
+    for model in [m for m, _ in config["axes"]["model"]]:
+        assert load_model(model).family == "swa"
+        for gpu in [g for g, _ in config["axes"]["gpu"]]:
+            fits = []
+            for f in config["axes"]["mem_fraction_static"]:
+                for page in config["axes"]["page_size"]:
+                    s = replace(settings, model=model, gpu=gpu, mem_fraction_static=f, page_size=page)
+                    why = problem(runner, "card", s, config)
+                    if why is None:
+                        plan, _ = runner.card_setup(s)
+                        assert plan.is_swa and plan.page_size == page and plan.swa_max_total_num_tokens
+                        fits.append(s)
+                    else:
+                        assert "weights take" in why
+                        explained.add((model, gpu, f))
+            assert fits, (model, gpu)
+    # gpt-oss-120b's weights leave no pool in 0.73 of an H100: the view says so
+    assert explained == {("gpt-oss-120b", "h100-sxm-80gb", 0.73)}
+    assert {(s.model, s.gpu) for s in grid_settings(config)} == {
+        (m, g) for m in ("gpt-oss-20b", "gpt-oss-120b") for g in ("h100-sxm-80gb", "h200-141gb")}
+    # four planes through the opening setting: model x GPU, workload, fraction, page size
+    assert len(grid_settings(config)) == 4 + 1 + 3 + 2
+
+
+def test_the_hybrid_workloads_are_the_first_requests_of_the_running_case() -> None:
+    for short, whole in (("busy-hybrid", "busy"), ("burst-hybrid", "burst")):
+        cut, full = CATALOG.workloads[short], CATALOG.workloads[whole]
+        assert cut.rate == full.rate
+        assert cut.card_requests() == full.card_requests()[:HYBRID_REQUESTS]
+    with pytest.raises(ConfigError, match="requests=0"):
+        replace(CATALOG.workloads["busy"], requests=0)
+
+
+def test_the_chapter_says_what_its_menus_offer() -> None:
+    """Chapter 9's text lists each control's values from the config, as the menus show them."""
+    config = chapter_config(CATALOG, "windows", resolve_settings(CATALOG, "windows"))
+    text = menus_text("windows")
+    assert text.startswith("The menus offer the models gpt-oss-20b and gpt-oss-120b; the GPUs ")
+    for _, label in config["axes"]["gpu"]:
+        assert label in text
+    assert "busy (2 requests/s, 40 requests) and burst (40 requests at once)" in text
+    assert "`mem_fraction_static` 0.73, 0.78, 0.83 and 0.88; pages of 16, 64 and 128 tokens." in text
+    assert "the model Qwen3-Next-80B-A3B, tp 4;" in menus_text("states")
+    assert "0.85, 0.897 and 0.95" in menus_text("states")
+    with pytest.raises(ConfigError, match="chapter='nope'"):
+        menus_text("nope")

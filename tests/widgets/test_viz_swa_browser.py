@@ -3,11 +3,13 @@
 The static page is built here, not taken from the book: chapter 9's views over gpt-oss-20b
 runs on a smaller full pool (``max_total_tokens``) and fewer requests, so the page builds in
 seconds. At several steps the SWA pool's map must paint the run's SWA owners (replayed here in
-Python), the FULL pool's map the full owners, and the HBM bar's SWA segment the SWA pages held.
+Python), the FULL pool's map the full owners, and the HBM bar's SWA segment the SWA pages held;
+and so after a move of the GPU, the model and the page size, each to its own run.
 """
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -43,7 +45,39 @@ def _small(requests, **options):
     return simulate(requests[:24], **{**options, "max_total_tokens": 16_384})
 
 
+RUN_SHOWN_JS = """(root) => !root.querySelector("[data-role=status]").textContent"""
+
+
+def _shows_the_run(page, root, run: dict) -> None:
+    """At several steps of ``run`` (decoded), both pool maps paint its owners, the HBM bar's
+    SWA segment is its SWA pages held, the bar sums to its card, and the headings give its
+    two pools' sizes."""
+    from pagedkv_widgets.page_decoding import owners_at
+    from pagedkv_widgets.swa_encoding import swa_owners_at
+
+    meta, pages = run["meta"], run["pages"]
+    n = len(run["step"])
+    for s in (0, n // 3, 2 * n // 3, n - 1):
+        page.evaluate(GOTO_JS, [root, s])
+        got = page.evaluate(DRAWN_JS, root)
+        assert got["step"] == got["fullStep"] == got["swaStep"] == s
+        assert got["full"] == owners_at(pages, s).tolist()
+        swa = swa_owners_at(pages["swa"], meta["swa_num_pages"], s)
+        assert got["swa"] == swa.tolist()
+        held = int((swa[1:] != -1).sum()) * meta["page_size"] * meta["swa_cell_size"]
+        assert got["hbm"]["kv_swa_used"] == held
+        assert got["hbm"]["kv_swa_used"] + got["hbm"]["kv_swa_free"] == meta["swa_kv_pool_bytes"]
+        assert sum(got["hbm"].values()) == meta["gpu_memory_bytes"]
+    heads = " ".join(got["heads"])
+    assert f"{meta['max_total_num_tokens']:,} tokens" in heads
+    assert f"{meta['swa_max_total_num_tokens']:,} tokens" in heads
+    assert "FULL pool" in heads and "SWA pool" in heads
+    assert np.any(np.asarray(got["swa"]) == -1)
+
+
 def test_both_pool_maps_and_the_bar_show_the_run(tmp_path: Path) -> None:
+    """The opening run, then a move of the GPU, the model and the page size: each shows its
+    own run (pagedkv's, at that setting), both pools included."""
     if not Path(CHROMIUM).exists():
         pytest.skip(f"no Chromium at {CHROMIUM} (apt-get install chromium)")
     sync_api = pytest.importorskip("playwright.sync_api")
@@ -51,20 +85,20 @@ def test_both_pool_maps_and_the_bar_show_the_run(tmp_path: Path) -> None:
     from pagedkv_widgets.catalog import CATALOG
     from pagedkv_widgets.chapters import resolve_settings
     from pagedkv_widgets.encoding import decode_run
-    from pagedkv_widgets.page_decoding import owners_at
     from pagedkv_widgets.scenes import SceneRunner, scene_keys
-    from pagedkv_widgets.swa_encoding import swa_owners_at
 
     html = visualizer("windows", static=True, simulate=_small).data
     (tmp_path / "index.html").write_text(
         f'<!doctype html><html lang="en"><head><meta charset="utf-8"><title>windows</title></head>'
         f"<body>{html}</body></html>", encoding="utf-8")
     settings = resolve_settings(CATALOG, "windows")
-    runner = SceneRunner(_small, CATALOG.workloads, CATALOG.defaults.model, CATALOG.defaults.gpu)
-    run = decode_run(runner.run("card", settings, True))
-    meta, pages = run["meta"], run["pages"]
+    runner = SceneRunner(_small, CATALOG.workloads, CATALOG.defaults.model, CATALOG.defaults.gpu,
+                         tp=dict(CATALOG.tp))
     assert scene_keys(settings)["card"] in html or "data-pkv-inline" in html
-    n = len(run["step"])
+    # each move, from the setting before it: (control, value, the setting now shown)
+    moves = [("gpu", "h200-141gb", replace(settings, gpu="h200-141gb")),
+             ("model", "gpt-oss-120b", replace(settings, gpu="h200-141gb", model="gpt-oss-120b")),
+             ("page_size", "0", replace(settings, page_size=16))]  # off the model x GPU plane
     with serve(tmp_path) as url, sync_api.sync_playwright() as p:
         browser = p.chromium.launch(executable_path=CHROMIUM, headless=True, args=FLAGS)
         page = browser.new_page(viewport={"width": 1200, "height": 1400})
@@ -76,21 +110,21 @@ def test_both_pool_maps_and_the_bar_show_the_run(tmp_path: Path) -> None:
         page.goto(f"{url}/index.html", wait_until="load")
         page.wait_for_function(f"() => document.querySelector('{ROOT} [data-view=swapool] canvas')?.pkvDrawn")
         root = page.locator(ROOT).element_handle()
-        for s in (0, n // 3, 2 * n // 3, n - 1):
-            page.evaluate(GOTO_JS, [root, s])
-            got = page.evaluate(DRAWN_JS, root)
-            assert got["step"] == got["fullStep"] == got["swaStep"] == s
-            assert got["full"] == owners_at(pages, s).tolist()
-            swa = swa_owners_at(pages["swa"], meta["swa_num_pages"], s)
-            assert got["swa"] == swa.tolist()
-            held = int((swa[1:] != -1).sum()) * meta["page_size"] * meta["swa_cell_size"]
-            assert got["hbm"]["kv_swa_used"] == held
-            assert got["hbm"]["kv_swa_used"] + got["hbm"]["kv_swa_free"] == meta["swa_kv_pool_bytes"]
-            assert sum(got["hbm"].values()) == meta["gpu_memory_bytes"]
-        heads = " ".join(got["heads"])
-        assert f"{meta['max_total_num_tokens']:,} tokens" in heads
-        assert f"{meta['swa_max_total_num_tokens']:,} tokens" in heads
-        assert "FULL pool" in heads and "SWA pool" in heads
-        assert np.any(np.asarray(got["swa"]) == -1)
+        _shows_the_run(page, root, decode_run(runner.run("card", settings, True)))
+        viz = page.locator(ROOT)
+        for control, value, now in moves:
+            if control == "page_size":
+                viz.locator(f"input[data-role={control}]").fill(value)
+            else:
+                viz.locator(f"select[data-role={control}]").select_option(value)
+            page.wait_for_function(RUN_SHOWN_JS, arg=root)
+            note = viz.locator("[data-role=note]").inner_text()
+            # the page holds page sizes at the opening model and GPU only, and says so
+            assert ("moved with your page size" in note) == (control == "page_size")
+            run = decode_run(runner.run("card", now, True))
+            name = viz.locator("[data-role=run-name]").inner_text()
+            assert name.startswith(f"{CATALOG.hybrid_models[now.model]} on {CATALOG.gpus[now.gpu]} ·")
+            assert f"pages of {now.page_size} ·" in name
+            _shows_the_run(page, root, run)
         browser.close()
     assert errors == [] and outside == []

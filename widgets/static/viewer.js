@@ -16,7 +16,9 @@
 // The step control moves one real scheduler step; the jump buttons move to the previous or
 // next step with an event of the chosen kind.
 
-const UNITS = { mem_fraction_static: (v) => Number(v).toFixed(2), page_size: (v) => `${v} ${v === 1 ? "token" : "tokens"}` };
+// A fraction as SGLang prints it: two decimals, three where its default has them (0.897).
+const fraction = (v) => Number(v).toFixed(Math.abs(v * 100 - Math.round(v * 100)) > 1e-6 ? 3 : 2);
+const UNITS = { mem_fraction_static: fraction, page_size: (v) => `${v} ${v === 1 ? "token" : "tokens"}` };
 const JUMPS = [["admit", "admission", ["admit", "reprefill"]], ["retract", "retraction", ["retract"]],
   ["finish", "finish", ["finish", "abort"]], ["evict", "eviction", ["evict"]]];
 const SPEEDS = [1, 10, 100, 1000];
@@ -40,7 +42,8 @@ function nearestInGrid(config, s, keep) {
   let best = null, cost = Infinity;
   for (const plane of config.planes || []) {
     if (!plane.includes(keep)) continue;
-    const near = Object.fromEntries(config.controls.map((k) => [k, plane.includes(k) ? s[k] : config.settings[k]]));
+    // settings no control shows (a chapter without the loop control) stay as they are
+    const near = { ...s, ...Object.fromEntries(config.controls.map((k) => [k, plane.includes(k) ? s[k] : config.settings[k]])) };
     const moved = config.controls.filter((k) => String(near[k]) !== String(s[k])).length;
     if (moved < cost) [best, cost] = [near, moved];
   }
@@ -222,7 +225,7 @@ export function createViewer(el, config, source) {
   }
 
   function nameRun() {
-    const m = run?.meta, f = Number(settings.mem_fraction_static).toFixed(2);
+    const m = run?.meta, f = fraction(settings.mem_fraction_static);
     const name = q("[data-role=run-name]"), size = q("[data-role=pool-size]");
     if (name) {
       name.textContent = `${labelOf("model", settings.model)} on ${labelOf("gpu", settings.gpu)} · mem_fraction_static ${f} · ${settings.loop === "normal" ? "normal" : "overlap"} loop · ` +
