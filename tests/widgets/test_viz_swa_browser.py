@@ -95,9 +95,14 @@ def test_both_pool_maps_and_the_bar_show_the_run(tmp_path: Path) -> None:
     runner = SceneRunner(_small, CATALOG.workloads, CATALOG.defaults.model, CATALOG.defaults.gpu,
                          tp=dict(CATALOG.tp))
     assert scene_keys(settings)["card"] in html or "data-pkv-inline" in html
-    # each move, from the setting before it: (control, value, the setting now shown)
+    big = replace(settings, model="gpt-oss-120b")
+    # each move, from the setting before it: (control, value, the setting now shown, or None
+    # where it cannot run: gpt-oss-120b's weights leave an H100 no pool at 0.73)
     moves = [("gpu", "h200-141gb", replace(settings, gpu="h200-141gb")),
-             ("model", "gpt-oss-120b", replace(settings, gpu="h200-141gb", model="gpt-oss-120b")),
+             ("model", "gpt-oss-120b", replace(big, gpu="h200-141gb")),
+             ("gpu", "h100-sxm-80gb", big),
+             ("mem_fraction_static", "0", None),
+             ("mem_fraction_static", "2", big),
              ("page_size", "0", replace(settings, page_size=16))]  # off the model x GPU plane
     with serve(tmp_path) as url, sync_api.sync_playwright() as p:
         browser = p.chromium.launch(executable_path=CHROMIUM, headless=True, args=FLAGS)
@@ -113,7 +118,7 @@ def test_both_pool_maps_and_the_bar_show_the_run(tmp_path: Path) -> None:
         _shows_the_run(page, root, decode_run(runner.run("card", settings, True)))
         viz = page.locator(ROOT)
         for control, value, now in moves:
-            if control == "page_size":
+            if control in ("page_size", "mem_fraction_static"):
                 viz.locator(f"input[data-role={control}]").fill(value)
             else:
                 viz.locator(f"select[data-role={control}]").select_option(value)
@@ -121,8 +126,16 @@ def test_both_pool_maps_and_the_bar_show_the_run(tmp_path: Path) -> None:
             note = viz.locator("[data-role=note]").inner_text()
             # the page holds page sizes at the opening model and GPU only, and says so
             assert ("moved with your page size" in note) == (control == "page_size")
-            run = decode_run(runner.run("card", now, True))
             name = viz.locator("[data-role=run-name]").inner_text()
+            if now is None:  # the reason and a value that works, and nothing of the last run
+                problem = viz.locator("[data-role=problem]").inner_text()
+                assert "gpt-oss-120b's weights take" in problem and "mem_fraction_static 0.73" in problem
+                assert "Try mem_fraction_static 0.83 or more" in problem
+                assert name.endswith("· cannot run")
+                assert viz.locator("[data-view=hbm] svg").count() == 0
+                continue
+            assert viz.locator("[data-role=problem]").inner_text() == ""
+            run = decode_run(runner.run("card", now, True))
             assert name.startswith(f"{CATALOG.hybrid_models[now.model]} on {CATALOG.gpus[now.gpu]} ·")
             assert f"pages of {now.page_size} ·" in name
             _shows_the_run(page, root, run)
