@@ -33,9 +33,12 @@ def grid_text(chapter: str, catalog: Catalog | None = None) -> str:
     if not config["planes"]:
         return f"The book's page holds every combination of the controls ({held} runs)."
     every = math.prod(len(v) for k, v in config["axes"].items() if k in config["controls"])
-    planes = [_and([_CONTROL_WORDS[k] for k in plane]) for plane in config["planes"]]
-    listed = "; of ".join(planes[:-1]) + ("; and of " if len(planes) > 1 else "") + planes[-1]
-    return (f"The book's page holds every combination of {listed}, with the other "
+    # a plane of one control holds its every value; of several, every combination of them
+    planes = [f"every {_CONTROL_WORDS[plane[0]]}" if len(plane) == 1 else
+              f"every combination of {_and([_CONTROL_WORDS[k] for k in plane])}"
+              for plane in config["planes"]]
+    listed = "; ".join(planes[:-1]) + ("; and " if len(planes) > 1 else "") + planes[-1]
+    return (f"The book's page holds {listed}, with the other "
             f"controls at the defaults: {held} runs. All {every} combinations of the controls "
             "would take the book's build far over its time budget, so a move off those takes the "
             "other controls to the nearest combination the page holds, and says so; in Jupyter "

@@ -17,7 +17,7 @@ from pagedkv.gpus import get_gpu
 from pagedkv.sizing import plan_pool
 from pagedkv.workloads.synthetic import uniform
 from pagedkv_widgets.catalog import CATALOG, HYBRID_REQUESTS, SWA_MODEL, make_runner
-from pagedkv_widgets.chapter_text import menus_text
+from pagedkv_widgets.chapter_text import grid_text, menus_text
 from pagedkv_widgets.chapters import SWA_VIEWS, chapter_config, grid_settings, resolve_settings
 from pagedkv_widgets.encoding import decode_run, encode_run
 from pagedkv_widgets.hbm import SEGMENTS, hbm_layout, hbm_segments
@@ -187,3 +187,8 @@ def test_the_chapter_says_what_its_menus_offer() -> None:
     assert "0.85, 0.897 and 0.95" in menus_text("states")
     with pytest.raises(ConfigError, match="chapter='nope'"):
         menus_text("nope")
+    # and which settings its page holds: a plane of one control is its every value
+    held = len(grid_settings(config))
+    assert grid_text("windows").startswith(
+        "The book's page holds every combination of model and GPU; every workload; every "
+        f"`mem_fraction_static`; and every page size, with the other controls at the defaults: {held} runs.")
