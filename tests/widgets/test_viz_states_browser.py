@@ -120,6 +120,9 @@ def test_the_bar_and_the_slots_view_show_the_runs_state_slots(tmp_path: Path) ->
         root = page.locator(ROOT).element_handle()
         _shows_the_run(page, root, run)
         viz = page.locator(ROOT)
+        # the view runs one model: its menu shows it but offers no choice (not operable)
+        model = viz.locator("select[data-role=model]")
+        assert model.locator("option").count() == 1 and model.is_disabled()
         for control, value, now, snapped in moves:
             if control == "gpu":
                 viz.locator(f"select[data-role={control}]").select_option(value)

@@ -26,7 +26,8 @@ const TICK_MS = 100;
 
 function controlsHtml(config) {
   const { axes, controls } = config;
-  const select = (role) => `<select data-role="${role}">${axes[role].map(([v, l]) => `<option value="${esc(v)}">${esc(l)}</option>`).join("")}</select>`;
+  // A control with one value offers no choice: shown, but not operable.
+  const select = (role) => `<select data-role="${role}"${axes[role].length === 1 ? ` disabled title="the only ${CONTROL_LABELS[role]} this view runs"` : ""}>${axes[role].map(([v, l]) => `<option value="${esc(v)}">${esc(l)}</option>`).join("")}</select>`;
   const range = (role) => `<input type="range" data-role="${role}" min="0" max="${axes[role].length - 1}" step="1"><output data-role="${role}-value"></output>`;
   return controls.filter((c) => CONTROL_LABELS[c]).map((c) =>
     `<label class="pkv-control">${CONTROL_LABELS[c]} ${axes[c].length && Array.isArray(axes[c][0]) ? select(c) : range(c)}</label>`).join("");
