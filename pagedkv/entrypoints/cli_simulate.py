@@ -119,7 +119,7 @@ def add_simulate_parser(subparsers: argparse._SubParsersAction) -> None:
     o.add_argument("--quiet", action="store_true", help="no progress bar")
     o.add_argument("--core", choices=CORES, default="auto",
                    help="the scheduler loop: 'compiled' (numba, exact to the Python scheduler; "
-                   "a dense model's pool with --disable-radix-cache, else a note and the Python "
+                   "a dense model's pool and SGLang's policy, else a note and the Python "
                    "loop), 'reference' (the Python scheduler the book shows) or 'auto' (default: "
                    f"compiled where it applies for runs of {AUTO_MIN_REQUESTS:,} requests or more); "
                    "with --sweep, every setting's")

@@ -35,7 +35,8 @@ def simulate(tmp_path: Path, core: str, *extra: str) -> bytes:
 @needs_numba
 @pytest.mark.parametrize("extra", [("--disable-radix-cache",),
                                    ("--disable-radix-cache", "--page-size", "16",
-                                    "--sglang-version", "0.5.9", "--disable-overlap-schedule")])
+                                    "--sglang-version", "0.5.9", "--disable-overlap-schedule"),
+                                   ("--workload", "system-prompt", "--page-size", "16")])
 def test_compiled_core_prints_the_reference_report(tmp_path: Path, capsys: pytest.CaptureFixture[str],
                                                    extra: tuple[str, ...]) -> None:
     reports = []
@@ -51,11 +52,11 @@ def test_compiled_core_prints_the_reference_report(tmp_path: Path, capsys: pytes
 
 def test_compiled_core_asked_where_it_does_not_apply_says_so(
         tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    """The radix cache on: a one-line note, and the reference's run."""
-    simulate(tmp_path, "compiled")
+    """A teaching admission policy: a one-line note, and the reference's run."""
+    simulate(tmp_path, "compiled", "--policy", "reserve_all")
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "compiled core does not cover" in err
-    assert ("radix cache is on" in err) or ("numba is not installed" in err)
+    assert ("a teaching admission policy" in err) or ("numba is not installed" in err)
 
 
 def test_choose_core_rules() -> None:

@@ -3,13 +3,16 @@ last slot.
 
 The fast-forward test's seeded workloads (page sizes 1 and 16, pools small enough to retract,
 all at t=0 or Poisson, both SGLang releases, chunked prefill small enough to chunk, ignore-EOS
-requests), radix cache off, in both loops: every request's fields, the step count and
-counters, the summary trace's totals, every event and log line handed on, and the
-allocator's final state (the free list in order, every slot's state, every page-table row,
-the free request rows) must be equal. Then random small workloads (hypothesis).
+requests), radix cache off (on: ``test_compiled_core_radix.py``), in both loops: every
+request's fields, the step count and counters, the summary trace's totals, every event and
+log line handed on, and the allocator's final state (the free list in order, every slot's
+state, every page-table row, the free request rows) must be equal. Then random small
+workloads (hypothesis).
 """
 
 from __future__ import annotations
+
+import copy
 
 import pytest
 from hypothesis import given, settings
@@ -20,6 +23,7 @@ from pagedkv.managers import Scheduler, SchedulerConfig
 from pagedkv.managers.compiled_core import numba_available
 from pagedkv.managers.trace import TraceMeta
 from pagedkv.managers.trace_summary import SummaryTrace
+from pagedkv.mem_cache.radix_cache import RadixCache
 from pagedkv.model_executor.sim_executor import FixedStepTime, StepTime
 from pagedkv.workloads.synthetic import RequestSpec
 
@@ -32,8 +36,8 @@ EXTRA_KEYS = ("prefix_len", "extend_len", "finished", "is_retracted", "max_new_t
 
 
 def run(specs: list[RequestSpec], pool: int, page: int, cfg: SchedulerConfig,
-        compiled: bool, step_time: StepTime = STEP_TIME, listen: bool = True
-        ) -> tuple[Scheduler, list[object], list[str]]:
+        compiled: bool, step_time: StepTime = STEP_TIME, listen: bool = True,
+        radix: bool = False) -> tuple[Scheduler, list[object], list[str]]:
     """Run to the end on one path; the scheduler, its events and its log lines (none taken
     without ``listen``)."""
     from pagedkv.managers.compiled_core.runner import compiled_core_refusal, run_compiled
@@ -43,7 +47,7 @@ def run(specs: list[RequestSpec], pool: int, page: int, cfg: SchedulerConfig,
     trace = (SummaryTrace(TraceMeta(pool, page), on_event=events.append, on_log=logs.append)
              if listen else SummaryTrace(TraceMeta(pool, page)))
     s = Scheduler(specs, max_total_num_tokens=pool, page_size=page, config=cfg,
-                  radix_cache=False, step_time=step_time, trace=trace)
+                  radix_cache=radix, step_time=step_time, trace=trace)
     if compiled:
         assert compiled_core_refusal(s) is None
         run_compiled(s)
@@ -64,7 +68,23 @@ def final_state(s: Scheduler) -> dict[str, object]:
         "slot_state": a.slot_state.numpy().tobytes(),
         "req_to_token": s.req_to_token_pool.req_to_token.numpy().tobytes(),
         "free_rows": list(s.req_to_token_pool.free_slots),
+        "tree": tree_state(s.tree_cache),
     }
+
+
+def tree_state(tree: object) -> object:
+    """The radix tree's nodes (id, parent, key, slots, lock, access time, children in order),
+    sizes, evicted slots and next id and tick, and its eviction order (None: the cache off)."""
+    if not isinstance(tree, RadixCache):
+        return None
+    nodes = [(n.id, None if n.parent is None else n.parent.id, n.key.tolist(), n.value.tolist(),
+              n.lock_ref, n.last_access_time, [c.id for c in n.children.values()])
+             for n in tree.nodes()]
+    lru = sorted({(t, i) for t, i, n in tree.lru_heap  # live entries (a node may be twice)
+                  if n.parent is not None and not n.children and n.lock_ref == 0
+                  and n.last_access_time == t})
+    return (nodes, tree.evictable_size(), tree.protected_size(), tree.num_nodes,
+            tree.evicted_tokens, next(copy.copy(tree._ids)), next(copy.copy(tree._clock)), lru)
 
 
 def config(seed: int, page: int, version: str, overlap: bool) -> SchedulerConfig:
@@ -78,10 +98,11 @@ def config(seed: int, page: int, version: str, overlap: bool) -> SchedulerConfig
 
 
 def check_same(specs: list[RequestSpec], pool: int, page: int, cfg: SchedulerConfig,
-               step_time: StepTime = STEP_TIME, listen: bool = True) -> Scheduler:
+               step_time: StepTime = STEP_TIME, listen: bool = True, radix: bool = False
+               ) -> Scheduler:
     """Both paths on one workload; everything equal. Returns the reference's scheduler."""
-    ref, ref_events, ref_logs = run(specs, pool, page, cfg, False, step_time, listen)
-    fast, events, logs = run(specs, pool, page, cfg, True, step_time, listen)
+    ref, ref_events, ref_logs = run(specs, pool, page, cfg, False, step_time, listen, radix)
+    fast, events, logs = run(specs, pool, page, cfg, True, step_time, listen, radix)
     assert events == ref_events
     assert logs == ref_logs
     assert final_state(fast) == final_state(ref)
@@ -160,15 +181,21 @@ def small_runs(draw: st.DrawFn) -> tuple[list[RequestSpec], int, int, SchedulerC
     return specs, pool, page, cfg
 
 
+def check_same_or_same_error(specs: list[RequestSpec], pool: int, page: int,
+                             cfg: SchedulerConfig, step_time: StepTime, radix: bool) -> None:
+    """:func:`check_same`, or both paths raise the same error type (a workload refused up
+    front, stuck, or a pool too small for one request, 0.5.9)."""
+    try:
+        run(specs, pool, page, cfg, False, step_time, radix=radix)
+    except (ConfigError, PagedKVError) as e:
+        with pytest.raises(type(e)):
+            run(specs, pool, page, cfg, True, step_time, radix=radix)
+        return
+    check_same(specs, pool, page, cfg, step_time, radix=radix)
+
+
 @settings(max_examples=150, deadline=None)
 @given(small_runs(), st.sampled_from((STEP_TIME, FixedStepTime(0.01))))
 def test_compiled_core_matches_on_random_workloads(
         case: tuple[list[RequestSpec], int, int, SchedulerConfig], step_time: StepTime) -> None:
-    specs, pool, page, cfg = case
-    try:
-        run(specs, pool, page, cfg, False, step_time)
-    except (ConfigError, PagedKVError) as e:  # refused up front, stuck, or too small (0.5.9)
-        with pytest.raises(type(e)):
-            run(specs, pool, page, cfg, True, step_time)
-        return
-    check_same(specs, pool, page, cfg, step_time)
+    check_same_or_same_error(*case, step_time, radix=False)

@@ -5,18 +5,22 @@ The Python :class:`~pagedkv.managers.scheduler.Scheduler` is the reference (the 
 requests its ~30 Python calls per step dominate, so this package runs the same loop compiled
 with numba (``cache=True``: compiled once per machine, in numba's cache beside the modules or,
 where that is not writable, in the user-wide cache numba falls back to), for the configuration
-capacity planners run: a dense model's one pool, the radix cache off, SGLang's admission policy,
-both loops (overlap, SGLang's default, and normal), both releases (their differences passed as
-``Release`` fields), any page size, chunked prefill, retraction, ``new_token_ratio``,
-ignore-EOS requests, arrivals over time and idle jumps, into a
-:class:`~pagedkv.managers.trace_summary.SummaryTrace`. Everything else keeps the Python path.
-``tests/managers/test_compiled_core.py`` is the contract: the same requests' fields, step
-count, totals, log lines, events and allocator state as the reference.
+capacity planners run: a dense model's one pool, the radix cache on (SGLang's default: matches
+at admission, locks, inserts, LRU eviction, requests' token ids or made-up ones) or off,
+SGLang's admission policy, both loops (overlap, SGLang's default, and normal), both releases
+(their differences passed as ``Release`` fields), any page size, chunked prefill, retraction,
+``new_token_ratio``, ignore-EOS requests, arrivals over time and idle jumps, into a
+:class:`~pagedkv.managers.trace_summary.SummaryTrace`. Everything else (hybrid models'
+pools and caches, the teaching policies, conversations whose turns follow one another, a
+full trace) keeps the Python path. ``tests/managers/test_compiled_core.py`` (the radix cache
+off) and ``test_compiled_core_radix.py`` (on) are the contract: the same requests' fields,
+step count, totals, log lines, events, allocator state and tree as the reference.
 
-Modules: :mod:`.layout` (the state's arrays), :mod:`.pools` (allocator, rows, release),
-:mod:`.admission` (the prefill pass), :mod:`.decode` (memory check, retraction, results),
-:mod:`.loop` (the loop and its totals), :mod:`.runner` (the Python side); :mod:`.radix` (the
-radix tree as arrays, exact to the reference's tree; not yet used by the loop).
+Modules: :mod:`.layout` (the state's arrays), :mod:`.pools` (allocator, rows, runs of slots
+freed), :mod:`.radix` (the radix tree as arrays), :mod:`.radix_cache` (a request's life on
+the tree, and its release), :mod:`.admission` (the prefill pass), :mod:`.decode` (memory
+check, retraction, results), :mod:`.loop` (the loop and its totals), :mod:`.runner` (the
+Python side).
 """
 
 from __future__ import annotations

@@ -4,13 +4,16 @@ events, and their slots.
 Mirrors the Python reference's :meth:`~pagedkv.managers.scheduler_components.prefill_manager.
 PrefillManager.get_new_batch_prefill` (SGLang 0.5.23 ``scheduler.py``:
 ``get_new_batch_prefill``, ``get_num_allocatable_reqs``), :class:`~pagedkv.managers.
-schedule_policy.PrefillAdder` with SGLang's policy and the radix cache off (``schedule_policy.
-py``: ``add_chunked_req``, ``add_one_req``, ``add_one_req_ignore_eos``, ``budget_state``,
-``_update_prefill_budget``; the running batch's reservation of ``reservation.py``),
+schedule_policy.PrefillAdder` with SGLang's policy (``schedule_policy.py``:
+``add_chunked_req``, ``add_one_req`` with its prefix locks, ``add_one_req_ignore_eos`` with
+the radix cache off, ``budget_state``, ``_update_prefill_budget``; room is free plus
+evictable slots; the running batch's reservation of ``reservation.py``), each waiting
+request matched against the tree first (:mod:`.radix_cache`),
 ``SchedulerRequestTracker.admit`` (``Req.admit``) and ``ScheduleBatch.prepare_for_extend``
-(``alloc_req_slots``, ``alloc_extend``). Release differences are ``C_`` flags (``Release``
-fields), never release names. The pass's admitted rids go to ``s.admitted``; its launch record
-(rids, sample flags, extend ends) to row 1 of ``s.infl``.
+(``alloc_req_slots``, the matched prefix's slots, eviction, ``alloc_extend``). Release
+differences are ``C_`` flags (``Release`` fields), never release names. The pass's admitted
+rids go to ``s.admitted``; its launch record (rids, sample flags, extend ends) to row 1 of
+``s.infl``.
 """
 
 from __future__ import annotations
@@ -31,6 +34,7 @@ from pagedkv.managers.compiled_core.layout import (
     C_OVERHEAD,
     C_P,
     C_PAGE_BOUNDARY,
+    C_RADIX,
     C_RAW_TOKENS,
     C_STOP_SPENT,
     EV_ABORT,
@@ -52,12 +56,12 @@ from pagedkv.managers.compiled_core.layout import (
     I_RLEN,
     R_ADMITTED,
     R_CACHED,
-    R_CPL,
     R_EXTEND,
     R_GEN,
     R_IGNORE,
     R_KV,
     R_MAXNEW,
+    R_NODE,
     R_PREFIX,
     R_PROMPT,
     R_RECOMP,
@@ -73,6 +77,13 @@ from pagedkv.managers.compiled_core.pools import (
     extend_pages,
     jit,
     jit_inline,
+)
+from pagedkv.managers.compiled_core.radix import T_EVICTABLE, dec_lock_ref, inc_lock_ref
+from pagedkv.managers.compiled_core.radix_cache import (
+    evict_from_tree_cache,
+    init_next_round_input,
+    prefix_slots,
+    touch_waiting_prefixes,
 )
 from pagedkv.mem_cache.allocator.ownership import IN_USE
 
@@ -131,10 +142,16 @@ def running_reservation(s) -> float:
     return total
 
 
+@jit_inline
+def room_tokens(s) -> int:
+    """``PrefillAdder._room``: free slots plus the tree's evictable ones."""
+    return available_size(s) + s.tree.T[T_EVICTABLE]
+
+
 @jit
 def budget_state(s, A, AF) -> int:
     """``PrefillAdder.budget_state``."""
-    room = available_size(s)
+    room = room_tokens(s)
     if room - AF[0] <= 0 or room - A[A_CUR_OFF] <= 0:
         return NO_TOKEN
     if A[A_REM_INPUT] <= 0 or (s.C[C_CHUNK] >= 0 and A[A_REM_CHUNK] <= 0):
@@ -172,7 +189,7 @@ def future_tokens(s, rid: int, truncated: bool) -> int:
 def add_chunked_req(s, A, AF, rid: int) -> int:
     """``add_chunked_req``: the next chunk; returns ``rid`` if it is still not done, else -1."""
     rem_chunk = A[A_REM_CHUNK]
-    room = min(rem_chunk, int(available_size(s) - AF[0]))
+    room = min(rem_chunk, int(room_tokens(s) - AF[0]))
     if room <= 0:
         room = rem_chunk
     extend = s.R[rid, R_PROMPT] + s.R[rid, R_GEN] - s.R[rid, R_PREFIX]
@@ -212,7 +229,7 @@ def insert_state(s, A, rid: int, build: bool) -> None:
 @jit
 def add_one_req_ignore_eos(s, A, AF, rid: int) -> int:
     """``add_one_req_ignore_eos``: the worst case in which every request runs to its limit."""
-    p, room = s.C[C_P], available_size(s)
+    p, room = s.C[C_P], room_tokens(s)
     cur_rem, rem_total = room - A[A_CUR_OFF], room - AF[0]
     extend = s.R[rid, R_PROMPT] + s.R[rid, R_GEN] - s.R[rid, R_PREFIX]
     paged = ceil_to_page(extend, p) + s.C[C_OVERHEAD]
@@ -245,22 +262,37 @@ def add_one_req_ignore_eos(s, A, AF, rid: int) -> int:
 
 @jit
 def add_one_req(s, A, AF, rid: int) -> int:
-    """``add_one_req`` with the radix cache off (nothing to lock or match)."""
-    if s.R[rid, R_IGNORE]:
+    """``add_one_req``: the budgets checked before (0.5.9) and after its matched prefix is
+    locked (it stops being evictable while admission decides); admitted whole or as a chunk,
+    it keeps a lock until it releases its KV."""
+    if s.R[rid, R_IGNORE] and not s.C[C_RADIX]:
         return add_one_req_ignore_eos(s, A, AF, rid)
     p, prefix = s.C[C_P], s.R[rid, R_PREFIX]
     extend = s.R[rid, R_PROMPT] + s.R[rid, R_GEN] - prefix
     input_tokens = ceil_to_page(extend, p)
     need = extend + min(max(s.R[rid, R_MAXNEW] - s.R[rid, R_GEN], 0), s.C[C_CLIP]) + s.C[C_OVERHEAD]
-    chunked = s.C[C_CHUNK] >= 0
     both = s.C[C_BOTH_BUDGETS] != 0
-    rem_total = available_size(s) - AF[0]
     if both:
-        if need >= rem_total:
+        if need >= room_tokens(s) - AF[0]:
             return NO_TOKEN
         if input_tokens >= A[A_REM_INPUT] and A[A_K] > 0:
             return OTHER
-    if not need < rem_total:
+    radix, node = s.C[C_RADIX] != 0, s.R[rid, R_NODE]
+    if radix:
+        inc_lock_ref(s.tree, node)
+    result = add_locked(s, A, AF, rid, extend, input_tokens, need)
+    if radix:
+        dec_lock_ref(s.tree, node)
+    return budget_state(s, A, AF) if result == CONTINUE else result
+
+
+@jit
+def add_locked(s, A, AF, rid: int, extend: int, input_tokens: int, need: int) -> int:
+    """``add_one_req``'s part under the prefix's lock: NO_TOKEN or OTHER, or CONTINUE once
+    admitted (a second lock taken)."""
+    p, prefix, chunked = s.C[C_P], s.R[rid, R_PREFIX], s.C[C_CHUNK] >= 0
+    both = s.C[C_BOTH_BUDGETS] != 0
+    if not need < room_tokens(s) - AF[0]:
         return NO_TOKEN
     if (both or not chunked) and A[A_K] > 0 and input_tokens >= A[A_REM_INPUT]:
         return OTHER
@@ -272,8 +304,10 @@ def add_one_req(s, A, AF, rid: int) -> int:
             extend = (prefix + extend) // p * p - prefix
         if extend <= 0:
             return OTHER
+    if s.C[C_RADIX]:
+        inc_lock_ref(s.tree, s.R[rid, R_NODE])  # held until the request releases its KV
     charge(s, A, AF, rid, extend, future_tokens(s, rid, truncated), truncated)
-    return budget_state(s, A, AF)
+    return CONTINUE
 
 
 @jit
@@ -321,10 +355,14 @@ def prepare_for_extend(s, k: int) -> bool:
             fresh += 1
     if fresh:
         alloc_rows(s, scratch, fresh)
-    p, need = s.C[C_P], 0
+    p, need, total = s.C[C_P], 0, 0
+    for j in range(fresh):
+        prefix_slots(s, scratch[j])
     for j in range(k):
         rid = admitted[j]
         need += extend_pages(s, R[rid, R_PREFIX], R[rid, R_PREFIX] + R[rid, R_EXTEND])
+        total += R[rid, R_EXTEND]
+    evict_from_tree_cache(s, total if p == 1 else total + k * p)
     if need > s.I[I_FLEN]:
         return False
     table, state, free, I = s.table, s.slot_state, s.free, s.I  # noqa: E741
@@ -356,8 +394,9 @@ def prepare_for_extend(s, k: int) -> bool:
 
 @jit
 def get_new_batch_prefill(s, step: int, clock: float):
-    """``get_new_batch_prefill`` beside the running batch: the carried chunk first, then the
-    queue in FCFS order until one does not fit. Returns ``(k, log_input_tokens,
+    """``get_new_batch_prefill`` beside the running batch: the waiting prefixes touched
+    (0.5.23), the carried chunk first, then the queue in FCFS order, each matched against
+    the tree, until one does not fit. Returns ``(k, log_input_tokens,
     log_hit_tokens, running_bs, ok)``: ``k`` admitted (0: no pass), ``ok`` False when the
     pool could not hold the pass's extend (an error)."""
     busy, nrun, chunked = s.C[C_BUSY_RULE] != 0, s.I[I_NRUN], s.I[I_CHUNKED]
@@ -369,6 +408,7 @@ def get_new_batch_prefill(s, step: int, clock: float):
     if num_allocatable_reqs(s, nrun, carried) <= 0 and (chunked < 0) == busy:
         s.I[I_BATCH_FULL] = 1
         return 0, 0, 0, nrun, True
+    touch_waiting_prefixes(s)
     A = np.zeros(8, dtype=np.int64)
     AF = np.zeros(1)
     A[A_REM_INPUT], A[A_REM_CHUNK] = s.C[C_MAXPREFILL], s.C[C_CHUNK]
@@ -388,8 +428,7 @@ def get_new_batch_prefill(s, step: int, clock: float):
         if s.I[I_BATCH_FULL]:
             break
         rid = queue_rid(s, q)
-        s.R[rid, R_PREFIX] = 0  # init_next_round_input: nothing matches with the cache off
-        s.R[rid, R_CPL] = 0
+        init_next_round_input(s, rid)
         result = add_one_req(s, A, AF, rid)
         if result != CONTINUE:
             if result == NO_TOKEN:

@@ -4,8 +4,8 @@ step's slots, and what a pass's result does to its requests.
 Mirrors the Python reference's ``Scheduler.update_running_batch`` with
 :class:`~pagedkv.managers.scheduler_components.decode_memory_checker.DecodeMemoryChecker`
 (SGLang 0.5.23 ``scheduler.py``: ``update_running_batch``, ``_reqs_finishing_inflight``;
-``schedule_batch.py``: ``check_decode_mem``, ``retract_decode``, ``release_req``,
-``prepare_for_decode``; ``new_token_ratio_tracker.py``), :mod:`~pagedkv.managers.
+``schedule_batch.py``: ``check_decode_mem`` and ``prepare_for_decode`` with their
+evictions, ``retract_decode``, ``release_req``; ``new_token_ratio_tracker.py``), :mod:`~pagedkv.managers.
 retract_decode` and :class:`~pagedkv.managers.scheduler_components.batch_result_processor.
 SchedulerBatchResultProcessor` (``process_batch_result_prefill``, ``process_batch_result_decode``
 and the overlap loop's batch in flight), with ``SchedulerRequestTracker``'s ``retract`` and
@@ -77,6 +77,10 @@ from pagedkv.managers.compiled_core.pools import (
     free_group_end,
     jit,
     jit_inline,
+)
+from pagedkv.managers.compiled_core.radix_cache import (
+    cache_unfinished_req,
+    evict_from_tree_cache,
     release_kv_cache,
 )
 from pagedkv.mem_cache.allocator.ownership import IN_USE
@@ -88,7 +92,7 @@ def finish(s, rid: int, reason: int) -> None:
     the loop's step and clock (``SchedulerRequestTracker.finish``)."""
     s.R[rid, R_FINISHED] = 1
     s.R[rid, R_REASON] = reason
-    release_kv_cache(s, rid)
+    release_kv_cache(s, rid, True)
     s.RF[rid, RF_FINISH] = s.F[F_CLOCK]
     s.I[I_NFINISHED] += 1
     record_event(s, s.I[I_NSTEPS], EV_ABORT if reason == REASON_ABORT else EV_FINISH, rid,
@@ -182,10 +186,21 @@ def retract_to_queue(s, rid: int) -> None:
 
 
 @jit
-def release_req(s, rid: int) -> None:
-    """``release_req``: the victim's KV and row freed, nothing inserted."""
+def release_req(s, rid: int, remaining: int) -> None:
+    """``release_req``: the victim's KV and row freed, nothing inserted (its prompt prefix
+    stays in the tree), then room evicted for the ``remaining`` requests."""
     s.R[rid, R_KEPT] = s.R[rid, R_CPL]
-    release_kv_cache(s, rid)
+    release_kv_cache(s, rid, False)
+    evict_from_tree_cache(s, remaining * s.C[C_RETRACT_STEPS])
+
+
+@jit
+def check_decode_mem(s, idx, m: int) -> bool:
+    """``check_decode_mem``: whether the next decode step of ``s.running[idx[:m]]`` fits,
+    after evicting from the tree to make room."""
+    need = decode_need(s, idx, m)
+    evict_from_tree_cache(s, need)
+    return available_size(s) >= need
 
 
 @jit
@@ -203,7 +218,7 @@ def retract(s) -> bool:
     order = np.argsort(key, kind="mergesort")
     victims = np.empty(n, dtype=np.int64)
     nv, m, first = 0, n, True
-    while first or not decode_need(s, order, m) <= available_size(s):
+    while first or not check_decode_mem(s, order, m):
         if m == 1:
             break
         first = False
@@ -211,14 +226,14 @@ def retract(s) -> bool:
         rid = s.running[order[m]]
         victims[nv] = rid
         nv += 1
-        release_req(s, rid)
+        release_req(s, rid, m)
     aborted = -1
-    if m <= 1 and not decode_need(s, order, m) <= available_size(s):
+    if m <= 1 and not check_decode_mem(s, order, m):
         if not s.C[C_ABORT_LAST]:
             return False
         m -= 1
         aborted = s.running[order[m]]
-        release_req(s, aborted)
+        release_req(s, aborted, 0)
     filter_running(s, order, m)
     gen = 0
     maxnew = 0
@@ -257,8 +272,7 @@ def update_running_batch(s) -> int:
     if n == 0:
         s.I[I_BATCH_FULL] = 0
         return 0
-    idx = np.arange(n)
-    if decode_need(s, idx, n) <= available_size(s):
+    if check_decode_mem(s, np.arange(n), n):
         s.F[F_RATIO] = max(s.F[F_RATIO] - s.CF[CF_DECAY], s.CF[CF_MIN])
     elif finishing:
         s.I[I_NSKIPS] += 1
@@ -276,8 +290,9 @@ def prepare_for_decode(s) -> bool:
     """``prepare_for_decode``: every running request's next slot (``alloc_decode``: a fresh
     page from the free list's front when its next token starts a page, else the slot after
     its last); False when the pool is short (the memory check was skipped: an error)."""
-    n = s.I[I_NRUN]
-    if decode_need(s, np.arange(n), n) > s.I[I_FLEN] * s.C[C_P]:
+    n, p = s.I[I_NRUN], s.C[C_P]
+    evict_from_tree_cache(s, n if p == 1 else n * p)
+    if decode_need(s, np.arange(n), n) > s.I[I_FLEN] * p:
         return False
     R, running, table, state, free, I = s.R, s.running, s.table, s.slot_state, s.free, s.I  # noqa: E741
     p, cap = s.C[C_P], s.C[C_NPAGES]
@@ -319,7 +334,7 @@ def process_prefill_result(s, slot: int, n: int, merge: bool) -> int:
             s.RF[rid, RF_FIRST_TOKEN] = s.F[F_CLOCK]
         if commit_token(s, rid):
             continue
-        s.R[rid, R_PREFIX] = s.infl_end[slot, j]  # cache_unfinished_req
+        cache_unfinished_req(s, rid, s.infl_end[slot, j])
         if merge:
             s.running[s.I[I_NRUN]] = rid
             s.I[I_NRUN] += 1
@@ -369,6 +384,6 @@ def stash_chunked_request(s) -> None:
     """``stash_chunked_request``: the chunk computed so far becomes the request's prefix."""
     c = s.I[I_CHUNKED]
     if c >= 0 and s.R[c, R_KV] > s.R[c, R_PREFIX]:
-        s.R[c, R_PREFIX] = s.R[c, R_KV]
+        cache_unfinished_req(s, c, s.R[c, R_KV])
 
 

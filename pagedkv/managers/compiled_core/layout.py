@@ -19,8 +19,11 @@ import numpy as np
 # ----- one row per request (R: int64) -------------------------------------------------------
 (R_PROMPT, R_MAXNEW, R_STOPAT, R_OUTLEN, R_IGNORE, R_GEN, R_KV, R_ROW, R_PREFIX, R_EXTEND,
  R_FINISHED, R_REASON, R_NRETRACT, R_RECOMP, R_CACHED, R_RETRACTED, R_ADMITTED, R_CPL,
- R_KEPT) = range(19)
-NR = 19
+ R_KEPT, R_NODE, R_IDS_AT, R_IDS_IN, R_IDS_OUT) = range(23)
+NR = 23
+# R_NODE: the tree row of ``last_node`` (-1: None); R_IDS_AT: where its token ids start in
+# ``ids`` (its prompt's R_IDS_IN = prompt_len of them, or 0: made-up ids, then R_IDS_OUT
+# known output ids)
 # finish reasons (R_REASON)
 REASON_NONE, REASON_LENGTH, REASON_STOP, REASON_ABORT = range(4)
 REASONS = ("", "length", "stop", "abort")
@@ -33,8 +36,8 @@ NRF = 6
  I_BATCH_FULL, I_NRUN, I_QHEAD, I_QLEN, I_QTOKENS, I_ARR, I_FHEAD, I_FLEN, I_GROUP, I_GLEN,
  I_RHEAD, I_RLEN, I_INFL_MODE, I_INFL_N, I_K_PREFILL, I_K_DECODE, I_K_IDLE, I_CHUNKS,
  I_RETRACTIONS, I_PEAK_USED, I_PEAK_IN_USE, I_BUSY, I_EVN, I_LOGN, I_LAST_DECODED,
- I_PASS_MODE, I_PASS_N) = range(34)
-NI = 34
+ I_PASS_MODE, I_PASS_N, I_REFRESH) = range(35)
+NI = 35
 F_CLOCK, F_RATIO, F_LAST_CLOCK, F_INFL_END = range(4)
 NF = 4
 # the batch in flight (I_INFL_MODE)
@@ -45,8 +48,9 @@ MODE_NONE, MODE_EXTEND, MODE_DECODE = range(3)
  C_IGNORE_EOS_ALL, C_BOTH_BUDGETS, C_PAGE_BOUNDARY, C_RAW_TOKENS, C_COUNT_ROWS, C_FILTER_EVERY,
  C_BUSY_RULE, C_STOP_SPENT, C_ABORT_LAST, C_RESET_IDLE, C_GROUP_PREFILL, C_SKIP_FINISHING,
  C_ROW_LIFO, C_FREE_ROW_ORDER, C_RETRACT_STEPS, C_LOG_INTERVAL, C_KEEP_LOG, C_KEEP_EVENTS,
- C_NO_CONSEC, C_STEP_KIND, C_WEIGHTS, C_CELL, C_PARAMS, C_ROWS_SIZE, C_N) = range(34)
-NC = 34
+ C_NO_CONSEC, C_STEP_KIND, C_WEIGHTS, C_CELL, C_PARAMS, C_ROWS_SIZE, C_N, C_RADIX,
+ C_EVICT_UNTIL_FREE, C_SPLIT_OUTPUT, C_TOUCH) = range(38)
+NC = 38
 CF_INIT, CF_MIN, CF_DECAY, CF_BW, CF_PEAK, CF_STEP_S = range(6)
 NCF = 6
 STEP_FIXED, STEP_ROOFLINE = range(2)
@@ -87,6 +91,13 @@ class State(NamedTuple):
         st_left, st_occ: ``[2 * cap]``: the ignore-EOS worst case's states.
         pages: int64 ``[total + page]``: room for the pages of one free.
         events: int64 ``[E, 6]``; logs: int64 ``[L, 9]``; logf: float64 ``[L, 2]``.
+        tree: the radix tree (:class:`~pagedkv.managers.compiled_core.radix.RadixArrays`;
+            an empty one, never used, with the radix cache off).
+        ids: int64: every request's known token ids, one after another (``R_IDS_AT``).
+        key, vals: int64 ``[longest sequence + page]``: a key being matched or inserted
+            and its slots.
+        ev_out, ev_ends: int64 ``[total + page]``, ``[pages + 2]``: an eviction's slots
+            and each evicted leaf's end in them.
     """
 
     R: np.ndarray
@@ -114,3 +125,9 @@ class State(NamedTuple):
     events: np.ndarray
     logs: np.ndarray
     logf: np.ndarray
+    tree: tuple  # a RadixArrays (radix.py, which imports this module)
+    ids: np.ndarray
+    key: np.ndarray
+    vals: np.ndarray
+    ev_out: np.ndarray
+    ev_ends: np.ndarray

@@ -94,6 +94,7 @@ from pagedkv.managers.compiled_core.layout import (
     RF_ARRIVAL,
 )
 from pagedkv.managers.compiled_core.pools import available_size, entry, jit
+from pagedkv.managers.compiled_core.radix import T_EVICTABLE, T_PROTECTED
 
 KIND_PREFILL, KIND_DECODE, KIND_IDLE = 0, 1, 2
 
@@ -110,8 +111,8 @@ def step_seconds(s, tokens: int, kv_tokens: int) -> float:
 
 @jit
 def tokens_in_use(s) -> int:
-    """SGLang's ``#token`` (nothing is evictable with the cache off)."""
-    return s.C[C_TOTAL] - available_size(s)
+    """SGLang's ``#token``: ``max_total - available - evictable``."""
+    return s.C[C_TOTAL] - available_size(s) - s.tree.T[T_EVICTABLE]
 
 
 @jit
@@ -164,12 +165,14 @@ def log_decode(s, bs: int) -> None:
 
 @jit
 def on_idle(s) -> int:
-    """``on_idle``: the idle memory check and the ratio's reset (0.5.23: only when nothing
+    """``on_idle``: the idle memory check (``available + evictable + protected == pool``,
+    no row held) and the ratio's reset (0.5.23: only when nothing
     waits or runs), the stuck check, then the clock jumps to the next arrival. 0, or an
     error code."""
     fully_idle = s.I[I_QLEN] == 0 and s.I[I_NRUN] == 0 and s.I[I_CHUNKED] < 0
     if not s.C[C_RESET_IDLE] or fully_idle:
-        if available_size(s) != s.C[C_TOTAL] or s.I[I_RLEN] != s.C[C_ROWS_SIZE]:
+        tree = s.tree.T[T_EVICTABLE] + s.tree.T[T_PROTECTED]
+        if available_size(s) + tree != s.C[C_TOTAL] or s.I[I_RLEN] != s.C[C_ROWS_SIZE]:
             return ERR_LEAK
         s.F[F_RATIO] = s.CF[CF_INIT]
     if s.I[I_QLEN] and s.I[I_NRUN] == 0:
@@ -350,7 +353,7 @@ def record_step(s, kind: int) -> None:
             rid = infl[0, j]
             if rid != c and not R[rid, R_FINISHED] and R[rid, R_KV] > 0:
                 used += R[rid, R_KV]
-    in_use = s.C[C_TOTAL] - available_size(s)
+    in_use = tokens_in_use(s)
     if kind == KIND_PREFILL:
         s.I[I_K_PREFILL] += 1
     elif kind == KIND_DECODE:

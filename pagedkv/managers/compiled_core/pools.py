@@ -1,14 +1,14 @@
-"""The compiled core's pools: the allocator's free list and slot record, the request rows, and a
-request's release (the radix cache off).
+"""The compiled core's pools: the allocator's free list and slot record, the request rows, and
+runs of slots freed as a release frees them.
 
 Mirrors, over :class:`~pagedkv.managers.compiled_core.layout.State`'s arrays, the Python
 reference's :class:`~pagedkv.mem_cache.allocator.BaseTokenToKVPoolAllocator` (``alloc_extend``,
 ``alloc_decode``, ``free``, ``free_page_ids``, free groups; SGLang's
 ``mem_cache/allocator/paged.py``, ``base.py``), :class:`~pagedkv.mem_cache.memory_pool.
 ReqToTokenPool` (rows taken from the front, 0.5.9, or the back, 0.5.23, of its free list) and
-:class:`~pagedkv.mem_cache.chunk_cache.ChunkCache` with ``release_kv_cache`` (SGLang's
-``mem_cache/common.py``): a request's slots freed in row order (0.5.23's ``free_segment``) or
-as sorted pages (0.5.9's ``free``). The free list is a ring of page ids (``I_FHEAD``,
+:class:`~pagedkv.mem_cache.chunk_cache.ChunkCache`'s release (``cache_finished_req``): a run of
+slots freed in row order (0.5.23's ``free_segment``) or as sorted pages (0.5.9's ``free``);
+the radix cache's release is :mod:`.radix_cache`'s. The free list is a ring of page ids (``I_FHEAD``,
 ``I_FLEN``): pages are taken from its front and given back at its back (page size 1) or front.
 The ownership record is kept as the reference keeps it (the final state is compared), but its
 misuse checks are not repeated: the loop is the reference's, which never trips them.
@@ -116,26 +116,30 @@ def free_group_end(s) -> None:
 
 
 @jit
-def free_row_slots(s, row: int, kv: int) -> None:
-    """Free the first ``kv`` slots of ``row`` as the release's cache does (``free_run``)."""
-    p, table, state, pages = s.C[C_P], s.table, s.slot_state, s.pages
+def free_run(s, slots, start: int, end: int) -> None:
+    """Free the slots ``slots[start:end]`` (a run of a request's row starting on a page
+    boundary, or an evicted leaf's) as the release's cache does (``free_run``): page size
+    1, in order; else the first slot of each page in order (0.5.23's ``free_segment``) or
+    the pages holding them, sorted and de-duplicated (0.5.9's ``free``)."""
+    p, state, pages = s.C[C_P], s.slot_state, s.pages
     n = 0
     if p == 1:
-        for k in range(kv):
-            slot = table[row, k]
+        for k in range(start, end):
+            slot = slots[k]
             state[slot] = FREED
-            pages[k] = slot
-        n = kv
-    elif s.C[C_FREE_ROW_ORDER]:  # free_segment: the first slot of each page, in row order
-        for k in range(0, kv, p):
-            page = table[row, k] // p
+            pages[n] = slot
+            n += 1
+    elif s.C[C_FREE_ROW_ORDER]:
+        for k in range(start, end, p):
+            page = slots[k] // p
             state[page * p:page * p + p] = FREED
             pages[n] = page
             n += 1
-    else:  # free: the pages holding the slots, sorted and de-duplicated
-        for k in range(kv):
-            pages[k] = table[row, k] // p
-        uniq = np.unique(pages[:kv])
+    else:
+        for k in range(start, end):
+            pages[n] = slots[k] // p
+            n += 1
+        uniq = np.unique(pages[:n])
         n = len(uniq)
         for k in range(n):
             pages[k] = uniq[k]
@@ -173,14 +177,11 @@ def free_row(s, row: int) -> None:
 
 
 @jit
-def release_kv_cache(s, rid: int) -> None:
-    """``release_kv_cache`` with the radix cache off: every slot of the request's row freed
-    (``ChunkCache.cache_finished_req``), then its row; it holds nothing afterwards."""
-    row, kv = s.R[rid, R_ROW], s.R[rid, R_KV]
+def release_chunk_cache(s, rid: int) -> None:
+    """``ChunkCache.cache_finished_req`` (the radix cache off): every slot of the request's
+    row freed; it keeps no prefix."""
+    kv = s.R[rid, R_KV]
     if kv > 0:
-        free_row_slots(s, row, kv)
+        free_run(s, s.table[s.R[rid, R_ROW]], 0, kv)
     s.R[rid, R_PREFIX] = 0
     s.R[rid, R_CPL] = 0
-    free_row(s, row)
-    s.R[rid, R_ROW] = -1
-    s.R[rid, R_KV] = 0

@@ -18,10 +18,8 @@ reference pushes (``push_if_evictable``), so the leaves come out in the referenc
 Eviction returns the evicted leaves' slots (in ``out``, leaf after leaf, with each leaf's end
 in ``ends``): freeing them is the allocator's (``free_run``, in the release's order).
 
-Where this stops (not yet part of the compiled loop): the scheduler's use of the tree
-(``cache_unfinished_req`` / ``cache_finished_req``, admission's match and locks, the ``lpm``
-queue order, eviction in admission and decode) is not compiled; ``choose_core`` keeps runs
-with the radix cache on on the Python scheduler.
+A request's life on the tree (match at admission, inserts, release, eviction for the
+allocator) is :mod:`.radix_cache`'s.
 """
 
 from __future__ import annotations

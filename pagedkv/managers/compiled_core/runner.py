@@ -24,6 +24,7 @@ import numpy as np
 
 import pagedkv.managers.compiled_core.layout as L
 from pagedkv.errors import OutOfMemoryError
+from pagedkv.managers.compiled_core.radix_pack import pack_token_ids, pack_tree, unpack_tree
 from pagedkv.managers.config import Policy
 from pagedkv.managers.scheduler_components.decode_memory_checker import retract_line
 from pagedkv.managers.scheduler_components.metrics_reporter import decode_line, prefill_line
@@ -32,6 +33,7 @@ from pagedkv.managers.trace_summary import SummaryTrace
 from pagedkv.mem_cache.allocator import PagedTokenToKVPoolAllocator, TokenToKVPoolAllocator
 from pagedkv.mem_cache.chunk_cache import ChunkCache
 from pagedkv.mem_cache.memory_pool import ReqToTokenPool
+from pagedkv.mem_cache.radix_cache import RadixCache
 from pagedkv.model_executor.sim_executor import FixedStepTime, RooflineStepTime, SimExecutor
 
 if TYPE_CHECKING:
@@ -44,13 +46,13 @@ LOG_ROWS = 1 << 12
 
 def compiled_core_refusal(sched: Scheduler) -> str | None:
     """Why ``sched`` cannot run on the compiled core (None: it can): a dense model's one pool
-    with the radix cache off, the simulator's dense step times, SGLang's policy, requests
+    with the radix cache on or off, the simulator's dense step times, SGLang's policy, requests
     that follow none, a summary trace, not yet stepped."""
     ex = sched.executor
     step_time = getattr(ex, "step_time", None)
     checks = (
         (type(sched.trace) is SummaryTrace, "a full Trace keeps every step's row"),
-        (type(sched.tree_cache) is ChunkCache, "the radix cache is on"),
+        (type(sched.tree_cache) in (ChunkCache, RadixCache), "a hybrid model's prefix cache"),
         (type(sched.allocator) in (TokenToKVPoolAllocator, PagedTokenToKVPoolAllocator),
          "a hybrid model's pools"),
         (type(sched.req_to_token_pool) is ReqToTokenPool, "a hybrid model's state slots"),
@@ -83,6 +85,8 @@ def pack(sched: Scheduler) -> L.State:
     R[:, L.R_STOPAT] = np.where(R[:, L.R_IGNORE].astype(bool) | (out < 0), R[:, L.R_MAXNEW],
                                 np.minimum(out, R[:, L.R_MAXNEW]))
     R[:, L.R_ROW] = -1
+    R[:, L.R_NODE] = -1
+    ids = pack_token_ids(reqs, R)
     RF = np.full((n, L.NRF), np.nan)
     RF[:, L.RF_ARRIVAL] = np.fromiter((r.arrival_s for r in reqs), np.float64, n)
     RF[:, L.RF_QUEUE] = 0.0
@@ -101,6 +105,9 @@ def pack(sched: Scheduler) -> L.State:
     F[L.F_RATIO] = sched.ratio_tracker.current
     st = sched.executor.step_time
     roofline = isinstance(st, RooflineStepTime)
+    radix = type(sched.tree_cache) is RadixCache
+    longest = int((R[:, L.R_PROMPT] + R[:, L.R_MAXNEW]).max()) + p
+    tree = pack_tree(p, npages, total, longest, radix)
     C = np.zeros(L.NC, dtype=np.int64)
     for col, value in {
         L.C_P: p, L.C_TOTAL: total, L.C_NPAGES: npages, L.C_MAXRUN: sched.max_running_requests,
@@ -125,6 +132,8 @@ def pack(sched: Scheduler) -> L.State:
         L.C_STEP_KIND: L.STEP_ROOFLINE if roofline else L.STEP_FIXED,
         L.C_WEIGHTS: st.weights_bytes if roofline else 0, L.C_CELL: st.cell_size if roofline else 0,
         L.C_PARAMS: st.num_params if roofline else 0, L.C_ROWS_SIZE: pool.size, L.C_N: n,
+        L.C_RADIX: radix, L.C_EVICT_UNTIL_FREE: rel.evict_until_free,
+        L.C_SPLIT_OUTPUT: rel.split_output_from_prompt, L.C_TOUCH: rel.touch_waiting_prefixes,
     }.items():
         C[col] = int(value)
     CF = np.zeros(L.NCF)
@@ -146,7 +155,11 @@ def pack(sched: Scheduler) -> L.State:
         admitted=np.zeros(cap, dtype=np.int64), st_left=np.zeros(2 * cap + 2),
         st_occ=np.zeros(2 * cap + 2, dtype=np.int64), pages=np.zeros(total + p, dtype=np.int64),
         events=np.zeros((EVENT_ROWS + 8 * cap, 6), dtype=np.int64),
-        logs=np.zeros((LOG_ROWS, 9), dtype=np.int64), logf=np.zeros((LOG_ROWS, 2)))
+        logs=np.zeros((LOG_ROWS, 9), dtype=np.int64), logf=np.zeros((LOG_ROWS, 2)),
+        tree=tree, ids=ids, key=np.zeros(longest, dtype=np.int64),
+        vals=np.zeros(longest, dtype=np.int64),
+        ev_out=np.zeros(total + p if radix else 1, dtype=np.int64),
+        ev_ends=np.zeros(npages + 2 if radix else 1, dtype=np.int64))
 
 
 def ring(buf: np.ndarray, head: int, n: int) -> np.ndarray:
@@ -200,6 +213,9 @@ def unpack(sched: Scheduler, s: L.State) -> None:
     heapq.heapify(waiting.arrivals)
     reporter = sched.metrics_reporter
     reporter.last_clock, reporter.last_decoded = float(F[L.F_LAST_CLOCK]), int(I[L.I_LAST_DECODED])
+    sched.waiting.refresh_calls = int(I[L.I_REFRESH])
+    if type(sched.tree_cache) is RadixCache:
+        unpack_tree(sched, s)
 
 
 def hand_on(sched: Scheduler, s: L.State) -> None:
