@@ -70,13 +70,17 @@ def token_ids(s, rid: int, end: int) -> None:
     R, ids, key = s.R, s.ids, s.key
     prompt, at, n_in, n_out = R[rid, R_PROMPT], R[rid, R_IDS_AT], R[rid, R_IDS_IN], R[rid, R_IDS_OUT]
     made_up = (rid + 1) << _POSITION_BITS
-    for pos in range(end):
-        if pos < prompt:
-            key[pos] = ids[at + pos] if n_in else made_up | pos
-        elif pos - prompt < n_out:
-            key[pos] = ids[at + n_in + pos - prompt]
-        else:
+    a = min(end, prompt)
+    if n_in:
+        key[:a] = ids[at:at + a]
+    else:
+        for pos in range(a):
             key[pos] = made_up | pos
+    b = min(end, prompt + n_out)
+    if b > a:
+        key[a:b] = ids[at + n_in + a - prompt:at + n_in + b - prompt]
+    for pos in range(max(a, b), end):
+        key[pos] = made_up | pos
 
 
 @jit
@@ -152,13 +156,11 @@ def insert_req(s, rid: int, row: int, n: int) -> None:
     """``_insert_req``: insert the key ``s.key[:n]`` with the row's slots, free the
     request's copies of slots the tree had, repoint the row to the tree's slots and move
     the request's lock to the new deepest node."""
-    t, table, R, vals = s.tree, s.table, s.R, s.vals
+    t, table, R = s.tree, s.table, s.R
     cpl = R[rid, R_CPL]
-    vals[:n] = table[row, :n]
-    had, node, k = insert(t, s.key, vals, n)
+    had, node, k = insert(t, s.key, table[row], n)
     if had < 0:
         raise AssertionError("the radix tree's buffers are full")
-    new = vals
     if s.C[C_SPLIT_OUTPUT]:  # 0.5.23's checkpoint_into_tree
         for j in range(k):  # the walk frees duplicates node by node
             free_row_run(s, row, max(t.ov[j, 0], cpl), t.ov[j, 1])
@@ -166,12 +168,14 @@ def insert_req(s, rid: int, row: int, n: int) -> None:
         prompt = R[rid, R_PROMPT] // p * p
         if 0 < prompt < n:  # split at the prompt boundary (frees nothing)
             insert_held_prefix(t, node, prompt)
-        path_indices(t, node, vals)
+        # the path's slots (path_indices): the tree's where it had the key, which the insert's
+        # walk gathered in t.slots, then the row's own (already in the row)
+        if had > cpl:
+            table[row, cpl:had] = t.slots[cpl:had]
     else:
         free_row_run(s, row, cpl, had)
         node, _ = match_prefix(t, s.key, n)
-        new = t.slots
-    table[row, cpl:n] = new[cpl:n]
+        table[row, cpl:n] = t.slots[cpl:n]
     R[rid, R_CPL] = n
     if R[rid, R_NODE] >= 0:
         dec_lock_ref(t, R[rid, R_NODE])
@@ -209,8 +213,7 @@ def cache_finished_req(s, rid: int, is_insert: bool) -> None:
         free_row_run(s, row, R[rid, R_CPL], committed)
     else:
         if is_insert:
-            s.vals[:n] = s.table[row, :n]
-            had, _, _ = insert(t, s.key, s.vals, n)
+            had, _, _ = insert(t, s.key, s.table[row], n)
             if had < 0:
                 raise AssertionError("the radix tree's buffers are full")
             free_row_run(s, row, cpl, had)

@@ -26,11 +26,13 @@ if TYPE_CHECKING:
 def pack_tree(page_size: int, num_pages: int, total: int, longest: int, radix: bool
               ) -> RX.RadixArrays:
     """An empty array tree for a pool of ``num_pages`` pages (``total`` slots) whose longest
-    request holds ``longest`` tokens (:func:`~.radix.new_tree`'s sizes); a minimal one,
-    never used, with the radix cache off."""
+    request holds ``longest`` tokens (:func:`~.radix.new_tree`'s sizes, its key and value
+    buffers twice the pool's slots: the tree holds up to the whole pool, and each compaction
+    then makes room for a pool's worth of inserts); a minimal one, never used, with the
+    radix cache off."""
     if not radix:
         return RX.new_tree(page_size, 2, 1)
-    return RX.new_tree(page_size, num_pages + 2, total + longest)
+    return RX.new_tree(page_size, num_pages + 2, 2 * total + longest)
 
 
 def pack_token_ids(reqs: list[Req], R: np.ndarray) -> np.ndarray:
