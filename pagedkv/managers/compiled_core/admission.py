@@ -286,7 +286,7 @@ def add_one_req(s, A, AF, rid: int) -> int:
     return budget_state(s, A, AF) if result == CONTINUE else result
 
 
-@jit
+@jit_inline
 def add_locked(s, A, AF, rid: int, extend: int, input_tokens: int, need: int) -> int:
     """``add_one_req``'s part under the prefix's lock: NO_TOKEN or OTHER, or CONTINUE once
     admitted (a second lock taken)."""

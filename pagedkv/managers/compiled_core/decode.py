@@ -194,7 +194,7 @@ def release_req(s, rid: int, remaining: int) -> None:
     evict_from_tree_cache(s, remaining * s.C[C_RETRACT_STEPS])
 
 
-@jit
+@jit_inline
 def check_decode_mem(s, idx, m: int) -> bool:
     """``check_decode_mem``: whether the next decode step of ``s.running[idx[:m]]`` fits,
     after evicting from the tree to make room."""

@@ -93,7 +93,7 @@ from pagedkv.managers.compiled_core.layout import (
     R_PROMPT,
     RF_ARRIVAL,
 )
-from pagedkv.managers.compiled_core.pools import available_size, entry, jit
+from pagedkv.managers.compiled_core.pools import available_size, entry, jit, jit_inline
 from pagedkv.managers.compiled_core.radix import T_EVICTABLE, T_PROTECTED
 
 KIND_PREFILL, KIND_DECODE, KIND_IDLE = 0, 1, 2
@@ -109,7 +109,7 @@ def step_seconds(s, tokens: int, kv_tokens: int) -> float:
     return max(read, 2.0 * s.C[C_PARAMS] * tokens / s.CF[CF_PEAK])
 
 
-@jit
+@jit_inline
 def tokens_in_use(s) -> int:
     """SGLang's ``#token``: ``max_total - available - evictable``."""
     return s.C[C_TOTAL] - available_size(s) - s.tree.T[T_EVICTABLE]

@@ -44,6 +44,7 @@ from pagedkv.managers.compiled_core.pools import (
     free_row,
     free_run,
     jit,
+    jit_inline,
     release_chunk_cache,
 )
 from pagedkv.managers.compiled_core.radix import (
@@ -83,16 +84,22 @@ def token_ids(s, rid: int, end: int) -> None:
         key[pos] = made_up | pos
 
 
-@jit
+@jit_inline
 def init_next_round_input(s, rid: int) -> None:
     """``Req.init_next_round_input``: match the prompt + output so far but the last token;
     ``prefix_len`` and ``cache_protected_len`` become the match's length, ``last_node`` its
     node (the cache off: nothing matches). The matched slots are the path to that node,
     which stays so while the request is locked (:func:`prefix_slots`)."""
-    if not s.C[C_RADIX]:
+    if s.C[C_RADIX]:
+        match_request(s, rid)
+    else:
         s.R[rid, R_PREFIX] = 0
         s.R[rid, R_CPL] = 0
-        return
+
+
+@jit
+def match_request(s, rid: int) -> None:
+    """:func:`init_next_round_input`'s match, the cache on."""
     n = max(s.R[rid, R_PROMPT] + s.R[rid, R_GEN] - 1, 0)
     token_ids(s, rid, n)
     node, m = match_prefix(s.tree, s.key, n)
@@ -101,25 +108,35 @@ def init_next_round_input(s, rid: int) -> None:
     s.R[rid, R_NODE] = node
 
 
-@jit
+@jit_inline
 def prefix_slots(s, rid: int) -> None:
     """``prepare_for_extend``'s ``table[row, :prefix_len] = _prefix_slots`` for an admitted
     request (locked since its match: its path's slots are the match's)."""
     if s.C[C_RADIX] and s.R[rid, R_PREFIX]:
-        n = path_indices(s.tree, s.R[rid, R_NODE], s.vals)
-        s.table[s.R[rid, R_ROW], :n] = s.vals[:n]
+        copy_path(s, s.R[rid, R_NODE], s.R[rid, R_ROW])
 
 
 @jit
+def copy_path(s, node: int, row: int) -> None:
+    """The slots from the root to ``node`` into the front of ``row``."""
+    n = path_indices(s.tree, node, s.vals)
+    s.table[row, :n] = s.vals[:n]
+
+
+@jit_inline
 def touch_waiting_prefixes(s) -> None:
     """0.5.23, the tree on: every 32nd pass, the first 128 waiting requests' sequences
     walked (head last), as just used."""
-    if not s.C[C_TOUCH] or not s.C[C_RADIX] or s.I[I_QLEN] == 0:
-        return
-    refresh = s.I[I_REFRESH] % WAITING_PREFIX_REFRESH_INTERVAL == 0
-    s.I[I_REFRESH] += 1
-    if not refresh:
-        return
+    if s.C[C_TOUCH] and s.C[C_RADIX] and s.I[I_QLEN]:
+        refresh = s.I[I_REFRESH] % WAITING_PREFIX_REFRESH_INTERVAL == 0
+        s.I[I_REFRESH] += 1
+        if refresh:
+            touch_prefixes(s)
+
+
+@jit
+def touch_prefixes(s) -> None:
+    """``touch_prefix`` of the first 128 waiting requests' sequences, head last."""
     p, q = s.C[C_P], len(s.queue)
     for j in range(min(WAITING_PREFIX_REFRESH_REQS, s.I[I_QLEN]) - 1, -1, -1):
         rid = s.queue[(s.I[I_QHEAD] + j) % q]
@@ -128,14 +145,19 @@ def touch_waiting_prefixes(s) -> None:
         walk(s.tree, s.key, n // p * p)
 
 
-@jit
+@jit_inline
 def evict_from_tree_cache(s, num_tokens: int) -> None:
     """``evict_from_tree_cache``: when fewer than ``num_tokens`` slots are free, LRU leaves
     are evicted (0.5.9: ``num_tokens`` slots' worth; 0.5.23: until that many are free) and
-    their slots freed, leaf after leaf (one ``free_segment`` over them all leaves the free
-    list the same)."""
-    if not s.C[C_RADIX] or available_size(s) >= num_tokens:
-        return
+    their slots freed (:func:`evict_and_free`)."""
+    if s.C[C_RADIX] and available_size(s) < num_tokens:
+        evict_and_free(s, num_tokens)
+
+
+@jit
+def evict_and_free(s, num_tokens: int) -> None:
+    """The evicted leaves' slots freed leaf after leaf (one ``free_segment`` over them all
+    leaves the free list the same)."""
     k = evict(s.tree, num_tokens, available_size(s), s.C[C_EVICT_UNTIL_FREE] != 0,
               s.ev_out, s.ev_ends)
     start = 0
@@ -183,17 +205,23 @@ def insert_req(s, rid: int, row: int, n: int) -> None:
     R[rid, R_NODE] = node
 
 
-@jit
+@jit_inline
 def cache_unfinished_req(s, rid: int, end: int) -> None:
     """``cache_unfinished_req(req, up_to=end)``: the first ``end`` computed tokens, cut to
     whole pages, go into the tree; ``prefix_len`` becomes ``end`` (the cache off: only
     that)."""
     if s.C[C_RADIX]:
-        p = s.C[C_P]
-        n = end // p * p
-        token_ids(s, rid, n)
-        insert_req(s, rid, s.R[rid, R_ROW], n)
+        insert_unfinished(s, rid, end)
     s.R[rid, R_PREFIX] = end
+
+
+@jit
+def insert_unfinished(s, rid: int, end: int) -> None:
+    """:func:`cache_unfinished_req`'s insert, the cache on."""
+    p = s.C[C_P]
+    n = end // p * p
+    token_ids(s, rid, n)
+    insert_req(s, rid, s.R[rid, R_ROW], n)
 
 
 @jit
@@ -227,7 +255,7 @@ def cache_finished_req(s, rid: int, is_insert: bool) -> None:
     R[rid, R_PREFIX] = 0
 
 
-@jit
+@jit_inline
 def release_kv_cache(s, rid: int, is_insert: bool) -> None:
     """``release_kv_cache``: the cache keeps or frees the request's KV
     (``cache_finished_req``), then its row is freed; it holds nothing afterwards."""
