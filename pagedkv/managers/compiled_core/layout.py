@@ -6,8 +6,11 @@ over plain arrays, so its state cannot be objects. This module names the columns
 request (``R``, int64; ``RF``, float64 seconds, NaN for None), the loop's scalars (``I``,
 int64; ``F``, float64), the configuration (``C``, int64; ``CF``, float64), and the buffers
 (the waiting queue, the free lists, the running batch, the batch in flight, the events and
-log records handed back to Python). :class:`State` bundles them as a namedtuple, which numba
-passes to its functions by reference (the arrays are shared; Python reads them between calls).
+log records handed back to Python). :class:`State` bundles them as a namedtuple for Python, which
+reads the arrays between calls; the loop runs on the same arrays behind one reference
+(:class:`StateRef`, a numba structref), because numba passes a namedtuple by value: every
+call would copy each of its ~40 array descriptors and count a reference to each, which cost
+a radix-off run a third of its time.
 """
 
 from __future__ import annotations
@@ -15,6 +18,8 @@ from __future__ import annotations
 from typing import NamedTuple
 
 import numpy as np
+from numba.core import types
+from numba.experimental import structref
 
 # ----- one row per request (R: int64) -------------------------------------------------------
 (R_PROMPT, R_MAXNEW, R_STOPAT, R_OUTLEN, R_IGNORE, R_GEN, R_KV, R_ROW, R_PREFIX, R_EXTEND,
@@ -91,13 +96,13 @@ class State(NamedTuple):
         st_left, st_occ: ``[2 * cap]``: the ignore-EOS worst case's states.
         pages: int64 ``[total + page]``: room for the pages of one free.
         events: int64 ``[E, 6]``; logs: int64 ``[L, 9]``; logf: float64 ``[L, 2]``.
-        tree: the radix tree (:class:`~pagedkv.managers.compiled_core.radix.RadixArrays`;
-            an empty one, never used, with the radix cache off).
         ids: int64: every request's known token ids, one after another (``R_IDS_AT``).
         key, vals: int64 ``[longest sequence + page]``: a key being matched or inserted
             and its slots.
         ev_out, ev_ends: int64 ``[total + page]``, ``[pages + 2]``: an eviction's slots
             and each evicted leaf's end in them.
+        tree: the radix tree (:class:`~pagedkv.managers.compiled_core.radix.RadixArrays`;
+            an empty one, never used, with the radix cache off); the last field.
     """
 
     R: np.ndarray
@@ -125,9 +130,26 @@ class State(NamedTuple):
     events: np.ndarray
     logs: np.ndarray
     logf: np.ndarray
-    tree: tuple  # a RadixArrays (radix.py, which imports this module)
     ids: np.ndarray
     key: np.ndarray
     vals: np.ndarray
     ev_out: np.ndarray
     ev_ends: np.ndarray
+    tree: tuple  # a RadixArrays (radix.py, which imports this module); last: see StateRef)
+
+
+@structref.register
+class StateType(types.StructRef):
+    """numba's type of a :class:`StateRef` (its fields typed as :class:`State`'s arrays)."""
+
+    def preprocess_fields(self, fields):
+        return tuple((name, types.unliteral(typ)) for name, typ in fields)
+
+
+class StateRef(structref.StructRefProxy):
+    """:class:`State`'s fields, in its order, behind one reference: the loop's functions take
+    it as one pointer (built inside the loop's entry, :func:`~pagedkv.managers.compiled_core.
+    loop.run_steps`; Python keeps the :class:`State`)."""
+
+
+structref.define_constructor(StateRef, StateType, State._fields)

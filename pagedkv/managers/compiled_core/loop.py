@@ -92,9 +92,10 @@ from pagedkv.managers.compiled_core.layout import (
     R_KV,
     R_PROMPT,
     RF_ARRIVAL,
+    StateRef,
 )
 from pagedkv.managers.compiled_core.pools import available_size, entry, jit, jit_inline
-from pagedkv.managers.compiled_core.radix import T_EVICTABLE, T_PROTECTED
+from pagedkv.managers.compiled_core.radix import T_EVICTABLE, T_PROTECTED, tree_ref
 
 KIND_PREFILL, KIND_DECODE, KIND_IDLE = 0, 1, 2
 
@@ -367,10 +368,18 @@ def record_step(s, kind: int) -> None:
 
 
 @entry
-def run_steps(s, max_steps: int, event_room: int, log_room: int) -> int:
-    """Step until every request has finished (DONE), or pause (PAUSED) after ``max_steps``
-    steps or when fewer than ``event_room`` event rows or ``log_room`` log rows are left;
-    an error code (< 0) stops it."""
+def run_steps(state, max_steps: int, event_room: int, log_room: int) -> int:
+    """Step the :class:`~pagedkv.managers.compiled_core.layout.State` ``state`` until every
+    request has finished (DONE), or pause (PAUSED) after ``max_steps`` steps or when fewer
+    than ``event_room`` event rows or ``log_room`` log rows are left; an error code (< 0)
+    stops it. The loop runs on its arrays behind one reference (``StateRef``)."""
+    s = StateRef(*state[:-1], tree_ref(state.tree))  # the tree is State's last field
+    return step_until(s, max_steps, event_room, log_room)
+
+
+@jit
+def step_until(s, max_steps: int, event_room: int, log_room: int) -> int:
+    """:func:`run_steps` on a ``StateRef``."""
     overlap = s.C[C_OVERLAP] != 0
     for _ in range(max_steps):
         if s.I[I_NFINISHED] == s.C[C_N]:

@@ -27,6 +27,8 @@ from __future__ import annotations
 from typing import NamedTuple
 
 import numpy as np
+from numba.core import types
+from numba.experimental import structref
 
 from pagedkv.managers.compiled_core.pools import jit
 
@@ -71,6 +73,28 @@ class RadixArrays(NamedTuple):
     slots: np.ndarray
     ov: np.ndarray
     ht: np.ndarray
+
+
+@structref.register
+class TreeType(types.StructRef):
+    """numba's type of a :class:`TreeRef`."""
+
+    def preprocess_fields(self, fields):
+        return tuple((name, types.unliteral(typ)) for name, typ in fields)
+
+
+class TreeRef(structref.StructRefProxy):
+    """:class:`RadixArrays`' fields behind one reference, as the loop passes the tree (see
+    :class:`~pagedkv.managers.compiled_core.layout.StateRef`)."""
+
+
+structref.define_constructor(TreeRef, TreeType, RadixArrays._fields)
+
+
+@jit
+def tree_ref(t) -> TreeRef:
+    """The arrays of the :class:`RadixArrays` ``t`` behind one reference."""
+    return TreeRef(t.nd, t.tok, t.val, t.T, t.free_rows, t.heap, t.slots, t.ov, t.ht)
 
 
 def new_tree(page_size: int, cap: int, buf: int) -> RadixArrays:
