@@ -8,7 +8,12 @@ from __future__ import annotations
 
 from IPython.display import Markdown
 
-from pagedkv.configs.dsa_config import QUANT_BLOCK_SIZE, SCALE_BYTES, indexer_bytes_per_token
+from pagedkv.configs.dsa_config import (
+    QUANT_BLOCK_SIZE,
+    ROPE_STORAGE_BYTES,
+    SCALE_BYTES,
+    indexer_bytes_per_token,
+)
 from pagedkv.configs.model_presets import load_model
 from pagedkv.errors import bad_value
 from pagedkv.hybrid_pools import (
@@ -24,6 +29,7 @@ from pagedkv.lessons.glossary import (
     term_chapter,
     terms_of_chapter,
 )
+from pagedkv.lessons.version_runs_startup import dsa_fp8_plan
 from pagedkv.managers.config import SchedulerConfig
 from pagedkv.releases import DEFAULT_RELEASE, RELEASES, SGLANG_VERSIONS, describe, differences
 from pagedkv.sizing import plan_pool
@@ -76,7 +82,8 @@ def formulas_md(config: SchedulerConfig | None = None) -> Markdown:
         ("bytes per token (cell size)", r"$2 \cdot L \cdot H_{kv} \cdot d_{head} \cdot \text{bytes}$; "
          r"MLA: $(\text{kv_lora_rank} + \text{qk_rope_head_dim}) \cdot L \cdot \text{bytes}$; "
          rf"DeepSeek-V3.2 adds $L \cdot {key}$ B, its index key: {dim} fp8 bytes plus a "
-         rf"{SCALE_BYTES}-byte scale per {QUANT_BLOCK_SIZE} of them, in any KV dtype", 1),
+         rf"{SCALE_BYTES}-byte scale per {QUANT_BLOCK_SIZE} of them, in any KV dtype; "
+         + dsa_fp8_cell_words(), 1),
         ("pool from two free-memory readings", r"$\text{rest} = \text{post} - \text{pre} \cdot (1 - f)$, "
          r"$\text{max_total_num_tokens} = \lfloor \text{rest} / \text{cell} \rfloor$, rounded down "
          "to whole pages", 1),
@@ -112,6 +119,25 @@ def formulas_md(config: SchedulerConfig | None = None) -> Markdown:
          "`--disable-radix-cache`; SGLang 0.5.23)", 9),
     ]
     return markdown_table(("what", "formula", "chapter"), rows)
+
+
+def dsa_fp8_cell_words() -> str:
+    """The cheat sheet's exception to the MLA formula: DeepSeek V3.2 with an fp8_e4m3 KV cache,
+    whose latent a release with ``Release.dsa_fp8_latent_profiled_as_stored`` sizes as its pool
+    stores it (SGLang 0.5.23 ``kv_cache_configurator.py`` ``calculate_mla_kv_cache_dim``), and
+    the bytes per token of each release on the start the release table runs
+    (:func:`pagedkv.lessons.version_runs_startup.dsa_fp8_plan`)."""
+    stored = [r.name for r in RELEASES.values() if r.dsa_fp8_latent_profiled_as_stored]
+    raw = [r.name for r in RELEASES.values() if not r.dsa_fp8_latent_profiled_as_stored]
+    sizes = ", ".join(f"{dsa_fp8_plan(RELEASES[v]).cell_size:,} B in SGLang {v}"
+                      for v in reversed(SGLANG_VERSIONS))
+    return ("with an fp8_e4m3 KV cache, SGLang " + " and ".join(stored) + " counts V3.2's latent "
+            r"as its pool stores it, $\text{kv_lora_rank} + " + str(SCALE_BYTES)
+            + r" \lfloor \text{kv_lora_rank} / " + str(QUANT_BLOCK_SIZE) + r" \rfloor + "
+            + str(ROPE_STORAGE_BYTES) + r" \cdot \text{qk_rope_head_dim}$ bytes per layer (the fp8 "
+            "latent, its float32 scales, the rope part in bf16), where "
+            + " and ".join(raw) + " takes the MLA formula at 1 byte: V3.2 in fp8_e4m3 is "
+            + sizes + " per token (the release table below)")
 
 
 def defaults_md(config: SchedulerConfig | None = None) -> Markdown:

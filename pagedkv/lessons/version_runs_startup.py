@@ -202,22 +202,27 @@ def gpt_oss_rocm(r: Release) -> str:
     return gpt_oss_attention_backend(0, r, platform="rocm")
 
 
+def dsa_fp8_plan(r: Release) -> KVPoolPlan:
+    """DeepSeek V3.2 on eight H200 with an fp8_e4m3 KV cache (80 GiB of weights per GPU), sized
+    under ``r``: the start the release table's two DSA rows and the cheat sheet's cell-size
+    formula read."""
+    return plan_pool("deepseek-v3.2", gpu="h200-141gb", tp=8, kv_cache_dtype="fp8_e4m3",
+                     weights_bytes=80 * GiB, sglang_version=r)
+
+
 def dsa_backends(r: Release) -> str:
     """``Release.dsa_attention_backend`` on DeepSeek V3.2 with an fp8_e4m3 KV cache on an H200:
     the backend line SGLang prints (the pool is the same)."""
-    plan = plan_pool("deepseek-v3.2", gpu="h200-141gb", tp=8, kv_cache_dtype="fp8_e4m3",
-                     weights_bytes=80 * GiB, sglang_version=r)
-    return plan.server_args_lines[-1]
+    return dsa_fp8_plan(r).server_args_lines[-1]
 
 
 def dsa_fp8_cell(r: Release) -> str:
     """``Release.dsa_fp8_latent_profiled_as_stored`` on the same start: the bytes per token
     the pool is sized with, split per layer into the latent and the indexer key
     (:func:`pagedkv.configs.dsa_config.indexer_bytes_per_token`), which both releases count."""
-    plan = plan_pool("deepseek-v3.2", gpu="h200-141gb", tp=8, kv_cache_dtype="fp8_e4m3",
-                     weights_bytes=80 * GiB, sglang_version=r)
+    cell = dsa_fp8_plan(r).cell_size
     model = load_model("deepseek-v3.2")
     layers, key = model.num_hidden_layers, indexer_bytes_per_token(model.index_head_dim)
-    per_layer = plan.cell_size // layers
-    return (f"{plan.cell_size:,} B per token ({layers} layers x {per_layer:,} B: "
+    per_layer = cell // layers
+    return (f"{cell:,} B per token ({layers} layers x {per_layer:,} B: "
             f"{per_layer - key:,} B of latent and the indexer key's {key:,} B)")
