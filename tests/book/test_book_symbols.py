@@ -1,6 +1,7 @@
 """A letter keeps its meaning across the book: chapter 6's kernel symbols do not reuse the
 single letters earlier chapters gave other meanings ($f$ mem_fraction_static, $R$ the
-admission room, $q$ the pipeline-parallel size, $n$ the requests that stay)."""
+admission room, $q$ the pipeline-parallel size, $p$ the page size, $n$ the requests that stay).
+A first read met chapter 6's softmax weights as $p$ and took them for the page size."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ import re
 from pathlib import Path
 
 BOOK = Path(__file__).resolve().parents[2] / "book"
-TAKEN = ("f", "R", "q", "n")
+TAKEN = ("f", "R", "q", "p", "n")
 
 
 def math_spans(name: str) -> list[str]:
@@ -38,3 +39,13 @@ def test_earlier_chapters_do_use_the_letters_chapter_6_avoids() -> None:
 def test_chapter_6_does_not_reuse_earlier_chapters_letters() -> None:
     used = {letter: span for span in math_spans("06-kernel") for letter in bare_letters(span)}
     assert not set(TAKEN) & set(used), {k: used[k] for k in set(TAKEN) & set(used)}
+
+
+def test_chapter_6_says_which_letters_it_renames() -> None:
+    """The chapter's note on its symbols names every letter it avoids, and its softmax weights
+    are the capital $P$ (defined where the second matrix product first names them)."""
+    cells = json.loads((BOOK / "06-kernel.ipynb").read_text())["cells"]
+    text = "\n".join("".join(c["source"]) for c in cells if c["cell_type"] == "markdown")
+    note = re.search(r"the single letters\s+([^.]*?), which earlier chapters use", text)
+    assert note and set(re.findall(r"\b[A-Za-z]\b", note.group(1))) == set(TAKEN), note
+    assert "$P$: the tile's softmax weights" in " ".join(text.split())
