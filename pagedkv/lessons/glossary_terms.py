@@ -8,6 +8,7 @@ through :mod:`pagedkv.lessons.glossary`.
 from __future__ import annotations
 
 from pagedkv.lessons.glossary_rules import IGNORE_EOS_RULE, LENGTHS, REQUEST_ROWS_RULE, Term
+from pagedkv.lessons.glossary_terms_added import ADDED_TERMS
 from pagedkv.lessons.glossary_terms_later import LATER_TERMS
 from pagedkv.managers.config import SchedulerConfig
 
@@ -158,4 +159,5 @@ TERMS: tuple[Term, ...] = (
     Term("`PrefillAdder`", 1, "The object that walks the waiting queue once per prefill pass and "
          "decides who is admitted.", "`managers/schedule_policy.py`", r"PrefillAdder"),
     *LATER_TERMS,
+    *ADDED_TERMS,
 )

@@ -39,7 +39,8 @@ LATER_TERMS: tuple[Term, ...] = (
     Term("`schedule_conservativeness`", 4, "A server setting that scales the `new_token_ratio` "
          "admission starts from: above its default, admission reserves more for running requests "
          "and admits fewer; below it, admits more and retracts more often.",
-         "`--schedule-conservativeness`", r"conservativeness", listed=False),
+         "`--schedule-conservativeness`", r"conservativeness", listed=False,
+         first_use="a server setting that scales"),
     Term("overlap loop, normal loop", 4, "SGLang's two scheduler loops. The overlap loop "
          "(`event_loop_overlap`, the default) schedules the next batch while the GPU still runs "
          "the current one, so it decides before it has that step's results; the normal loop "

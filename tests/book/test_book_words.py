@@ -327,7 +327,11 @@ GLOSSARY_MUST_HAVE = ("HBM", "$B_{\\max}$ (batch cap)", "MHA, GQA, MQA", "MLA", 
                       # an eleventh read found this used without a definition
                       "routing key",
                       # a twelfth read found this printed before its definition
-                      "FMA (fused multiply-add)")
+                      "FMA (fused multiply-add)",
+                      # a fifteenth read looked these up in the glossary and found nothing
+                      "first fit", "Orca (Max, Pow2, Oracle)", "held ahead",
+                      "retraction episode (episode)", "HMMA", "protected (`protected_size`)",
+                      "sliding-window attention (SWA)", "linear attention")
 
 
 def test_the_glossary_defines_every_word_the_book_leans_on() -> None:
@@ -402,12 +406,62 @@ def test_the_cheat_sheet_keys_its_short_names_before_the_first_table() -> None:
     for short, told in ((r"\rceil_\text", r"\rceil_\text{page}$ (`ceil_page`) is"),
                         ("CLIP", "CLIP is"), ("conservativeness", "conservativeness is"),
                         ("FCFS", "FCFS is"), ("LRU", "LRU is"), ("MLA", "MLA is"),
-                        ("HBM", "HBM is"), ("sm_1", "`sm_XY` is")):
+                        ("HBM", "HBM is"), ("sm_1", "`sm_XY` is"),
+                        # a fifteenth read found the formulas' symbols defined only in chapter 1
+                        (r"L \cdot", "$L$ is"), ("H_{kv}", "$H_{kv}$ its"),
+                        ("d_{head}", "$d_{head}$\nthe numbers"), (r"\text{bytes}", r"$\text{bytes}$ is"),
+                        ("kv_lora_rank", "`kv_lora_rank` numbers"),
+                        ("qk_rope_head_dim", "`qk_rope_head_dim`\nnumbers"),
+                        (r"\text{cell}", r"$\text{cell}$ is"), (r"\text{pre}", r"$\text{pre}$ and"),
+                        (r"\text{post}", r"$\text{post}$ are"), (r"\text{rest}", r"$\text{rest}$ is"),
+                        ("at context $c$", "$c$ is a context length")):
         if short in tables:
-            assert told in key, short
+            assert " ".join(told.split()) in " ".join(key.split()), short
     names = " ".join(t.name for t in TERMS)
     assert all(w in names for w in ("FCFS", "LRU", "MLA", "HBM", "schedule_conservativeness",
                                     "ceil_page", "CLIP", "sm_XY"))
+
+
+def test_the_cheat_sheets_cell_size_formula_gives_each_releases_fp8_dsa_cell() -> None:
+    """The MLA formula at 1 byte is what SGLang 0.5.9 sizes an fp8_e4m3 DeepSeek V3.2 cell
+    with; 0.5.23 sizes the latent as its pool stores it. A fifteenth read found the formula
+    row giving 0.5.9's value under the page's default release: the row now prints each
+    release's value from the start the release table runs, and the formula it states for
+    the stored latent gives 0.5.23's."""
+    from pagedkv.configs.dsa_config import indexer_bytes_per_token
+    from pagedkv.configs.model_presets import load_model
+    from pagedkv.lessons.version_runs_startup import dsa_fp8_cell, dsa_fp8_plan
+    from pagedkv_widgets.reference import formulas_md
+
+    v32 = load_model("deepseek-v3.2")
+    layers, key = v32.num_hidden_layers, indexer_bytes_per_token(v32.index_head_dim)
+    stored = v32.kv_lora_rank + 4 * (v32.kv_lora_rank // 128) + 2 * v32.qk_rope_head_dim
+    raw = v32.kv_lora_rank + v32.qk_rope_head_dim
+    row = next(line for line in formulas_md().data.splitlines()
+               if line.startswith("| bytes per token (cell size)"))
+    assert (r"$\text{kv_lora_rank} + 4 \lfloor \text{kv_lora_rank} / 128 \rfloor + 2 \cdot "
+            r"\text{qk_rope_head_dim}$") in row
+    rows = {what: (old, new) for what, old, new, _ in differences()}
+    dsa = rows["DeepSeek V3.2 (DSA) fp8_e4m3 bytes per token"]
+    for name, release in RELEASES.items():
+        cell = dsa_fp8_plan(release).cell_size
+        assert cell == layers * ((stored if release.dsa_fp8_latent_profiled_as_stored else raw) + key)
+        assert f"{cell:,} B in SGLang {name}" in row, name
+        assert dsa_fp8_cell(release).startswith(f"{cell:,} B per token")
+    assert dsa[1].startswith("what the pool stores")  # differences(): oldest, then newest
+    assert dsa_fp8_plan(RELEASES["0.5.23"]).cell_size == 61 * 788 == 48_068  # SGLang's value
+    assert dsa_fp8_plan(RELEASES["0.5.9"]).cell_size == 61 * 708 == 43_188
+
+
+def test_chapter_6_says_which_gpus_put_the_dots_on_tensor_cores() -> None:
+    """Triton 3.9 gives the T4 (sm_75) no tensor-core dots: a fifteenth read found the summary
+    and the prediction's prose saying every GPU used them. The prose names the GPUs from the
+    compiled table, and the summary says what the T4 gets."""
+    text = " ".join(paragraphs("06-kernel"))
+    assert "every GPU is predicted" not in text
+    assert "both matrix products on the tensor cores in the cache's dtype." not in text
+    assert 'stage1_row(rows, g.arch, dot_dtype[g.label])["loop_ops"]["HMMA"]' in text
+    assert "as fp32 FMAs on the T4 (sm_75)" in text
 
 
 def test_words_only_the_generated_tables_use_are_glossed_in_them() -> None:
