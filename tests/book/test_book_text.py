@@ -229,3 +229,43 @@ def test_chapter_3_tells_its_page_table_example_from_the_scenario() -> None:
                 assert typed == [], (typed, para[:200])
     code = "\n".join(cells("03-paging", "code"))
     assert "st.first_page(" in code and "st.rows[" in code
+
+
+def _flat(chapter: str) -> str:
+    return " ".join(" ".join(p.split()) for p in paragraphs(chapter))
+
+
+def test_historical_log_lines_name_their_release() -> None:
+    """A fifteenth read found three claims about SGLang's past with no release: each now says
+    it is a release before 0.5.9 (the sources do not tell which), and none says 'that release'
+    or 'older releases' without one (the QwQ-32B log beside chapter 1's names 0.4.3.post4)."""
+    said = {"01-memory-arithmetic": "0.88 was the fixed value at tp 1 of the release that wrote "
+                                    "the log, a release before 0.5.9",
+            "03-paging": "The SGLang releases of that time (before 0.5.9: those before PR #4913",
+            "05-retraction": "SGLang releases before 0.5.9 logged a retraction as"}
+    for chapter, words in said.items():
+        text = _flat(chapter)
+        assert words in text, chapter
+        assert not re.search(r"0\.88 was that release's|Older (SGLang )?releases|The release of that time",
+                             text), chapter
+
+
+def test_chapter_6_points_at_the_measurements_where_they_are() -> None:
+    """'Measured on GPUs' comes after the page-size section and before the exercises; the
+    pointer to it says so (it once said 'at the end of the chapter', with four sections after it)."""
+    heads = [line for text in cells("06-kernel", "markdown") for line in text.splitlines()
+             if line.startswith("## ")]
+    k = heads.index("## Measured on GPUs")
+    assert heads[k - 1].startswith("## The page-size question") and heads[k + 1] == "## Exercises"
+    text = _flat("06-kernel")
+    assert '"Measured on GPUs", the section after the page-size question and before the exercises' in text
+    assert "at the end of the chapter, says whether" not in text
+
+
+def test_chapter_5_computes_both_loads_at_the_visualizers_smallest_pool() -> None:
+    """Chapter 5's calm-load retraction count at the visualizer's smallest pool is computed
+    there, beside the busy load's that chapter 7 gives, so that neither is read without the other."""
+    code = "\n".join(cells("05-retraction", "code"))
+    assert 'chapter_run("full", workload="calm", mem_fraction_static=low_fraction)' in code
+    assert 'chapter_run("full", mem_fraction_static=low_fraction)' in code
+    assert "{low_busy.retractions} for the busy load on that pool" in code
