@@ -18,9 +18,9 @@ ADDED_TERMS: tuple[Term, ...] = (
          first_use="at the lowest slot where a long enough free run starts"),
     Term("Orca (Max, Pow2, Oracle)", 2, "A server that keeps each request's KV in one "
          "contiguous run; the vLLM paper compares paging with three versions of it, which "
-         "reserve the model's maximum length (Max), the request's length rounded up to a power "
-         "of two (Pow2), or exactly what the request will use (Oracle, which no real server "
-         "knows).", "", r"\bOrca\b", listed=False,
+         "reserve the model's maximum length (Max), the prompt plus its output length rounded "
+         "up to a power of two (Pow2), or the prompt plus the true output length (Oracle, which "
+         "no real server knows in advance).", "", r"\bOrca\b", listed=False,
          first_use="a server that keeps each request in one run"),
     Term("held ahead", 2, "The share of a pool held for tokens a request will still generate: "
          "the rest of its contiguous run, or, with pages, the part of its last page that it "
