@@ -28,7 +28,7 @@ ADDED_TERMS: tuple[Term, ...] = (
          listed=False, first_use="slots already held for tokens the request will still generate"),
     Term("retraction episode (episode)", 4, "Retractions of one run that come in a burst, "
          f"fewer than {EPISODE_GAP_STEPS} decode steps after the one before, counted together: "
-         "chapter 4 groups a run's retractions so to see what the ratio was when each burst "
+         "chapter 4 groups a run's retractions into them to see what the ratio was when each burst "
          "began.", "", r"\bepisodes?\b", listed=False, first_use="belong to one episode"),
     Term("HMMA", 6, "The tensor-core matrix multiply-accumulate instruction in NVIDIA's machine "
          "code (SASS) from sm_70 on: one warp multiplies small tiles of 16-bit numbers and sums "
