@@ -126,7 +126,7 @@ _BAR_STATES = ("one GPU's memory as a bar (weights, the reserve that 1 - mem_fra
                "cache's states and free slots) at one step of a simulated run")
 _SLOTS = ("the state pool's slots over the run with the same step marked (a running request's "
           "state slot, its track slots, the states the radix cache keeps, free slots)")
-_HYBRID_CONTROLS = ("model", "gpu", "workload", "mem_fraction_static", "page_size")
+_HYBRID_CONTROLS = ("model", "gpu", "workload", "mem_fraction_static", "page_size", "loop")
 CHAPTERS = {
     "memory": Chapter("Where the card's memory goes", ("hbm", "timeline"),
                       ("model", "gpu", "mem_fraction_static"),
@@ -157,8 +157,8 @@ CHAPTERS = {
     # not taken together (DecodeFastForward leaves sliding-window pools out), so every run is
     # simulated and recorded step by step: the calm rate's (about 211,000 steps, 110 CPU-s at
     # 120 requests) is left out, and the runs take the first HYBRID_REQUESTS of the workload's
-    # requests (catalog.py). Every combination of the controls is 96 runs of 2-12 CPU-s; the
-    # static page holds four planes through the opening setting (10 runs), the live widget any.
+    # requests (catalog.py). Every combination of the controls is 192 runs of 2-12 CPU-s; the
+    # static page holds five planes through the opening setting (11 runs), the live widget any.
     "windows": Chapter("Two pools: full attention and sliding window", SWA_VIEWS, _HYBRID_CONTROLS,
                        f"{_first(_BAR_SWA)}, {_TIMELINE}, and {_SWA_PAGES}, all at the same "
                        "step; play the run and watch the SWA pool's pages go free as each "
@@ -166,10 +166,11 @@ CHAPTERS = {
                        page_sizes=SWA_PAGE_SIZES, workloads=("busy-hybrid", "burst-hybrid"),
                        models=SWA_MODELS, gpus=HYBRID_GPUS, fractions=AROUND_DEFAULT_WIDE,
                        planes=(("model", "gpu"), ("workload",), ("mem_fraction_static",),
-                               ("page_size",))),
+                               ("page_size",), ("loop",))),
     # Chapter 9: a linear-attention hybrid's KV pool and state slots in one run (one GPU's
     # share at the model's tensor-parallel size; the workloads of the windows chapter). Its
-    # burst runs take 1-2 CPU-s, so the page holds fraction x page size whole (11 runs).
+    # burst runs take 1-2 CPU-s, so the page holds fraction x page size whole (12 runs with
+    # the other loop).
     "states": Chapter("Two pools: KV pages and state slots", STATE_VIEWS, _HYBRID_CONTROLS,
                       f"{_first(_BAR_STATES)}, {_TIMELINE}, the KV pool's map (every page of "
                       f"the full-attention layers coloured by owner), and {_SLOTS}, all at the "
@@ -178,7 +179,7 @@ CHAPTERS = {
                       page_sizes=STATE_PAGE_SIZES, workloads=("busy-hybrid", "burst-hybrid"),
                       models=STATE_MODELS, gpus=HYBRID_GPUS, fractions=AROUND_DEFAULT,
                       planes=(("model", "gpu"), ("workload",),
-                              ("mem_fraction_static", "page_size"))),
+                              ("mem_fraction_static", "page_size"), ("loop",))),
 }
 
 

@@ -105,5 +105,5 @@ def test_the_states_menus_run_on_both_cards_at_pages_sglang_accepts() -> None:
                 assert MAMBA_TRACK_INTERVAL % page == 0
     with pytest.raises(ConfigError, match="page_size=96"):
         runner.card_setup(replace(here, page_size=96))
-    # the fraction and page size whole, at the opening card; model x GPU; workload
-    assert len(grid_settings(config)) == 9 + 1 + 1
+    # the fraction and page size whole, at the opening card; model x GPU; workload; loop
+    assert len(grid_settings(config)) == 9 + 1 + 1 + 1

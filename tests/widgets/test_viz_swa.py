@@ -118,7 +118,7 @@ def test_chapter_9_opens_on_gpt_oss_on_an_h100_with_both_pool_maps() -> None:
     config = chapter_config(CATALOG, "windows", settings)
     assert (settings.model, settings.gpu) == (SWA_MODEL, "h100-sxm-80gb")
     assert config["views"] == list(SWA_VIEWS)
-    assert config["controls"] == ["model", "gpu", "workload", "mem_fraction_static", "page_size"]
+    assert config["controls"] == ["model", "gpu", "workload", "mem_fraction_static", "page_size", "loop"]
     assert SWA_MODEL not in CATALOG.models  # no dense chapter's menu offers it
     # the calm rate's run, decoded step by step, is too long for the book's build
     assert [k for k, _ in config["axes"]["workload"]] == ["busy-hybrid", "burst-hybrid"]
@@ -161,8 +161,8 @@ def test_the_windows_menus_offer_the_sliding_window_hybrids_that_fit() -> None:
     assert explained == {("gpt-oss-120b", "h100-sxm-80gb", 0.73)}
     assert {(s.model, s.gpu) for s in grid_settings(config)} == {
         (m, g) for m in ("gpt-oss-20b", "gpt-oss-120b") for g in ("h100-sxm-80gb", "h200-141gb")}
-    # four planes through the opening setting: model x GPU, workload, fraction, page size
-    assert len(grid_settings(config)) == 4 + 1 + 3 + 2
+    # five planes through the opening setting: model x GPU, workload, fraction, page size, loop
+    assert len(grid_settings(config)) == 4 + 1 + 3 + 2 + 1
 
 
 def test_the_hybrid_workloads_are_the_first_requests_of_the_running_case() -> None:
@@ -182,7 +182,8 @@ def test_the_chapter_says_what_its_menus_offer() -> None:
     for _, label in config["axes"]["gpu"]:
         assert label in text
     assert "busy (2 requests/s, 40 requests) and burst (40 requests at once)" in text
-    assert "`mem_fraction_static` 0.73, 0.78, 0.83 and 0.88; pages of 16, 64 and 128 tokens." in text
+    assert ("`mem_fraction_static` 0.73, 0.78, 0.83 and 0.88; pages of 16, 64 and 128 tokens; the "
+            "loops overlap (SGLang's default) and normal (--disable-overlap-schedule).") in text
     assert "the model Qwen3-Next-80B-A3B, tp 4;" in menus_text("states")
     assert "0.85, 0.897 and 0.95" in menus_text("states")
     with pytest.raises(ConfigError, match="chapter='nope'"):
@@ -191,4 +192,5 @@ def test_the_chapter_says_what_its_menus_offer() -> None:
     held = len(grid_settings(config))
     assert grid_text("windows").startswith(
         "The book's page holds every combination of model and GPU; every workload; every "
-        f"`mem_fraction_static`; and every page size, with the other controls at the defaults: {held} runs.")
+        f"`mem_fraction_static`; every page size; and every scheduler loop, with the other controls at the "
+        f"defaults: {held} runs.")
