@@ -169,5 +169,9 @@ class CsvSink:
         # for keys outside the header (a row has exactly COLUMNS)
         self.writer.writerow([row[name] for name in COLUMNS])
 
+    def write_rows(self, rows: list[tuple[Any, ...]]) -> None:
+        """Rows as tuples over :data:`COLUMNS`, at once (what calling it on each writes)."""
+        self.writer.writerows(rows)
+
     def close(self) -> None:
         self.file.close()

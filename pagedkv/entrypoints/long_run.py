@@ -94,7 +94,7 @@ def run_requests(engine: Engine, specs: Iterable[RequestSpec], num_requests: int
 
     start = time.perf_counter()
     trace = SummaryTrace(engine.meta, on_event=on_event, on_log=on_log,
-                         event_kinds=frozenset(("finish", "abort")))
+                         event_kinds=frozenset(("finish", "abort")), on_finished=table.add_columns)
     sched = engine.scheduler(specs, trace=trace)
     bar = tqdm(total=num_requests, unit="req", desc=label, file=sys.stderr, delay=PROGRESS_DELAY_S,
                disable=quiet or not sys.stderr.isatty(), dynamic_ncols=True)

@@ -29,6 +29,7 @@ from pagedkv.mem_cache.base_prefix_cache import BasePrefixCache
 from pagedkv.mem_cache.mamba_cache import MambaPrefixCache
 
 _NO_KEY = np.empty(0, dtype=np.int64)
+_INF = float("inf")
 _POSITION_BITS = 24  # made-up token ids: (rid + 1) << 24 | position, never a real id's range
 
 
@@ -154,6 +155,18 @@ class Req:
     _prefix_slots: Any = field(default=None, init=False, repr=False)
 
     def __post_init__(self) -> None:
+        p, out, cap, t = self.prompt_len, self.output_len, self.max_new_tokens, self.arrival_s
+        # the common case in one test (a long run builds a million): plain ints and a float
+        # that pass every check below; anything else takes the checks that name the field
+        if not (type(p) is int and type(cap) is int and p >= 1 and type(t) is float
+                and 0.0 <= t < _INF and (self.input_ids is None or len(self.input_ids) == p)
+                and ((out is None and cap >= 1) or (type(out) is int and 1 <= out <= cap))):
+            self._check()
+        self.enqueued_s = t
+        self._prefix_slots = None
+
+    def _check(self) -> None:
+        """Every field :meth:`__post_init__` checks, each failure a named ConfigError."""
         check_positive_int("prompt_len", self.prompt_len)
         if self.output_len is not None:
             check_positive_int("output_len", self.output_len)
@@ -165,8 +178,6 @@ class Req:
             raise bad_value("arrival_s", self.arrival_s, "finite seconds >= 0")
         if self.input_ids is not None and len(self.input_ids) != self.prompt_len:
             raise bad_value("len(input_ids)", len(self.input_ids), f"prompt_len={self.prompt_len}")
-        self.enqueued_s = self.arrival_s
-        self._prefix_slots = None
 
     @classmethod
     def from_spec(cls, rid: int, spec: RequestLike) -> Req:

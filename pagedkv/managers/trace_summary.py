@@ -15,8 +15,31 @@ reads it back.
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import NamedTuple
+
+import numpy as np
 
 from pagedkv.managers.trace import RETRACT_LINE, Event, StepRow, StepTotals, TraceMeta
+
+
+class FinishedColumns(NamedTuple):
+    """Requests that finished (or were aborted), as columns in finish order: the fields of
+    their :class:`~pagedkv.managers.req.Req` that a per-request table reads, one entry per
+    request. ``rid``, ``prompt_len``, ``generated``, ``cached_tokens``, ``num_retractions``,
+    ``recomputed_tokens``: int64 arrays; ``arrival_s``, ``queue_s``, ``first_token_s``,
+    ``finish_s``: float64 arrays (seconds); ``finish_reason``: a list of str."""
+
+    rid: np.ndarray
+    prompt_len: np.ndarray
+    generated: np.ndarray
+    cached_tokens: np.ndarray
+    num_retractions: np.ndarray
+    recomputed_tokens: np.ndarray
+    arrival_s: np.ndarray
+    queue_s: np.ndarray
+    first_token_s: np.ndarray
+    finish_s: np.ndarray
+    finish_reason: list[str]
 
 
 class SummaryTrace:
@@ -29,6 +52,11 @@ class SummaryTrace:
         on_log: called with each SGLang-format log line as it is printed.
         event_kinds: the event kinds ``on_event`` takes (e.g. ``{"finish", "abort"}``);
             None: all of them.
+        on_finished: a faster route for ``finish`` and ``abort`` events that the compiled
+            core (:mod:`pagedkv.managers.compiled_core.runner`) takes when it is given: the
+            requests finished since its last return, as :class:`FinishedColumns`, instead of
+            one ``Event`` each to ``on_event`` (their ``Req`` objects are up to date first).
+            The Python scheduler always calls ``on_event``; both must keep the same record.
 
     Attributes:
         records_steps: False: the scheduler may skip work done only for step rows (the
@@ -45,9 +73,11 @@ class SummaryTrace:
     def __init__(self, meta: TraceMeta,
                  on_event: Callable[[Event], None] | None = None,
                  on_log: Callable[[str], None] | None = None,
-                 event_kinds: frozenset[str] | None = None) -> None:
+                 event_kinds: frozenset[str] | None = None,
+                 on_finished: Callable[[FinishedColumns], None] | None = None) -> None:
         self.meta = meta
         self.on_event = on_event
+        self.on_finished = on_finished
         self.event_kinds = event_kinds
         self.on_log = on_log
         self._kinds = {"prefill": 0, "decode": 0, "idle": 0}

@@ -31,6 +31,7 @@ from typing import Any
 import numpy as np
 
 from pagedkv.managers.req import Req
+from pagedkv.managers.trace_summary import FinishedColumns
 from pagedkv.workloads.request_rows import RequestFile
 
 COLUMNS = ("rid", "line", "conversation_id", "turn", "prompt_len", "output_len", "cached_tokens",
@@ -105,6 +106,64 @@ class RequestTable:
         self.last_finish_s = max(self.last_finish_s, req.finish_s)
         for sink in self.sinks:
             sink(row)
+
+    def add_columns(self, done: FinishedColumns) -> None:
+        """Take requests that have just finished, as columns in finish order (the compiled
+        core's route): the same columns, totals and rows, in the same order, as
+        :meth:`add` on each of them, the arithmetic done over numpy arrays. A sink with a
+        ``write_rows`` method takes the rows as tuples over :data:`COLUMNS` at once; the
+        others are called with each row's dict."""
+        n = len(done.rid)
+        if not n:
+            return
+        gen = done.generated
+        ttft = done.first_token_s - done.arrival_s
+        e2e = done.finish_s - done.arrival_s
+        many = gen > 1
+        tpot = np.full(n, np.nan)
+        tpot[many] = (e2e[many] - ttft[many]) / (gen[many] - 1)
+        i = self.count
+        for name, col in (("ttft_s", ttft), ("tpot_s", tpot), ("e2e_s", e2e), ("queue_s", done.queue_s)):
+            self.times[name][i:i + n] = col
+        self.count += n
+        t = self.totals
+        t["prompt_tokens"] += int(done.prompt_len.sum())
+        t["output_tokens"] += int(gen.sum())
+        t["cached_tokens"] += int(done.cached_tokens.sum())
+        t["num_retractions"] += int(done.num_retractions.sum())
+        t["retracted_requests"] += int((done.num_retractions > 0).sum())
+        t["recomputed_tokens"] += int(done.recomputed_tokens.sum())
+        self.last_finish_s = max(self.last_finish_s, float(done.finish_s.max()))
+        if self.sinks:
+            self._write_rows(done, ttft, tpot, e2e)
+
+    def _write_rows(self, done: FinishedColumns, ttft: np.ndarray, tpot: np.ndarray,
+                    e2e: np.ndarray) -> None:
+        """The rows of :meth:`add_columns` to the sinks (values as :meth:`row` gives them)."""
+        src, rid = self.source, done.rid
+        n = len(rid)
+        if src is None:
+            line: list[Any] = [None] * n
+            conv: list[Any] = line
+            turn: list[Any] = line
+        else:
+            line = src.line[rid].tolist()
+            names = src.conversation_names
+            conv = [None if c < 0 else names[c] for c in src.conversation[rid].tolist()]
+            turn = [None if c is None else k for c, k in zip(conv, src.turn[rid].tolist(), strict=True)]
+        rows = list(zip(
+            rid.tolist(), line, conv, turn, done.prompt_len.tolist(), done.generated.tolist(),
+            done.cached_tokens.tolist(), done.arrival_s.tolist(), done.queue_s.tolist(),
+            ttft.tolist(), [None if x != x else x for x in tpot.tolist()], e2e.tolist(),
+            done.num_retractions.tolist(), done.recomputed_tokens.tolist(), done.finish_reason,
+            strict=True))
+        for sink in self.sinks:
+            write_rows = getattr(sink, "write_rows", None)
+            if write_rows is not None:
+                write_rows(rows)
+            else:
+                for values in rows:
+                    sink(dict(zip(COLUMNS, values, strict=True)))
 
     def summary(self) -> dict[str, Any]:
         """Counts, throughputs and, per time column, mean and p50/p90/p99 (seconds).

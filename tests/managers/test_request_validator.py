@@ -6,6 +6,8 @@ from __future__ import annotations
 import math
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from pagedkv.errors import ConfigError
 from pagedkv.managers.config import Policy, SchedulerConfig
@@ -15,6 +17,8 @@ from pagedkv.managers.scheduler_components import (
     validate_requests,
     validate_sizes,
 )
+from pagedkv.managers.scheduler_components.request_validator import _check_each, _clamp_all
+from pagedkv.sizing import max_req_input_len
 from pagedkv.workloads.synthetic import RequestSpec
 
 
@@ -74,3 +78,30 @@ def test_default_max_running_requests() -> None:
     assert default_max_running_requests(10_000, 8192) == 2048  # 625 raised to 2,048
     assert default_max_running_requests(1000, None) == 500  # tokens // 2
     assert default_max_running_requests(1, None) == 1
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.tuples(st.integers(1, 80), st.integers(1, 90), st.booleans()), min_size=1,
+                max_size=12),
+       st.sampled_from(["0.5.23", "0.5.9"]), st.booleans(), st.sampled_from(list(Policy)),
+       st.sampled_from([1, 4, 16]))
+def test_the_column_path_clamps_and_refuses_as_the_loop_does(
+        rows: list[tuple[int, int, bool]], release: str, radix: bool, policy: Policy,
+        page: int) -> None:
+    """``_clamp_all`` (numpy) leaves every ``max_new_tokens`` as ``_check_each`` does, and
+    declines (changing nothing) exactly when the loop refuses a request."""
+    specs = [RequestSpec(p, min(o, 20), o, ignore_eos=eos) for p, o, eos in rows]
+    cfg = SchedulerConfig(sglang_version=release, policy=policy)
+    limit = max_req_input_len(128, 128)
+    fast, slow = ([Req.from_spec(i, s) for i, s in enumerate(specs)] for _ in range(2))
+    took = _clamp_all(fast, cfg, page, 128, limit, radix)
+    try:
+        _check_each(slow, cfg, page, 128, limit, radix)
+        refused = False
+    except ConfigError:
+        refused = True
+    assert took is not refused
+    if took:
+        assert [r.max_new_tokens for r in fast] == [r.max_new_tokens for r in slow]
+    else:
+        assert [r.max_new_tokens for r in fast] == [s.max_new_tokens for s in specs]

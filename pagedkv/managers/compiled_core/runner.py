@@ -29,7 +29,7 @@ from pagedkv.managers.config import Policy
 from pagedkv.managers.scheduler_components.decode_memory_checker import retract_line
 from pagedkv.managers.scheduler_components.metrics_reporter import decode_line, prefill_line
 from pagedkv.managers.trace import Event
-from pagedkv.managers.trace_summary import SummaryTrace
+from pagedkv.managers.trace_summary import FinishedColumns, SummaryTrace
 from pagedkv.mem_cache.allocator import PagedTokenToKVPoolAllocator, TokenToKVPoolAllocator
 from pagedkv.mem_cache.chunk_cache import ChunkCache
 from pagedkv.mem_cache.memory_pool import ReqToTokenPool
@@ -186,6 +186,15 @@ def unpack_requests(sched: Scheduler, s: L.State, rids: np.ndarray) -> None:
         r.finish_s = None if finish != finish else finish
 
 
+def finished_columns(s: L.State, rids: np.ndarray) -> FinishedColumns:
+    """The requests ``rids``' (int64, in finish order) fields a per-request table reads."""
+    R, RF = s.R[rids], s.RF[rids]
+    return FinishedColumns(
+        rids, R[:, L.R_PROMPT], R[:, L.R_GEN], R[:, L.R_CACHED], R[:, L.R_NRETRACT],
+        R[:, L.R_RECOMP], RF[:, L.RF_ARRIVAL], RF[:, L.RF_QUEUE], RF[:, L.RF_FIRST_TOKEN],
+        RF[:, L.RF_FINISH], [L.REASONS[k] for k in R[:, L.R_REASON].tolist()])
+
+
 def unpack(sched: Scheduler, s: L.State) -> None:
     """Leave ``sched`` as the reference loop would have (see the module docstring)."""
     I, F = s.I, s.F  # noqa: E741
@@ -227,6 +236,9 @@ def hand_on(sched: Scheduler, s: L.State) -> None:
         done = ev[(ev[:, 1] == L.EV_FINISH) | (ev[:, 1] == L.EV_ABORT), 2]
         unpack_requests(sched, s, done)
         wanted = trace.event_kinds
+        if trace.on_finished is not None:  # the finished requests as columns, not events
+            trace.on_finished(finished_columns(s, done))
+            ev = ev[(ev[:, 1] != L.EV_FINISH) & (ev[:, 1] != L.EV_ABORT)]
         if trace.on_event is None:
             ev = ev[:0]
         elif wanted is not None:

@@ -13,6 +13,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+import numpy as np
+
 from pagedkv.errors import bad_value, check_positive_int
 from pagedkv.managers.config import Policy, SchedulerConfig
 from pagedkv.managers.req import Req
@@ -66,8 +68,14 @@ def validate_requests(reqs: Sequence[Req], *, config: SchedulerConfig, page_size
             an ignore-EOS request the radix-off test never admits, a ``reserve_all``
             footprint as large as the pool.
     """
-    cfg, p, total = config, page_size, max_total_num_tokens
-    limit = max_req_input_len(total, context_len or total)
+    limit = max_req_input_len(max_total_num_tokens, context_len or max_total_num_tokens)
+    if not _clamp_all(reqs, config, page_size, max_total_num_tokens, limit, radix_cache):
+        _check_each(reqs, config, page_size, max_total_num_tokens, limit, radix_cache)
+
+
+def _check_each(reqs: Sequence[Req], cfg: SchedulerConfig, p: int, total: int, limit: int,
+                radix_cache: bool) -> None:
+    """:func:`validate_requests` request by request (``limit``: ``max_req_input_len``)."""
     max_req_len = limit + 5
     overhead = p if cfg.release.extra_page_per_request else 0
     for r in reqs:
@@ -94,3 +102,36 @@ def validate_requests(reqs: Sequence[Req], *, config: SchedulerConfig, page_size
             raise bad_value(f"request {r.rid} prompt_len + max_new_tokens",
                             r.prompt_len + r.max_new_tokens,
                             f"a footprint below max_total_num_tokens={total} under reserve_all")
+
+
+def _clamp_all(reqs: Sequence[Req], cfg: SchedulerConfig, p: int, total: int, limit: int,
+               radix_cache: bool) -> bool:
+    """:func:`validate_requests` over numpy columns, for a long workload: the same clamps,
+    written back only to the requests they change. False, with nothing changed, when a
+    request would be refused, follows another or has a length past int64 (the per-request
+    loop then does it all and names the first refusal)."""
+    n = len(reqs)
+    if any(r.follows is not None for r in reqs):
+        return False
+    try:
+        prompt = np.fromiter((r.prompt_len for r in reqs), np.int64, n)
+        asked = np.fromiter((r.max_new_tokens for r in reqs), np.int64, n)
+    except OverflowError:
+        return False
+    if n and int(prompt.max()) >= limit:
+        return False
+    prompt_pages = ceil_to_page(prompt, p)
+    cap = limit + 5 - prompt - 1
+    if cfg.release.cap_max_new_tokens_by_pool:
+        cap = np.minimum(cap, total - prompt_pages - p - 1)
+    new = np.maximum(1, np.minimum(asked, cap))
+    overhead = p if cfg.release.extra_page_per_request else 0
+    if not radix_cache:
+        eos = np.fromiter((r.ignore_eos for r in reqs), bool, n)
+        if (eos & (total - prompt_pages - overhead - new <= 1)).any():
+            return False
+    if cfg.policy is Policy.RESERVE_ALL and (footprint(prompt, new, p) >= total).any():
+        return False
+    for i in np.flatnonzero(new != asked).tolist():
+        reqs[i].max_new_tokens = int(new[i])
+    return True
