@@ -167,23 +167,33 @@ def ring(buf: np.ndarray, head: int, n: int) -> np.ndarray:
     return buf[(head + np.arange(n)) % len(buf)]
 
 
+_INT_COLS = [L.R_GEN, L.R_KV, L.R_ROW, L.R_PREFIX, L.R_EXTEND, L.R_CPL, L.R_NRETRACT, L.R_RECOMP,
+             L.R_CACHED, L.R_KEPT]
+_REASONS = np.array(L.REASONS, dtype=object)
+
+
 def unpack_requests(sched: Scheduler, s: L.State, rids: np.ndarray) -> None:
-    """Write the requests ``rids``' (int64) fields back into their ``Req`` objects."""
+    """Write the requests ``rids``' (int64) fields back into their ``Req`` objects: each
+    column into Python values at once, then one pass that writes each request's fields
+    together (one visit to each object: they lie scattered in memory)."""
+    R, RF = s.R[rids], s.RF[rids]
+    ints = R[:, _INT_COLS].T.tolist()
+    flags = R[:, [L.R_FINISHED, L.R_RETRACTED, L.R_ADMITTED]].T.astype(bool).tolist()
+    times = RF[:, [L.RF_QUEUE, L.RF_ENQUEUED]].T.tolist()
+    at = RF[:, [L.RF_FIRST_ADMIT, L.RF_FIRST_TOKEN, L.RF_FINISH]].T
+    maybe = at.astype(object)
+    maybe[np.isnan(at)] = None  # not yet: None
     reqs = sched.reqs
-    rows, times = s.R[rids].tolist(), s.RF[rids].tolist()
-    for rid, row, f in zip(rids.tolist(), rows, times, strict=True):
-        r = reqs[rid]
-        r.generated, r.kv_committed_len, r.req_pool_idx = row[L.R_GEN], row[L.R_KV], row[L.R_ROW]
-        r.prefix_len, r.extend_len, r.cache_protected_len = row[L.R_PREFIX], row[L.R_EXTEND], row[L.R_CPL]
-        r.finished, r.finish_reason = bool(row[L.R_FINISHED]), L.REASONS[row[L.R_REASON]]
-        r.num_retractions, r.recomputed_tokens = row[L.R_NRETRACT], row[L.R_RECOMP]
-        r.cached_tokens, r.kept_at_retract = row[L.R_CACHED], row[L.R_KEPT]
-        r.is_retracted, r.admitted_before = bool(row[L.R_RETRACTED]), bool(row[L.R_ADMITTED])
-        r.queue_s, r.enqueued_s = f[L.RF_QUEUE], f[L.RF_ENQUEUED]
-        first_admit, first_token, finish = f[L.RF_FIRST_ADMIT], f[L.RF_FIRST_TOKEN], f[L.RF_FINISH]
-        r.first_admit_s = None if first_admit != first_admit else first_admit  # NaN: None
-        r.first_token_s = None if first_token != first_token else first_token
-        r.finish_s = None if finish != finish else finish
+    for (r, gen, kv, row, prefix, extend, cpl, nretract, recomp, cached, kept, finished, retracted,
+         admitted, queue, enqueued, first_admit, first_token, finish, reason) in zip(
+            [reqs[rid] for rid in rids.tolist()], *ints, *flags, *times, *maybe.tolist(),
+            _REASONS[R[:, L.R_REASON]].tolist(), strict=True):
+        r.generated, r.kv_committed_len, r.req_pool_idx = gen, kv, row
+        r.prefix_len, r.extend_len, r.cache_protected_len = prefix, extend, cpl
+        r.num_retractions, r.recomputed_tokens, r.cached_tokens = nretract, recomp, cached
+        r.kept_at_retract, r.finished, r.is_retracted, r.admitted_before = kept, finished, retracted, admitted
+        r.queue_s, r.enqueued_s, r.first_admit_s = queue, enqueued, first_admit
+        r.first_token_s, r.finish_s, r.finish_reason = first_token, finish, reason
 
 
 def finished_columns(s: L.State, rids: np.ndarray) -> FinishedColumns:
