@@ -37,7 +37,8 @@ ADDED_TERMS: tuple[Term, ...] = (
     Term("protected (`protected_size`)", 8, "Tokens of the radix tree that a running request "
          "reads, in nodes whose `lock_ref` is above zero: they cannot be evicted. The tree "
          "counts them apart from the evictable ones.",
-         "`RadixCache.protected_size_`, `protected_size()` (`mem_cache/radix_cache.py`)",
+         "`UnifiedRadixCache.protected_size()` (`mem_cache/unified_radix_cache.py`, 0.5.23); "
+         "`RadixCache.protected_size_`, `protected_size()` (`mem_cache/radix_cache.py`, 0.5.9)",
          r"(?<![.\w])protected\b|protected_size", listed=False,
          first_use="is **protected**; the tree counts its tokens as protected"),
     Term("sliding-window attention (SWA)", 9, "A layer that attends only to the last $w$ "
