@@ -1,9 +1,11 @@
 #!/usr/bin/env bash
 # Install, lint, build the book (the browser tests read it), then run every test (one worker
-# per core; PAGEDKV_TEST_WORKERS=0 runs them in this process); then the reference tests
-# (tests/reference/), which run SGLang's own classes beside pagedkv, once per SGLang release in
-# that release's venv (scripts/sglang_reference.sh builds them while the book builds;
-# PAGEDKV_REFERENCE=0 skips this part, e.g. on a machine without a package index).
+# per core; PAGEDKV_TEST_WORKERS=0 runs them in this process). The reference tests
+# (tests/reference/), which run SGLang's own classes beside pagedkv once per SGLang release in
+# that release's venv, run in the background from the start: scripts/sglang_reference.sh builds
+# each venv (mostly downloads) and its tests follow at once, beside the book build, which keeps
+# one core busy at most; their output is shown at the end (PAGEDKV_REFERENCE=0 skips them,
+# e.g. on a machine without a package index).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh
@@ -17,11 +19,12 @@ fi
 reference=${PAGEDKV_REFERENCE:-1}
 releases=(0.5.9 0.5.23) builds=()
 if [ "$reference" != 0 ]; then
-  # The reference venvs (mostly downloads) are built while the book builds; their logs are
-  # shown with the reference tests' output at the end.
+  # Each release: its venv, then its tests, in the background; the log holds both.
   mkdir -p test-artifacts
   for release in "${releases[@]}"; do
-    bash scripts/sglang_reference.sh "$release" >"test-artifacts/reference-$release.log" 2>&1 &
+    (bash scripts/sglang_reference.sh "$release" && PAGEDKV_SGLANG_RELEASE=$release \
+       ".venv-sglang-$release/bin/python" -m pytest -q -p no:cacheprovider tests/reference
+    ) >"test-artifacts/reference-$release.log" 2>&1 &
     builds+=($!)
   done
 fi
@@ -32,21 +35,8 @@ status=0
 # module's shared fixture (a served model, a local Ray, a browser) is built once.
 .venv/bin/python -m pytest -q -n "${PAGEDKV_TEST_WORKERS:-auto}" --dist loadscope "$@" || status=$?
 if [ "$reference" != 0 ]; then
-  # The two releases at once, each in its own venv; output shown whole once both are done.
-  pids=()
   for i in "${!releases[@]}"; do
-    release=${releases[$i]} pid=""
-    if wait "${builds[$i]}"; then
-      (PAGEDKV_SGLANG_RELEASE=$release ".venv-sglang-$release/bin/python" -m pytest -q \
-         -p no:cacheprovider tests/reference) >>"test-artifacts/reference-$release.log" 2>&1 &
-      pid=$!
-    else
-      status=1
-    fi
-    pids+=("$pid")
-  done
-  for i in "${!releases[@]}"; do
-    [ -z "${pids[$i]}" ] || wait "${pids[$i]}" || status=1
+    wait "${builds[$i]}" || status=1
     echo "=== reference tests, SGLang ${releases[$i]} ==="
     cat "test-artifacts/reference-${releases[$i]}.log"
   done

@@ -127,3 +127,14 @@ def axe_violations(page, impacts: tuple[str, ...] = ("serious", "critical")) -> 
                           " nodes: v.nodes.slice(0, 4).map(n => [n.target.join(' '),"
                           " (n.failureSummary || '').slice(0, 160)])}))")
     return [v for v in found if v["impact"] in impacts]
+
+
+def cut_short(requests: list, n: int = 12, max_tokens: int = 512) -> list:
+    """The first ``n`` of a chapter's requests, each answering at most ``max_tokens`` tokens:
+    the visualizer tests build their pages from runs of these (a chapter's own runs decode for
+    thousands of steps; a few hundred show every pool's pages taken, freed and reused)."""
+    from dataclasses import replace
+
+    return [replace(r, output_len=min(r.output_len, max_tokens),
+                    max_new_tokens=min(r.max_new_tokens, max_tokens)) for r in requests[:n]]
+

@@ -6,8 +6,11 @@ failed request (a first visit too), no serious or critical axe-core violation at
 of every text item in both themes, a caption under every figure, math without stray
 backslashes, labelled log axes, figures in the dark theme.
 
-Each test opens each page afresh (no cache), so what a page transfers is what it needs.
-About three minutes on two cores.
+Each page is opened afresh (an empty cache, so what it transfers is what it needs) once for each
+width and theme a test asks for, and the tests that only read a page share that one load: the
+tests run page by page (``name`` is parametrized at module scope, so pytest groups them by
+page), the weight test first on its load, and the keyboard test, which operates every control,
+last. About two minutes on two cores.
 """
 
 from __future__ import annotations
@@ -72,21 +75,33 @@ def chromium():
                 browser.close()
 
 
-@pytest.fixture
+@pytest.fixture(scope="module")
 def load(site, chromium):
-    """``load(page, width, theme)``: a fresh context (empty cache) with the theme chosen as a
-    reader would (pydata-sphinx-theme keeps it in localStorage; ``theme=None``: a first visit,
-    nothing chosen), the page loaded and drawn. ``page.errors``: uncaught errors and console
-    errors; ``page.failed``: requests answered 400 or worse; ``page.outside``: requests to
-    other hosts."""
-    contexts = []
+    """``load(page, width, theme)``: the page loaded and drawn in a fresh context (empty cache)
+    with the theme chosen as a reader would (pydata-sphinx-theme keeps it in localStorage;
+    ``theme=None``: a first visit, nothing chosen), or the same page again if a test of this
+    page has asked for it at that width and theme already. Moving on to another page closes
+    the last one's. ``page.errors``: uncaught errors and console errors; ``page.failed``:
+    requests answered 400 or worse; ``page.outside``: requests to other hosts."""
+    opened: dict[tuple[str, int, str | None], object] = {}
+
+    def close_all():
+        for page in opened.values():
+            context = page.context
+            if context.browser is not None and context.browser.is_connected():  # else gone with it
+                context.close()
+        opened.clear()
 
     def open_page(name: str, width: int = 1280, theme: str | None = "light"):
+        if any(key[0] != name for key in opened):
+            close_all()
+        page = opened.get((name, width, theme))
+        if page is not None and page.context.browser.is_connected():
+            return page
         context = chromium().new_context(viewport={"width": width, "height": 900})
         if theme:
             context.add_init_script(f"localStorage.setItem('mode', '{theme}');"
                                     f"localStorage.setItem('theme', '{theme}');")
-        contexts.append(context)
         page = context.new_page()
         page.outside, page.errors, page.failed = [], [], []
         page.on("pageerror", lambda e: page.errors.append(str(e)))
@@ -95,15 +110,20 @@ def load(site, chromium):
         keep_local(page, page.outside)
         page.goto(f"{site}/{name}", wait_until="load")
         page.evaluate(SETTLED_JS)
+        opened[(name, width, theme)] = page
         return page
 
     yield open_page
-    for context in contexts:
-        if context.browser is not None and context.browser.is_connected():  # else gone with it
-            context.close()
+    close_all()
 
 
-@pytest.mark.parametrize("name", PAGES)
+def by_page(test):
+    """Parametrize ``test`` over the book's pages at module scope: pytest then runs every test
+    of one page before the next page's, and the tests of a page share its loads."""
+    return pytest.mark.parametrize("name", PAGES, scope="module")(test)
+
+
+@by_page
 def test_phone_no_sideways_scroll_and_readable_figures(load, name):
     page = load(name, width=390)
     assert page.evaluate("document.documentElement.scrollWidth") <= 390, "page wider than 390 px"
@@ -125,7 +145,7 @@ def test_phone_no_sideways_scroll_and_readable_figures(load, name):
     page.screenshot(path=str(ARTIFACTS / f"phone-{Path(name).stem}.png"), full_page=True)
 
 
-@pytest.mark.parametrize("name", PAGES)
+@by_page
 def test_page_weight_what_it_loads_captions_math_and_log_axes(load, name):
     assert (BOOK / name).stat().st_size <= MAX_HTML, "HTML over 1 MB"
     page = load(name)
@@ -169,7 +189,7 @@ def test_page_weight_what_it_loads_captions_math_and_log_axes(load, name):
         assert wrong == [], wrong[:3]
 
 
-@pytest.mark.parametrize("name", PAGES)
+@by_page
 def test_a_first_visit_logs_no_error_and_requests_nothing_missing(load, name):
     """No colour mode chosen yet (pydata-sphinx-theme then logged "invalid theme mode"), the
     site's root asked for its favicon."""
@@ -182,7 +202,7 @@ def test_a_first_visit_logs_no_error_and_requests_nothing_missing(load, name):
 
 
 @pytest.mark.parametrize("width", [390, 1280])
-@pytest.mark.parametrize("name", PAGES)
+@by_page
 def test_no_serious_axe_violation_and_controls_24_px(load, name, width):
     """axe-core finds no serious or critical violation (nor a skipped heading level, nor two
     regions with one name); every control shown is at least 24 px
@@ -210,6 +230,24 @@ def test_no_serious_axe_violation_and_controls_24_px(load, name, width):
     assert wide == [], wide[:5]
 
 
+@pytest.mark.parametrize("theme", ["light", "dark"])
+@by_page
+def test_every_text_item_meets_wcag_aa_contrast(load, name, theme):
+    page = load(name, theme=theme)
+    assert page.evaluate("document.documentElement.dataset.theme") == theme
+    result = page.evaluate(CONTRAST_JS, 4.5)
+    low = result["bad"]
+    assert low == [], f"{len(low)} text items below 4.5:1 ({theme}): {low[:8]}"
+    assert result["checked"] > 50  # the page's text was found and measured
+    if theme == "dark":  # figures and the visualizer follow the theme, not white panels
+        backs = page.evaluate(
+            "[...document.querySelectorAll('.js-plotly-plot')].map(g => g._fullLayout.paper_bgcolor)"
+            ".concat([...document.querySelectorAll('.pkv-root')].map(r =>"
+            " getComputedStyle(r).backgroundColor))")
+        light = [b for b in backs if _brightness(b) > 0.4]
+        assert light == [], light
+
+
 # What the reader sees of the article: its markup, and the state of its controls (a select's
 # choice is not in the markup).
 ARTICLE_JS = """() => document.querySelector('.bd-article').innerHTML + JSON.stringify(
@@ -219,7 +257,7 @@ CONTROLS_JS = """() => [...document.querySelectorAll(
   && !e.closest('.cell_input, .highlight, [inert]') && !e.classList.contains('copybtn'))"""
 
 
-@pytest.mark.parametrize("name", PAGES)
+@by_page
 def test_every_control_is_labelled_reachable_and_operable_by_keyboard(load, name):
     page = load(name)
     # Plotly's own sliders and menus cannot be reached with a keyboard: none may remain.
@@ -270,24 +308,6 @@ def test_every_control_is_labelled_reachable_and_operable_by_keyboard(load, name
         assert after != before, (name, i, kind, key)
         if page.evaluate("([cs, i]) => cs[i].textContent.includes('pause')", [controls, i]):
             page.keyboard.press("Enter")  # stop playback again
-
-
-@pytest.mark.parametrize("theme", ["light", "dark"])
-@pytest.mark.parametrize("name", PAGES)
-def test_every_text_item_meets_wcag_aa_contrast(load, name, theme):
-    page = load(name, theme=theme)
-    assert page.evaluate("document.documentElement.dataset.theme") == theme
-    result = page.evaluate(CONTRAST_JS, 4.5)
-    low = result["bad"]
-    assert low == [], f"{len(low)} text items below 4.5:1 ({theme}): {low[:8]}"
-    assert result["checked"] > 50  # the page's text was found and measured
-    if theme == "dark":  # figures and the visualizer follow the theme, not white panels
-        backs = page.evaluate(
-            "[...document.querySelectorAll('.js-plotly-plot')].map(g => g._fullLayout.paper_bgcolor)"
-            ".concat([...document.querySelectorAll('.pkv-root')].map(r =>"
-            " getComputedStyle(r).backgroundColor))")
-        light = [b for b in backs if _brightness(b) > 0.4]
-        assert light == [], light
 
 
 def _brightness(css: str) -> float:

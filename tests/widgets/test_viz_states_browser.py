@@ -2,7 +2,7 @@
 Chromium, from 127.0.0.1.
 
 The static page is built here, not taken from the book: chapter 9's ``states`` views over
-Qwen3-Next-80B-A3B runs (tp 4) on a smaller KV pool (``max_total_tokens``) and fewer requests,
+Qwen3-Next-80B-A3B runs (tp 4) on a smaller KV pool (``max_total_tokens``) and fewer, shorter requests,
 so the page builds in seconds. At several steps the HBM bar's state segments must be the
 run's state slots (read here in Python) times a slot's bytes, the slots view's legend the
 same counts, and the KV pool's map the run's page owners; and so after a move of the GPU, the
@@ -15,7 +15,7 @@ from dataclasses import replace
 from pathlib import Path
 
 import pytest
-from browser_support import CHROMIUM, FLAGS, keep_local, serve
+from browser_support import CHROMIUM, FLAGS, cut_short, keep_local, serve
 
 from pagedkv.entrypoints import simulate
 from pagedkv_widgets.limits import fraction_text
@@ -44,8 +44,8 @@ GOTO_JS = """([root, s]) => {
 
 
 def _small(requests, **options):
-    """Chapter 9's runs on a 65,536-token KV pool, 24 requests."""
-    return simulate(requests[:24], **{**options, "max_total_tokens": 65_536})
+    """Chapter 9's runs on a 65,536-token KV pool, cut short (:func:`browser_support.cut_short`)."""
+    return simulate(cut_short(requests), **{**options, "max_total_tokens": 65_536})
 
 
 RUN_SHOWN_JS = """(root) => !root.querySelector("[data-role=status]").textContent"""

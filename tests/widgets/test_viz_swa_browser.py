@@ -1,7 +1,7 @@
 """Chapter 9's visualizer (a sliding-window hybrid's two pools) in Chromium, from 127.0.0.1.
 
 The static page is built here, not taken from the book: chapter 9's views over gpt-oss-20b
-runs on a smaller full pool (``max_total_tokens``) and fewer requests, so the page builds in
+runs on a smaller full pool (``max_total_tokens``) and fewer, shorter requests, so the page builds in
 seconds. At several steps the SWA pool's map must paint the run's SWA owners (replayed here in
 Python), the FULL pool's map the full owners, and the HBM bar's SWA segment the SWA pages held;
 and so after a move of the GPU, the model and the page size, each to its own run.
@@ -14,7 +14,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from browser_support import CHROMIUM, FLAGS, keep_local, serve
+from browser_support import CHROMIUM, FLAGS, cut_short, keep_local, serve
 
 from pagedkv.entrypoints import simulate
 
@@ -41,8 +41,8 @@ GOTO_JS = """([root, s]) => {
 
 
 def _small(requests, **options):
-    """Chapter 9's runs on a 16,384-token full pool, 24 requests."""
-    return simulate(requests[:24], **{**options, "max_total_tokens": 16_384})
+    """Chapter 9's runs on a 16,384-token full pool, cut short (:func:`browser_support.cut_short`)."""
+    return simulate(cut_short(requests), **{**options, "max_total_tokens": 16_384})
 
 
 RUN_SHOWN_JS = """(root) => !root.querySelector("[data-role=status]").textContent"""
