@@ -15,6 +15,7 @@ import os
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
+from dataclasses import replace
 from functools import lru_cache, partial
 from pathlib import Path
 from urllib.parse import urlparse
@@ -133,8 +134,5 @@ def cut_short(requests: list, n: int = 12, max_tokens: int = 512) -> list:
     """The first ``n`` of a chapter's requests, each answering at most ``max_tokens`` tokens:
     the visualizer tests build their pages from runs of these (a chapter's own runs decode for
     thousands of steps; a few hundred show every pool's pages taken, freed and reused)."""
-    from dataclasses import replace
-
     return [replace(r, output_len=min(r.output_len, max_tokens),
                     max_new_tokens=min(r.max_new_tokens, max_tokens)) for r in requests[:n]]
-
