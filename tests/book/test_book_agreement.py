@@ -296,6 +296,28 @@ def test_computed_start_up_lines_are_labelled_computed() -> None:
                 assert line.lstrip().startswith("startup("), line
 
 
+def test_start_up_blocks_say_the_gpus_and_fraction_they_were_computed_for(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """A start-up block is one GPU's lines: on eight H200s it must say so, and which
+    ``mem_fraction_static`` it was computed at (chapter 9's multi-GPU blocks said neither)."""
+    import ast
+
+    from pagedkv.lessons.todays_models import example_plan
+
+    code = next(text_of(c) for c in cells("09-todays-models") if "def startup" in text_of(c))
+    tree = ast.parse(code)
+    defn = next(n for n in tree.body if isinstance(n, ast.FunctionDef) and n.name == "startup")
+    namespace: dict = {}
+    exec(compile(ast.Module([defn], []), "startup", "exec"), namespace)
+    for name, label in (("deepseek-v3", "each of 8 GPUs (tp 8)"), ("gpt-oss-120b", "one GPU")):
+        plan = example_plan(name)
+        namespace["startup"](plan)
+        first, *lines = capsys.readouterr().out.splitlines()
+        assert first.startswith(f"[{label}, mem_fraction_static {plan.mem_fraction_static:.3f}: "), first
+        assert "not captured" in first
+        assert lines == plan.log_lines()
+
+
 def test_a_request_s_swa_footprint_is_told_one_way() -> None:
     """A sliding-window request needs w + 1 tokens of the SWA pool and holds up to
     SGLANG_SWA_EVICTION_INTERVAL more between releases (maybe_evict_swa frees in batches): a

@@ -53,3 +53,52 @@ def test_notebooks_are_valid_for_their_nbformat():
             ids = [cell.get("id") for cell in nb["cells"]]
             assert None not in ids, f"{path.name}: cell {ids.index(None)} has no id"
             assert len(set(ids)) == len(ids), f"{path.name}: duplicate cell ids"
+
+
+HIDDEN = {"remove-input", "remove-cell"}  # the built page shows neither the code nor a toggle
+
+
+def _names(source: str) -> tuple[set[str], set[str]]:
+    """The names a cell's code binds and the names it reads (``ast``; magics: nothing)."""
+    import ast
+
+    try:
+        tree = ast.parse(source)
+    except SyntaxError:  # the Colab install cell's %pip
+        return set(), set()
+    bound: set[str] = set()
+    read: set[str] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Name):
+            (read if isinstance(node.ctx, ast.Load) else bound).add(node.id)
+        elif isinstance(node, ast.Import | ast.ImportFrom):
+            bound.update((alias.asname or alias.name).split(".")[0] for alias in node.names)
+        elif isinstance(node, ast.FunctionDef | ast.ClassDef):
+            bound.add(node.name)
+        elif isinstance(node, ast.arg):
+            bound.add(node.arg)
+    return bound, read
+
+
+def test_shown_code_uses_no_name_only_removed_code_defines():
+    """A reader of the built page sees a shown cell's code (hide-input: behind a toggle) but not
+    a removed one's: a shown cell that reads a name only a removed cell binds reads as code
+    that cannot run (chapter 1 used `long_context`, bound in a removed cell; chapters 3, 4, 6
+    and 9 had six more). Every name a shown cell reads must be bound in that cell or a shown one
+    before it, or be bound by no removed cell at all (builtins, IPython's `display`)."""
+    found = []
+    for path in NOTEBOOKS:
+        shown: set[str] = set()
+        removed: set[str] = set()
+        for index, cell in enumerate(json.loads(path.read_text())["cells"]):
+            if cell["cell_type"] != "code":
+                continue
+            bound, read = _names("".join(cell["source"]))
+            if HIDDEN & set(cell.get("metadata", {}).get("tags", [])):
+                removed |= bound
+                continue
+            missing = sorted((read - bound) & removed - shown)
+            if missing:
+                found.append(f"{path.name} cell {index}: {', '.join(missing)}")
+            shown |= bound
+    assert not found, found
