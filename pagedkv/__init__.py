@@ -28,6 +28,9 @@ import the others from their modules::
     import pagedkv
     engine = pagedkv.Engine.from_pretrained("Qwen/Qwen2.5-0.5B-Instruct", page_size=16)
     print(engine.generate(["What is a KV cache?"], 64).texts)
+
+    from pagedkv.workloads.request_files import load_requests
+    res = pagedkv.simulate(load_requests("requests.csv"), model="llama-3-8b", gpu="l4")
 """
 
 from typing import Any
@@ -64,15 +67,18 @@ __all__ = [
     "get_gpu",
     "load_model",
     "plan_pool",
+    "simulate",
+    "simulated_engine",
 ]
 
 
 def __getattr__(name: str) -> Any:
-    """Load ``Engine`` on first access (PEP 562): it imports torch and triton, which ``pagedkv
-    size`` must not wait for."""
-    if name == "Engine":
-        from pagedkv.entrypoints.engine import Engine
+    """Load ``Engine``, ``simulate`` and ``simulated_engine`` on first access (PEP 562):
+    they import torch and triton, which ``pagedkv size`` must not wait for."""
+    if name in ("Engine", "simulate", "simulated_engine"):
+        import pagedkv.entrypoints as entrypoints
 
-        globals()["Engine"] = Engine
-        return Engine
+        value = getattr(entrypoints, name)
+        globals()[name] = value
+        return value
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -13,6 +13,7 @@ fast.
 from __future__ import annotations
 
 import argparse
+import os
 
 from pagedkv.configs.model_presets import MODEL_PRESETS
 from pagedkv.errors import bad_value, check_fraction, check_positive_int, check_real
@@ -20,9 +21,20 @@ from pagedkv.gpus import GPU_PRESETS
 from pagedkv.managers.compiled_core import AUTO_MIN_REQUESTS, CORES
 from pagedkv.managers.config import Policy
 from pagedkv.releases import DEFAULT_SGLANG_VERSION, RELEASES
+from pagedkv.units import KV_DTYPE_BYTES
 
 # the keys of cli_workload.WORKLOADS, named here so that --help needs no workload module
 WORKLOAD_NAMES = ("sharegpt", "uniform", "fixed", "long", "system-prompt", "few-shot", "chat")
+# a run holds about 1 GiB per million requests (README): beyond this, memory runs out first
+MAX_NUM_REQUESTS = 100_000_000
+# the flag each --sweep axis sets (radix_cache: --disable-radix-cache): a flag given beside
+# its own axis would be silently overridden, so it is refused
+SWEPT_FLAGS = {"mem_fraction_static": "mem_fraction_static", "page_size": "page_size",
+               "radix_cache": "disable_radix_cache", "policy": "policy",
+               "sglang_version": "sglang_version", "max_total_tokens": "max_total_tokens",
+               "schedule_conservativeness": "schedule_conservativeness",
+               "chunked_prefill_size": "chunked_prefill_size",
+               "disable_overlap_schedule": "disable_overlap_schedule"}
 
 
 def add_simulate_parser(subparsers: argparse._SubParsersAction) -> None:
@@ -49,7 +61,18 @@ def add_simulate_parser(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--max-running-requests", type=int, metavar="N",
                    help="cap on the running batch, SGLang's --max-running-requests (>= 1; "
                    "default: the pool's; SGLang 0.5.23 caps it at half the pool)")
-    p.add_argument("--tp", type=int, default=1, help="attention tensor-parallel size (default 1)")
+    p.add_argument("--tp", type=int, default=1,
+                   help="attention tensor-parallel size (default 1): the pool and the step times "
+                   "are one GPU's share, with no communication between GPUs modelled")
+    p.add_argument("--kv-cache-dtype", default="bf16", choices=sorted(KV_DTYPE_BYTES),
+                   help="KV element type (default bf16; fp8 types take 1 byte): the pool holds "
+                   "more tokens and a decode step reads fewer bytes")
+    p.add_argument("--context-len", type=int, metavar="TOKENS",
+                   help="SGLang's --context-length: the model's context, at most its own "
+                   "(default: the model's)")
+    p.add_argument("--chunked-prefill-size", type=int, metavar="TOKENS",
+                   help="SGLang's --chunked-prefill-size: most prompt tokens one prefill takes; "
+                   "-1 turns chunking off (default: SGLang's for the GPU's memory)")
     p.add_argument("--weights-gib", type=float, metavar="GIB",
                    help="weights per GPU in GiB, overriding the estimate (quantized models)")
     p.add_argument("--policy", default=Policy.SGLANG.value,
@@ -62,7 +85,8 @@ def add_simulate_parser(subparsers: argparse._SubParsersAction) -> None:
                    "processed before the next is scheduled (default: the overlap loop)")
     p.add_argument("--disable-hybrid-swa-memory", action="store_true",
                    help="SGLang's flag: a sliding-window hybrid (gpt-oss, Llama 4) gets one full-length "
-                   "pool for every layer, which pagedkv sizes; without it such models are refused")
+                   "pool for every layer instead of a full and a sliding-window pool (default: "
+                   "both pools, as SGLang 0.5.23 runs them)")
     p.add_argument("--sglang-version", default=DEFAULT_SGLANG_VERSION, choices=tuple(RELEASES),
                    help="the SGLang release whose scheduler is followed "
                    f"(default {DEFAULT_SGLANG_VERSION})")
@@ -83,7 +107,7 @@ def add_simulate_parser(subparsers: argparse._SubParsersAction) -> None:
     g.add_argument("--sharegpt-turns", choices=("all", "first"), default="all",
                    help="ShareGPT: every turn of a conversation, or only the first as SGLang's "
                    "bench_serving (default all)")
-    g.add_argument("--workload", default="sharegpt",
+    g.add_argument("--workload",
                    help=f"without --requests-file: {', '.join(WORKLOAD_NAMES)} (default sharegpt)")
     g.add_argument("--num-requests", type=int, metavar="N",
                    help="requests of a built-in workload (default 1000); with --requests-file, the "
@@ -97,7 +121,9 @@ def add_simulate_parser(subparsers: argparse._SubParsersAction) -> None:
     o = p.add_argument_group("output")
     o.add_argument("--json", action="store_true",
                    help="print one JSON object (with the per-request rows unless --sweep)")
-    o.add_argument("--csv", metavar="FILE", help="write the per-request table to FILE")
+    o.add_argument("--csv", metavar="FILE",
+                   help="write the per-request table to FILE (a new file or one to overwrite, "
+                   "never the requests file)")
     o.add_argument("--sweep", action="append", metavar="NAME=V1,V2", default=[],
                    help="run every value of a setting on the same requests and print one table; "
                    "NAME: mem_fraction_static, page_size, radix_cache (on/off), policy, "
@@ -122,8 +148,9 @@ def add_simulate_parser(subparsers: argparse._SubParsersAction) -> None:
                    "a dense model's pool and SGLang's policy, else a note and the Python "
                    "loop), 'reference' (the Python scheduler the book shows) or 'auto' (default: "
                    f"compiled where it applies for runs of {AUTO_MIN_REQUESTS:,} requests or more); "
-                   "with --sweep, every setting's")
-    p.set_defaults(func=run_simulate)
+                   "with --sweep, it runs every setting")
+    p.set_defaults(func=run_simulate,
+                   flag_defaults={dest: p.get_default(dest) for dest in SWEPT_FLAGS.values()})
 
 
 def check_args(args: argparse.Namespace) -> None:
@@ -135,7 +162,20 @@ def check_args(args: argparse.Namespace) -> None:
     if args.trace is not None:
         raise bad_value("--trace", args.trace, "renamed: pass the file as --requests-file FILE")
     if args.num_requests is not None:
-        check_positive_int("num_requests", args.num_requests)
+        check_positive_int("--num-requests", args.num_requests)
+        if args.num_requests > MAX_NUM_REQUESTS:
+            raise bad_value("--num-requests", args.num_requests,
+                            f"at most {MAX_NUM_REQUESTS:,} (a run holds about 1 GiB per million "
+                            "requests; split a longer trace)")
+    if args.context_len is not None:
+        check_positive_int("--context-len", args.context_len)
+    if args.chunked_prefill_size is not None and args.chunked_prefill_size < 1 \
+            and args.chunked_prefill_size != -1:
+        raise bad_value("--chunked-prefill-size", args.chunked_prefill_size,
+                        "-1 (chunking off) or an integer >= 1")
+    if args.requests_file is not None and args.workload is not None:
+        raise bad_value("--workload", args.workload,
+                        "omitted with --requests-file (the file is the workload)")
     check_positive_int("--seed", args.seed, minimum=0)
     if args.rate is not None:
         check_real("--rate", args.rate, 0.0, open_low=True, unit=" requests/s (omit for all at t=0)")
@@ -151,8 +191,17 @@ def check_args(args: argparse.Namespace) -> None:
         raise bad_value("--rate", args.rate, "omitted with --all-at-once (every request at t=0)")
     if args.sweep and args.csv:
         raise bad_value("--csv", args.csv, "only without --sweep (the per-request table is one run's)")
+    if args.csv is not None:
+        _check_output("--csv", args.csv, args.requests_file)
     if args.plot and not args.sweep:
         raise bad_value("--plot", args.plot, "only with --sweep")
+    if args.plot:
+        _check_output("--plot", args.plot, args.requests_file)
+    for spec in args.sweep:  # a flag beside its own axis: which one would hold?
+        dest = SWEPT_FLAGS.get(spec.partition("=")[0].strip().replace("-", "_"))
+        if dest is not None and getattr(args, dest) != args.flag_defaults[dest]:
+            raise bad_value(f"--{dest.replace('_', '-')}", getattr(args, dest),
+                            f"omitted with --sweep {spec} (the sweep sets it)")
     if args.workers is not None:
         check_positive_int("--workers", args.workers)
         if not args.sweep:
@@ -161,6 +210,30 @@ def check_args(args: argparse.Namespace) -> None:
             raise bad_value("--workers", args.workers, "only without --ray (Ray places the settings)")
     if args.ray is not None and not args.sweep:
         raise bad_value("--ray", args.ray, "only with --sweep (Ray runs a sweep's settings)")
+
+
+def _check_output(flag: str, path: str, requests_file: str | None) -> None:
+    """Refuse an output path that cannot be written, before the run rather than after it,
+    and one that would overwrite the requests file.
+
+    Raises:
+        ConfigError: ``-`` (standard output), the requests file itself, a folder, or a
+            file or folder that cannot be written.
+    """
+    if path == "-":
+        raise bad_value(flag, path, "a file path (standard output carries the summary; "
+                        "--json prints the rows there)")
+    if requests_file is not None and os.path.exists(path) and os.path.exists(requests_file) \
+            and os.path.samefile(path, requests_file):
+        raise bad_value(flag, path, "a path other than --requests-file's (it would overwrite "
+                        "your requests)")
+    folder = os.path.dirname(os.path.abspath(path))
+    if os.path.isdir(path):
+        raise bad_value(flag, path, "a file path, not a folder")
+    if not os.path.isdir(folder):
+        raise bad_value(flag, path, f"a path in an existing folder ({folder} does not exist)")
+    if not os.access(path if os.path.exists(path) else folder, os.W_OK):
+        raise bad_value(flag, path, "a file that can be written (permission denied)")
 
 
 def run_simulate(args: argparse.Namespace) -> int:

@@ -41,10 +41,13 @@ def step_time_text(engine: Engine) -> str:
         reads += f" (window layers: at most {st.sliding_window:,} tokens per request)"
     if getattr(st, "state_bytes", 0):
         reads += ", and each request's state slot (read and written),"
+    tp = engine.plan.tp if engine.plan is not None else 1
+    shared = (f"; each of the {tp} GPUs takes its share, with no communication between them "
+              "modelled" if tp > 1 else "")
     return (f"times are modelled, not measured: roofline step-time model (RooflineStepTime): "
             f"a decode step reads {reads} at {st.hbm_bandwidth / 1e12:.2f} "
             f"TB/s, a prefill does 2 FLOPs per {params} per token at {st.peak_flops / 1e12:,.0f} "
-            f"TFLOP/s, the {engine.meta.gpu}'s datasheet peaks; real steps are slower")
+            f"TFLOP/s, the {engine.meta.gpu}'s datasheet peaks{shared}; real steps are slower")
 
 
 def setting_text(meta: TraceMeta, plan: KVPoolPlan | None = None) -> str:
@@ -55,8 +58,12 @@ def setting_text(meta: TraceMeta, plan: KVPoolPlan | None = None) -> str:
     if plan is not None and plan.is_swa:
         pool = (f"full pool {meta.max_total_num_tokens:,} tokens and SWA pool "
                 f"{plan.swa_max_total_num_tokens:,} (window {plan.sliding_window:,})")
-    return (f"{meta.model} on {meta.gpu}: {pool} (page_size "
-            f"{meta.page_size}, mem_fraction_static {meta.mem_fraction_static}), SGLang "
+    shape = f"page_size {meta.page_size}, mem_fraction_static {meta.mem_fraction_static}"
+    if plan is not None and plan.kv_cache_dtype != "bf16":
+        shape += f", {plan.kv_cache_dtype} KV"
+    if plan is not None and plan.tp > 1:
+        shape += f", one GPU of tp {plan.tp}"
+    return (f"{meta.model} on {meta.gpu}: {pool} ({shape}), SGLang "
             f"{meta.sglang_version} scheduler ({meta.loop}), radix cache {cache}, policy "
             f"{meta.policy}")
 
@@ -80,7 +87,7 @@ def print_summary(run: RunOutcome, workload: Workload, out: TextIO | None = None
               f"{held} held by each running request from admission to finish or "
               f"retraction{kept}", file=out)
     print(f"workload: {workload.description}; arrivals: {workload.arrivals}", file=out)
-    for note in workload.notes:
+    for note in [*workload.notes, *cut_notes(run)]:
         print(f"note: {note}", file=out)
     print(step_time_text(run.engine), file=out)
     if run.interrupted:
@@ -113,17 +120,42 @@ def print_summary(run: RunOutcome, workload: Workload, out: TextIO | None = None
               f"window {plan.sliding_window:,})", file=out)
 
 
+SHOWN_CUTS = 3  # cut requests named one by one in the text report; JSON lists more
+
+
+def cut_notes(run: RunOutcome, shown: int = SHOWN_CUTS) -> list[str]:
+    """What the text report says of requests whose output the arrival clamp cut short:
+    how many, and the first ``shown`` with the bound that cut them (none: no line)."""
+    if not run.cut:
+        return []
+    n = len(run.cut)
+    lines = [f"{n:,} request{'s' if n > 1 else ''} asked for more output than the pool or the "
+             "context lets one request hold: cut short at arrival (finish_reason length), and "
+             "the latencies and throughputs count the tokens granted"]
+    lines += [c.message(run.where(c.rid)) for c in run.cut[:shown]]
+    if n > shown:
+        lines.append(f"... and {n - shown:,} more (--json lists the first {MAX_JSON_CUTS}; "
+                     "--csv gives every request's output_len)")
+    return lines
+
+
+MAX_JSON_CUTS = 100
+
+
 def _ms(seconds: float | None) -> str:
     return f"{'-':>13}" if seconds is None else f"{1000 * seconds:>13,.2f}"
 
 
 def report_dict(run: RunOutcome, workload: Workload) -> dict[str, Any]:
     """The JSON report of a run but its per-request rows."""
-    return {"meta": run.engine.meta.to_dict(),
+    cut = {"count": len(run.cut),
+           "first": [{**c.to_dict(), "line": None if run.table.source is None
+                      else int(run.table.source.line[c.rid])} for c in run.cut[:MAX_JSON_CUTS]]}
+    return {"meta": {**run.engine.meta.to_dict(), "core": run.core},
             "workload": {"description": workload.description, "arrivals": workload.arrivals,
                          "notes": workload.notes},
             "step_time_model": step_time_text(run.engine), "times": "modelled, not measured",
-            "interrupted": run.interrupted, "summary": run.table.summary(),
+            "interrupted": run.interrupted, "cut_outputs": cut, "summary": run.table.summary(),
             "metrics": run.metrics.as_dict(), "wall_s": run.wall_s,
             **({} if run.swa_peak_in_use is None else {"swa_peak_in_use": run.swa_peak_in_use})}
 

@@ -38,10 +38,15 @@ def engine_options(args: argparse.Namespace, override: dict[str, object] | None 
         "schedule_conservativeness": args.schedule_conservativeness,
         "disable_hybrid_swa_memory": args.disable_hybrid_swa_memory,
         "disable_overlap_schedule": args.disable_overlap_schedule, "core": args.core,
+        "kv_cache_dtype": args.kv_cache_dtype, "context_len": args.context_len,
     }
     if args.max_running_requests is not None:  # else the pool's (SGLang's default)
         opts["max_running_requests"] = args.max_running_requests
+    if args.chunked_prefill_size is not None:  # else SGLang's for the GPU's memory
+        opts["chunked_prefill_size"] = args.chunked_prefill_size
     opts.update(override or {})
+    if opts.get("chunked_prefill_size") == -1:  # SGLang's -1: no chunking
+        opts["chunked_prefill_size"] = None
     check_sglang_version(opts["sglang_version"])  # a sweep's value too
     return opts
 
@@ -119,6 +124,10 @@ def run_sweep(args: argparse.Namespace, workload: Workload) -> int:
         if interrupted:
             print(f"INTERRUPTED (Ctrl-C) {outcome.interrupted}")
         print_table(rows, sys.stdout)
+        for row in rows:
+            if row["cut_outputs"]:
+                print(f"note ({row['setting']}): {row['cut_outputs']:,} requests' outputs cut "
+                      "short at arrival to fit the pool or the context (finish_reason length)")
     if args.plot:
         from pagedkv.entrypoints.sweep_plot import write_plot
 

@@ -66,6 +66,7 @@ max_new_tokens = output), the traffic of the book's running case; and three with
 shared prefixes for the radix cache: ShareGPT-like behind a 1,000-token system prompt,
 few-shot (2,000 shared tokens, short questions and answers) and multi-turn chat."""
 DEFAULT_NUM_REQUESTS = 1000  # of a built-in workload; a requests file runs whole by default
+DEFAULT_WORKLOAD = "sharegpt"
 
 
 @dataclass(frozen=True)
@@ -122,16 +123,22 @@ def build_workload(args: argparse.Namespace) -> Workload:
             if getattr(args, flag):
                 raise bad_value(f"--{flag.replace('_', '-')}", getattr(args, flag),
                                 "only with --requests-file")
-        if args.workload not in WORKLOADS:
-            raise bad_value("workload", args.workload, ", ".join(WORKLOADS))
+        name = args.workload or DEFAULT_WORKLOAD
+        if name not in WORKLOADS:
+            raise bad_value("--workload", name, ", ".join(WORKLOADS))
         n = args.num_requests or DEFAULT_NUM_REQUESTS
-        specs = WORKLOADS[args.workload](n, args.rate, args.seed)
+        specs = WORKLOADS[name](n, args.rate, args.seed)
         when = f"Poisson at {args.rate:g} requests/s (seed {args.seed})" if args.rate else "all at t=0"
-        return Workload(f"{n:,} {args.workload} requests (seed {args.seed})", when, n, _GivenSpecs(specs))
-    context_len = load_model(args.model, args.disable_hybrid_swa_memory).context_len
+        return Workload(f"{_count(n, name + ' request')} (seed {args.seed})", when, n,
+                        _GivenSpecs(specs))
+    context_len = args.context_len or load_model(args.model, args.disable_hybrid_swa_memory).context_len
     reqs = load_requests(args.requests_file, args.requests_format, context_len=context_len,
                          **_sharegpt_options(args))
     n = len(reqs) if args.num_requests is None else min(args.num_requests, len(reqs))
+    notes = list(reqs.notes)
+    if args.num_requests is not None and args.num_requests > len(reqs):
+        notes.append(f"--num-requests {args.num_requests:,}: the file holds "
+                     f"{_count(len(reqs), 'request')}, and all of them run")
     if args.all_at_once:
         times, when = np.zeros(n), "all at t=0 (--all-at-once)"
     elif args.rate is not None:
@@ -142,14 +149,19 @@ def build_workload(args: argparse.Namespace) -> Workload:
     elif reqs.arrival_s is not None:
         times, when = reqs.arrival_s[:n], "the file's arrival_s"
     else:
-        times, when = np.zeros(n), "all at t=0 (the file has no arrival_s; --rate draws them)"
+        times, when = np.zeros(n), "all at t=0 (the file has no arrival_s; --rate R draws Poisson arrivals)"
     convs = len(set(reqs.conversation[:n][reqs.conversation[:n] >= 0].tolist()))
-    what = f"{n:,} requests from {args.requests_file}"
+    what = f"{_count(n, 'request')} from {args.requests_file}"
     if n < len(reqs):
         what += f" (the first {n:,} of {len(reqs):,})"
     if convs:
-        what += f", {convs:,} conversations"
-    return Workload(what, when, n, _FileSpecs(reqs, times), reqs, reqs.notes)
+        what += f", {_count(convs, 'conversation')}"
+    return Workload(what, when, n, _FileSpecs(reqs, times), reqs, notes)
+
+
+def _count(n: int, noun: str) -> str:
+    """``1 request``, ``2 requests``."""
+    return f"{n:,} {noun}{'' if n == 1 else 's'}"
 
 
 def _sharegpt_options(args: argparse.Namespace) -> dict[str, object]:

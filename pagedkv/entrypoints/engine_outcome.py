@@ -66,24 +66,62 @@ def lowered_caps(requests: Sequence[RequestLike], reqs: Sequence[Req],
         reqs: the scheduler's requests after arrival (``max_new_tokens`` as granted).
         max_total_num_tokens, page_size, context_len: the pool and the model's context.
     """
-    total = max_total_num_tokens
+    return [Clamp(req.rid, int(spec.max_new_tokens), int(req.max_new_tokens),
+                  _clamp_why(req, max_total_num_tokens, page_size, context_len))
+            for spec, req in zip(requests, reqs, strict=True)
+            if req.max_new_tokens < spec.max_new_tokens]
+
+
+def _clamp_why(req: Req, total: int, page_size: int, context_len: int | None) -> str:
+    """Which bound lowered ``req``'s ``max_new_tokens`` at arrival, with its numbers."""
     max_req_len = max_req_input_len(total, context_len or total) + 5
-    out = []
-    for spec, req in zip(requests, reqs, strict=True):
-        if req.max_new_tokens >= spec.max_new_tokens:
-            continue
-        left = max_req_len - req.prompt_len - 1
-        if req.max_new_tokens == left:
-            bound = ("context_len" if context_len is not None and context_len <= total
-                     else "max_total_num_tokens")
-            why = (f"max_req_len = min(context_len - 1, max_total_num_tokens - 1) = {max_req_len}"
-                   f" (set by {bound}) leaves {left} after the {req.prompt_len}-token prompt")
-        else:
-            why = (f"the pool of max_total_num_tokens={total} in pages of {page_size} holds "
-                   f"the {req.prompt_len}-token prompt, one page for admission and one slot "
-                   f"for the allocator, and leaves room for {req.max_new_tokens}")
-        out.append(Clamp(req.rid, int(spec.max_new_tokens), int(req.max_new_tokens), why))
-    return out
+    left = max_req_len - req.prompt_len - 1
+    if req.max_new_tokens == left:
+        bound = ("context_len" if context_len is not None and context_len <= total
+                 else "max_total_num_tokens")
+        return (f"max_req_len = min(context_len - 1, max_total_num_tokens - 1) = {max_req_len}"
+                f" (set by {bound}) leaves {left} after the {req.prompt_len}-token prompt")
+    return (f"the pool of max_total_num_tokens={total} in pages of {page_size} holds "
+            f"the {req.prompt_len}-token prompt, one page for admission and one slot "
+            f"for the allocator, and leaves room for {req.max_new_tokens}")
+
+
+@dataclass(frozen=True)
+class CutOutput:
+    """A simulated request whose output the arrival clamp cut short: its ``max_new_tokens``
+    lowered below the ``output_len`` it was to generate, so it finishes by length early.
+
+    Attributes:
+        rid: the request. output_len: the tokens it was to generate; granted: the
+            ``max_new_tokens`` it got (tokens). why: the bound, in words.
+    """
+
+    rid: int
+    output_len: int
+    granted: int
+    why: str
+
+    def message(self, where: str = "") -> str:
+        """One line; ``where``: the request's place in its file, e.g. ``" (line 3)"``."""
+        return (f"request {self.rid}{where}: its {self.output_len}-token output cut to "
+                f"{self.granted} tokens ({self.why}; SGLang lowers max_new_tokens the same way "
+                "at arrival)")
+
+    def to_dict(self) -> dict[str, object]:
+        """The JSON form."""
+        return {"rid": self.rid, "output_len": self.output_len, "granted": self.granted,
+                "why": self.why}
+
+
+def cut_outputs(reqs: Sequence[Req], max_total_num_tokens: int, page_size: int,
+                context_len: int | None) -> list[CutOutput]:
+    """Every simulated request (``output_len`` set) whose output the arrival clamp cut
+    short (``max_new_tokens`` < ``output_len``), in rid order: its metrics count the
+    tokens it was granted, not the ones the workload asked for, which a report must say.
+    One pass over ``reqs`` (a million requests: ~0.1 s)."""
+    return [CutOutput(r.rid, r.output_len, r.max_new_tokens,
+                      _clamp_why(r, max_total_num_tokens, page_size, context_len))
+            for r in reqs if r.output_len is not None and r.max_new_tokens < r.output_len]
 
 
 @dataclass(frozen=True)

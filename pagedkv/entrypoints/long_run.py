@@ -16,14 +16,17 @@ finished and says it was interrupted.
 
 from __future__ import annotations
 
+import re
 import sys
 import time
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from tqdm import tqdm
 
 from pagedkv.entrypoints.engine import Engine
+from pagedkv.entrypoints.engine_outcome import CutOutput, cut_outputs
+from pagedkv.errors import ConfigError
 from pagedkv.managers.scheduler import Scheduler
 from pagedkv.managers.trace import Event
 from pagedkv.managers.trace_summary import SummaryTrace
@@ -51,6 +54,7 @@ class RunOutcome:
             pool.
         core: the loop that ran it (``"reference"`` or ``"compiled"``); core_note: why the
             compiled core asked for did not run it (None: nothing to say).
+        cut: the requests whose output the arrival clamp cut short (rid order).
     """
 
     engine: Engine
@@ -62,6 +66,11 @@ class RunOutcome:
     swa_peak_in_use: int | None = None
     core: str = "reference"
     core_note: str | None = None
+    cut: list[CutOutput] = field(default_factory=list)
+
+    def where(self, rid: int) -> str:
+        """`` (line N)``: request ``rid``'s place in its requests file ("" without one)."""
+        return "" if self.table.source is None else f" (line {int(self.table.source.line[rid])})"
 
 
 def run_requests(engine: Engine, specs: Iterable[RequestSpec], num_requests: int, *,
@@ -83,7 +92,8 @@ def run_requests(engine: Engine, specs: Iterable[RequestSpec], num_requests: int
             ``"reference"`` (:meth:`Engine.run_scheduler`); None: the engine's.
 
     Raises:
-        ConfigError: a request SGLang would refuse (see :class:`Scheduler`).
+        ConfigError: a request SGLang would refuse (see :class:`Scheduler`); with ``source``,
+            the message says where the request is in the file.
     """
     table = RequestTable(num_requests, source, sinks)
     sched: Scheduler | None = None
@@ -95,7 +105,11 @@ def run_requests(engine: Engine, specs: Iterable[RequestSpec], num_requests: int
     start = time.perf_counter()
     trace = SummaryTrace(engine.meta, on_event=on_event, on_log=on_log,
                          event_kinds=frozenset(("finish", "abort")), on_finished=table.add_columns)
-    sched = engine.scheduler(specs, trace=trace)
+    try:
+        sched = engine.scheduler(specs, trace=trace)
+    except ConfigError as exc:
+        raise _placed(exc, source) from None
+    cut = cut_outputs(sched.reqs, engine.max_total_num_tokens, engine.page_size, engine.context_len)
     bar = tqdm(total=num_requests, unit="req", desc=label, file=sys.stderr, delay=PROGRESS_DELAY_S,
                disable=quiet or not sys.stderr.isatty(), dynamic_ncols=True)
     swa_peak = sched.pool_stats.swa_tokens_in_use()
@@ -112,4 +126,18 @@ def run_requests(engine: Engine, specs: Iterable[RequestSpec], num_requests: int
     finally:
         bar.close()
     return RunOutcome(engine, table, result.metrics, num_requests, result.interrupted,
-                      time.perf_counter() - start, swa_peak, result.core, result.core_note)
+                      time.perf_counter() - start, swa_peak, result.core, result.core_note, cut)
+
+
+_REQUEST = re.compile(r"^request (\d+)\b")  # how the scheduler's refusals name a request
+
+
+def _placed(exc: ConfigError, source: RequestFile | None) -> ConfigError:
+    """``exc`` with the file's line of the request it names (``request 19 (line 21 of
+    FILE) prompt_len=...``): a file's reader counts lines, the scheduler request indices."""
+    match = _REQUEST.match(str(exc))
+    if source is None or match is None or int(match[1]) >= len(source):
+        return exc
+    rid = int(match[1])
+    return ConfigError(f"{match[0]} (line {int(source.line[rid])} of {source.source})"
+                       f"{str(exc)[match.end():]}")

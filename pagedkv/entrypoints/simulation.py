@@ -5,8 +5,12 @@ real model's and returns the same :class:`~pagedkv.entrypoints.engine_outcome.En
 
 from __future__ import annotations
 
+import difflib
 from collections.abc import Sequence
+from dataclasses import fields
 from typing import Any, cast
+
+import numpy as np
 
 from pagedkv.configs.mamba_utils import gdn_cache_params
 from pagedkv.configs.model_config import ModelSpec
@@ -14,8 +18,9 @@ from pagedkv.configs.model_family import text_config
 from pagedkv.configs.model_presets import load_model
 from pagedkv.entrypoints.engine import Engine
 from pagedkv.entrypoints.engine_outcome import EngineResult
+from pagedkv.errors import bad_value
 from pagedkv.gpus import GPUSpec, get_gpu
-from pagedkv.managers.config import DEFAULT_SGLANG_VERSION, Policy
+from pagedkv.managers.config import DEFAULT_SGLANG_VERSION, Policy, SchedulerConfig
 from pagedkv.managers.req import RequestLike
 from pagedkv.managers.scheduler_init import SlidingWindowPools
 from pagedkv.managers.trace import TraceMeta
@@ -23,6 +28,7 @@ from pagedkv.mem_cache.mamba_pool import MambaPool
 from pagedkv.model_executor.sim_executor import RooflineStepTime, RoutedExperts, SimExecutor
 from pagedkv.pool_plan import KVPoolPlan
 from pagedkv.sizing import gpu_memory_defaults, plan_pool
+from pagedkv.workloads.request_rows import RequestFile
 
 
 def roofline_step_time(spec: ModelSpec, plan: KVPoolPlan, card: GPUSpec) -> RooflineStepTime:
@@ -53,6 +59,43 @@ def roofline_step_time(spec: ModelSpec, plan: KVPoolPlan, card: GPUSpec) -> Roof
         state_bytes=plan.state_bytes)
 
 
+_ENGINE_OPTIONS = ("model", "gpu", "mem_fraction_static", "page_size", "policy", "radix_cache",
+                   "sglang_version", "max_total_tokens", "tp", "kv_cache_dtype", "context_len",
+                   "weights_bytes", "arrival_rate", "disable_hybrid_swa_memory", "record_pages",
+                   "core")
+# options that belong to the requests, not the engine: where to give them instead
+_MISPLACED = {"rate": "arrival times belong to the requests: sharegpt_like(n, rate=R) draws them",
+              "num_requests": "the requests are the first argument"}
+
+
+def _check_options(scheduler_options: dict[str, object]) -> None:
+    """Refuse a keyword that is neither :func:`simulated_engine`'s nor a
+    :class:`SchedulerConfig` field, naming the closest valid one (instead of the
+    ``TypeError`` a dataclass raises, which names an internal class).
+
+    Raises:
+        ConfigError: the first unknown keyword.
+    """
+    known = {f.name for f in fields(SchedulerConfig)} - {"release"}
+    for name in scheduler_options:
+        if name in known:
+            continue
+        close = difflib.get_close_matches(name, [*_ENGINE_OPTIONS, *sorted(known)], n=1)
+        hint = _MISPLACED.get(name) or (f"did you mean {close[0]}?" if close else "")
+        raise bad_value("option", name, f"a keyword of simulated_engine "
+                        f"({', '.join(_ENGINE_OPTIONS)}) or a SchedulerConfig field "
+                        f"({', '.join(sorted(known))})" + (f"; {hint}" if hint else ""))
+
+
+def _chunk_for_sizing(scheduler_options: dict[str, object]) -> int | None:
+    """``plan_pool``'s ``chunked_prefill_size`` from the scheduler's: left out, None (the
+    GPU's default); given as None (no chunking), SGLang's -1."""
+    if "chunked_prefill_size" not in scheduler_options:
+        return None
+    chunk = scheduler_options["chunked_prefill_size"]
+    return -1 if chunk is None else cast(int, chunk)
+
+
 def simulated_engine(
     *,
     model: str | ModelSpec = "llama-3-8b",
@@ -64,6 +107,8 @@ def simulated_engine(
     sglang_version: str = DEFAULT_SGLANG_VERSION,
     max_total_tokens: int | None = None,
     tp: int = 1,
+    kv_cache_dtype: str = "bf16",
+    context_len: int | None = None,
     weights_bytes: int | None = None,
     arrival_rate: float | None = None,
     disable_hybrid_swa_memory: bool = False,
@@ -84,7 +129,11 @@ def simulated_engine(
             (``--disable-radix-cache``).
         sglang_version: the SGLang release followed, ``"0.5.23"`` or ``"0.5.9"``.
         max_total_tokens: cap on the pool in tokens (SGLang ``--max-total-tokens``).
-        tp: attention tensor-parallel size; the pool is one GPU's (see ``plan_pool``).
+        tp: attention tensor-parallel size; the pool is one GPU's (see ``plan_pool``), and
+            so are the step times: no communication between GPUs is modelled.
+        kv_cache_dtype: SGLang's ``--kv-cache-dtype`` (``bf16``, ``fp16``, ``fp8_e4m3``,
+            ``fp8_e5m2``): the pool's bytes per token, and the KV a decode step reads.
+        context_len: SGLang's ``--context-length`` (default the model's; see ``plan_pool``).
         weights_bytes: weights per GPU, overriding the estimate (quantized models).
         arrival_rate: requests/s the workload was drawn at, recorded in the trace only.
         disable_hybrid_swa_memory: SGLang's ``--disable-hybrid-swa-memory``: a sliding-window
@@ -120,17 +169,21 @@ def simulated_engine(
     states the tree keeps (:class:`~pagedkv.mem_cache.mamba_cache.MambaPrefixCache`). The
     step times: :func:`roofline_step_time`.
     """
+    _check_options(scheduler_options)
     spec = model if isinstance(model, ModelSpec) else load_model(model, disable_hybrid_swa_memory)
     linear = spec.family == "linear"
     card = gpu if isinstance(gpu, GPUSpec) else get_gpu(gpu)
     plan = plan_pool(spec, gpu=card, mem_fraction_static=mem_fraction_static, tp=tp,
-                     page_size=page_size, max_total_tokens=max_total_tokens,
+                     page_size=page_size, kv_cache_dtype=kv_cache_dtype,
+                     context_len=context_len, max_total_tokens=max_total_tokens,
                      weights_bytes=weights_bytes, sglang_version=sglang_version,
                      disable_radix_cache=not radix_cache,
                      max_running_requests=cast(int | None, scheduler_options.get(
                          "max_running_requests")),
                      disable_overlap_schedule=bool(scheduler_options.get(
-                         "disable_overlap_schedule", False)))
+                         "disable_overlap_schedule", False)),
+                     # a hybrid's pools depend on it; plan_pool's -1 is the scheduler's None
+                     chunked_prefill_size=_chunk_for_sizing(scheduler_options))
     chunk, graph_bs = gpu_memory_defaults(card.memory_mib, tp, sglang_version)
     options: dict[str, object] = {
         "chunked_prefill_size": chunk,
@@ -151,7 +204,7 @@ def simulated_engine(
     engine = Engine(SimExecutor(step_time), max_total_num_tokens=plan.max_total_num_tokens,
                     page_size=plan.page_size, radix_cache=radix_cache,
                     sglang_version=sglang_version,
-                    context_len=spec.context_len, record_pages=record_pages, plan=plan,
+                    context_len=plan.context_len, record_pages=record_pages, plan=plan,
                     mamba_pool=mamba, swa=swa, core=core, **options)
     config = engine.config
     engine.meta = TraceMeta(
@@ -169,14 +222,16 @@ def simulated_engine(
     return engine
 
 
-def simulate(requests: Sequence[RequestLike], *, record_page_tables: bool = False,
+def simulate(requests: Sequence[RequestLike] | RequestFile, *, record_page_tables: bool = False,
              record_pages: bool = False, fast_forward: bool = True,
              **options: Any) -> EngineResult:
     """Run SGLang's scheduler over ``requests`` on the pool SGLang would build:
     ``simulated_engine(**options).run(requests)``.
 
     Args:
-        requests: workload entries (``pagedkv.workloads.synthetic.RequestSpec`` or alike), any order.
+        requests: workload entries (``pagedkv.workloads.synthetic.RequestSpec`` or alike), any
+            order; or a requests file as :func:`pagedkv.workloads.request_files.load_requests`
+            returns it, run at the file's ``arrival_s`` (all at t=0 without them).
         record_page_tables: keep every step's page tables (small pools only).
         record_pages: record every page's owner changes (the visualizer's page events).
         fast_forward: False forces the step-by-step path (the reference the fast path is
@@ -193,4 +248,7 @@ def simulate(requests: Sequence[RequestLike], *, record_page_tables: bool = Fals
         NotEnoughMemoryError: the weights leave no room for a pool.
     """
     engine = simulated_engine(record_pages=record_pages, **options)
+    if isinstance(requests, RequestFile):
+        times = requests.arrival_s if requests.arrival_s is not None else np.zeros(len(requests))
+        requests = list(requests.specs(times))
     return engine.run(requests, record_page_tables=record_page_tables, fast_forward=fast_forward)

@@ -32,6 +32,11 @@ def _int(name: str, text: str) -> int:
         raise bad_value(f"--sweep {name}", text, "an integer >= 1") from None
 
 
+def _chunk(name: str, text: str) -> int:
+    """A prefill chunk in tokens, or SGLang's -1: chunking off."""
+    return -1 if text.strip() == "-1" else _int(name, text)
+
+
 def _real(name: str, text: str) -> float:
     try:
         value = float(text)
@@ -48,7 +53,7 @@ AXES: dict[str, Callable[[str, str], object]] = {
     "sglang_version": lambda name, text: text,
     "max_total_tokens": _int,
     "schedule_conservativeness": _real,
-    "chunked_prefill_size": _int,
+    "chunked_prefill_size": _chunk,
     "disable_overlap_schedule": _flag,
 }
 """Axis name -> parser of one value (ranges are checked again where the value is used:
@@ -76,7 +81,10 @@ def parse_axis(spec: str) -> Axis:
     texts = [t.strip() for t in rest.split(",") if t.strip()]
     if not texts:
         raise bad_value(f"--sweep {name}", rest, "one or more values separated by commas")
-    return Axis(name, tuple(AXES[name](name, t) for t in texts))
+    values = tuple(AXES[name](name, t) for t in texts)
+    if len(set(values)) < len(values):  # the same setting twice: a wasted run, a doubled row
+        raise bad_value(f"--sweep {name}", rest, "each value at most once")
+    return Axis(name, values)
 
 
 def settings(axes: list[Axis]) -> list[dict[str, object]]:
@@ -104,7 +112,7 @@ def sweep_row(setting: dict[str, object], run: RunOutcome) -> dict[str, Any]:
             "p50_ttft_s": s["p50_ttft_s"], "p99_ttft_s": s["p99_ttft_s"],
             "p50_tpot_s": s["p50_tpot_s"], "p99_e2e_s": s["p99_e2e_s"],
             "prefix_hit_rate": s["prefix_hit_rate"], "completed": s["completed"],
-            "interrupted": run.interrupted}
+            "cut_outputs": len(run.cut), "interrupted": run.interrupted}
 
 
 HEADERS = (("setting", "setting", "{}"), ("pool_tokens", "pool tokens", "{:,}"),

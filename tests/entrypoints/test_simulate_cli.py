@@ -50,7 +50,7 @@ def test_log_lines_in_sglang_format(capsys: pytest.CaptureFixture[str]) -> None:
 
 @pytest.mark.parametrize(("argv", "message"), [
     (("--workload", "chats"), "workload='chats' is invalid; valid: sharegpt, uniform, fixed"),
-    (("--num-requests", "0"), "num_requests=0"),
+    (("--num-requests", "0"), "--num-requests=0"),
     (("--rate", "-1"), "rate=-1.0"),
     (("--policy", "lifo"), "policy='lifo'"),
     (("--mem-fraction-static", "1.5"), "mem_fraction_static=1.5"),

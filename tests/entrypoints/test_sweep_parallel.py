@@ -117,7 +117,8 @@ def test_a_refused_request_in_a_worker_is_the_serial_error(capsys: pytest.Captur
         assert code == 2 and "Traceback" not in err
         errors.append(err)
     assert errors[0] == errors[1]
-    assert "request 0 prompt_len=473 is invalid; valid: < max_req_input_len=294" in errors[1]
+    assert (f"request 0 (line 1 of {CHAT}) prompt_len=473 is invalid; valid: "
+            "< max_req_input_len=294") in errors[1]
 
 
 def test_ctrl_c_keeps_the_settings_that_had_finished(capsys: pytest.CaptureFixture[str],

@@ -82,8 +82,7 @@ def _check_each(reqs: Sequence[Req], cfg: SchedulerConfig, p: int, total: int, l
         if r.prompt_len >= limit:
             raise bad_value(f"request {r.rid} prompt_len", r.prompt_len,
                             f"< max_req_input_len={limit} (min(context_len - 1, "
-                            f"max_total_num_tokens - 1) - 5; a larger pool, e.g. a higher "
-                            f"mem_fraction_static, takes longer prompts)")
+                            f"max_total_num_tokens - 1) - 5; {_longer_prompts(limit, total)})")
         if r.follows is not None and not 0 <= r.follows < r.rid:
             raise bad_value(f"request {r.rid} follows", r.follows, f"an earlier rid in [0, {r.rid})")
         prompt_pages = int(ceil_to_page(r.prompt_len, p))
@@ -102,6 +101,15 @@ def _check_each(reqs: Sequence[Req], cfg: SchedulerConfig, p: int, total: int, l
             raise bad_value(f"request {r.rid} prompt_len + max_new_tokens",
                             r.prompt_len + r.max_new_tokens,
                             f"a footprint below max_total_num_tokens={total} under reserve_all")
+
+
+def _longer_prompts(limit: int, total: int) -> str:
+    """What would take a longer prompt: a larger pool where the pool set ``limit``, else
+    nothing but a model with a longer context."""
+    if limit == total - 1 - 5:
+        return ("the pool set it: a larger pool takes longer prompts (a higher "
+                "mem_fraction_static, or a higher or no max_total_tokens cap)")
+    return "the model's context set it"
 
 
 def _clamp_all(reqs: Sequence[Req], cfg: SchedulerConfig, p: int, total: int, limit: int,
