@@ -9,52 +9,64 @@ JSON Lines: one JSON object per line (blank lines skipped), for example::
 CSV: a header row naming the same columns; an empty cell is a missing value; token ids are
 written as integers separated by spaces. ShareGPT: see :mod:`pagedkv.workloads.sharegpt`.
 The columns and the rules for conversations are :class:`~pagedkv.workloads.request_rows.
-RequestFileBuilder`'s.
+RequestFileBuilder`'s; a name that is not a column is refused if it looks like a mistyped
+one, else ignored and named in the notes (:mod:`pagedkv.workloads.request_fields`).
 
-The format comes from ``fmt`` or else the file's name (``.jsonl``/``.ndjson``, ``.csv``); a
-``.json`` file (or any other name) is ShareGPT if it starts with ``[``, JSON Lines if it
-starts with ``{``, else CSV. Every problem is a :class:`~pagedkv.errors.ConfigError` naming
-the file, the line, the field, the value and what is valid.
+The text is UTF-8, with or without a byte-order mark (Excel's "CSV UTF-8" writes one): it is
+read as ``utf-8-sig``, so the mark is never part of the first column's name or the first
+line. The format comes from ``fmt`` or else the file's name (``.jsonl``/``.ndjson``,
+``.csv``); a ``.json`` file (or any other name) is ShareGPT if it starts with ``[``, or with
+``{`` and holds a ``"conversations"`` list but no prompt field (a ShareGPT record where a
+list was meant: the ShareGPT reader says so); JSON Lines if it starts with ``{``; else CSV.
+Every problem is a :class:`~pagedkv.errors.ConfigError` naming the file, the line, the
+field, the value and what is valid.
 """
 
 from __future__ import annotations
 
-import csv
+import codecs
 import json
 import os
+import re
 from collections.abc import Iterator
 from itertools import chain, repeat
 from typing import TextIO
 
 import numpy as np
 
-from pagedkv.errors import bad_value
+from pagedkv.errors import ConfigError, bad_value
+from pagedkv.workloads.request_csv import csv_rows
+from pagedkv.workloads.request_fields import ExtraNames
 from pagedkv.workloads.request_rows import NO_CONVERSATION, PLAIN_KEYS, RequestFile, RequestFileBuilder
 
 _CHUNK = 65_536  # JSON Lines lines parsed by one json.loads call
 _NONE = type(None)
 
 FORMATS = ("jsonl", "csv", "sharegpt")
-_INT_COLUMNS = ("prompt_len", "output_len", "max_new_tokens", "turn")
-_ID_COLUMNS = ("prompt_token_ids", "output_token_ids")
+_SHAREGPT_HEAD = re.compile(r'"conversations?"\s*:\s*\[')  # a record's list of messages
+_ROW_HEAD = re.compile(r'"prompt_(len|token_ids)"\s*:')
 
 
 def detect_format(path: str, head: str) -> str:
-    """``jsonl``, ``csv`` or ``sharegpt`` from the file name, else its first character."""
+    """``jsonl``, ``csv`` or ``sharegpt`` from the file name, else its first characters
+    (``head``, the text after any byte-order mark; see the module docstring)."""
     name = path.lower()
     if name.endswith((".jsonl", ".ndjson")):
         return "jsonl"
     if name.endswith(".csv"):
         return "csv"
     first = head.lstrip()[:1]
+    if first == "{" and _SHAREGPT_HEAD.search(head) and not _ROW_HEAD.search(head):
+        return "sharegpt"  # an object, not a list: the ShareGPT reader names the mistake
     return {"[": "sharegpt", "{": "jsonl"}.get(first, "csv")
 
 
 def open_requests(path: str) -> TextIO:
-    """Open ``path`` for reading as UTF-8; a missing file or a folder is a named error."""
+    """Open ``path`` for reading as UTF-8, a leading byte-order mark skipped (``utf-8-sig``:
+    also after ``seek(0)``); a missing file or a folder is a named error."""
     if not os.path.isfile(path):
         raise bad_value("--requests-file", path, "an existing file (JSON Lines, CSV or ShareGPT JSON)")
-    return open(path, encoding="utf-8", newline="")
+    return open(path, encoding="utf-8-sig", newline="")
 
 
 def load_requests(path: str, fmt: str | None = None, *, context_len: int | None = None,
@@ -69,8 +81,9 @@ def load_requests(path: str, fmt: str | None = None, *, context_len: int | None 
             ``turns`` (see :func:`pagedkv.workloads.sharegpt.read_sharegpt`).
 
     Raises:
-        ConfigError: a missing or empty file, text that is not JSON or CSV, a bad row (its
-            line, field, value and the valid range), arrival times out of order.
+        ConfigError: a missing or empty file, text that is not UTF-8, JSON or CSV, a
+            mistyped column name, a bad row (its line, field, value and the valid range),
+            arrival times out of order, turns of a conversation out of order.
     """
     if fmt is not None and fmt not in FORMATS:
         raise bad_value("--requests-format", fmt, ", ".join(FORMATS))
@@ -85,21 +98,42 @@ def load_requests(path: str, fmt: str | None = None, *, context_len: int | None 
                 from pagedkv.workloads.sharegpt import read_sharegpt
 
                 return read_sharegpt(f, path, context_len=context_len, **sharegpt_options)
-            read = _jsonl_rows if fmt == "jsonl" else _csv_rows
+            read = _jsonl_rows if fmt == "jsonl" else csv_rows
+            names = ExtraNames("key" if fmt == "jsonl" else "column")
             fast = _jsonl_plain_columns(f.read()) if fmt == "jsonl" else None
             if fast is None:
                 f.seek(0)
-                fast = _plain_columns(read(f, path))
+                fast = _plain_columns(read(f, path, names))
             if fast is not None and (reqs := plain_requests(path, context_len, *fast)) is not None:
+                reqs.notes.extend(names.notes())
                 return reqs
             f.seek(0)  # irregular rows, or a bad value: row by row, naming the first bad line
             builder = RequestFileBuilder(path, context_len)
-            for line, row in read(f, path):
+            for line, row in read(f, path, names):
                 builder.add(line, row)
-        except UnicodeDecodeError as exc:
-            raise bad_value("--requests-file", path,
-                            f"UTF-8 text ({exc.reason} at byte {exc.start})") from None
-    return builder.done()
+        except UnicodeDecodeError:
+            raise _not_utf8(path) from None
+    if not len(builder):  # only a CSV header: JSON Lines has a row on its non-blank line
+        raise bad_value("--requests-file", path, "a file with at least one request (the CSV has "
+                        "a header, line 1, and no rows)")
+    return builder.done(names.notes())
+
+
+def _not_utf8(path: str) -> ConfigError:
+    """The error for a file that is not UTF-8, naming the line and byte of the first bad
+    byte (the decoder's own offset counts from the chunk it was given, not the file)."""
+    with open(path, "rb") as raw:
+        data = raw.read()
+    skip = len(codecs.BOM_UTF8) if data.startswith(codecs.BOM_UTF8) else 0
+    try:
+        data[skip:].decode("utf-8")
+    except UnicodeDecodeError as exc:
+        start, reason, bad = skip + exc.start, exc.reason, data[skip + exc.start:skip + exc.end]
+    else:  # cannot happen: the text reader failed on these bytes
+        start, reason, bad = 0, "not UTF-8", b""
+    line = data.count(b"\n", 0, start) + 1
+    return bad_value(f"{path} line {line}", bad,
+                     f"UTF-8 text ({reason} at byte {start}; save the file as UTF-8)")
 
 
 def _plain_columns(rows: Iterator[tuple[int, dict[str, object]]]) -> tuple[list[object], ...] | None:
@@ -162,8 +196,9 @@ def _jsonl_plain_columns(text: str) -> tuple[list[object], ...] | None:
     return cols
 
 
-def _jsonl_rows(f: TextIO, path: str) -> Iterator[tuple[int, dict[str, object]]]:
-    """``(line number, object)`` for each non-blank line."""
+def _jsonl_rows(f: TextIO, path: str, names: ExtraNames) -> Iterator[tuple[int, dict[str, object]]]:
+    """``(line number, object)`` for each non-blank line, without the keys that are not
+    fields (``names`` checks them and keeps their names for the notes)."""
     for n, text in enumerate(f, 1):
         if not text.strip():
             continue
@@ -177,47 +212,7 @@ def _jsonl_rows(f: TextIO, path: str) -> Iterator[tuple[int, dict[str, object]]]
                             "integers of at most 4300 digits") from None
         if not isinstance(row, dict):
             raise bad_value(f"{path} line {n}", _clip(text), "a JSON object ({...})")
-        yield n, row
-
-
-def _csv_rows(f: TextIO, path: str) -> Iterator[tuple[int, dict[str, object]]]:
-    """``(line number, typed row)`` for each data row after the header."""
-    reader = csv.DictReader(f, skipinitialspace=True)
-    try:
-        header = reader.fieldnames
-        if not header or not ({"prompt_len", "prompt_token_ids"} & set(header)):
-            raise bad_value(f"{path} line 1 (CSV header)", ",".join(header or []),
-                            "column names including prompt_len or prompt_token_ids, and "
-                            "output_len or output_token_ids")
-        for raw in reader:
-            n = reader.line_num
-            if None in raw:
-                raise bad_value(f"{path} line {n}", ",".join(raw[None]), f"at most {len(header)} "
-                                "cells, one per header column")
-            yield n, {k: _cell(f"{path} line {n}", k, v) for k, v in raw.items() if v not in (None, "")}
-    except csv.Error as exc:
-        raise bad_value(f"{path} line {reader.line_num}", str(exc), "CSV text") from None
-
-
-def _cell(where: str, column: str, text: str) -> object:
-    """A CSV cell as the JSON value it stands for."""
-    try:
-        if column in _INT_COLUMNS:
-            return int(text)
-        if column in _ID_COLUMNS:
-            return [int(t) for t in text.split()]
-        if column == "arrival_s":
-            return float(text)
-    except ValueError:
-        kind = ("integers separated by spaces" if column in _ID_COLUMNS
-                else "an integer" if column in _INT_COLUMNS else "a number")
-        raise bad_value(f"{where}: {column}", text, kind) from None
-    if column == "ignore_eos":
-        value = {"true": True, "false": False, "1": True, "0": False}.get(text.lower())
-        if value is None:
-            raise bad_value(f"{where}: ignore_eos", text, "true, false, 1 or 0")
-        return value
-    return text
+        yield n, names.keep(f"{path} line {n}", row)
 
 
 def _clip(text: str, n: int = 60) -> str:

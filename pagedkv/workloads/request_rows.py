@@ -11,8 +11,9 @@ tens of MB) and makes the scheduler's entries (:class:`RequestEntry`, the fields
 :class:`~pagedkv.workloads.synthetic.RequestSpec`) one at a time (:meth:`RequestFile.specs`).
 
 Conversations. A request with a ``conversation_id`` is a turn of that conversation; its turns
-are served in file order (a ``turn`` number, if given, must grow), and each turn is sent
-only once the turn before it has answered (``RequestSpec.follows``). A chat client resends
+are 1, 2, 3, ... in file order (a ``turn``, if given, must be the next), and each is sent
+once the turn before it has answered (``RequestSpec.follows``), or at its own ``arrival_s``
+if that is later (``WaitingQueue.send_followers``: a user back after a pause). A chat client resends
 the whole conversation every turn, so a later turn's prompt must be at least the earlier
 turn's prompt plus its answer. When the file gives token ids they are used as they are;
 when it gives only lengths, ids are made up so that a later turn's prompt starts with the
@@ -47,13 +48,15 @@ def made_up_ids(rid: int, start: int, end: int) -> np.ndarray:
     return _MADE_UP_BASE + (np.int64(rid) << 24) + np.arange(start, end, dtype=np.int64)
 
 
-def _count(where: str, name: str, value: object, minimum: int = 1) -> int:
+def _count(where: str, name: str, value: object, minimum: int = 1, bound: str | None = None) -> int:
     """An integer from ``minimum`` to :data:`INT64_MAX` (bools and floats refused), else a
-    named error (a larger one would overflow the int64 column, as an OverflowError)."""
+    named error (a larger one would overflow the int64 column, as an OverflowError);
+    ``bound`` says what the minimum is (``"output_len (10)"``), default the number."""
+    low = bound or str(minimum)
     if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < minimum:
-        raise bad_value(f"{where}: {name}", value, f"an integer >= {minimum}")
+        raise bad_value(f"{where}: {name}", value, f"an integer >= {low}")
     if value > INT64_MAX:
-        raise bad_value(f"{where}: {name}", value, f"an integer from {minimum} to {INT64_MAX} (2**63 - 1)")
+        raise bad_value(f"{where}: {name}", value, f"an integer from {low} to {INT64_MAX} (2**63 - 1)")
     return int(value)
 
 
@@ -199,9 +202,10 @@ class RequestFileBuilder:
         """Check one request and append it (``line``: its position, for the table;
         ``where``: its place for messages, default ``"<source> line <line>"``). ``row``
         keys: ``prompt_len`` and/or ``prompt_token_ids``, ``output_len`` and/or
-        ``output_token_ids``, optional ``max_new_tokens`` (default: ``output_len``, as
-        SGLang's ``bench_serving`` sends), ``arrival_s``, ``ignore_eos``,
-        ``conversation_id``, ``turn``; others are ignored.
+        ``output_token_ids``, optional ``max_new_tokens`` (at least ``output_len``; default
+        ``output_len``, as SGLang's ``bench_serving`` sends), ``arrival_s``, ``ignore_eos``,
+        ``conversation_id``, ``turn`` (see the module docstring for conversations); others
+        are ignored (the readers have already refused a mistyped one).
 
         Raises:
             ConfigError: naming ``where``, the field, the value and the valid range.
@@ -214,7 +218,9 @@ class RequestFileBuilder:
         p, pids = _length(where, row, "prompt")
         o, oids = _length(where, row, "output")
         cap = row.get("max_new_tokens")
-        cap = o if cap is None else _count(where, "max_new_tokens", cap, minimum=o)
+        # the client's cap on the answer: a cap below output_len would stop it before its end
+        cap = o if cap is None else _count(where, "max_new_tokens", cap, minimum=o,
+                                           bound=f"output_len ({o})")
         if self.context_len is not None and p + o > self.context_len:
             raise bad_value(f"{where}: prompt_len + output_len", p + o,
                             f"<= the model's context length, {self.context_len} tokens")
@@ -265,7 +271,13 @@ class RequestFileBuilder:
         conv = self._conv_index.setdefault(str(name), len(self._conv_index))
         prev, prev_turn, history = self._conv_last.get(conv, (-1, 0, 0))
         turn = row.get("turn")
-        turn = prev_turn + 1 if turn is None else _count(where, "turn", turn, minimum=prev_turn + 1)
+        if turn is not None and (type(turn) is not int or turn != prev_turn + 1):
+            # a gap or a repeat is a lost or misplaced row: the turn would follow the wrong answer
+            which = f"next turn of conversation {name!r} (turn {prev_turn} is on line " \
+                f"{self._cols['line'][prev]}; " if prev >= 0 else f"first turn of conversation {name!r} ("
+            raise bad_value(f"{where}: turn", turn, f"{prev_turn + 1}, the {which}a conversation's "
+                            "turns are 1, 2, 3, ... in file order)")
+        turn = prev_turn + 1
         if prev >= 0 and p < history and not has_ids:
             raise bad_value(f"{where}: prompt_len", p, f">= {history}, the turn before's prompt "
                             "+ output (a chat client resends the conversation so far)")

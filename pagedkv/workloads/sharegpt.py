@@ -35,6 +35,7 @@ from __future__ import annotations
 import json
 import math
 import os
+import re
 from collections.abc import Callable
 from typing import TextIO
 
@@ -88,8 +89,10 @@ def read_sharegpt(f: TextIO, path: str, *, context_len: int | None = None,
 
     Raises:
         ConfigError: not JSON (an integer of over 4300 digits, which Python refuses to parse,
-            included), not a list of conversations, a message without text, a bad option;
-            naming the conversation and message.
+            included; naming the line), not a list of records (an object: a record where a
+            list was meant), a record without a list of messages, a message without text (naming
+            the record, from 1, and message), no answered turn in the whole file (saying how
+            many records gave none, and why), a bad option.
     """
     if turns not in ("all", "first"):
         raise bad_value("--sharegpt-turns", turns, "all, first")
@@ -97,27 +100,28 @@ def read_sharegpt(f: TextIO, path: str, *, context_len: int | None = None,
             and chars_per_token > 0):
         raise bad_value("--chars-per-token", chars_per_token, "a finite number > 0")
     encode = load_tokenizer(tokenizer) if tokenizer is not None else None
-    try:
-        data = json.load(f)
-    except json.JSONDecodeError as exc:
-        raise bad_value(path, f"line {exc.lineno} column {exc.colno}", f"ShareGPT JSON ({exc.msg})") from None
-    except (ValueError, RecursionError) as exc:  # json raises these, not JSONDecodeError, for both
-        what = "an integer of over 4300 digits" if isinstance(exc, ValueError) else "JSON nested too deep"
-        raise bad_value(path, what, "ShareGPT JSON with integers of at most 4300 digits and "
-                        "nesting Python can parse") from None
-    if not isinstance(data, list):
-        raise bad_value(path, type(data).__name__, "a JSON list of conversations (ShareGPT)")
+    data = parse_sharegpt(f.read(), path)
     builder = RequestFileBuilder(path, context_len)
-    skipped = 0
+    skipped = unanswered = all_empty = 0
     for ci, conv in enumerate(data, 1):
-        where = f"{path} conversation {ci}"
+        where = f"{path} record {ci}"
         msgs = conv.get("conversations", conv.get("conversation")) if isinstance(conv, dict) else None
         if not isinstance(msgs, list):
-            raise bad_value(f"{where}: conversations", None if msgs is None else type(msgs).__name__,
-                            "a list of messages ({\"from\": ..., \"value\": ...})")
+            raise bad_value(f"{where}: conversations", _kind(conv if msgs is None else msgs, keys=True),
+                            'a list of messages ({"from": ..., "value": ...}) under the key '
+                            '"conversations"')
+        before = len(builder)
         cid = str(conv.get("id", ci))
-        skipped += _add_conversation(builder, where, ci, cid, msgs, encode, chars_per_token,
-                                     turns == "first")
+        empty = _add_conversation(builder, where, ci, cid, msgs, encode, chars_per_token,
+                                  turns == "first")
+        skipped += empty
+        if len(builder) == before:  # why this record gave no request, said if none does
+            all_empty, unanswered = all_empty + (empty > 0), unanswered + (empty == 0)
+    if not len(builder):
+        why = [f"{unanswered} with no human turn followed by a gpt turn"] if unanswered else []
+        why += [f"{all_empty} whose answered turns all have an empty prompt or answer"] if all_empty else []
+        raise bad_value("--requests-file", path, f"a file with at least one request; its {len(data)} "
+                        f"ShareGPT record(s) gave none{': ' if why else ''}{', '.join(why)}")
     if encode is not None:
         notes = [f"token counts: tokenizer in {tokenizer} (each message encoded alone, no chat template)"]
     else:
@@ -127,6 +131,54 @@ def read_sharegpt(f: TextIO, path: str, *, context_len: int | None = None,
     if skipped:
         notes.append(f"skipped {skipped} turn(s) with an empty prompt or answer")
     return builder.done(notes)
+
+
+def parse_sharegpt(text: str, path: str) -> list[object]:
+    """The list of records of a ShareGPT file's text.
+
+    Raises:
+        ConfigError: not JSON (naming the line and column, or the line of an integer of over
+            4300 digits, which Python refuses to parse), more than one JSON value (JSON Lines
+            of records), or a value that is not a list.
+    """
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError as exc:
+        start = max(text.rfind("\n", 0, exc.pos) + 1, exc.pos - 20)  # the text where it fails
+        end = text.find("\n", exc.pos)
+        near = text[start:min(start + 60, len(text) if end < 0 else end)]
+        valid = f"ShareGPT JSON ({exc.msg}, column {exc.colno})"
+        if exc.msg == "Extra data":  # a second value: records one per line, not in one list
+            valid = ("ShareGPT JSON: one list of records, [{...}, {...}] (the file goes on after "
+                     "its first JSON value: JSON Lines of records? put them in one list)")
+        raise bad_value(f"{path} line {exc.lineno}", near, valid) from None
+    except ValueError:  # json raises a plain ValueError for an integer of over 4300 digits
+        big = re.search(r"\d{4301}", text)
+        line = text.count("\n", 0, big.start() if big else 0) + 1
+        raise bad_value(f"{path} line {line}", "an integer of over 4300 digits", "ShareGPT JSON "
+                        "with integers of at most 4300 digits (Python parses no longer ones)") from None
+    except RecursionError:  # nesting past Python's recursion limit: no position to report
+        raise bad_value(path, "JSON nested too deep", "ShareGPT JSON with nesting Python can "
+                        "parse") from None
+    if not isinstance(data, list):
+        start = len(text) - len(text.lstrip())
+        line = text.count("\n", 0, start) + 1
+        raise bad_value(f"{path} line {line}: top level", _kind(data, keys=True), "a ShareGPT file is a "
+                        'JSON list of records ([{"conversations": [...]}, ...]), got '
+                        f"{_kind(data)}")
+    return data
+
+
+def _kind(value: object, keys: bool = False) -> str:
+    """What a JSON value is: ``an object`` (with ``keys``: ``an object with keys id,
+    conversations``, the first 8), ``a string``, ..."""
+    if isinstance(value, dict):
+        if not keys or not value:
+            return "an object" if value else "an empty object"
+        names = list(map(str, value))
+        return f"an object with keys {', '.join(names[:8])}{', ...' if len(names) > 8 else ''}"
+    return {list: "a list", str: "a string", bool: "a boolean", type(None): "null"}.get(
+        type(value), "a number")
 
 
 def _add_conversation(builder: RequestFileBuilder, where: str, ci: int, cid: str, msgs: list[object],

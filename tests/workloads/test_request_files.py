@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import numpy as np
@@ -72,18 +73,20 @@ def test_later_turn_shorter_than_the_history_is_refused(tmp_path: Path) -> None:
         load_requests(write(tmp_path, "c.jsonl", jsonl(rows)))
 
 
-def test_turn_numbers_must_grow(tmp_path: Path) -> None:
-    rows = [{"conversation_id": "x", "turn": 2, "prompt_len": 10, "output_len": 4},
-            {"conversation_id": "x", "turn": 1, "prompt_len": 20, "output_len": 3}]
-    with pytest.raises(ConfigError, match=r"line 2: turn=1 is invalid; valid: an integer >= 3"):
-        load_requests(write(tmp_path, "c.jsonl", jsonl(rows)))
+def test_turn_numbers_follow_one_another(tmp_path: Path) -> None:
+    rows = [{"conversation_id": "x", "turn": 1, "prompt_len": 10, "output_len": 4},
+            {"conversation_id": "y", "prompt_len": 10, "output_len": 4},
+            {"conversation_id": "x", "turn": 2, "prompt_len": 20, "output_len": 3},
+            {"conversation_id": "y", "turn": 2, "prompt_len": 20, "output_len": 3}]
+    t = load_requests(write(tmp_path, "c.jsonl", jsonl(rows)))
+    assert t.turn.tolist() == [1, 1, 2, 2] and t.follows.tolist() == [-1, -1, 0, 1]
 
 
 @pytest.mark.parametrize(("rows", "message"), [
     ([{"prompt_len": 0, "output_len": 1}], "line 1: prompt_len=0"),
     ([{"prompt_len": 3, "output_len": 1.5}], "line 1: output_len=1.5"),
     ([{"prompt_len": 3, "output_len": 2, "max_new_tokens": 1}],
-     "max_new_tokens=1 is invalid; valid: an integer >= 2"),
+     "max_new_tokens=1 is invalid; valid: an integer >= output_len (2)"),
     ([{"prompt_len": 3, "prompt_token_ids": [1, 2], "output_len": 2}],
      "prompt_len=3 is invalid; valid: len(prompt_token_ids)=2"),
     ([{"prompt_token_ids": [1, -2], "output_len": 2}], "prompt_token_ids=[1, -2]"),
@@ -125,7 +128,7 @@ def test_sharegpt_turns_and_estimate(tmp_path: Path) -> None:
     # turn 1: ceil(8/4) + ceil(10/4) = 5 prompt, ceil(17/4) = 5 out; turn 2 skipped (empty
     # answer); turn 3: 5 + 5 + 1 + 1 = 12 prompt, 1 out, and it follows turn 1
     assert t.prompt_len.tolist() == [5, 12] and t.output_len.tolist() == [5, 1]
-    assert t.follows.tolist() == [-1, 0] and t.line.tolist() == [1, 1]
+    assert t.follows.tolist() == [-1, 0] and t.line.tolist() == [1, 1] and t.turn.tolist() == [1, 2]
     assert any("4 characters per token" in n for n in t.notes)
     assert any("skipped 1 turn" in n for n in t.notes)
     first = load_requests(path, turns="first")
@@ -133,12 +136,12 @@ def test_sharegpt_turns_and_estimate(tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize(("text", "what"), [
-    ('[{"id": ' + "9" * 5000 + "}]", "an integer of over 4300 digits"),
-    ("[" * 100_000 + "]" * 100_000, "JSON nested too deep")])
+    ('[{"id": ' + "9" * 5000 + "}]", "s.json line 1='an integer of over 4300 digits'"),
+    ("[" * 100_000 + "]" * 100_000, "s.json='JSON nested too deep'")])
 def test_sharegpt_json_python_cannot_parse_is_a_named_error(tmp_path: Path, text: str, what: str) -> None:
     # json.load raises a plain ValueError for an integer of over 4300 digits and RecursionError
     # for deep nesting: both were tracebacks
-    with pytest.raises(ConfigError, match=rf"s\.json='{what}' is invalid; valid: ShareGPT JSON"):
+    with pytest.raises(ConfigError, match=rf"{re.escape(what)} is invalid; valid: ShareGPT JSON"):
         load_requests(write(tmp_path, "s.json", text), turns="first")
 
 

@@ -115,7 +115,8 @@ BIG = "100000000000000000000"  # 1e20, past int64's 9223372036854775807
     (f'{{"prompt_len": 5, "output_len": {BIG}}}', 8192,
      f"line 2: output_len={BIG} is invalid; valid: an integer from 1 to 9223372036854775807 (2**63 - 1)"),
     (f'{{"prompt_len": 5, "output_len": 2, "max_new_tokens": {BIG}}}', None,
-     f"line 2: max_new_tokens={BIG} is invalid; valid: an integer from 2 to 9223372036854775807 (2**63 - 1)"),
+     f"line 2: max_new_tokens={BIG} is invalid; valid: an integer from output_len (2) to "
+     "9223372036854775807 (2**63 - 1)"),
     ('{"prompt_len": 9223372036854775807, "output_len": 1}', 100,  # p + o wraps to -2**63 in int64
      "line 2: prompt_len + output_len=9223372036854775808 is invalid; valid: <= the model's "
      "context length, 100 tokens"),
