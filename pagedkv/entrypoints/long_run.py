@@ -114,6 +114,8 @@ def run_requests(engine: Engine, specs: Iterable[RequestSpec], num_requests: int
                disable=quiet or not sys.stderr.isatty(), dynamic_ncols=True)
     swa_peak = sched.pool_stats.swa_tokens_in_use()
 
+    _say_if_compiling(sched, engine.core if core is None else core, quiet)
+
     def on_step(_: Scheduler) -> None:
         nonlocal swa_peak
         if swa_peak is not None:
@@ -127,6 +129,22 @@ def run_requests(engine: Engine, specs: Iterable[RequestSpec], num_requests: int
         bar.close()
     return RunOutcome(engine, table, result.metrics, num_requests, result.interrupted,
                       time.perf_counter() - start, swa_peak, result.core, result.core_note, cut)
+
+
+def _say_if_compiling(sched: Scheduler, core: str, quiet: bool) -> None:
+    """One line on standard error before a run whose first step compiles the step core
+    (once per machine, about a minute and a half): the wait is said, not silent."""
+    if quiet:
+        return
+    from pagedkv.managers.compiled_core import choose_core
+
+    compiled, _ = choose_core(sched, core)
+    if compiled:
+        from pagedkv.managers.compiled_core.runner import compiled_core_cached
+
+        if compiled_core_cached() is False:
+            print("note: compiling the compiled step core for this machine, once (about a "
+                  "minute and a half; later runs start at once)", file=sys.stderr)
 
 
 _REQUEST = re.compile(r"^request (\d+)\b")  # how the scheduler's refusals name a request

@@ -160,3 +160,23 @@ def test_python_simulate_runs_a_requests_file_and_names_a_bad_option(tmp_path: P
     own = [p.name for p in inspect.signature(simulated_engine).parameters.values()
            if p.kind is inspect.Parameter.KEYWORD_ONLY]
     assert list(_ENGINE_OPTIONS) == own
+
+
+@pytest.mark.parametrize(("cached", "quiet", "said"), [(False, False, True), (True, False, False),
+                                                      (None, False, False), (False, True, False)])
+def test_a_first_compile_is_said_before_the_wait(monkeypatch: pytest.MonkeyPatch,
+                                                 capsys: pytest.CaptureFixture[str],
+                                                 cached: bool | None, quiet: bool, said: bool) -> None:
+    """The first compiled run on a machine compiles for about a minute and a half: said on
+    standard error first (not when the cache holds it, cannot be read, or with --quiet)."""
+    import pagedkv.managers.compiled_core.runner as runner
+    from pagedkv.entrypoints import long_run
+    from pagedkv.entrypoints.simulation import simulated_engine
+    from pagedkv.managers.trace_summary import SummaryTrace
+    from pagedkv.workloads.synthetic import fixed
+
+    monkeypatch.setattr(runner, "compiled_core_cached", lambda: cached)
+    engine = simulated_engine()
+    sched = engine.scheduler(fixed(4, 64, 8), trace=SummaryTrace(engine.meta))  # as a long run's
+    long_run._say_if_compiling(sched, "compiled", quiet)
+    assert ("compiling the compiled step core for this machine, once" in capsys.readouterr().err) is said

@@ -298,6 +298,17 @@ def clear_stale_cache() -> None:
         pass
 
 
+def compiled_core_cached() -> bool | None:
+    """Whether numba's in-tree cache holds the compiled step loop, so that a run starts at
+    once (False: the first run compiles it, about a minute and a half; None: the cache is
+    not in the tree, e.g. a read-only install, and this cannot tell)."""
+    clear_stale_cache()
+    cache = Path(__file__).parent / "__pycache__"
+    if not (cache / "compiled_core.sources").exists():
+        return None
+    return any(cache.glob("loop.run_steps*.nbi"))
+
+
 def run_compiled(sched: Scheduler, on_pause: Callable[[Scheduler], None] | None = None) -> None:
     """Run a fresh ``sched`` (see :func:`compiled_core_refusal`) to the end on the compiled
     core. ``on_pause`` is called with it every ``STEPS_PER_CALL`` steps (its finished requests
