@@ -16,6 +16,7 @@ import argparse
 import os
 
 from pagedkv.configs.model_presets import MODEL_PRESETS
+from pagedkv.entrypoints.sweep_plot import check_plot_path
 from pagedkv.errors import bad_value, check_fraction, check_positive_int, check_real
 from pagedkv.gpus import GPU_PRESETS
 from pagedkv.managers.compiled_core import AUTO_MIN_REQUESTS, CORES
@@ -196,6 +197,7 @@ def check_args(args: argparse.Namespace) -> None:
     if args.plot and not args.sweep:
         raise bad_value("--plot", args.plot, "only with --sweep")
     if args.plot:
+        check_plot_path(args.plot)
         _check_output("--plot", args.plot, args.requests_file)
     for spec in args.sweep:  # a flag beside its own axis: which one would hold?
         dest = SWEPT_FLAGS.get(spec.partition("=")[0].strip().replace("-", "_"))

@@ -8,6 +8,7 @@ settings ran here, in worker processes or on Ray.
 
 from __future__ import annotations
 
+import html
 from typing import Any
 
 from pagedkv.errors import bad_value
@@ -18,14 +19,24 @@ PANELS = (("TTFT (modelled ms)", (("p50_ttft_s", "p50"), ("p99_ttft_s", "p99")),
           ("KV pool (tokens)", (("pool_tokens", "pool tokens"),), 1.0))
 
 
+def check_plot_path(path: str) -> None:
+    """Refuse a ``--plot`` name that is not an HTML file's, before a sweep runs.
+
+    Raises:
+        ConfigError: ``path`` does not end in ``.html`` or ``.htm``.
+    """
+    if not path.lower().endswith((".html", ".htm")):
+        raise bad_value("--plot", path, "a file name ending in .html")
+
+
 def write_plot(rows: list[dict[str, Any]], path: str, title: str) -> None:
-    """Write the sweep's rows (:func:`pagedkv.entrypoints.sweep.sweep_row`) to ``path``.
+    """Write the sweep's rows (:func:`pagedkv.entrypoints.sweep.sweep_row`) to ``path``, an
+    HTML page titled ``title`` (its ``<title>`` too, for the browser's tab).
 
     Raises:
         ConfigError: ``path`` does not end in ``.html`` or cannot be written.
     """
-    if not path.lower().endswith((".html", ".htm")):
-        raise bad_value("--plot", path, "a file name ending in .html")
+    check_plot_path(path)
     from plotly.subplots import make_subplots  # plotly takes ~0.5 s to import: only here
 
     fig = make_subplots(rows=2, cols=2, subplot_titles=[p[0] for p in PANELS])
@@ -37,7 +48,10 @@ def write_plot(rows: list[dict[str, Any]], path: str, title: str) -> None:
                         showlegend=len(series) > 1)
     fig.update_layout(title=title, barmode="group", height=750,
                       legend={"orientation": "h", "y": 1.08, "x": 0})
+    page = fig.to_html(include_plotlyjs=True, full_html=True, div_id="pagedkv-sweep")
+    page = page.replace("<head>", f"<head><title>{html.escape(title)}</title>", 1)
     try:
-        fig.write_html(path, include_plotlyjs=True, full_html=True, div_id="pagedkv-sweep")
+        with open(path, "w", encoding="utf-8") as f:
+            f.write(page)
     except OSError as exc:
         raise bad_value("--plot", path, f"a file that can be written ({exc.strerror})") from None

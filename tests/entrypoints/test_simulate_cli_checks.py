@@ -80,6 +80,7 @@ def test_a_prompt_past_the_context_says_the_context_set_the_bound(tmp_path: Path
     (("--requests-file", "{requests}", "--csv", "{requests}"), "a path other than --requests-file"),
     (("--sweep", "page_size=1,16", "--plot", "{tmp}/no/such/folder/p.html"),
      "--plot=.* a path in an existing folder"),
+    (("--sweep", "page_size=1,16", "--plot", "{tmp}/p.png"), "--plot=.* a file name ending in .html"),
     (("--requests-file", "{requests}", "--workload", "long"),
      "--workload='long' is invalid; valid: omitted with --requests-file"),
     (("--sweep", "page_size=1,16", "--page-size", "64"),

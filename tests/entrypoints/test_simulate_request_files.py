@@ -92,6 +92,8 @@ def test_sweep_table_and_offline_plot(capsys: pytest.CaptureFixture[str], tmp_pa
     assert "TTFT p50 ms" in out and "pool tokens" in out
     html = plot.read_text()
     assert "<script src=\"https://" not in html and "Plotly.newPlot" in html  # plotly.js inlined
+    title = out.splitlines()[0]  # the sweep's title line names the page, and its browser tab
+    assert f"<head><title>{title}</title>" in html
     data = json.loads(simulate(capsys, "--requests-file", CSV, "--sweep", "radix_cache=on,off",
                                "--sweep", "policy=sglang,no_reserve", "--json")[1])
     assert [r["setting"] for r in data["sweep"]] == [
