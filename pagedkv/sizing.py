@@ -299,17 +299,27 @@ def plan_pool(
         )
     if chunked_prefill_size is not None:
         check_chunked_prefill_size(chunked_prefill_size)
+    # SGLang's default for the card (with the user's chunk): the fraction when none is given,
+    # and the yardstick for an f the weights would need (not_enough_memory)
+    card_f = None if gpu is None else default_mem_fraction_static(
+        gpu.memory_mib, tp, chunked_prefill_size=chunked_prefill_size,
+        sglang_version=sglang_version, mla=model.is_mla,
+        prefill_cuda_graph=gpu.platform == "cuda",
+        vision=model.vision if enable_multimodal else None)
     if mem_fraction_static is None:
-        if gpu is None:
+        if card_f is None:
             raise ConfigError(
                 "mem_fraction_static is required when no GPU preset is given: SGLang's "
                 "default comes from the GPU's total memory; valid: a fraction in (0, 1], "
                 "or a gpu preset")
-        mem_fraction_static = default_mem_fraction_static(
-            gpu.memory_mib, tp, chunked_prefill_size=chunked_prefill_size,
-            sglang_version=sglang_version, mla=model.is_mla,
-            prefill_cuda_graph=gpu.platform == "cuda",
-            vision=model.vision if enable_multimodal else None)
+        if card_f <= 0:  # SGLang would go on with it; say which input did it
+            raise ConfigError(
+                f"SGLang's default mem_fraction_static for {gpu.label} with "
+                f"chunked_prefill_size={chunked_prefill_size} is {card_f}: its "
+                "reserve for activations (max_prefill_tokens=16384 when chunking is off) and "
+                "CUDA graphs takes the whole card; valid: a mem_fraction_static in (0, 1], or "
+                "a chunked_prefill_size >= 1")
+        mem_fraction_static = card_f
     check_fraction("mem_fraction_static", mem_fraction_static)
     if model.head_dim_left_none and not release.null_head_dim_sized:
         raise ConfigError(
@@ -352,15 +362,13 @@ def plan_pool(
                                 "ssm_state_bytes": profile.ssm_state_bytes}
     exact = model.is_hybrid or vision
     by_configurator = model.family == "swa" and release.swa_sized_by_configurator
-    # SGLang's default for the card: an f the weights need at or above it is no way out
-    card_f = None if gpu is None else default_mem_fraction_static(
-        gpu.memory_mib, tp, chunked_prefill_size=chunked_prefill_size, sglang_version=release,
-        mla=model.is_mla, prefill_cuda_graph=gpu.platform == "cuda")
+    card_f = card_f if card_f is not None and card_f > 0 else None  # no default to compare
     if (weights_fill_budget and exact) or (tokens < page_size and not by_configurator):
         raise not_enough_memory(pre_free_bytes, post_free_bytes, mem_fraction_static,
                                  weights_fill_budget and release.weights_leave_no_memory_error,
                                  room_tokens=0 if weights_fill_budget else tokens,
-                                 page_size=page_size, default_f=card_f)
+                                 page_size=page_size, default_f=card_f,
+                                 chunked_prefill_size=chunked_prefill_size)
     warnings: tuple[str, ...] = ()
     profiled = tokens  # before caps and pages: what 0.5.9 sizes the request rows from
     if by_configurator:
@@ -397,7 +405,8 @@ def plan_pool(
         lines += warnings
         if tokens <= 0:
             raise not_enough_memory(pre_free_bytes, post_free_bytes, mem_fraction_static, False,
-                                     room_tokens=room, page_size=page_size, default_f=card_f)
+                                     room_tokens=room, page_size=page_size, default_f=card_f,
+                                     chunked_prefill_size=chunked_prefill_size)
         if model.family == "swa":  # 0.5.9: the paged pool redistributed (no configurator)
             full_cell = model.full_cell_size(kv_cache_dtype, tp)
             swa_cell = model.swa_cell_size(kv_cache_dtype, tp)

@@ -197,7 +197,9 @@ def run_size_cli(capsys, argv):
      "pagedkv size: error: Not enough memory. Please try to increase --mem-fraction-static. "
      "The cause here is the page size, not the fraction: page_size=1000000000 is larger than "
      "the pool, whose room for 419,019 tokens rounds down to zero pages of 1,000,000,000 "
-     "tokens; valid: a page size of at most 419,019 tokens, or more memory for the pool\n"),
+     "tokens (SGLang itself stops before sizing: chunked_prefill_size=8192 is no multiple of "
+     "it, and its argument check says 'chunked_prefill_size must be divisible by page_size'); "
+     "valid: a page size of at most 419,019 tokens, or more memory for the pool\n"),
     (["--weights-gib", "79.43"],
      "pagedkv size: error: Loaded weights leave no GPU memory for the KV cache under "
      "--mem-fraction-static=0.83. Raise --mem-fraction-static: mem_fraction_static=0.83 keeps "
@@ -223,7 +225,19 @@ def test_page_larger_than_an_l4_pool_names_the_page(capsys):
                                          "--page-size", "3510"])
     assert code == 2
     assert ("page_size=3510 is larger than the pool, whose room for 3,509 tokens rounds down to "
-            "zero pages of 3,510 tokens; valid: a page size of at most 3,509 tokens") in err
+            "zero pages of 3,510 tokens (SGLang itself stops before sizing: "
+            "chunked_prefill_size=4096 is no multiple of it") in err
+    code, _, err = run_size_cli(capsys, ["size", "--model", "llama-3.1-8b", "--gpu", "l4",
+                                         "--page-size", "4096", "--chunked-prefill-size", "-1",
+                                         "--mem-fraction-static", "0.684"])  # L4's default
+    assert code == 2 and "rounds down to zero pages of 4,096 tokens; valid:" in err
+    code, _, err = run_size_cli(capsys, ["size", "--model", "llama-3.1-8b", "--gpu", "l4",
+                                         "--chunked-prefill-size", "-1"])
+    assert code == 2 and err == (
+        "pagedkv size: error: SGLang's default mem_fraction_static for L4 24GB with "
+        "chunked_prefill_size=-1 is -0.099: its reserve for activations (max_prefill_tokens=16384 "
+        "when chunking is off) and CUDA graphs takes the whole card; valid: a "
+        "mem_fraction_static in (0, 1], or a chunked_prefill_size >= 1\n")
 
 
 def test_no_gpu_needs_a_fraction(capsys):
