@@ -16,7 +16,6 @@ computes in GiB (2^30 bytes), which is followed exactly.
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 
 from pagedkv.configs.model_config import ModelSpec
@@ -60,8 +59,9 @@ def req_to_token_pool_size(max_total_num_tokens: int, context_len: int) -> int:
     return min(max(int(max_total_num_tokens / context_len * 512), 2048), 4096)
 
 
-def not_enough_memory(pre: int, post: int, f: float, weights_leave_no_memory: bool
-                       ) -> NotEnoughMemoryError:
+def not_enough_memory(pre: int, post: int, f: float, weights_leave_no_memory: bool, *,
+                      room_tokens: int = 0, page_size: int = 1, default_f: float | None = None,
+                      chunked_prefill_size: int | None = None) -> NotEnoughMemoryError:
     """SGLang's start-up error when ``f * pre`` leaves no page for the pool after the weights.
 
     ``weights_leave_no_memory``: the weights take the whole static budget and the release
@@ -69,20 +69,47 @@ def not_enough_memory(pre: int, post: int, f: float, weights_leave_no_memory: bo
     ``KVCacheConfigurator._profile_available_bytes`` ("Loaded weights leave no GPU memory").
     Otherwise (0.5.9, and 0.5.23 when some bytes are left but less than a page of tokens) the
     "Not enough memory" of ``init_memory_pool`` (0.5.23 ``MemoryPoolConfig.__post_init__``).
-    pagedkv adds what the weights take, in GiB (2^30 bytes).
+    SGLang's opening words are kept; pagedkv then says the cause in bytes and one number:
+
+    * ``0 < room_tokens < page_size``: the pool has room for ``room_tokens`` tokens, less
+      than one page, and rounds down to zero pages. Raising ``f`` is not what is missing
+      (SGLang's advice still says so), a smaller page is: the message says both. Where
+      ``chunked_prefill_size`` > 0 is no multiple of the page, SGLang stops earlier, at its
+      argument check (0.5.23 ``srt/arg_groups/validation_hook.py``, 0.5.9
+      ``ServerArgs.check_server_args``: "chunked_prefill_size must be divisible by
+      page_size"), and the message says that too.
+    * otherwise the weights outgrow the budget: the smallest ``f`` that holds them,
+      ``1 - post/pre``, once (0.5.23 prints it twice, rounded up to 3 decimals and to 4,
+      which reads as two different minimums), and, when it is at or above ``default_f``
+      (SGLang's default for the card, which leaves the rest for activations and CUDA
+      graphs), that such an ``f`` leaves the server no room to run.
     """
     need = (pre - post) / pre  # the smallest f whose budget holds the weights
+    if 0 < room_tokens < page_size:
+        earlier = ("" if not chunked_prefill_size or chunked_prefill_size < 0
+                   or chunked_prefill_size % page_size == 0 else
+                   f" (SGLang itself stops before sizing: chunked_prefill_size="
+                   f"{chunked_prefill_size} is no multiple of it, and its argument check says "
+                   "'chunked_prefill_size must be divisible by page_size')")
+        return NotEnoughMemoryError(
+            "Not enough memory. Please try to increase --mem-fraction-static. The cause "
+            f"here is the page size, not the fraction: page_size={page_size} is larger than "
+            f"the pool, whose room for {room_tokens:,} tokens rounds down to zero pages of "
+            f"{page_size:,} tokens{earlier}; valid: a page size of at most {room_tokens:,} "
+            "tokens, or more memory for the pool")
     why = (f"mem_fraction_static={f} keeps {fmt_gib(f * pre)} for weights + KV, but the "
-           f"weights alone take {fmt_gib(pre - post)}")
+           f"weights alone take {fmt_gib(pre - post)}, so f must exceed {need:.4f} "
+           "(1 - available/pre)")
+    if default_f is not None and need >= default_f:
+        why += (f", at or above SGLang's default for this card ({default_f}), which keeps "
+                "the rest for activations and CUDA graphs: no practical f fits; use a larger "
+                "GPU, more tensor parallelism or a quantized checkpoint")
     if weights_leave_no_memory:
         return NotEnoughMemoryError(
             f"Loaded weights leave no GPU memory for the KV cache under "
-            f"--mem-fraction-static={f}. Raise --mem-fraction-static above "
-            f"{math.ceil(need * 1000) / 1000:.3f} (minimum viable = 1 - available/pre = "
-            f"{need:.4f}): {why}")
+            f"--mem-fraction-static={f}. Raise --mem-fraction-static: {why}")
     return NotEnoughMemoryError(
-        f"Not enough memory. Please try to increase --mem-fraction-static: {why} "
-        f"(need f > {need:.3f})")
+        f"Not enough memory. Please try to increase --mem-fraction-static: {why}")
 
 
 @dataclass(frozen=True)

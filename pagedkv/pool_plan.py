@@ -81,6 +81,13 @@ class KVPoolPlan:
     ssm_state_bytes: int = 0
     server_args_lines: tuple[str, ...] = ()  # printed while SGLang sets its arguments (DSA)
     indexer_cell_size: int = 0  # DSA index-key bytes per token, all layers (in cell_size)
+    # SGLang's warnings from outside the pool's own lines (a context longer than the model's)
+    # and pagedkv's for a capacity planner (ignored flags, B_max 0, a whole-card estimate):
+    # printed after the log lines and listed with ``warnings`` in ``as_dict``, but kept out
+    # of ``pool_log_lines``, which the reference tests hold to SGLang's configurator.
+    notes: tuple[str, ...] = ()
+    # The dtype SGLang loads the model in: float16 below compute capability 8.0 (T4).
+    model_dtype: str = "torch.bfloat16"
 
     @property
     def is_swa(self) -> bool:
@@ -127,7 +134,9 @@ class KVPoolPlan:
         "GB" in them means GiB, as SGLang divides by 2^30. What pagedkv cannot know is left
         out of the lines: the load's ``elapsed=`` time and quantization, and the free memory
         left after CUDA-graph capture (``available_gpu_mem=``); ``chunked_prefill_size=`` is
-        printed only when a GPU preset gave it. Sources (both releases):
+        printed when the user or a GPU preset gave it (the user's, -1 included, as SGLang
+        prints ``server_args.chunked_prefill_size``). Below compute capability 8.0 (T4) the
+        model is loaded as float16 and both releases say so. Sources (both releases):
         ``model_executor/model_runner.py`` ``ModelRunner.load_model``,
         ``mem_cache/memory_pool.py`` ``_finalize_allocation_log``, ``managers/scheduler.py``
         ``Scheduler.__init__`` (0.5.23 adds ``dtype:`` to the allocation line and drops it
@@ -139,12 +148,16 @@ class KVPoolPlan:
         if self._dtype_in_allocation_log:
             load_end = f"Load weight end. {model}"
         else:
-            load_end = f"Load weight end. {model}dtype=torch.bfloat16, "
+            load_end = f"Load weight end. {model}dtype={self.model_dtype}, "
+        # Both releases say so right after "Load weight begin" on a card without bfloat16.
+        downcast = (["Compute capability below sm80. Use float16 due to lack of bfloat16 "
+                     "support."] if self.model_dtype == "torch.float16" else [])
         chunk = ("" if self.chunked_prefill_size is None
                  else f"chunked_prefill_size={self.chunked_prefill_size}, ")
         return [
             *self.server_args_lines,
             f"Load weight begin. avail mem={pre:.2f} GB",
+            *downcast,
             *([] if self.attention_chunk_window is None else [
                 "Setting sliding_window_size to be attention_chunk_size: "
                 f"{self.attention_chunk_window}"]),
@@ -160,6 +173,8 @@ class KVPoolPlan:
         ``max_total_num_tokens=...`` line: what the configurator and the pools print (what the
         reference tests compare with SGLang's own sizing, which loads no model)."""
         kv_dtype = _TORCH_DTYPES.get(self.kv_cache_dtype, self.kv_cache_dtype)
+        if kv_dtype == "torch.bfloat16":  # pagedkv's bf16 stands for SGLang's "auto" KV dtype,
+            kv_dtype = self.model_dtype   # the model's: float16 on a T4
         return [*(self.sizing_lines or self.warnings),
                 *allocation_lines(self, kv_dtype if self._dtype_in_allocation_log else None)]
 
@@ -193,7 +208,7 @@ class KVPoolPlan:
             "context_len": self.context_len,
             "batch_cap": self.batch_cap,
             "sglang_version": self.sglang_version,
-            "warnings": list(self.warnings),
+            "warnings": [*self.warnings, *self.notes],
             "configurator": self.configurator,
         }
         if self.is_swa:

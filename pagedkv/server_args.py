@@ -8,7 +8,7 @@ and 0.5.9 (``srt/server_args.py``) on request. Memory here is MiB, as SGLang com
 
 from __future__ import annotations
 
-from pagedkv.errors import check_positive_int
+from pagedkv.errors import bad_value, check_positive_int
 from pagedkv.releases import DEFAULT_SGLANG_VERSION, Release, as_release
 
 # The reserve's fixed terms, MiB, as SGLang writes them. An MLA model's prefill CUDA graphs
@@ -27,6 +27,11 @@ RESERVE_FLOOR_ABOVE_MIB = 60 * 1024
 # srt/arg_groups/platform_hook.py (handle_amd_specifics); 0.5.9 srt/server_args.py
 # (ServerArgs.triton_attention_num_kv_splits, ServerArgs._handle_amd_specifics).
 TRITON_ATTENTION_NUM_KV_SPLITS = 8
+
+# --max-prefill-tokens' default (both releases): the activation reserve's token count when
+# chunked prefill is off (--chunked-prefill-size -1). 0.5.23 srt/arg_groups/fields/schedule.py,
+# 0.5.9 srt/server_args.py (ServerArgs.max_prefill_tokens).
+MAX_PREFILL_TOKENS = 16384
 TRITON_ATTENTION_NUM_KV_SPLITS_AMD = 16
 
 
@@ -59,6 +64,24 @@ def gpu_memory_defaults(gpu_memory_mib: int, tp: int = 1,
     if gpu_memory_mib < 160 * gib:
         return 8192, 256 if tp < 4 else 512
     return 16384, 512
+
+
+def check_chunked_prefill_size(value: object) -> int:
+    """Return ``value`` if it is a valid ``--chunked-prefill-size``: -1 (chunked prefill off,
+    SGLang's documented switch) or an integer >= 1.
+
+    SGLang itself treats any value <= 0 as "off" (0.5.23 ``srt/arg_groups/memory_hook.py``
+    ``handle_gpu_memory_settings`` tests ``chunked_prefill_size > 0``; 0.5.9
+    ``srt/server_args.py`` ``_handle_gpu_memory_settings`` the same) but documents only -1;
+    pagedkv refuses 0 and the other negatives rather than guess what a typo meant.
+
+    Raises:
+        ConfigError: anything else, naming the value and the valid range.
+    """
+    if isinstance(value, bool) or not isinstance(value, int) or (value < 1 and value != -1):
+        raise bad_value("chunked_prefill_size", value,
+                        "-1 (chunked prefill off) or an integer >= 1 (tokens per chunk)")
+    return value
 
 
 def prefill_cuda_graph_sizes(max_bs: int) -> list[int]:
@@ -118,7 +141,10 @@ def static_reserve_mib(
     ``prefill_cuda_graph=False`` for a platform without it (ROCm) or for
     ``--cuda-graph-backend-prefill disabled``. ``chunked_prefill_size`` and
     ``cuda_graph_max_bs`` (the decode graphs' largest batch) default to SGLang's for the card
-    (:func:`gpu_memory_defaults`).
+    (:func:`gpu_memory_defaults`). A user's ``chunked_prefill_size`` replaces the card's in
+    both terms, as in SGLang; -1 (chunking off) sizes the activations for
+    ``max_prefill_tokens`` (16,384) tokens instead, and 0.5.23 then captures no prefill graph
+    sizes (their largest is the chunk), though an MLA model keeps its flat 1.5 GiB.
 
     Left out (both releases): speculative decoding (0.5.9 adds 2 or 6 GiB), data-parallel
     attention, DeepEP buffers, multimodal models (scaled down again), and the AMD ``aiter``
@@ -128,20 +154,25 @@ def static_reserve_mib(
     ``ServerArgs._handle_gpu_memory_settings``.
 
     Raises:
-        ConfigError: non-positive sizes, or an unknown ``sglang_version``.
+        ConfigError: non-positive sizes (``chunked_prefill_size``: neither -1 nor >= 1), or an
+            unknown ``sglang_version``.
     """
     chunk, graph_bs = gpu_memory_defaults(gpu_memory_mib, tp, sglang_version)
     check_positive_int("pp", pp)
     if chunked_prefill_size is not None:
-        check_positive_int("chunked_prefill_size", chunked_prefill_size)
-        chunk = chunked_prefill_size
+        chunk = check_chunked_prefill_size(chunked_prefill_size)
     if cuda_graph_max_bs is not None:
         check_positive_int("cuda_graph_max_bs", cuda_graph_max_bs)
         graph_bs = cuda_graph_max_bs
-    reserve = 512 + 1.5 * max(chunk, 2048) + tp * pp / 8 * 1024 + 2 * graph_bs
+    # Chunking off: SGLang sizes the activations for one whole --max-prefill-tokens batch.
+    activation_tokens = max(chunk if chunk > 0 else MAX_PREFILL_TOKENS, 2048)
+    reserve = 512 + 1.5 * activation_tokens + tp * pp / 8 * 1024 + 2 * graph_bs
     if as_release(sglang_version).prefill_cuda_graph_reserve and prefill_cuda_graph:
+        # The prefill graphs' largest size is the chunk, so -1 captures none (an empty list);
+        # an MLA model's flat term does not look at the list.
         reserve += (MLA_PREFILL_GRAPH_RESERVE_MIB if mla else
-                    PREFILL_GRAPH_RESERVE_MIB_PER_SIZE * len(prefill_cuda_graph_sizes(chunk)))
+                    PREFILL_GRAPH_RESERVE_MIB_PER_SIZE
+                    * (len(prefill_cuda_graph_sizes(chunk)) if chunk > 0 else 0))
     if gpu_memory_mib > RESERVE_FLOOR_ABOVE_MIB:
         reserve = max(reserve, RESERVE_FLOOR_MIB)
     return reserve

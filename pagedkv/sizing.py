@@ -18,6 +18,9 @@ All memory is bytes.
 
 from __future__ import annotations
 
+import os
+from dataclasses import replace
+
 from pagedkv.configs.dsa_config import indexer_bytes_per_token
 from pagedkv.configs.model_config import ModelSpec
 from pagedkv.configs.model_family import text_config
@@ -50,12 +53,121 @@ from pagedkv.kv_cache_configurator import (
 from pagedkv.pool_plan import KVPoolPlan, batch_cap, max_req_input_len
 from pagedkv.releases import DEFAULT_SGLANG_VERSION, Release, as_release
 from pagedkv.server_args import (
+    check_chunked_prefill_size,
     default_mem_fraction_static,
     gpu_memory_defaults,
     prefill_cuda_graph_sizes,
     static_reserve_mib,
 )
 from pagedkv.units import GiB, MiB, fmt_gib, kv_dtype_bytes
+
+#: The environment variable with which SGLang accepts a ``context_length`` longer than the
+#: model's own (and warns); without it, start-up fails. Both releases:
+#: ``srt/configs/model_config.py`` ``ModelConfig._derive_context_length``, ``srt/environ.py``.
+ALLOW_LONGER_CONTEXT_ENV = "SGLANG_ALLOW_OVERWRITE_LONGER_CONTEXT_LEN"
+
+#: GPU presets below compute capability 8.0 (the T4 is sm75): no bfloat16, so SGLang loads a
+#: bf16 model as float16 there (both releases: 0.5.23
+#: ``model_executor/model_runner_components/load_model_utils.py``
+#: ``maybe_downgrade_dtype_for_legacy_gpu``, 0.5.9 ``model_runner.py`` ``ModelRunner.load_model``).
+GPUS_BELOW_SM80 = frozenset({"t4"})
+
+#: What a ``--gpu`` plan cannot know; a capacity planner should read it next to the numbers.
+WHOLE_CARD_NOTE = (
+    "free memory taken as the whole card ({label}: {total}) before loading; a real server "
+    "measures it after the CUDA context and communication buffers have taken theirs, so its "
+    "pool comes out about 1-2 % smaller than this one; give the two 'avail mem' readings of "
+    "its start-up log (--free-before-gib, --free-after-gib) for the exact pool")
+
+
+def _env_flag(name: str) -> bool:
+    """Read a boolean environment variable as SGLang's ``EnvBool`` does (``srt/environ.py``:
+    true/1/yes/y or false/0/no/n, any case; unset or empty is false).
+
+    Raises:
+        ConfigError: any other value (SGLang raises ValueError at start-up the same way).
+    """
+    value = os.environ.get(name, "").strip().lower()
+    if value in ("true", "1", "yes", "y"):
+        return True
+    if value in ("", "false", "0", "no", "n"):
+        return False
+    raise bad_value(name, os.environ[name], "true, 1, yes, y or false, 0, no, n")
+
+
+def check_context_len(context_len: int, derived: int) -> tuple[str, ...]:
+    """SGLang's rule for a ``context_length`` longer than the model's derived one: refused,
+    unless ``SGLANG_ALLOW_OVERWRITE_LONGER_CONTEXT_LEN`` is set, then kept with a warning.
+
+    Returns the warning (empty when ``context_len <= derived``). Source: both releases,
+    ``srt/configs/model_config.py`` ``ModelConfig._derive_context_length`` (pagedkv leaves
+    out its CI special case, ``SGLANG_IS_IN_CI``).
+
+    Raises:
+        ConfigError: ``context_len`` above ``derived`` without the environment variable,
+            with SGLang's message; or the variable set to something that is not a boolean.
+    """
+    check_positive_int("context_len", context_len)
+    if context_len <= derived:
+        return ()
+    msg = (f"User-specified context_length ({context_len}) is greater than the derived "
+           f"context_length ({derived}). This may lead to incorrect model outputs or CUDA "
+           "errors. Note that the derived context_length may differ from "
+           "max_position_embeddings in the model's config.")
+    if _env_flag(ALLOW_LONGER_CONTEXT_ENV):
+        return (f"Warning: {msg}",)
+    raise bad_value("context_len", context_len,
+                    f"an integer from 1 to {derived}, the model's derived context length "
+                    f"(SGLang: {msg} To allow overriding this maximum, set the env var "
+                    f"{ALLOW_LONGER_CONTEXT_ENV}=1)")
+
+
+#: The models SGLang's sliding-window pool flags change (``SWA_SIZED``): Gemma 2 and 3 keep
+#: one pool for every layer in SGLang, so these flags change nothing there either.
+SWA_HYBRIDS = "sliding-window hybrids with two pools (gpt-oss, Llama 4)"
+
+
+def flag_does_not_apply(flag: str, model: ModelSpec, applies_to: str) -> str:
+    """The warning for an SGLang flag that the model ignores (SGLang accepts it silently)."""
+    return (f"{flag} does not apply to {model.name}: it only changes {applies_to}; ignored, "
+            "as SGLang ignores it")
+
+
+def inapplicable_flag_warnings(
+    model: ModelSpec, *, swa_full_tokens_ratio: float | None = None,
+    mamba_full_memory_ratio: float | None = None, max_mamba_cache_size: int | None = None,
+    enable_multimodal: bool = False,
+) -> tuple[str, ...]:
+    """Warnings for hybrid-only or multimodal-only flags given for a model they do not touch.
+
+    SGLang reads ``swa_full_tokens_ratio`` only for a sliding-window hybrid, the mamba ratio
+    and ``max_mamba_cache_size`` only for a linear-attention one, and ``enable_multimodal``
+    only for an architecture with a vision path (0.5.23 ``srt/configs/model_config.py``:
+    ``is_multimodal = enable_multimodal and ...``); for any other model each is accepted and
+    ignored, so pagedkv warns instead of refusing.
+    """
+    warnings = []
+    if swa_full_tokens_ratio is not None and model.family != "swa":
+        warnings.append(flag_does_not_apply("--swa-full-tokens-ratio", model, SWA_HYBRIDS))
+    for flag, value in (("--mamba-full-memory-ratio", mamba_full_memory_ratio),
+                        ("--max-mamba-cache-size", max_mamba_cache_size)):
+        if value is not None and model.family != "linear":
+            warnings.append(flag_does_not_apply(flag, model, "linear-attention hybrids"))
+    if enable_multimodal and not model.is_multimodal:
+        warnings.append(flag_does_not_apply("--enable-multimodal", model,
+                                            "models with a vision encoder"))
+    return tuple(warnings)
+
+
+def capacity_warnings(plan: KVPoolPlan) -> tuple[str, ...]:
+    """What a capacity planner must not miss in ``plan``: a pool that cannot hold one request
+    of the full context (``B_max`` 0), with the longest prompt SGLang accepts on it."""
+    if plan.batch_cap > 0:
+        return ()
+    return (f"B_max=0: the pool of {plan.max_total_num_tokens:,} tokens cannot hold one "
+            f"request of the full {plan.context_len:,}-token context; the longest prompt "
+            f"SGLang accepts here is {plan.longest_prompt:,} tokens (and prompt plus output "
+            "must fit in the pool); give the pool more memory or a shorter context (--context-len)",)
 
 
 def plan_pool(
@@ -99,7 +211,9 @@ def plan_pool(
         kv_cache_dtype: ``bf16``, ``fp16``, ``fp32``, ``fp8_e4m3`` or ``fp8_e5m2``.
         context_len: default SGLang's for this model under ``sglang_version``
             (:meth:`ModelSpec.sglang_context_len`: ``max_position_embeddings``, times the
-            rope factor where SGLang applies one).
+            rope factor where SGLang applies one). A longer one is refused unless
+            ``SGLANG_ALLOW_OVERWRITE_LONGER_CONTEXT_LEN`` is set, as SGLang refuses it
+            (:func:`check_context_len`); then SGLang's warning is in the plan's ``notes``.
         max_total_tokens: SGLang's ``--max-total-tokens`` cap. A cap above the profiled
             pool leaves the pool as profiled, and the plan's ``warnings`` (and its log lines)
             carry SGLang's warning saying so. "Profiled" is the pool already rounded down to
@@ -110,8 +224,10 @@ def plan_pool(
             default ``f``, ``max_running_requests``, start-up error and log lines to follow.
             Hybrid models too: 0.5.9 redistributes a sliding-window hybrid's pool
             after profiling it (:func:`pagedkv.hybrid_pools.redistribute_swa_tokens`).
-        chunked_prefill_size: SGLang's ``--chunked-prefill-size`` (default: the GPU
-            preset's; <= 0 or None: prefill not chunked). With ``max_running_requests`` and
+        chunked_prefill_size: SGLang's ``--chunked-prefill-size``: -1 (prefill not
+            chunked) or >= 1 (default: the GPU preset's). As in SGLang, a given value
+            replaces the card's in the default ``mem_fraction_static``'s reserve and in the
+            log line (:func:`pagedkv.server_args.static_reserve_mib`). With ``max_running_requests`` and
             ``disable_radix_cache`` it makes SGLang size a sliding-window pool from the
             requests' needs (``SWARequestCapPoolConfigurator``).
         disable_radix_cache: ``--disable-radix-cache`` (sliding-window request cap; one
@@ -130,13 +246,22 @@ def plan_pool(
             budget go to the feature cache (0.5.23; ``Release.multimodal_kv_reservation``)
             and the default ``f`` shrinks with the encoder.
 
+    The plan's ``notes`` carry what a capacity planner should read beside the numbers:
+    SGLang's warning for a longer context, flags this model ignores
+    (:func:`inapplicable_flag_warnings`), the whole card taken as free when no readings are
+    given, and a pool that holds no full-context request (:func:`capacity_warnings`).
+
     Raises:
-        ConfigError: any parameter outside its range (named in the message), a
+        ConfigError: any parameter outside its range (named in the message; a
+            ``chunked_prefill_size`` neither -1 nor >= 1, a ``context_len`` above the model's
+            without SGLang's environment variable, no ``mem_fraction_static`` and no ``gpu``), a
             Mistral/Mixtral config without ``head_dim`` under 0.5.9 (its start-up fails), or
             a linear-attention hybrid with the radix cache on and pages that do not divide
             ``mamba_track_interval`` (256) under 0.5.23 (SGLang's ``extra_buffer`` assertion).
-        NotEnoughMemoryError: the weights leave no room for a pool (SGLang's error; for a
-            hybrid also its SWA-pool and state-slot errors).
+        NotEnoughMemoryError: the weights leave no room for a pool, or the room left is
+            less than one page (SGLang's error, with the cause added:
+            :func:`pagedkv.kv_cache_configurator.not_enough_memory`; for a hybrid also its
+            SWA-pool and state-slot errors).
     """
     if not isinstance(model, ModelSpec):
         model = load_model(model)
@@ -151,6 +276,7 @@ def plan_pool(
         page_size, server_lines = dsa_server_args(page_size, kv_cache_dtype, gpu, release)
     if weights_bytes is not None and weights_bytes < 0:
         raise bad_value("weights_bytes", weights_bytes, "a byte count >= 0")
+    whole_card = pre_free_bytes is None  # the card's total stands in for a reading
     if pre_free_bytes is None or post_free_bytes is None:
         if gpu is None:
             raise bad_value("gpu", None, "a GPU preset, or both pre_free_bytes and post_free_bytes")
@@ -171,13 +297,29 @@ def plan_pool(
             f"{fmt_gib(pre_free_bytes)} free; use a larger GPU, more tensor parallelism "
             "or a quantized checkpoint"
         )
+    if chunked_prefill_size is not None:
+        check_chunked_prefill_size(chunked_prefill_size)
+    # SGLang's default for the card (with the user's chunk): the fraction when none is given,
+    # and the yardstick for an f the weights would need (not_enough_memory)
+    card_f = None if gpu is None else default_mem_fraction_static(
+        gpu.memory_mib, tp, chunked_prefill_size=chunked_prefill_size,
+        sglang_version=sglang_version, mla=model.is_mla,
+        prefill_cuda_graph=gpu.platform == "cuda",
+        vision=model.vision if enable_multimodal else None)
     if mem_fraction_static is None:
-        if gpu is None:
-            raise bad_value("mem_fraction_static", None, "a fraction in (0, 1] (no GPU preset given)")
-        mem_fraction_static = default_mem_fraction_static(
-            gpu.memory_mib, tp, sglang_version=sglang_version, mla=model.is_mla,
-            prefill_cuda_graph=gpu.platform == "cuda",
-            vision=model.vision if enable_multimodal else None)
+        if card_f is None:
+            raise ConfigError(
+                "mem_fraction_static is required when no GPU preset is given: SGLang's "
+                "default comes from the GPU's total memory; valid: a fraction in (0, 1], "
+                "or a gpu preset")
+        if card_f <= 0:  # SGLang would go on with it; say which input did it
+            raise ConfigError(
+                f"SGLang's default mem_fraction_static for {gpu.label} with "
+                f"chunked_prefill_size={chunked_prefill_size} is {card_f}: its "
+                "reserve for activations (max_prefill_tokens=16384 when chunking is off) and "
+                "CUDA graphs takes the whole card; valid: a mem_fraction_static in (0, 1], or "
+                "a chunked_prefill_size >= 1")
+        mem_fraction_static = card_f
     check_fraction("mem_fraction_static", mem_fraction_static)
     if model.head_dim_left_none and not release.null_head_dim_sized:
         raise ConfigError(
@@ -186,11 +328,19 @@ def plan_pool(
             f"{model.model_type} (transformers stores head_dim=None), and start-up fails in "
             "get_cell_size_per_token with TypeError (int + None); valid: add \"head_dim\": "
             f"{model.head_dim} to config.json, or sglang_version=0.5.23")
-    context_len = model.sglang_context_len(release) if context_len is None else context_len
-    check_positive_int("context_len", context_len)
+    derived_context_len = model.sglang_context_len(release)
+    context_len = derived_context_len if context_len is None else context_len
+    notes = check_context_len(context_len, derived_context_len)
+    notes += inapplicable_flag_warnings(
+        model, swa_full_tokens_ratio=swa_full_tokens_ratio,
+        mamba_full_memory_ratio=mamba_full_memory_ratio,
+        max_mamba_cache_size=max_mamba_cache_size, enable_multimodal=enable_multimodal)
+    if whole_card:
+        assert gpu is not None  # checked above: no readings without a GPU preset
+        notes += (WHOLE_CARD_NOTE.format(label=gpu.label, total=fmt_gib(gpu.memory_bytes)),)
 
-    chunk = None if gpu is None else gpu_memory_defaults(gpu.memory_mib, tp, sglang_version)[0]
-    chunked_prefill_size = chunk if chunked_prefill_size is None else chunked_prefill_size
+    if chunked_prefill_size is None and gpu is not None:  # the card's default, as SGLang's
+        chunked_prefill_size = gpu_memory_defaults(gpu.memory_mib, tp, sglang_version)[0]
     hybrid = check_hybrid_flags(swa_full_tokens_ratio, mamba_full_memory_ratio,
                                 max_mamba_cache_size, max_running_requests)
     tracking_slots = 0 if model.family != "linear" else mamba_tracking_slots(
@@ -212,9 +362,13 @@ def plan_pool(
                                 "ssm_state_bytes": profile.ssm_state_bytes}
     exact = model.is_hybrid or vision
     by_configurator = model.family == "swa" and release.swa_sized_by_configurator
+    card_f = card_f if card_f is not None and card_f > 0 else None  # no default to compare
     if (weights_fill_budget and exact) or (tokens < page_size and not by_configurator):
         raise not_enough_memory(pre_free_bytes, post_free_bytes, mem_fraction_static,
-                                 weights_fill_budget and release.weights_leave_no_memory_error)
+                                 weights_fill_budget and release.weights_leave_no_memory_error,
+                                 room_tokens=0 if weights_fill_budget else tokens,
+                                 page_size=page_size, default_f=card_f,
+                                 chunked_prefill_size=chunked_prefill_size)
     warnings: tuple[str, ...] = ()
     profiled = tokens  # before caps and pages: what 0.5.9 sizes the request rows from
     if by_configurator:
@@ -246,10 +400,13 @@ def plan_pool(
                 warnings = (f"max_total_tokens={max_total_tokens} is larger than the profiled "
                             f"value {tokens}. Use the profiled value instead.",)
             tokens = min(tokens, max_total_tokens)
+        room = tokens  # the capped pool before page rounding: less than a page fails
         tokens = tokens // page_size * page_size
         lines += warnings
         if tokens <= 0:
-            raise not_enough_memory(pre_free_bytes, post_free_bytes, mem_fraction_static, False)
+            raise not_enough_memory(pre_free_bytes, post_free_bytes, mem_fraction_static, False,
+                                     room_tokens=room, page_size=page_size, default_f=card_f,
+                                     chunked_prefill_size=chunked_prefill_size)
         if model.family == "swa":  # 0.5.9: the paged pool redistributed (no configurator)
             full_cell = model.full_cell_size(kv_cache_dtype, tp)
             swa_cell = model.swa_cell_size(kv_cache_dtype, tp)
@@ -282,7 +439,7 @@ def plan_pool(
         v_size = rows * heads * model.v_head_dim * layers * elem
     if not release.sized_by_pool_configurator:  # 0.5.9: ModelRunner sizes, no class
         extra["configurator"] = ""
-    return KVPoolPlan(
+    plan = KVPoolPlan(
         model=model.name, mem_fraction_static=mem_fraction_static, tp=tp, page_size=page_size,
         kv_cache_dtype=kv_cache_dtype, context_len=context_len, pre_free_bytes=pre_free_bytes,
         post_free_bytes=post_free_bytes, weights_bytes=weights_bytes, cell_size=cell,
@@ -291,11 +448,14 @@ def plan_pool(
         is_mla=model.is_mla, sglang_version=release.name,
         kv_dtype_in_allocation_log=release.kv_dtype_in_allocation_log,
         swa_pool_lines_labelled=release.swa_pool_lines_labelled, architecture=model.architecture,
-        chunked_prefill_size=chunk, warnings=warnings, sizing_lines=tuple(lines),
+        chunked_prefill_size=chunked_prefill_size, warnings=warnings, sizing_lines=tuple(lines),
         attention_chunk_window=window_from_attention_chunk(
             text_config(model.config), model.architecture, model.family == "swa"),
+        model_dtype=("torch.float16" if gpu is not None and gpu.name in GPUS_BELOW_SM80
+                     else "torch.bfloat16"),
         **extra,  # type: ignore[arg-type]
     )
+    return replace(plan, notes=notes + capacity_warnings(plan))
 
 
 __all__ = [

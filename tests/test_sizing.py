@@ -1,5 +1,7 @@
 """SGLang's pool arithmetic, checked by hand and against real start-up logs."""
 
+import re
+
 import pytest
 
 from pagedkv.configs.model_presets import load_model
@@ -180,11 +182,11 @@ def test_weights_larger_than_the_card():
 def test_fraction_too_small_for_weights_is_sglangs_startup_error():
     # weights 16,060,522,496 B of 81,559 MiB: f must exceed 0.18780
     with pytest.raises(NotEnoughMemoryError, match=r"^Loaded weights leave no GPU memory for the "
-                       r"KV cache under --mem-fraction-static=0.15. Raise --mem-fraction-static "
-                       r"above 0.188 \(minimum viable = 1 - available/pre = 0.1878\)"):
+                       r"KV cache under --mem-fraction-static=0.15. Raise --mem-fraction-static: "
+                       r".*so f must exceed 0.1878 \(1 - available/pre\)$"):
         plan_pool(load_model("llama-3-8b"), gpu=H100, mem_fraction_static=0.15)
     with pytest.raises(NotEnoughMemoryError, match=r"^Not enough memory. Please try to increase "
-                       r"--mem-fraction-static.*need f > 0.188"):
+                       r"--mem-fraction-static: .*so f must exceed 0.1878 \(1 - available/pre\)$"):
         plan_pool(load_model("llama-3-8b"), gpu=H100, mem_fraction_static=0.15,
                   sglang_version="0.5.9")
     # a budget just over the weights but under one page: the "Not enough memory" of both
@@ -262,7 +264,8 @@ def test_a_cap_above_the_profiled_pool_is_said_not_silent():
     assert over.max_total_num_tokens == free
     assert over.warnings == (f"max_total_tokens=87552 is larger than the profiled value {free}. "
                              "Use the profiled value instead.",)
-    assert over.warnings[0] in over.log_lines() and over.as_dict()["warnings"] == list(over.warnings)
+    assert over.warnings[0] in over.log_lines()
+    assert over.as_dict()["warnings"] == [*over.warnings, *over.notes]  # + the whole-card note
     under = plan_pool(load_model("qwen3-4b"), gpu=get_gpu("rtx-4090"), max_total_tokens=40_000)
     assert under.max_total_num_tokens == 40_000 and under.warnings == ()
 
@@ -295,3 +298,106 @@ def test_measured_readings_need_no_weight_size():
     plan = plan_pool(load_model("deepseek-v3"), pre_free_bytes=gib(79), post_free_bytes=gib(60),
                      mem_fraction_static=0.85)
     assert plan.weights_bytes == gib(19)
+
+
+# --- validation, messages and warnings (a first user's findings) ---
+
+
+@pytest.mark.parametrize("bad", [0, -2, -5, 1.5, True])
+def test_chunked_prefill_size_is_minus_one_or_positive(bad):
+    message = (f"chunked_prefill_size={bad!r} is invalid; valid: -1 (chunked prefill off) or an "
+               "integer >= 1 (tokens per chunk)")
+    with pytest.raises(ConfigError, match=re.escape(message)):
+        plan_pool(load_model("llama-3-8b"), gpu=H100, chunked_prefill_size=bad)
+    with pytest.raises(ConfigError, match=re.escape(message)):
+        default_mem_fraction_static(H100.memory_mib, chunked_prefill_size=bad)
+
+
+def test_a_users_chunk_sets_the_reserve_as_sglang_does():
+    """0.5.23 memory_hook.handle_gpu_memory_settings / 0.5.9 _handle_gpu_memory_settings:
+    a positive chunk replaces the card's; -1 reserves for max_prefill_tokens (16,384) and, in
+    0.5.23, captures no prefill graphs (an MLA model keeps its flat 1.5 GiB)."""
+    l4 = get_gpu("l4").memory_mib  # 23,034 MiB: under the 10 GiB floor's 60 GiB threshold
+    off = 512 + 1.5 * 16384 + 128 + 2 * 48
+    assert default_mem_fraction_static(l4, chunked_prefill_size=-1) == round((l4 - off) / l4, 3)
+    assert default_mem_fraction_static(l4, chunked_prefill_size=-1, mla=True) == round(
+        (l4 - off - 1536) / l4, 3)
+    assert default_mem_fraction_static(l4, chunked_prefill_size=-1, sglang_version="0.5.9") == round(
+        (l4 - (512 + 1.5 * 16384 + 128 + 2 * 24)) / l4, 3)
+    with_1024 = 512 + 1.5 * 2048 + 128 + 2 * 48 + 8 * len(prefill_cuda_graph_sizes(1024))
+    assert default_mem_fraction_static(l4, chunked_prefill_size=1024) == round(
+        (l4 - with_1024) / l4, 3)
+    plan = plan_pool(load_model("llama-3-8b"), gpu="l4", chunked_prefill_size=1024)
+    assert plan.mem_fraction_static == round((l4 - with_1024) / l4, 3)
+    assert plan.chunked_prefill_size == 1024 and "chunked_prefill_size=1024, " in plan.log_lines()[-1]
+    measured = plan_pool(load_model("llama-3-8b"), pre_free_bytes=70 * GiB, post_free_bytes=55 * GiB,
+                         mem_fraction_static=0.8, chunked_prefill_size=-1)
+    assert "chunked_prefill_size=-1, " in measured.log_lines()[-1]
+
+
+def test_a_context_longer_than_the_models_follows_sglangs_env_var(monkeypatch):
+    monkeypatch.delenv("SGLANG_ALLOW_OVERWRITE_LONGER_CONTEXT_LEN", raising=False)
+    llama = load_model("llama-3-8b")
+    assert plan_pool(llama, gpu=H100, context_len=8192).notes == (WHOLE_CARD,)
+    with pytest.raises(ConfigError, match=r"^context_len=8193 is invalid; valid: an integer from 1 "
+                       r"to 8192, .*set the env var SGLANG_ALLOW_OVERWRITE_LONGER_CONTEXT_LEN=1\)$"):
+        plan_pool(llama, gpu=H100, context_len=8193)
+    for yes in ("1", "true", "YES", "y"):
+        monkeypatch.setenv("SGLANG_ALLOW_OVERWRITE_LONGER_CONTEXT_LEN", yes)
+        plan = plan_pool(llama, gpu=H100, context_len=8193)
+        assert plan.context_len == 8193 and plan.notes[0].startswith(
+            "Warning: User-specified context_length (8193) is greater than the derived "
+            "context_length (8192).")
+    monkeypatch.setenv("SGLANG_ALLOW_OVERWRITE_LONGER_CONTEXT_LEN", "0")
+    with pytest.raises(ConfigError, match="context_len=8193 is invalid"):
+        plan_pool(llama, gpu=H100, context_len=8193)
+
+
+WHOLE_CARD = ("free memory taken as the whole card (H100 SXM 80GB: 79.65 GiB) before loading; a "
+              "real server measures it after the CUDA context and communication buffers have "
+              "taken theirs, so its pool comes out about 1-2 % smaller than this one; give the "
+              "two 'avail mem' readings of its start-up log (--free-before-gib, "
+              "--free-after-gib) for the exact pool")
+
+
+def test_notes_say_what_a_capacity_planner_needs():
+    measured = plan_pool(load_model("llama-3-8b"), pre_free_bytes=70 * GiB,
+                         post_free_bytes=55 * GiB, mem_fraction_static=0.8)
+    assert measured.notes == () and measured.as_dict()["warnings"] == []
+    l4 = plan_pool(load_model("llama-3.1-8b"), gpu="l4")
+    assert l4.batch_cap == 0 and l4.notes[-1].startswith(
+        "B_max=0: the pool of 3,509 tokens cannot hold one request of the full 131,072-token "
+        "context; the longest prompt SGLang accepts here is 3,502 tokens")
+    assert l4.notes[-1] not in l4.log_lines()  # SGLang prints no such line
+    dense = plan_pool(load_model("llama-3-8b"), gpu=H100, swa_full_tokens_ratio=0.5)
+    assert dense.notes[0] == ("--swa-full-tokens-ratio does not apply to llama-3-8b: it only "
+                              "changes sliding-window hybrids with two pools (gpt-oss, Llama 4); "
+                              "ignored, as SGLang ignores it")
+
+
+def test_no_gpu_and_no_fraction_names_the_missing_fraction():
+    with pytest.raises(ConfigError, match=re.escape(
+            "mem_fraction_static is required when no GPU preset is given: SGLang's default "
+            "comes from the GPU's total memory; valid: a fraction in (0, 1], or a gpu preset")):
+        plan_pool(load_model("llama-3-8b"), pre_free_bytes=70 * GiB, post_free_bytes=55 * GiB)
+
+
+@pytest.mark.parametrize("version", ["0.5.23", "0.5.9"])
+def test_a_page_larger_than_the_pool_names_the_page(version):
+    """SGLang's "Not enough memory" (0.5.23 MemoryPoolConfig.__post_init__, 0.5.9
+    init_memory_pool) asks for a larger fraction; pagedkv keeps the words and names the page."""
+    room = plan_pool("llama-3.1-8b", gpu="l4", sglang_version=version).max_total_num_tokens
+    assert room == {"0.5.23": 3509, "0.5.9": 31703}[version]
+    with pytest.raises(NotEnoughMemoryError, match=re.escape(
+            "Not enough memory. Please try to increase --mem-fraction-static. The cause here is "
+            f"the page size, not the fraction: page_size={room + 1} is larger than the pool, "
+            f"whose room for {room:,} tokens rounds down to zero pages of {room + 1:,} tokens; "
+            f"valid: a page size of at most {room:,} tokens, or more memory for the pool")):
+        # no chunk: SGLang's divisibility check is off (and f is given: -1's reserve is 24 GiB)
+        f = plan_pool("llama-3.1-8b", gpu="l4", sglang_version=version).mem_fraction_static
+        plan_pool("llama-3.1-8b", gpu="l4", page_size=room + 1, sglang_version=version,
+                  chunked_prefill_size=-1, mem_fraction_static=f)
+    # a cap under one page fails the same way, the cap being the room
+    with pytest.raises(NotEnoughMemoryError, match="room for 100 tokens rounds down to zero pages"):
+        plan_pool(load_model("llama-3-8b"), gpu=H100, page_size=128, max_total_tokens=100,
+                  sglang_version=version)

@@ -8,10 +8,12 @@ range, and exits with status 2 (argparse's convention), never with a traceback.
 from __future__ import annotations
 
 import argparse
+import importlib.metadata
 import json
 import os
 import sys
 from collections.abc import Sequence
+from dataclasses import replace
 
 from pagedkv.configs.dsa_config import indexer_bytes_per_token
 from pagedkv.configs.model_config import ModelSpec
@@ -23,7 +25,7 @@ from pagedkv.entrypoints.cli_simulate import add_simulate_parser
 from pagedkv.errors import PagedKVError, bad_value, check_real
 from pagedkv.gpus import GPU_PRESETS, get_gpu
 from pagedkv.releases import DEFAULT_SGLANG_VERSION, SGLANG_VERSIONS, as_release
-from pagedkv.sizing import KVPoolPlan, plan_pool
+from pagedkv.sizing import SWA_HYBRIDS, KVPoolPlan, flag_does_not_apply, plan_pool
 from pagedkv.units import KV_DTYPE_BYTES, gib
 from pagedkv.weights import preset_checkpoint_bytes
 
@@ -35,11 +37,15 @@ def add_size_parser(subparsers: argparse._SubParsersAction) -> None:
         help="size a KV pool as SGLang does at start-up",
         description="Size the KV-cache pool as SGLang does at start-up and print its log lines "
         "plus B_max. Memory is in GiB (2^30 bytes), which SGLang prints as 'GB'.",
+        epilog=B_MAX_DEFINITION + " Warnings (a pool too small for one full-context request, "
+        "flags the model ignores, a --gpu estimate that takes the whole card as free) follow "
+        "the log lines, and are in the JSON 'warnings' list.",
     )
     p.add_argument("--model", required=True,
                    help=f"a preset ({', '.join(MODEL_PRESETS)}) or a config.json file or folder")
     p.add_argument("--gpu", help=f"GPU preset ({', '.join(GPU_PRESETS)}); its total memory is "
-                   "taken as the free memory before loading")
+                   "taken as the free memory before loading (a real server measures less, "
+                   "after the CUDA context: its pool is about 1-2 %% smaller)")
     p.add_argument("--free-before-gib", type=float, metavar="GIB",
                    help="free GPU memory before loading weights, GiB (SGLang: 'Load weight begin. "
                    "avail mem=')")
@@ -59,10 +65,8 @@ def add_size_parser(subparsers: argparse._SubParsersAction) -> None:
                    help="cap on the pool in tokens (SGLang's --max-total-tokens)")
     p.add_argument("--weights-gib", type=float, metavar="GIB",
                    help="weights per GPU in GiB, overriding the estimate from the config "
-                   "(required for quantized models)")
-    p.add_argument("--disable-hybrid-swa-memory", action="store_true",
-                   help="SGLang's flag: a sliding-window hybrid (gpt-oss, Llama 4) gets one full-length "
-                   "pool for every layer instead of a full and a sliding-window pool")
+                   "(required for quantized models; not with the two readings, whose "
+                   "difference is the weights)")
     p.add_argument("--sglang-version", default=DEFAULT_SGLANG_VERSION, choices=SGLANG_VERSIONS,
                    help="whose default mem_fraction_static, request rows and log lines to follow "
                    f"(default {DEFAULT_SGLANG_VERSION})")
@@ -71,14 +75,30 @@ def add_size_parser(subparsers: argparse._SubParsersAction) -> None:
     p.set_defaults(func=run_size)
 
 
+#: What ``B_max`` means, in ``size --help`` and next to the number it prints.
+B_MAX_DEFINITION = ("B_max: how many requests fit in the pool at once if each grows to the "
+                    "full context (floor(pool tokens / context_len), fewer where a hybrid's "
+                    "window pool or state slots run out first); 0 means not even one.")
+
+
 def add_pool_flags(p: argparse.ArgumentParser) -> None:
-    """SGLang's flags that change how a hybrid model's pools are split (and, for every
-    model, ``--max-running-requests`` and ``--chunked-prefill-size``)."""
-    g = p.add_argument_group("pools of hybrid models (SGLang 0.5.23)")
-    g.add_argument("--max-running-requests", type=int, metavar="N",
-                   help="SGLang's cap on running requests (default: from the pool)")
-    g.add_argument("--chunked-prefill-size", type=int, metavar="TOKENS",
-                   help="SGLang's prefill chunk (default: the GPU preset's; -1: off)")
+    """SGLang's server limits that apply to every model, then its flags that only change
+    how a hybrid (or multimodal) model's pools are split."""
+    limits = p.add_argument_group("server limits (every model)")
+    limits.add_argument("--max-running-requests", type=int, metavar="N",
+                        help="SGLang's cap on running requests (default: from the pool)")
+    limits.add_argument("--chunked-prefill-size", type=int, metavar="TOKENS",
+                        help="SGLang's prefill chunk, -1 (off) or >= 1 (default: the GPU "
+                        "preset's); it sets the default --mem-fraction-static's reserve")
+    g = p.add_argument_group(
+        "pools of hybrid and multimodal models (SGLang 0.5.23)",
+        "A flag here that cannot touch the model's pools (a ratio of a sliding-window or "
+        "linear-attention hybrid, --enable-multimodal on a text model) is ignored with a "
+        "warning, as SGLang ignores it; --disable-radix-cache and --disable-overlap-schedule "
+        "leave a one-pool model's pool as it is.")
+    g.add_argument("--disable-hybrid-swa-memory", action="store_true",
+                   help="SGLang's flag: a sliding-window hybrid (gpt-oss, Llama 4) gets one "
+                   "full-length pool for every layer instead of a full and a sliding-window pool")
     g.add_argument("--disable-radix-cache", action="store_true",
                    help="SGLang's flag: no prefix cache (a sliding-window pool sized from "
                    "--max-running-requests; one state slot per request instead of 3 plus "
@@ -117,6 +137,15 @@ def plan_from_args(args: argparse.Namespace) -> KVPoolPlan:
         raise PagedKVError("--free-before-gib and --free-after-gib go together; give both or neither")
     if gpu is None and measured[0] is None:
         raise PagedKVError("give --gpu, or both --free-before-gib and --free-after-gib")
+    if measured[0] is not None and args.weights_gib is not None:
+        raise PagedKVError(
+            f"--weights-gib={args.weights_gib} cannot be used with --free-before-gib and "
+            "--free-after-gib: the readings' difference is the weights as loaded; give one or "
+            "the other")
+    if gpu is None and args.mem_fraction_static is None:
+        raise PagedKVError(
+            "--mem-fraction-static is required when no --gpu is given (SGLang's default "
+            "comes from the GPU's total memory); valid: a fraction in (0, 1], or add --gpu")
     if measured[0] is not None and measured[1] > measured[0]:
         raise bad_value("--free-after-gib", measured[1],
                         f"at most --free-before-gib={measured[0]} (loading weights frees no memory)")
@@ -188,9 +217,27 @@ def pool_summary(model: ModelSpec, args: argparse.Namespace) -> str:
     return f"pools: {pools}; weights from {weights}"
 
 
+def ignored_swa_flag_warnings(args: argparse.Namespace) -> tuple[str, ...]:
+    """``--disable-hybrid-swa-memory`` on a model without a sliding-window pool: SGLang
+    ignores it (it only merges a hybrid's two pools), so pagedkv warns (the flags
+    :func:`plan_pool` reads are checked there)."""
+    if not args.disable_hybrid_swa_memory:
+        return ()
+    model = load_model(args.model)
+    if model.family == "swa" or model.architecture in ONE_POOL_WHEN_SWA_DISABLED:
+        return ()
+    return (flag_does_not_apply("--disable-hybrid-swa-memory", model, SWA_HYBRIDS),)
+
+
 def run_size(args: argparse.Namespace) -> int:
-    """``pagedkv size``: print SGLang's start-up lines and B_max, or one JSON object."""
+    """``pagedkv size``: print SGLang's start-up lines and B_max, or one JSON object, then
+    the warnings (:attr:`KVPoolPlan.notes`).
+
+    Raises:
+        PagedKVError: from :func:`plan_from_args` (printed by :func:`main` as one line).
+    """
     plan = plan_from_args(args)
+    plan = replace(plan, notes=ignored_swa_flag_warnings(args) + plan.notes)
     if args.json:  # the log lines, and so a cap that did nothing, are in the text output
         print(json.dumps(plan.as_dict(), indent=2))
         return 0
@@ -206,14 +253,18 @@ def run_size(args: argparse.Namespace) -> int:
     print(
         f"bytes per token: {plan.cell_size:,} B ({plan.cell_size / 1024:g} KiB){extra}; "
         f"{'pools' if extra else 'pool'}: {plan.pool_bytes / 2**30:.2f} GiB; "
-        f"B_max at {plan.context_len:,} tokens of context: {plan.batch_cap}"
+        f"B_max at {plan.context_len:,} tokens of context: {plan.batch_cap} (requests that "
+        "fit at once if each grows to the full context)"
     )
+    for note in plan.notes:
+        print(f"warning: {note}")
     return 0
 
 
 def build_parser() -> argparse.ArgumentParser:
     """The top-level parser with every subcommand."""
     parser = argparse.ArgumentParser(prog="pagedkv", description="KV-cache memory, as SGLang manages it.")
+    parser.add_argument("--version", action="version", version=f"%(prog)s {package_version()}")
     subparsers = parser.add_subparsers(dest="command", required=True)
     add_size_parser(subparsers)
     add_simulate_parser(subparsers)
@@ -221,10 +272,29 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def package_version() -> str:
+    """The installed package's version (``importlib.metadata``); the source tree's
+    ``pagedkv.__version__`` when pagedkv runs uninstalled (from a checkout on ``PYTHONPATH``)."""
+    try:
+        return importlib.metadata.version("pagedkv")
+    except importlib.metadata.PackageNotFoundError:
+        from pagedkv import __version__
+
+        return __version__
+
+
 def main(argv: Sequence[str] | None = None) -> int:
-    """Entry point of the ``pagedkv`` console script."""
+    """Entry point of the ``pagedkv`` console script.
+
+    An unknown flag is reported with the usage of the subcommand it was given to (argparse
+    alone reports it against the top-level usage, which lists no flags).
+    """
     parser = build_parser()
-    args = parser.parse_args(argv)
+    args, unknown = parser.parse_known_args(argv)
+    if unknown:
+        subparsers = next(a for a in parser._actions
+                          if isinstance(a, argparse._SubParsersAction))
+        subparsers.choices[args.command].error(f"unrecognized arguments: {' '.join(unknown)}")
     try:
         return args.func(args)
     except PagedKVError as exc:

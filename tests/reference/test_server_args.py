@@ -88,6 +88,34 @@ def test_defaults_per_card(model_dir: str, tp: int, prefill_graph: bool) -> None
                      f"{memory_mib} MiB, tp {tp}, prefill graphs {backend}")
 
 
+@pytest.mark.parametrize("chunk", [-1, 1024, 2048, 6144, 12288, 32768])
+def test_a_users_chunk_sets_the_default_fraction(model_dir: str, chunk: int) -> None:
+    """``--chunked-prefill-size`` given by the user replaces the card's in SGLang's reserve
+    (and, in 0.5.23, in the prefill graph sizes); -1 reserves for ``max_prefill_tokens``."""
+    for memory_mib in (15360, 23034, 40960, 81559, 143771, 196592):
+        if VERSION == "0.5.9":
+            import sglang.srt.server_args as SA
+
+            SA.get_device_memory_capacity = lambda *a, m=memory_mib, **k: m
+            sa = SA.ServerArgs(model_path=model_dir, device="cuda", chunked_prefill_size=chunk)
+            theirs = (sa.chunked_prefill_size, sa.mem_fraction_static)
+        else:
+            import sglang.srt.arg_groups.memory_hook as MH
+            import sglang.srt.model_executor.cuda_graph_config as CGC
+            from sglang.srt.arg_groups.overrides import resolved_view
+            from sglang.srt.server_args import ServerArgs
+
+            MH.get_device_memory_capacity = lambda *a, m=memory_mib, **k: m
+            CGC.default_prefill_backend = lambda: "breakable"
+            sa = ServerArgs(model_path=model_dir, device="cuda", chunked_prefill_size=chunk)
+            sa.resolve_once()
+            v = resolved_view(sa)
+            theirs = (v.chunked_prefill_size, v.mem_fraction_static)
+        ours = (chunk, default_mem_fraction_static(memory_mib, chunked_prefill_size=chunk,
+                                                   sglang_version=VERSION))
+        compare.same("server defaults", theirs, ours, f"{memory_mib} MiB, chunk {chunk}")
+
+
 @pytest.mark.skipif(VERSION == "0.5.9", reason="0.5.9 captures no prefill graphs by default")
 @pytest.mark.parametrize("max_bs", [1, 4, 100, 2048, 4096, 4608, 5000, 8192, 16384])
 def test_prefill_graph_sizes_and_the_runs_the_book_lists(max_bs: int) -> None:
