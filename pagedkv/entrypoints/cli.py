@@ -25,7 +25,8 @@ from pagedkv.entrypoints.cli_simulate import add_simulate_parser
 from pagedkv.errors import PagedKVError, bad_value, check_real
 from pagedkv.gpus import GPU_PRESETS, get_gpu
 from pagedkv.releases import DEFAULT_SGLANG_VERSION, SGLANG_VERSIONS, as_release
-from pagedkv.sizing import SWA_HYBRIDS, KVPoolPlan, flag_does_not_apply, plan_pool
+from pagedkv.sizing import KVPoolPlan, plan_pool
+from pagedkv.sizing_checks import SWA_HYBRIDS, flag_does_not_apply
 from pagedkv.units import KV_DTYPE_BYTES, gib
 from pagedkv.weights import preset_checkpoint_bytes
 

@@ -7,7 +7,7 @@ import sys
 import pytest
 
 from pagedkv.entrypoints.cli import main
-from pagedkv.sizing import SWA_HYBRIDS
+from pagedkv.sizing_checks import SWA_HYBRIDS
 
 L1 = ["size", "--model", "llama-3.1-8b", "--free-before-gib", "78.81", "--free-after-gib", "63.72",
       "--mem-fraction-static", "0.88"]
