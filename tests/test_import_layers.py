@@ -17,7 +17,7 @@ ROOT = Path(__file__).parents[1] / "pagedkv"
 LAYERS: list[tuple[str, ...]] = [
     ("errors", "lazy_exports", "release_behaviours", "releases", "units"),
     ("configs", "presets", "gpus", "weights", "server_args", "dsa_indexer", "kv_cache_configurator",
-     "hybrid_pools", "pool_plan", "sizing"),
+     "hybrid_pools", "pool_plan", "sizing_checks", "sizing"),
     ("workloads",),
     ("mem_cache",),
     ("layers",),

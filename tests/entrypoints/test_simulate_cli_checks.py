@@ -118,10 +118,20 @@ def test_kv_dtype_context_and_chunk_reach_the_pool(capsys: pytest.CaptureFixture
     fp8 = plan_pool("qwen3-4b", gpu="rtx-4090", kv_cache_dtype="fp8_e4m3").max_total_num_tokens
     assert fp8 in (2 * bf16, 2 * bf16 + 1)
     argv = ("--model", "qwen3-4b", "--gpu", "rtx-4090", "--num-requests", "20", "--workload", "fixed")
+    # SGLang's default fraction reserves for the chunk it is given: the pool follows it
+    chunked = plan_pool("qwen3-4b", gpu="rtx-4090", kv_cache_dtype="fp8_e4m3",
+                        chunked_prefill_size=1024).max_total_num_tokens
+    assert chunked != fp8
     assert run_simulate(parse(*argv, "--kv-cache-dtype", "fp8_e4m3", "--context-len", "4096",
-                              "--chunked-prefill-size", "-1", "--json")) == 0
+                              "--chunked-prefill-size", "1024", "--json")) == 0
     report = json.loads(capsys.readouterr().out)
-    assert report["meta"]["max_total_num_tokens"] == fp8
+    assert report["meta"]["max_total_num_tokens"] == chunked
+    # chunking off: the reserve for 16,384 prefill tokens takes the 24 GB card's default away
+    with pytest.raises(ConfigError, match=r"chunked_prefill_size=-1 is -0\.03"):
+        run_simulate(parse(*argv, "--chunked-prefill-size", "-1"))
+    assert run_simulate(parse(*argv, "--chunked-prefill-size", "-1", "--mem-fraction-static",
+                              "0.8")) == 0
+    capsys.readouterr()
     assert run_simulate(parse(*argv, "--kv-cache-dtype", "fp8_e4m3")) == 0
     assert f"pool {fp8:,} tokens (page_size 1, mem_fraction_static 0.704, fp8_e4m3 KV)" in \
         capsys.readouterr().out
