@@ -11,6 +11,7 @@ import csv
 import json
 import math
 import sys
+from pathlib import Path
 from typing import Any, TextIO
 
 from pagedkv.entrypoints.cli_simulate_workload import Workload
@@ -207,3 +208,8 @@ class CsvSink:
 
     def close(self) -> None:
         self.file.close()
+
+    def discard(self) -> None:
+        """Close and remove the file: the run it was for never ran."""
+        self.file.close()
+        Path(self.file.name).unlink(missing_ok=True)

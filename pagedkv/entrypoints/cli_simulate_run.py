@@ -21,6 +21,7 @@ from pagedkv.entrypoints.long_run import run_requests
 from pagedkv.entrypoints.simulation import simulated_engine
 from pagedkv.entrypoints.sweep import label, parse_axis, print_table, settings
 from pagedkv.entrypoints.sweep_run import default_workers, run_processes, run_ray, run_serial
+from pagedkv.errors import ConfigError
 from pagedkv.releases import check_sglang_version
 from pagedkv.units import gib
 
@@ -71,6 +72,10 @@ def run_single(args: argparse.Namespace, workload: Workload) -> int:
         run = run_requests(engine, workload.make_specs(), workload.num_requests,
                            source=workload.source, sinks=[s for s in (csv_sink, stream) if s],
                            on_log=on_log, quiet=args.quiet)
+    except ConfigError:  # a request refused before any ran: no table, not an empty one
+        if csv_sink is not None:
+            csv_sink.discard()
+        raise
     finally:
         if csv_sink is not None:
             csv_sink.close()

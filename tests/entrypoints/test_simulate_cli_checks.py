@@ -65,6 +65,14 @@ def test_a_refused_request_is_named_by_its_file_line(tmp_path: Path) -> None:
         run_simulate(parse("--requests-file", requests, *POOL))
 
 
+def test_a_refused_run_leaves_no_csv_behind(tmp_path: Path) -> None:
+    requests = _file(tmp_path, "r.csv", "prompt_len,output_len\n4995,5\n")
+    table = tmp_path / "out.csv"
+    with pytest.raises(ConfigError, match=r"^request 0 \(line 2 of "):
+        run_simulate(parse("--requests-file", requests, *POOL, "--csv", str(table)))
+    assert not table.exists()
+
+
 def test_a_prompt_past_the_context_says_the_context_set_the_bound(tmp_path: Path) -> None:
     """Prompt plus output fit the 512-token context (the file's check), but SGLang's
     max_req_input_len = min(512 - 1, pool - 1) - 5 = 506 refuses a 507-token prompt."""
