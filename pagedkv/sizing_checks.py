@@ -27,8 +27,9 @@ ALLOW_LONGER_CONTEXT_ENV = "SGLANG_ALLOW_OVERWRITE_LONGER_CONTEXT_LEN"
 GPUS_BELOW_SM80 = frozenset({"t4"})
 
 #: What a ``--gpu`` plan cannot know; a capacity planner should read it next to the numbers.
+WHOLE_CARD_PREFIX = "free memory taken as the whole card"
 WHOLE_CARD_NOTE = (
-    "free memory taken as the whole card ({label}: {total}) before loading; a real server "
+    WHOLE_CARD_PREFIX + " ({label}: {total}) before loading; a real server "
     "measures it after the CUDA context and communication buffers have taken theirs, so its "
     "pool comes out about 1-2 % smaller than this one; give the two 'avail mem' readings of "
     "its start-up log (--free-before-gib, --free-after-gib) for the exact pool")
@@ -69,7 +70,7 @@ def check_context_len(context_len: int, derived: int) -> tuple[str, ...]:
            "errors. Note that the derived context_length may differ from "
            "max_position_embeddings in the model's config.")
     if _env_flag(ALLOW_LONGER_CONTEXT_ENV):
-        return (f"Warning: {msg}",)
+        return (msg,)  # printed after "warning: ", as SGLang logs it at WARNING level
     raise bad_value("context_len", context_len,
                     f"an integer from 1 to {derived}, the model's derived context length "
                     f"(SGLang: {msg} To allow overriding this maximum, set the env var "
@@ -152,11 +153,14 @@ def resolve_mem_fraction_static(
                 "default comes from the GPU's total memory; valid: a fraction in (0, 1], "
                 "or a gpu preset")
         if card_f <= 0:  # SGLang would go on with it; say which input did it
+            prefill = ("prefill of max_prefill_tokens=16384 with chunking off"
+                       if chunked_prefill_size == -1 else
+                       f"prefill chunk of {chunked_prefill_size:,} tokens")
             raise ConfigError(
                 f"SGLang's default mem_fraction_static for {gpu.label} with "
                 f"chunked_prefill_size={chunked_prefill_size} is {card_f}: its "
-                "reserve for activations (max_prefill_tokens=16384 when chunking is off) and "
-                "CUDA graphs takes the whole card; valid: a mem_fraction_static in (0, 1], or "
-                "a chunked_prefill_size >= 1")
+                f"reserve for the activations of a {prefill} and for CUDA graphs takes the "
+                "whole card; valid: a mem_fraction_static in (0, 1], or a smaller "
+                "chunked_prefill_size (the card's default leaves room)")
         mem_fraction_static = card_f
     return mem_fraction_static, card_f

@@ -346,7 +346,7 @@ def test_a_context_longer_than_the_models_follows_sglangs_env_var(monkeypatch):
         monkeypatch.setenv("SGLANG_ALLOW_OVERWRITE_LONGER_CONTEXT_LEN", yes)
         plan = plan_pool(llama, gpu=H100, context_len=8193)
         assert plan.context_len == 8193 and plan.notes[0].startswith(
-            "Warning: User-specified context_length (8193) is greater than the derived "
+            "User-specified context_length (8193) is greater than the derived "
             "context_length (8192).")
     monkeypatch.setenv("SGLANG_ALLOW_OVERWRITE_LONGER_CONTEXT_LEN", "0")
     with pytest.raises(ConfigError, match="context_len=8193 is invalid"):

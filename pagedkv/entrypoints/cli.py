@@ -301,6 +301,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     except PagedKVError as exc:
         print(f"pagedkv {args.command}: error: {exc}", file=sys.stderr)
         return 2
+    except MemoryError:  # a run too long for this machine: say so, not numpy's traceback
+        print(f"pagedkv {args.command}: error: out of memory (a simulated run holds about 1 GiB "
+              "per million requests); run fewer requests, or split the trace", file=sys.stderr)
+        return 2
     except KeyboardInterrupt:  # Ctrl-C outside a run's loop (a run reports its partial summary)
         print(f"pagedkv {args.command}: interrupted", file=sys.stderr)
         return 130

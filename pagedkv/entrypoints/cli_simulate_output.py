@@ -23,6 +23,7 @@ from pagedkv.managers.trace import TraceMeta
 from pagedkv.metrics.request_metrics import COLUMNS, PERCENTILES, TIMES, Row
 from pagedkv.pool_plan import KVPoolPlan
 from pagedkv.releases import as_release
+from pagedkv.sizing_checks import WHOLE_CARD_PREFIX
 from pagedkv.units import MiB
 
 TIME_LABELS = {"ttft_s": "TTFT", "tpot_s": "TPOT (mean inter-token)", "e2e_s": "end-to-end",
@@ -74,6 +75,10 @@ def print_summary(run: RunOutcome, workload: Workload, out: TextIO | None = None
     out = out or sys.stdout
     s, m = run.table.summary(), run.metrics
     print(setting_text(run.engine.meta, run.engine.plan), file=out)
+    if any(n.startswith(WHOLE_CARD_PREFIX) for n in run.engine.plan.notes):
+        print("note: the pool takes the whole card as free before loading; a real server's "
+              "comes out about 1-2 % smaller (pagedkv size with its 'avail mem' readings gives "
+              "the exact one)", file=out)
     if run.engine.mamba_pool is not None:
         slots = run.engine.mamba_pool
         meta = run.engine.meta
@@ -135,8 +140,8 @@ def cut_notes(run: RunOutcome, shown: int = SHOWN_CUTS) -> list[str]:
              "the latencies and throughputs count the tokens granted"]
     lines += [c.message(run.where(c.rid)) for c in run.cut[:shown]]
     if n > shown:
-        lines.append(f"... and {n - shown:,} more (--json lists the first {MAX_JSON_CUTS}; "
-                     "--csv gives every request's output_len)")
+        lines.append(f"... and {n - shown:,} more (--json lists the first {MAX_JSON_CUTS} with "
+                     "the output each asked for; in --csv each ends with finish_reason length)")
     return lines
 
 
@@ -152,7 +157,11 @@ def report_dict(run: RunOutcome, workload: Workload) -> dict[str, Any]:
     cut = {"count": len(run.cut),
            "first": [{**c.to_dict(), "line": None if run.table.source is None
                       else int(run.table.source.line[c.rid])} for c in run.cut[:MAX_JSON_CUTS]]}
-    return {"meta": {**run.engine.meta.to_dict(), "core": run.core},
+    plan, config = run.engine.plan, run.engine.config
+    setting = {"core": run.core, "kv_cache_dtype": plan.kv_cache_dtype, "tp": plan.tp,
+               "context_len": plan.context_len, "chunked_prefill_size": config.chunked_prefill_size,
+               "max_running_requests": config.max_running_requests}
+    return {"meta": {**run.engine.meta.to_dict(), **setting}, "plan_notes": list(plan.notes),
             "workload": {"description": workload.description, "arrivals": workload.arrivals,
                          "notes": workload.notes},
             "step_time_model": step_time_text(run.engine), "times": "modelled, not measured",

@@ -23,6 +23,7 @@ from pagedkv.entrypoints.sweep import label, parse_axis, print_table, settings
 from pagedkv.entrypoints.sweep_run import default_workers, run_processes, run_ray, run_serial
 from pagedkv.errors import ConfigError
 from pagedkv.releases import check_sglang_version
+from pagedkv.sizing_checks import WHOLE_CARD_PREFIX
 from pagedkv.units import gib
 
 EXIT_INTERRUPTED = 130  # 128 + SIGINT, the shell's convention for Ctrl-C
@@ -52,18 +53,27 @@ def engine_options(args: argparse.Namespace, override: dict[str, object] | None 
     return opts
 
 
-def say_warnings(engine: Engine, prefix: str = "warning") -> None:
+def say_warnings(engine: Engine, prefix: str = "warning", asked_running: int | None = None) -> None:
     """SGLang's start-up warnings for this pool (a ``--max-total-tokens`` above the profiled
-    pool), on stderr: never silent."""
-    for warning in engine.plan.warnings:
+    pool), what a capacity planner must read beside it (:attr:`KVPoolPlan.notes`: the whole
+    card taken as free, a pool that holds no full-context request, a longer context allowed),
+    and a ``--max-running-requests`` SGLang lowered (``asked_running``): on stderr, never silent."""
+    plan = engine.plan
+    # the whole-card estimate is every --gpu run's: the summary's setting line says it instead
+    notes = [n for n in plan.notes if not n.startswith(WHOLE_CARD_PREFIX)]
+    for warning in (*plan.warnings, *notes):
         print(f"{prefix}: {warning}", file=sys.stderr)
+    if asked_running is not None and plan.max_running_requests < asked_running:
+        print(f"{prefix}: max_running_requests={asked_running} lowered to "
+              f"{plan.max_running_requests:,}, as SGLang sizes it from the pool "
+              f"({plan.max_total_num_tokens:,} tokens)", file=sys.stderr)
 
 
 def run_single(args: argparse.Namespace, workload: Workload) -> int:
     """One run: the text summary (or one JSON object with every request's row), and the
     per-request CSV file with ``--csv``. Returns 0, or 130 after Ctrl-C."""
     engine = simulated_engine(**engine_options(args))
-    say_warnings(engine)
+    say_warnings(engine, asked_running=args.max_running_requests)
     csv_sink = CsvSink(args.csv) if args.csv else None
     stream = JsonStream() if args.json else None
     log: list[str] = []

@@ -18,8 +18,8 @@ import numpy as np
 from pagedkv.configs.model_presets import load_model
 from pagedkv.errors import bad_value
 from pagedkv.workloads.prefix import as_specs, multi_turn, with_system_prompt
-from pagedkv.workloads.request_files import load_requests
-from pagedkv.workloads.request_rows import RequestFile
+from pagedkv.workloads.request_files import detect_format, load_requests, open_requests
+from pagedkv.workloads.request_rows import RequestFile, relative_arrivals
 from pagedkv.workloads.sharegpt import has_tokenizer
 from pagedkv.workloads.synthetic import RequestSpec, arrivals, fixed, sharegpt_like, uniform
 
@@ -135,7 +135,7 @@ def build_workload(args: argparse.Namespace) -> Workload:
     reqs = load_requests(args.requests_file, args.requests_format, context_len=context_len,
                          **_sharegpt_options(args))
     n = len(reqs) if args.num_requests is None else min(args.num_requests, len(reqs))
-    notes = list(reqs.notes)
+    notes = list(reqs.notes) + _unused_sharegpt_flags(args)
     if args.num_requests is not None and args.num_requests > len(reqs):
         notes.append(f"--num-requests {args.num_requests:,}: the file holds "
                      f"{_count(len(reqs), 'request')}, and all of them run")
@@ -147,7 +147,9 @@ def build_workload(args: argparse.Namespace) -> Workload:
         if reqs.arrival_s is not None:
             when += "; the file's arrival_s not used"
     elif reqs.arrival_s is not None:
-        times, when = reqs.arrival_s[:n], "the file's arrival_s"
+        times, shift = relative_arrivals(reqs.arrival_s[:n])
+        when = "the file's arrival_s" + (f", less the first one ({shift:,.3f} s) so that the run "
+                                         "starts at t=0" if shift else "")
     else:
         times, when = np.zeros(n), "all at t=0 (the file has no arrival_s; --rate R draws Poisson arrivals)"
     convs = len(set(reqs.conversation[:n][reqs.conversation[:n] >= 0].tolist()))
@@ -157,6 +159,20 @@ def build_workload(args: argparse.Namespace) -> Workload:
     if convs:
         what += f", {_count(convs, 'conversation')}"
     return Workload(what, when, n, _FileSpecs(reqs, times), reqs, notes)
+
+
+def _unused_sharegpt_flags(args: argparse.Namespace) -> list[str]:
+    """A note for each ShareGPT-only flag given with a JSON Lines or CSV file (whose rows
+    carry token counts, so there is nothing to tokenize): read, and ignored, not silently."""
+    with open_requests(args.requests_file) as f:
+        fmt = args.requests_format or detect_format(args.requests_file, f.read(4096))
+    if fmt == "sharegpt":
+        return []
+    given = [flag for flag, value, default in (
+        ("--tokenizer", args.tokenizer, None), ("--chars-per-token", args.chars_per_token, 4.0),
+        ("--sharegpt-turns", args.sharegpt_turns, "all")) if value != default]
+    return [f"{flag} applies to ShareGPT files only: this {fmt} file gives token counts; "
+            "ignored" for flag in given]
 
 
 def _count(n: int, noun: str) -> str:

@@ -6,6 +6,7 @@ real model's and returns the same :class:`~pagedkv.entrypoints.engine_outcome.En
 from __future__ import annotations
 
 import difflib
+import os
 from collections.abc import Sequence
 from dataclasses import fields
 from typing import Any, cast
@@ -28,7 +29,8 @@ from pagedkv.mem_cache.mamba_pool import MambaPool
 from pagedkv.model_executor.sim_executor import RooflineStepTime, RoutedExperts, SimExecutor
 from pagedkv.pool_plan import KVPoolPlan
 from pagedkv.sizing import gpu_memory_defaults, plan_pool
-from pagedkv.workloads.request_rows import RequestFile
+from pagedkv.workloads.request_files import load_requests
+from pagedkv.workloads.request_rows import RequestFile, relative_arrivals
 
 
 def roofline_step_time(spec: ModelSpec, plan: KVPoolPlan, card: GPUSpec) -> RooflineStepTime:
@@ -222,16 +224,17 @@ def simulated_engine(
     return engine
 
 
-def simulate(requests: Sequence[RequestLike] | RequestFile, *, record_page_tables: bool = False,
-             record_pages: bool = False, fast_forward: bool = True,
+def simulate(requests: Sequence[RequestLike] | RequestFile | str | os.PathLike, *,
+             record_page_tables: bool = False, record_pages: bool = False, fast_forward: bool = True,
              **options: Any) -> EngineResult:
     """Run SGLang's scheduler over ``requests`` on the pool SGLang would build:
     ``simulated_engine(**options).run(requests)``.
 
     Args:
         requests: workload entries (``pagedkv.workloads.synthetic.RequestSpec`` or alike), any
-            order; or a requests file as :func:`pagedkv.workloads.request_files.load_requests`
-            returns it, run at the file's ``arrival_s`` (all at t=0 without them).
+            order; or a requests file (its path, or as
+            :func:`pagedkv.workloads.request_files.load_requests` returns it), run at the
+            file's ``arrival_s`` less the first one (all at t=0 without them).
         record_page_tables: keep every step's page tables (small pools only).
         record_pages: record every page's owner changes (the visualizer's page events).
         fast_forward: False forces the step-by-step path (the reference the fast path is
@@ -248,7 +251,10 @@ def simulate(requests: Sequence[RequestLike] | RequestFile, *, record_page_table
         NotEnoughMemoryError: the weights leave no room for a pool.
     """
     engine = simulated_engine(record_pages=record_pages, **options)
+    if isinstance(requests, str | os.PathLike):
+        requests = load_requests(os.fspath(requests))
     if isinstance(requests, RequestFile):
-        times = requests.arrival_s if requests.arrival_s is not None else np.zeros(len(requests))
+        times = (relative_arrivals(requests.arrival_s)[0] if requests.arrival_s is not None
+                 else np.zeros(len(requests)))
         requests = list(requests.specs(times))
     return engine.run(requests, record_page_tables=record_page_tables, fast_forward=fast_forward)

@@ -78,9 +78,10 @@ def parse_axis(spec: str) -> Axis:
     name = name.strip().replace("-", "_")
     if not sep or name not in AXES:
         raise bad_value("--sweep", spec, f"NAME=V1,V2,... with NAME one of {', '.join(AXES)}")
-    texts = [t.strip() for t in rest.split(",") if t.strip()]
-    if not texts:
-        raise bad_value(f"--sweep {name}", rest, "one or more values separated by commas")
+    texts = [t.strip() for t in rest.split(",")]
+    if not all(texts):  # "1,,2" or "1,": a value left out by mistake, not one to skip
+        raise bad_value(f"--sweep {name}", rest, "one or more values separated by commas, "
+                        "none empty")
     values = tuple(AXES[name](name, t) for t in texts)
     if len(set(values)) < len(values):  # the same setting twice: a wasted run, a doubled row
         raise bad_value(f"--sweep {name}", rest, "each value at most once")

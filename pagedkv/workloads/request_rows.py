@@ -171,6 +171,15 @@ class RequestFile:
                 yield RequestEntry(p, o, cap, t, ids, out, None if prev < 0 else prev, eos)
 
 
+def relative_arrivals(arrival_s: np.ndarray) -> tuple[np.ndarray, float]:
+    """A file's arrival times (seconds, never decreasing) moved so that the first request
+    arrives at t=0, and how far they moved: a trace stamped with wall-clock times (Unix
+    seconds) would otherwise be replayed after decades of idle steps, and every rate in
+    its report divided by them. SGLang's ``bench_serving`` also counts from the first send."""
+    start = float(arrival_s[0]) if len(arrival_s) else 0.0
+    return (arrival_s - start if start > 0 else arrival_s), max(start, 0.0)
+
+
 class RequestFileBuilder:
     """Collects checked requests; :meth:`done` returns the :class:`RequestFile`.
 

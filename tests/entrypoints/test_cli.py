@@ -235,9 +235,13 @@ def test_page_larger_than_an_l4_pool_names_the_page(capsys):
                                          "--chunked-prefill-size", "-1"])
     assert code == 2 and err == (
         "pagedkv size: error: SGLang's default mem_fraction_static for L4 24GB with "
-        "chunked_prefill_size=-1 is -0.099: its reserve for activations (max_prefill_tokens=16384 "
-        "when chunking is off) and CUDA graphs takes the whole card; valid: a "
-        "mem_fraction_static in (0, 1], or a chunked_prefill_size >= 1\n")
+        "chunked_prefill_size=-1 is -0.099: its reserve for the activations of a prefill of "
+        "max_prefill_tokens=16384 with chunking off and for CUDA graphs takes the whole card; "
+        "valid: a mem_fraction_static in (0, 1], or a smaller chunked_prefill_size (the card's "
+        "default leaves room)\n")
+    code, _, err = run_size_cli(capsys, ["size", "--model", "qwen3-4b", "--gpu", "rtx-4090",
+                                         "--chunked-prefill-size", "20000"])
+    assert code == 2 and "the activations of a prefill chunk of 20,000 tokens" in err
 
 
 def test_no_gpu_needs_a_fraction(capsys):
@@ -268,7 +272,7 @@ def test_longer_context_with_sglangs_env_var_warns(capsys, monkeypatch):
     assert code == 0
     warnings = json.loads(out)["warnings"]
     assert warnings[0] == (
-        "Warning: User-specified context_length (1000000000) is greater than the derived "
+        "User-specified context_length (1000000000) is greater than the derived "
         "context_length (8192). This may lead to incorrect model outputs or CUDA errors. Note "
         "that the derived context_length may differ from max_position_embeddings in the "
         "model's config.")

@@ -96,6 +96,7 @@ def test_a_prompt_past_the_context_says_the_context_set_the_bound(tmp_path: Path
     (("--sweep", "radix_cache=on,off", "--disable-radix-cache"), "--disable-radix-cache=True"),
     (("--sweep", "page_size=1,1"), "--sweep page_size='1,1' is invalid; valid: each value at most once"),
     (("--num-requests", str(MAX_NUM_REQUESTS + 1)), "at most 100,000,000"),
+    (("--sweep", "page_size=1,,16"), "--sweep page_size='1,,16' is invalid; valid: .* none empty"),
     (("--chunked-prefill-size", "0"), "--chunked-prefill-size=0 is invalid; valid: -1 \\(chunking off\\)"),
     (("--chunked-prefill-size", "-5"), "--chunked-prefill-size=-5"),
     (("--context-len", "0"), "--context-len=0 is invalid"),
@@ -199,3 +200,76 @@ def test_a_first_compile_is_said_before_the_wait(monkeypatch: pytest.MonkeyPatch
     sched = engine.scheduler(fixed(4, 64, 8), trace=SummaryTrace(engine.meta))  # as a long run's
     long_run._say_if_compiling(sched, "compiled", quiet)
     assert ("compiling the compiled step core for this machine, once" in capsys.readouterr().err) is said
+
+
+def test_wall_clock_arrivals_start_the_run_at_zero(tmp_path: Path,
+                                                   capsys: pytest.CaptureFixture[str]) -> None:
+    """A trace stamped in Unix seconds replays like the same trace from 0: same duration and
+    rates (they were divided by 55 years), and the report says by how much it moved."""
+    rows = [(0.0, 100, 20), (0.5, 200, 30), (1.25, 50, 10)]
+    runs = []
+    for name, base in (("zero.csv", 0.0), ("epoch.csv", 1733212800.0)):
+        text = "arrival_s,prompt_len,output_len\n" + "".join(f"{base + t},{p},{o}\n" for t, p, o in rows)
+        assert run_simulate(parse("--requests-file", _file(tmp_path, name, text), "--json")) == 0
+        runs.append(json.loads(capsys.readouterr().out))
+    zero, epoch = runs
+    assert epoch["summary"] == zero["summary"]
+    assert [r["arrival_s"] for r in epoch["requests"]] == [0.0, 0.5, 1.25]
+    assert epoch["workload"]["arrivals"] == ("the file's arrival_s, less the first one "
+                                             "(1,733,212,800.000 s) so that the run starts at t=0")
+    assert zero["workload"]["arrivals"] == "the file's arrival_s"
+
+
+def test_the_report_names_the_setting_and_what_sglang_changed(capsys: pytest.CaptureFixture[str]) -> None:
+    argv = ("--num-requests", "10", "--workload", "fixed", "--gpu", "l4", "--model", "qwen3-4b")
+    assert run_simulate(parse(*argv, "--max-running-requests", "100000", "--kv-cache-dtype",
+                              "fp8_e4m3", "--json")) == 0
+    captured = capsys.readouterr()
+    report = json.loads(captured.out)
+    lowered = report["meta"]["max_running_requests"]
+    assert lowered < 100000
+    assert (f"warning: max_running_requests=100000 lowered to {lowered:,}, as SGLang sizes it "
+            "from the pool") in captured.err
+    assert {k: report["meta"][k] for k in ("kv_cache_dtype", "tp", "chunked_prefill_size")} == {
+        "kv_cache_dtype": "fp8_e4m3", "tp": 1, "chunked_prefill_size": 4096}
+    assert report["plan_notes"][0].startswith("free memory taken as the whole card (L4 24GB")
+    assert run_simulate(parse(*argv)) == 0
+    captured = capsys.readouterr()
+    assert "note: the pool takes the whole card as free before loading" in captured.out
+    assert captured.err == ""  # a plain run says nothing on stderr
+
+
+def test_python_simulate_takes_a_path(tmp_path: Path) -> None:
+    import pagedkv
+
+    path = _file(tmp_path, "r.jsonl", '{"prompt_len": 100, "output_len": 20, "arrival_s": 7}\n')
+    res = pagedkv.simulate(path, model="llama-3-8b", gpu="l4")
+    assert [(r.arrival_s, r.generated) for r in res.requests] == [(0.0, 20)]
+    assert pagedkv.simulate(Path(path)).metrics.num_requests == 1
+
+
+def test_running_out_of_memory_is_one_line(monkeypatch: pytest.MonkeyPatch,
+                                           capsys: pytest.CaptureFixture[str]) -> None:
+    from pagedkv.entrypoints import cli_simulate_workload
+    from pagedkv.entrypoints.cli import main
+
+    def too_many(args: object) -> None:
+        raise MemoryError("Unable to allocate 745. GiB")
+
+    monkeypatch.setattr(cli_simulate_workload, "build_workload", too_many)
+    assert main(["simulate", "--num-requests", "1000"]) == 2
+    err = capsys.readouterr().err
+    assert err == ("pagedkv simulate: error: out of memory (a simulated run holds about 1 GiB per "
+                   "million requests); run fewer requests, or split the trace\n")
+
+
+def test_sharegpt_only_flags_with_another_file_are_a_note(tmp_path: Path,
+                                                          capsys: pytest.CaptureFixture[str]) -> None:
+    requests = _file(tmp_path, "r.jsonl", '{"prompt_len": 10, "output_len": 5}\n')
+    assert run_simulate(parse("--requests-file", requests, "--chars-per-token", "3",
+                              "--sharegpt-turns", "first")) == 0
+    out = capsys.readouterr().out
+    assert ("note: --chars-per-token applies to ShareGPT files only: this jsonl file gives "
+            "token counts; ignored") in out and "note: --sharegpt-turns applies" in out
+    assert run_simulate(parse("--requests-file", requests)) == 0
+    assert "applies to ShareGPT" not in capsys.readouterr().out
