@@ -27,12 +27,13 @@ RESERVE_FLOOR_ABOVE_MIB = 60 * 1024
 # srt/arg_groups/platform_hook.py (handle_amd_specifics); 0.5.9 srt/server_args.py
 # (ServerArgs.triton_attention_num_kv_splits, ServerArgs._handle_amd_specifics).
 TRITON_ATTENTION_NUM_KV_SPLITS = 8
-
-# --max-prefill-tokens' default (both releases): the activation reserve's token count when
-# chunked prefill is off (--chunked-prefill-size -1). 0.5.23 srt/arg_groups/fields/schedule.py,
-# 0.5.9 srt/server_args.py (ServerArgs.max_prefill_tokens).
-MAX_PREFILL_TOKENS = 16384
 TRITON_ATTENTION_NUM_KV_SPLITS_AMD = 16
+
+# --max-prefill-tokens' default (both releases): the prompt tokens of one prefill pass, and
+# the activation reserve's token count when chunked prefill is off (--chunked-prefill-size
+# -1). 0.5.23 srt/arg_groups/fields/schedule.py, 0.5.9 srt/server_args.py
+# (ServerArgs.max_prefill_tokens).
+MAX_PREFILL_TOKENS = 16384
 
 
 def gpu_memory_defaults(gpu_memory_mib: int, tp: int = 1,
@@ -66,7 +67,7 @@ def gpu_memory_defaults(gpu_memory_mib: int, tp: int = 1,
     return 16384, 512
 
 
-def check_chunked_prefill_size(value: object) -> int:
+def check_chunked_prefill_size(value: object, name: str = "chunked_prefill_size") -> int:
     """Return ``value`` if it is a valid ``--chunked-prefill-size``: -1 (chunked prefill off,
     SGLang's documented switch) or an integer >= 1.
 
@@ -76,10 +77,11 @@ def check_chunked_prefill_size(value: object) -> int:
     pagedkv refuses 0 and the other negatives rather than guess what a typo meant.
 
     Raises:
-        ConfigError: anything else, naming the value and the valid range.
+        ConfigError: anything else, naming ``name`` (the flag or parameter), the value and
+            the valid range.
     """
     if isinstance(value, bool) or not isinstance(value, int) or (value < 1 and value != -1):
-        raise bad_value("chunked_prefill_size", value,
+        raise bad_value(name, value,
                         "-1 (chunked prefill off) or an integer >= 1 (tokens per chunk)")
     return value
 

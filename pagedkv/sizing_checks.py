@@ -13,7 +13,11 @@ from pagedkv.errors import ConfigError, bad_value, check_positive_int
 from pagedkv.gpus import GPUSpec
 from pagedkv.pool_plan import KVPoolPlan
 from pagedkv.releases import Release
-from pagedkv.server_args import check_chunked_prefill_size, default_mem_fraction_static
+from pagedkv.server_args import (
+    MAX_PREFILL_TOKENS,
+    check_chunked_prefill_size,
+    default_mem_fraction_static,
+)
 
 #: The environment variable with which SGLang accepts a ``context_length`` longer than the
 #: model's own (and warns); without it, start-up fails. Both releases:
@@ -153,7 +157,7 @@ def resolve_mem_fraction_static(
                 "default comes from the GPU's total memory; valid: a fraction in (0, 1], "
                 "or a gpu preset")
         if card_f <= 0:  # SGLang would go on with it; say which input did it
-            prefill = ("prefill of max_prefill_tokens=16384 with chunking off"
+            prefill = (f"prefill of max_prefill_tokens={MAX_PREFILL_TOKENS} with chunking off"
                        if chunked_prefill_size == -1 else
                        f"prefill chunk of {chunked_prefill_size:,} tokens")
             raise ConfigError(

@@ -22,6 +22,7 @@ from pagedkv.gpus import GPU_PRESETS
 from pagedkv.managers.compiled_core import AUTO_MIN_REQUESTS, CORES
 from pagedkv.managers.config import Policy
 from pagedkv.releases import DEFAULT_SGLANG_VERSION, RELEASES
+from pagedkv.server_args import check_chunked_prefill_size
 from pagedkv.units import KV_DTYPE_BYTES
 
 # the keys of cli_workload.WORKLOADS, named here so that --help needs no workload module
@@ -170,10 +171,8 @@ def check_args(args: argparse.Namespace) -> None:
                             "requests; split a longer trace)")
     if args.context_len is not None:
         check_positive_int("--context-len", args.context_len)
-    if args.chunked_prefill_size is not None and args.chunked_prefill_size < 1 \
-            and args.chunked_prefill_size != -1:
-        raise bad_value("--chunked-prefill-size", args.chunked_prefill_size,
-                        "-1 (chunking off) or an integer >= 1")
+    if args.chunked_prefill_size is not None:
+        check_chunked_prefill_size(args.chunked_prefill_size, "--chunked-prefill-size")
     if args.requests_file is not None and args.workload is not None:
         raise bad_value("--workload", args.workload,
                         "omitted with --requests-file (the file is the workload)")

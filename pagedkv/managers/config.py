@@ -45,6 +45,7 @@ from enum import Enum
 
 from pagedkv.errors import bad_value, check_positive_int
 from pagedkv.releases import DEFAULT_RELEASE, DEFAULT_SGLANG_VERSION, Release, as_release, differences
+from pagedkv.server_args import MAX_PREFILL_TOKENS
 
 __all__ = ["DEFAULT_SGLANG_VERSION", "ENV_VARS", "VERSION_DIFFERENCES", "Policy", "SchedulerConfig"]
 
@@ -132,7 +133,7 @@ class SchedulerConfig:
     clip_max_new_tokens: int = 4096
     retract_decode_steps: int = 20
     swa_eviction_interval: int = 128
-    max_prefill_tokens: int = 16384
+    max_prefill_tokens: int = MAX_PREFILL_TOKENS
     chunked_prefill_size: int | None = 8192
     max_running_requests: int | None = None
     decode_log_interval: int = 40

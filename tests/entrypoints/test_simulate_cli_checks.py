@@ -97,7 +97,8 @@ def test_a_prompt_past_the_context_says_the_context_set_the_bound(tmp_path: Path
     (("--sweep", "page_size=1,1"), "--sweep page_size='1,1' is invalid; valid: each value at most once"),
     (("--num-requests", str(MAX_NUM_REQUESTS + 1)), "at most 100,000,000"),
     (("--sweep", "page_size=1,,16"), "--sweep page_size='1,,16' is invalid; valid: .* none empty"),
-    (("--chunked-prefill-size", "0"), "--chunked-prefill-size=0 is invalid; valid: -1 \\(chunking off\\)"),
+    (("--chunked-prefill-size", "0"),
+     "--chunked-prefill-size=0 is invalid; valid: -1 \\(chunked prefill off\\) or an integer >= 1"),
     (("--chunked-prefill-size", "-5"), "--chunked-prefill-size=-5"),
     (("--context-len", "0"), "--context-len=0 is invalid"),
 ])
