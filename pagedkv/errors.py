@@ -18,6 +18,23 @@ class ConfigError(PagedKVError, ValueError):
     """A parameter or a model/GPU description is outside what pagedkv can size."""
 
 
+class RequestError(ConfigError):
+    """A request of a workload that SGLang would refuse, named by ``rid`` (the scheduler's
+    index): a caller that read the requests from a file can say which line it is on.
+
+    Attributes:
+        rid: the request. detail: the message after ``request {rid}``.
+    """
+
+    def __init__(self, rid: int, detail: str) -> None:
+        super().__init__(f"request {rid}{detail}")
+        self.rid, self.detail = rid, detail
+
+    def __reduce__(self) -> tuple[type, tuple[int, str]]:
+        # a sweep's worker process or Ray task sends it back pickled: rebuild it from its parts
+        return type(self), (self.rid, self.detail)
+
+
 class NotEnoughMemoryError(PagedKVError):
     """The weights leave no room for a KV pool (SGLang fails at start-up the same way)."""
 
@@ -33,6 +50,11 @@ class AllocatorError(PagedKVError):
 def bad_value(name: str, value: object, valid: str) -> ConfigError:
     """Build the standard message: ``page_size=0 is invalid; valid: an integer >= 1``."""
     return ConfigError(f"{name}={value!r} is invalid; valid: {valid}")
+
+
+def bad_request(rid: int, name: str, value: object, valid: str) -> RequestError:
+    """:func:`bad_value` for a field of request ``rid``: ``request 3 prompt_len=... is invalid``."""
+    return RequestError(rid, f" {bad_value(name, value, valid)}")
 
 
 def check_fraction(name: str, value: float) -> float:

@@ -16,7 +16,6 @@ finished and says it was interrupted.
 
 from __future__ import annotations
 
-import re
 import sys
 import time
 from collections.abc import Callable, Iterable
@@ -26,7 +25,7 @@ from tqdm import tqdm
 
 from pagedkv.entrypoints.engine import Engine
 from pagedkv.entrypoints.engine_outcome import CutOutput, cut_outputs
-from pagedkv.errors import ConfigError
+from pagedkv.errors import RequestError
 from pagedkv.managers.scheduler import Scheduler
 from pagedkv.managers.trace import Event
 from pagedkv.managers.trace_summary import SummaryTrace
@@ -107,7 +106,7 @@ def run_requests(engine: Engine, specs: Iterable[RequestSpec], num_requests: int
                          event_kinds=frozenset(("finish", "abort")), on_finished=table.add_columns)
     try:
         sched = engine.scheduler(specs, trace=trace)
-    except ConfigError as exc:
+    except RequestError as exc:
         raise _placed(exc, source) from None
     cut = cut_outputs(sched.reqs, engine.max_total_num_tokens, engine.page_size, engine.context_len)
     bar = tqdm(total=num_requests, unit="req", desc=label, file=sys.stderr, delay=PROGRESS_DELAY_S,
@@ -147,15 +146,10 @@ def _say_if_compiling(sched: Scheduler, core: str, quiet: bool) -> None:
                   "minute and a half; later runs start at once)", file=sys.stderr)
 
 
-_REQUEST = re.compile(r"^request (\d+)\b")  # how the scheduler's refusals name a request
-
-
-def _placed(exc: ConfigError, source: RequestFile | None) -> ConfigError:
+def _placed(exc: RequestError, source: RequestFile | None) -> RequestError:
     """``exc`` with the file's line of the request it names (``request 19 (line 21 of
     FILE) prompt_len=...``): a file's reader counts lines, the scheduler request indices."""
-    match = _REQUEST.match(str(exc))
-    if source is None or match is None or int(match[1]) >= len(source):
+    if source is None or exc.rid >= len(source):
         return exc
-    rid = int(match[1])
-    return ConfigError(f"{match[0]} (line {int(source.line[rid])} of {source.source})"
-                       f"{str(exc)[match.end():]}")
+    return RequestError(exc.rid, f" (line {int(source.line[exc.rid])} of {source.source})"
+                                 f"{exc.detail}")

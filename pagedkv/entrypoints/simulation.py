@@ -6,6 +6,7 @@ real model's and returns the same :class:`~pagedkv.entrypoints.engine_outcome.En
 from __future__ import annotations
 
 import difflib
+import inspect
 import os
 from collections.abc import Sequence
 from dataclasses import fields
@@ -61,10 +62,6 @@ def roofline_step_time(spec: ModelSpec, plan: KVPoolPlan, card: GPUSpec) -> Roof
         state_bytes=plan.state_bytes)
 
 
-_ENGINE_OPTIONS = ("model", "gpu", "mem_fraction_static", "page_size", "policy", "radix_cache",
-                   "sglang_version", "max_total_tokens", "tp", "kv_cache_dtype", "context_len",
-                   "weights_bytes", "arrival_rate", "disable_hybrid_swa_memory", "record_pages",
-                   "core")
 # options that belong to the requests, not the engine: where to give them instead
 _MISPLACED = {"rate": "arrival times belong to the requests: sharegpt_like(n, rate=R) draws them",
               "num_requests": "the requests are the first argument"}
@@ -222,6 +219,11 @@ def simulated_engine(
         mamba_slots=plan.mamba_slots if linear else None,
         state_bytes=plan.state_bytes if linear else 0)
     return engine
+
+
+# simulated_engine's own keywords, read from its signature (what _check_options lists)
+_ENGINE_OPTIONS = tuple(p.name for p in inspect.signature(simulated_engine).parameters.values()
+                        if p.kind is inspect.Parameter.KEYWORD_ONLY)
 
 
 def simulate(requests: Sequence[RequestLike] | RequestFile | str | os.PathLike, *,

@@ -15,7 +15,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from pagedkv.errors import bad_value, check_positive_int
+from pagedkv.errors import bad_request, bad_value, check_positive_int
 from pagedkv.managers.config import Policy, SchedulerConfig
 from pagedkv.managers.req import Req
 from pagedkv.managers.schedule_policy import footprint
@@ -80,11 +80,11 @@ def _check_each(reqs: Sequence[Req], cfg: SchedulerConfig, p: int, total: int, l
     overhead = p if cfg.release.extra_page_per_request else 0
     for r in reqs:
         if r.prompt_len >= limit:
-            raise bad_value(f"request {r.rid} prompt_len", r.prompt_len,
+            raise bad_request(r.rid, "prompt_len", r.prompt_len,
                             f"< max_req_input_len={limit} (min(context_len - 1, "
                             f"max_total_num_tokens - 1) - 5; {_longer_prompts(limit, total)})")
         if r.follows is not None and not 0 <= r.follows < r.rid:
-            raise bad_value(f"request {r.rid} follows", r.follows, f"an earlier rid in [0, {r.rid})")
+            raise bad_request(r.rid, "follows", r.follows, f"an earlier rid in [0, {r.rid})")
         prompt_pages = int(ceil_to_page(r.prompt_len, p))
         cap = max_req_len - r.prompt_len - 1
         if cfg.release.cap_max_new_tokens_by_pool:
@@ -92,13 +92,13 @@ def _check_each(reqs: Sequence[Req], cfg: SchedulerConfig, p: int, total: int, l
         r.max_new_tokens = max(1, min(r.max_new_tokens, cap))
         slack = total - prompt_pages - overhead - r.max_new_tokens
         if r.ignore_eos and not radix_cache and slack <= 1:
-            raise bad_value(f"request {r.rid} (ignore_eos) prompt_len + max_new_tokens",
+            raise bad_request(r.rid, "(ignore_eos) prompt_len + max_new_tokens",
                             r.prompt_len + r.max_new_tokens,
                             f"< {total - overhead - 1} so that admission ever takes it "
                             "with the radix cache off")
         # admission refuses a need >= rem_total_tokens, so the footprint must stay below
         if cfg.policy is Policy.RESERVE_ALL and footprint(r.prompt_len, r.max_new_tokens, p) >= total:
-            raise bad_value(f"request {r.rid} prompt_len + max_new_tokens",
+            raise bad_request(r.rid, "prompt_len + max_new_tokens",
                             r.prompt_len + r.max_new_tokens,
                             f"a footprint below max_total_num_tokens={total} under reserve_all")
 
