@@ -155,8 +155,7 @@ def _ms(seconds: float | None) -> str:
 def report_dict(run: RunOutcome, workload: Workload) -> dict[str, Any]:
     """The JSON report of a run but its per-request rows."""
     cut = {"count": len(run.cut),
-           "first": [{**c.to_dict(), "line": None if run.table.source is None
-                      else int(run.table.source.line[c.rid])} for c in run.cut[:MAX_JSON_CUTS]]}
+           "first": [{**c.to_dict(), "line": run.line(c.rid)} for c in run.cut[:MAX_JSON_CUTS]]}
     plan, config = run.engine.plan, run.engine.config
     setting = {"core": run.core, "kv_cache_dtype": plan.kv_cache_dtype, "tp": plan.tp,
                "context_len": plan.context_len, "chunked_prefill_size": config.chunked_prefill_size,

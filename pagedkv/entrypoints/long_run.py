@@ -67,9 +67,14 @@ class RunOutcome:
     core_note: str | None = None
     cut: list[CutOutput] = field(default_factory=list)
 
+    def line(self, rid: int) -> int | None:
+        """Request ``rid``'s line in its requests file (None without one)."""
+        return None if self.table.source is None else int(self.table.source.line[rid])
+
     def where(self, rid: int) -> str:
         """`` (line N)``: request ``rid``'s place in its requests file ("" without one)."""
-        return "" if self.table.source is None else f" (line {int(self.table.source.line[rid])})"
+        line = self.line(rid)
+        return "" if line is None else f" (line {line})"
 
 
 def run_requests(engine: Engine, specs: Iterable[RequestSpec], num_requests: int, *,
